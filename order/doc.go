@@ -1,0 +1,58 @@
+// Package order is the domain of the idempotent order consumer: the order
+// message and its wire contract, validation, the request hash, the documents an
+// accepted order writes, and the processing decision that turns one delivery of
+// a message into exactly one outcome.
+//
+// The package has no Azure imports. It talks to storage through the small
+// [Store] interface it defines, and storage adapters (package cosmosstore for
+// Azure Cosmos DB, package memstore for the in-memory model) translate their
+// status codes into the sentinel errors [ErrAlreadyExists], [ErrNotFound] and
+// [ErrTransient].
+//
+// # Wire contract
+//
+// An order message is a JSON object (Content-Type application/json, at most
+// [MaxBodySize] bytes) whose field names are the contract between producer and
+// worker:
+//
+//	{
+//	  "orderId":    "ord-000123",          // required; equals the Service Bus MessageId
+//	  "customerId": "cust-42",             // required
+//	  "currency":   "EUR",                 // required; ISO 4217, three upper-case letters
+//	  "lines": [                           // required; 1 to MaxLines lines, in invoice order
+//	    {"sku": "SKU-1", "quantity": 2, "unitPriceMinor": 1999}
+//	  ],
+//	  "totalMinor": 3998,                  // required; the sum of quantity*unitPriceMinor
+//	  "placedAt":   "2026-11-30T10:00:00Z",// required; when the customer placed the order
+//	  "sentAt":     "2026-11-30T10:00:01Z",// optional metadata, not part of the request hash
+//	  "traceId":    "4bf92f3577b34da6"     // optional metadata, not part of the request hash
+//	}
+//
+// Amounts are integers in the currency's minor unit (cents), never floats.
+// Unknown fields are rejected: a field the worker does not know could be a
+// business field the request hash would not cover.
+//
+// # What an accepted order writes
+//
+// One accepted order writes two documents in one transactional batch under the
+// partition key value orderId:
+//
+//   - the order document (id = orderId), which is also the idempotency marker:
+//     it carries the request hash, the MessageId that created it and when it was
+//     processed;
+//   - an OrderAccepted outbox event (id = "OrderAccepted:" + orderId) that
+//     downstream readers (fulfilment, billing, e-mail) consume from the Cosmos DB
+//     change feed. Writing the event in the same batch as the order means the
+//     event exists if and only if the order does: no dual write, no lost or
+//     phantom event.
+//
+// Because both ids are derived from the order id, a second attempt to write the
+// same order conflicts on the order document, and the batch fails as a whole.
+//
+// # Idempotency contract
+//
+// [Processor.Process] may be called any number of times, concurrently, for
+// deliveries of the same message; the store's atomic create makes exactly one
+// call return [Created] and every other call with the same content return
+// [Duplicate]. A duplicate never changes a stored document.
+package order

@@ -1,0 +1,101 @@
+package order
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Document types, stored in the "type" field of every document so that change
+// feed readers and queries can tell them apart.
+const (
+	TypeOrder = "order"
+	TypeEvent = "event"
+)
+
+// EventOrderAccepted is the event type of the outbox event written with every
+// accepted order.
+const EventOrderAccepted = "OrderAccepted"
+
+// OrderDocument is the stored form of an accepted order. It is also the
+// idempotency marker: its id is the order id, so a second create of the same
+// order conflicts, and it carries the request hash that tells a duplicate from
+// an id reused for other content.
+type OrderDocument struct {
+	ID          string    `json:"id"`      // = OrderID
+	OrderID     string    `json:"orderId"` // the partition key
+	Type        string    `json:"type"`    // TypeOrder
+	CustomerID  string    `json:"customerId"`
+	Currency    string    `json:"currency"`
+	Lines       []Line    `json:"lines"`
+	TotalMinor  int64     `json:"totalMinor"`
+	PlacedAt    time.Time `json:"placedAt"`
+	Status      string    `json:"status"`      // "accepted" on creation
+	RequestHash string    `json:"requestHash"` // Order.RequestHash of the creating message
+	MessageID   string    `json:"messageId"`   // the Service Bus MessageId that created it
+	ProcessedAt time.Time `json:"processedAt"` // when the worker created it
+}
+
+// AcceptedEvent is the OrderAccepted outbox event. Downstream services read it
+// from the Cosmos DB change feed; it exists exactly when its order does.
+type AcceptedEvent struct {
+	ID          string    `json:"id"`      // EventID(OrderID)
+	OrderID     string    `json:"orderId"` // the partition key
+	Type        string    `json:"type"`    // TypeEvent
+	EventType   string    `json:"eventType"`
+	CustomerID  string    `json:"customerId"`
+	Currency    string    `json:"currency"`
+	TotalMinor  int64     `json:"totalMinor"`
+	RequestHash string    `json:"requestHash"`
+	OccurredAt  time.Time `json:"occurredAt"`
+}
+
+// EventID returns the id of the OrderAccepted event of an order.
+func EventID(orderID string) string { return EventOrderAccepted + ":" + orderID }
+
+// Write is everything one accepted order writes: all of it in one
+// transactional batch under the partition key value OrderID, or none of it.
+type Write struct {
+	Order OrderDocument
+	Event AcceptedEvent
+}
+
+// NewWrite builds the documents for an accepted order.
+func NewWrite(o Order, messageID, requestHash string, processedAt time.Time) Write {
+	processedAt = processedAt.UTC()
+	return Write{
+		Order: OrderDocument{
+			ID: o.OrderID, OrderID: o.OrderID, Type: TypeOrder,
+			CustomerID: o.CustomerID, Currency: o.Currency, Lines: o.Lines,
+			TotalMinor: o.TotalMinor, PlacedAt: o.PlacedAt.UTC(), Status: "accepted",
+			RequestHash: requestHash, MessageID: messageID, ProcessedAt: processedAt,
+		},
+		Event: AcceptedEvent{
+			ID: EventID(o.OrderID), OrderID: o.OrderID, Type: TypeEvent,
+			EventType: EventOrderAccepted, CustomerID: o.CustomerID, Currency: o.Currency,
+			TotalMinor: o.TotalMinor, RequestHash: requestHash, OccurredAt: processedAt,
+		},
+	}
+}
+
+// PartitionKey returns the partition key value shared by every document of w.
+func (w Write) PartitionKey() string { return w.Order.OrderID }
+
+// Document is one JSON document of a Write, ready for a store.
+type Document struct {
+	ID   string
+	Body []byte
+}
+
+// Documents returns the documents of w in batch order: the order document
+// first, so that a conflicting batch reports the conflict on operation 0.
+func (w Write) Documents() ([]Document, error) {
+	ob, err := json.Marshal(w.Order)
+	if err != nil {
+		return nil, err
+	}
+	eb, err := json.Marshal(w.Event)
+	if err != nil {
+		return nil, err
+	}
+	return []Document{{ID: w.Order.ID, Body: ob}, {ID: w.Event.ID, Body: eb}}, nil
+}

@@ -1,0 +1,191 @@
+package order
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Limits of the wire contract.
+const (
+	// MaxBodySize is the largest message body Decode accepts, in bytes.
+	MaxBodySize = 64 << 10
+	// MaxLines is the largest number of order lines.
+	MaxLines = 100
+	// MaxIDLength is the longest order, customer or SKU identifier.
+	MaxIDLength = 128
+	// MaxQuantity is the largest quantity of one order line.
+	MaxQuantity = 10_000
+)
+
+// Order is an order message as the producer sends it. The JSON field names are
+// the wire contract documented in the package comment.
+type Order struct {
+	OrderID    string    `json:"orderId"`
+	CustomerID string    `json:"customerId"`
+	Currency   string    `json:"currency"`
+	Lines      []Line    `json:"lines"`
+	TotalMinor int64     `json:"totalMinor"`
+	PlacedAt   time.Time `json:"placedAt"`
+
+	// SentAt and TraceID are volatile metadata: a producer retry may change
+	// them, so they are not part of the request hash.
+	SentAt  *time.Time `json:"sentAt,omitempty"`
+	TraceID string     `json:"traceId,omitempty"`
+}
+
+// Line is one line of an order.
+type Line struct {
+	SKU            string `json:"sku"`
+	Quantity       int64  `json:"quantity"`
+	UnitPriceMinor int64  `json:"unitPriceMinor"`
+}
+
+// ErrInvalid is the error every validation and decoding failure matches with
+// errors.Is. A message that fails with it can never succeed and must be
+// dead-lettered.
+var ErrInvalid = errors.New("invalid order message")
+
+// FieldError reports which field of an order message is wrong and why.
+type FieldError struct {
+	Field   string // JSON path of the field, such as "lines[2].quantity"
+	Problem string // what is wrong with it
+}
+
+func (e *FieldError) Error() string { return "order: " + e.Field + ": " + e.Problem }
+
+// Is reports whether target is ErrInvalid.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+// SyntaxError reports a body that is not a single well-formed JSON order object.
+type SyntaxError struct {
+	Err error // the underlying decoding error
+}
+
+func (e *SyntaxError) Error() string { return "order: malformed JSON: " + e.Err.Error() }
+
+// Unwrap returns the underlying decoding error.
+func (e *SyntaxError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrInvalid.
+func (e *SyntaxError) Is(target error) bool { return target == ErrInvalid }
+
+// Decode parses and validates one order message body. Every error it returns
+// matches ErrInvalid; a *FieldError names the offending field and a
+// *SyntaxError reports malformed JSON.
+func Decode(body []byte) (Order, error) {
+	var o Order
+	if len(body) > MaxBodySize {
+		return o, &FieldError{Field: "body", Problem: fmt.Sprintf("%d bytes exceeds the limit of %d", len(body), MaxBodySize)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && ute.Field != "" {
+			return Order{}, &FieldError{Field: ute.Field, Problem: "must be a JSON " + jsonKind(ute.Type.Kind().String())}
+		}
+		return Order{}, &SyntaxError{Err: err}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Order{}, &SyntaxError{Err: errors.New("data after the order object")}
+	}
+	if err := o.Validate(); err != nil {
+		return Order{}, err
+	}
+	return o, nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "string"
+	case "int64", "int", "uint32":
+		return "integer"
+	case "slice":
+		return "array"
+	case "struct", "ptr":
+		return "object or RFC 3339 string"
+	}
+	return goKind
+}
+
+// Validate checks every business rule of the wire contract and returns a
+// *FieldError for the first field that breaks one.
+func (o *Order) Validate() error {
+	if err := checkID("orderId", o.OrderID); err != nil {
+		return err
+	}
+	if err := checkID("customerId", o.CustomerID); err != nil {
+		return err
+	}
+	if !isCurrency(o.Currency) {
+		return &FieldError{Field: "currency", Problem: fmt.Sprintf("%q is not three upper-case letters (ISO 4217)", o.Currency)}
+	}
+	if len(o.Lines) == 0 {
+		return &FieldError{Field: "lines", Problem: "must have at least one line"}
+	}
+	if len(o.Lines) > MaxLines {
+		return &FieldError{Field: "lines", Problem: fmt.Sprintf("%d lines exceeds the limit of %d", len(o.Lines), MaxLines)}
+	}
+	var total int64
+	for i, l := range o.Lines {
+		field := "lines[" + strconv.Itoa(i) + "]"
+		if err := checkID(field+".sku", l.SKU); err != nil {
+			return err
+		}
+		if l.Quantity < 1 || l.Quantity > MaxQuantity {
+			return &FieldError{Field: field + ".quantity", Problem: fmt.Sprintf("%d is not between 1 and %d", l.Quantity, MaxQuantity)}
+		}
+		if l.UnitPriceMinor < 0 {
+			return &FieldError{Field: field + ".unitPriceMinor", Problem: fmt.Sprintf("%d is negative", l.UnitPriceMinor)}
+		}
+		if l.UnitPriceMinor > (math.MaxInt64-total)/l.Quantity {
+			return &FieldError{Field: field + ".unitPriceMinor", Problem: "the order total overflows"}
+		}
+		total += l.Quantity * l.UnitPriceMinor
+	}
+	if o.TotalMinor != total {
+		return &FieldError{Field: "totalMinor", Problem: fmt.Sprintf("%d does not equal the sum of the lines, %d", o.TotalMinor, total)}
+	}
+	if o.PlacedAt.IsZero() {
+		return &FieldError{Field: "placedAt", Problem: "is required"}
+	}
+	return nil
+}
+
+// checkID accepts 1 to MaxIDLength characters from [A-Za-z0-9._:-]: safe as a
+// Cosmos DB id and partition key value (which forbid '/', '\', '?' and '#')
+// and in log lines.
+func checkID(field, v string) error {
+	if v == "" {
+		return &FieldError{Field: field, Problem: "is required"}
+	}
+	if len(v) > MaxIDLength {
+		return &FieldError{Field: field, Problem: fmt.Sprintf("%d characters exceeds the limit of %d", len(v), MaxIDLength)}
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return &FieldError{Field: field, Problem: fmt.Sprintf("character %q at offset %d is not one of A-Z a-z 0-9 . _ : -", c, i)}
+		}
+	}
+	return nil
+}
+
+func isCurrency(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for i := 0; i < 3; i++ {
+		if s[i] < 'A' || s[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,39 @@
+package order
+
+import (
+	"context"
+	"errors"
+)
+
+// Store is the storage the processing decision needs. Implementations must be
+// safe for concurrent use.
+type Store interface {
+	// CreateOrder writes every document of w atomically, in one transactional
+	// batch under w.PartitionKey(): all of them or none. If any of them exists
+	// already it writes nothing and returns an error matching
+	// ErrAlreadyExists.
+	CreateOrder(ctx context.Context, w Write) error
+	// ReadOrder returns the stored order document, or an error matching
+	// ErrNotFound.
+	ReadOrder(ctx context.Context, orderID string) (OrderDocument, error)
+}
+
+// Sentinel errors that Store implementations wrap, so that callers decide with
+// errors.Is and never by the text of a status message.
+var (
+	// ErrAlreadyExists means a create found a document with the same id in
+	// the same partition (HTTP 409).
+	ErrAlreadyExists = errors.New("document already exists")
+	// ErrNotFound means no document has that id in that partition (HTTP 404).
+	ErrNotFound = errors.New("document not found")
+	// ErrTransient means the call failed for a reason that may pass: throttling
+	// (429), unavailability (503), a timeout (408), a write conflict to
+	// retry (449) or a lost connection. The same call may succeed later.
+	ErrTransient = errors.New("transient store failure")
+)
+
+// IsTransient reports whether err is worth retrying later: it matches
+// ErrTransient, or the context's deadline passed.
+func IsTransient(err error) bool {
+	return errors.Is(err, ErrTransient) || errors.Is(err, context.DeadlineExceeded)
+}
