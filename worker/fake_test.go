@@ -1,0 +1,138 @@
+package worker_test
+
+import (
+	"context"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+// settlement is what the fake receiver recorded for one settlement call.
+type settlement struct {
+	kind        string // complete, abandon, deadletter
+	reason, desc string
+}
+
+// fakeReceiver hands out queued messages and records settlements. Hooks
+// inject failures. It is safe for concurrent use, like the SDK's receiver.
+type fakeReceiver struct {
+	msgs chan *azservicebus.ReceivedMessage
+
+	mu          sync.Mutex
+	settled     map[string][]settlement
+	renewals    map[string]int
+	receiveErrs []error // returned, in order, by the next ReceiveMessages calls
+	maxAsked    int
+
+	completeErr func(m *azservicebus.ReceivedMessage) error
+	renewErr    func(m *azservicebus.ReceivedMessage) error
+	onSettle    func()
+}
+
+var _ worker.Receiver = (*fakeReceiver)(nil)
+
+func newFakeReceiver(ids ...string) *fakeReceiver {
+	r := &fakeReceiver{
+		msgs:     make(chan *azservicebus.ReceivedMessage, 1000),
+		settled:  map[string][]settlement{},
+		renewals: map[string]int{},
+	}
+	for _, id := range ids {
+		r.add(id)
+	}
+	return r
+}
+
+func (r *fakeReceiver) add(id string) {
+	r.msgs <- &azservicebus.ReceivedMessage{MessageID: id, Body: []byte(id), DeliveryCount: 1}
+}
+
+func (r *fakeReceiver) ReceiveMessages(ctx context.Context, max int, _ *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
+	r.mu.Lock()
+	r.maxAsked = maxInt(r.maxAsked, max)
+	if len(r.receiveErrs) > 0 {
+		err := r.receiveErrs[0]
+		r.receiveErrs = r.receiveErrs[1:]
+		r.mu.Unlock()
+		return nil, err
+	}
+	r.mu.Unlock()
+	var out []*azservicebus.ReceivedMessage
+	select {
+	case m := <-r.msgs:
+		out = append(out, m)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for len(out) < max {
+		select {
+		case m := <-r.msgs:
+			out = append(out, m)
+		default:
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+func (r *fakeReceiver) record(m *azservicebus.ReceivedMessage, s settlement) {
+	r.mu.Lock()
+	r.settled[m.MessageID] = append(r.settled[m.MessageID], s)
+	r.mu.Unlock()
+	if r.onSettle != nil {
+		r.onSettle()
+	}
+}
+
+func (r *fakeReceiver) CompleteMessage(_ context.Context, m *azservicebus.ReceivedMessage, _ *azservicebus.CompleteMessageOptions) error {
+	if r.completeErr != nil {
+		if err := r.completeErr(m); err != nil {
+			r.record(m, settlement{kind: "complete-failed"})
+			return err
+		}
+	}
+	r.record(m, settlement{kind: "complete"})
+	return nil
+}
+
+func (r *fakeReceiver) AbandonMessage(_ context.Context, m *azservicebus.ReceivedMessage, _ *azservicebus.AbandonMessageOptions) error {
+	r.record(m, settlement{kind: "abandon"})
+	return nil
+}
+
+func (r *fakeReceiver) DeadLetterMessage(_ context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeadLetterOptions) error {
+	s := settlement{kind: "deadletter"}
+	if o != nil && o.Reason != nil {
+		s.reason = *o.Reason
+	}
+	if o != nil && o.ErrorDescription != nil {
+		s.desc = *o.ErrorDescription
+	}
+	r.record(m, s)
+	return nil
+}
+
+func (r *fakeReceiver) RenewMessageLock(_ context.Context, m *azservicebus.ReceivedMessage, _ *azservicebus.RenewMessageLockOptions) error {
+	r.mu.Lock()
+	r.renewals[m.MessageID]++
+	r.mu.Unlock()
+	if r.renewErr != nil {
+		return r.renewErr(m)
+	}
+	return nil
+}
+
+func (r *fakeReceiver) settlements(id string) []settlement {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]settlement(nil), r.settled[id]...)
+}
+
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}
