@@ -11,7 +11,7 @@ import (
 
 // settlement is what the fake receiver recorded for one settlement call.
 type settlement struct {
-	kind        string // complete, abandon, deadletter
+	kind         string // complete, abandon, deadletter
 	reason, desc string
 }
 
