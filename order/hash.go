@@ -17,7 +17,7 @@ const hashVersion = "order-request/v1"
 // nanosecond).
 //
 // The encoding is built from the decoded values, never from the JSON text, so
-// JSON key order, white space and number spelling do not change the hash, and
+// JSON key order, white space and the time zone of placedAt do not change the hash, and
 // neither do the metadata fields sentAt and traceId. Any change to a business
 // field does. Strings are length-prefixed, so no two different orders encode
 // to the same bytes.

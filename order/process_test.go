@@ -1,0 +1,225 @@
+package order_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/memstore"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+var fixedNow = func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
+
+// failingStore fails every call with err.
+type failingStore struct{ err error }
+
+func (s failingStore) CreateOrder(context.Context, order.Write) error { return s.err }
+func (s failingStore) ReadOrder(context.Context, string) (order.OrderDocument, error) {
+	return order.OrderDocument{}, s.err
+}
+
+// readFailingStore creates like memstore but fails every read with err.
+type readFailingStore struct {
+	*memstore.Store
+	err error
+}
+
+func (s readFailingStore) ReadOrder(context.Context, string) (order.OrderDocument, error) {
+	return order.OrderDocument{}, s.err
+}
+
+func msg(body string) order.Message { return order.Message{ID: "ord-1", Body: []byte(body), DeliveryCount: 1} }
+
+func TestProcess(t *testing.T) {
+	changed := strings.Replace(validBody, `"cust-1"`, `"cust-2"`, 1)
+	transient := fmt.Errorf("429 throttled: %w", order.ErrTransient)
+	tests := []struct {
+		name       string
+		store      func() order.Store
+		before     []string // bodies processed first
+		m          order.Message
+		want       order.Outcome
+		wantReason string
+	}{
+		{"new order", func() order.Store { return memstore.New() }, nil, msg(validBody), order.Created, ""},
+		{"same message again", func() order.Store { return memstore.New() }, []string{validBody}, msg(validBody), order.Duplicate, ""},
+		{"producer retry with new metadata", func() order.Store { return memstore.New() }, []string{validBody},
+			msg(strings.Replace(validBody, `"abc"`, `"retry-2"`, 1)), order.Duplicate, ""},
+		{"same id other content", func() order.Store { return memstore.New() }, []string{validBody}, msg(changed), order.Mismatch, order.ReasonOrderIDReused},
+		{"malformed body", func() order.Store { return memstore.New() }, nil, msg(`{not json`), order.Invalid, order.ReasonInvalidMessage},
+		{"invalid field", func() order.Store { return memstore.New() }, nil, msg(strings.Replace(validBody, "EUR", "euro", 1)), order.Invalid, order.ReasonInvalidMessage},
+		{"MessageId differs from orderId", func() order.Store { return memstore.New() }, nil,
+			order.Message{ID: "ord-2", Body: []byte(validBody), DeliveryCount: 1}, order.Invalid, order.ReasonMessageIDMismatch},
+		{"throttled create", func() order.Store { return failingStore{transient} }, nil, msg(validBody), order.Transient, order.ReasonStoreUnavailable},
+		{"create deadline", func() order.Store { return failingStore{context.DeadlineExceeded} }, nil, msg(validBody), order.Transient, order.ReasonStoreUnavailable},
+		{"permanent store error is retried, not dropped", func() order.Store { return failingStore{errors.New("403 forbidden")} }, nil, msg(validBody), order.Transient, order.ReasonStoreError},
+		{"read after conflict fails", func() order.Store { return readFailingStore{memstore.New(), transient} }, []string{validBody}, msg(validBody), order.Transient, order.ReasonStoreUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.store()
+			p := order.NewProcessor(s, fixedNow)
+			ctx := context.Background()
+			for _, b := range tt.before {
+				if r := p.Process(ctx, msg(b)); r.Outcome != order.Created {
+					t.Fatalf("setup: %v %s", r.Outcome, r.Description)
+				}
+			}
+			var before []memstore.Item
+			if ms, ok := s.(*memstore.Store); ok {
+				before = ms.Items()
+			}
+			r := p.Process(ctx, tt.m)
+			if r.Outcome != tt.want || r.Reason != tt.wantReason {
+				t.Fatalf("Process = %v %q (%s), want %v %q", r.Outcome, r.Reason, r.Description, tt.want, tt.wantReason)
+			}
+			if r.Outcome != order.Created && r.Outcome != order.Duplicate && r.Description == "" {
+				t.Error("a failure outcome without a description")
+			}
+			if ms, ok := s.(*memstore.Store); ok && len(tt.before) > 0 {
+				assertUnchanged(t, before, ms.Items())
+			}
+		})
+	}
+}
+
+func TestProcessMismatchNamesBothHashes(t *testing.T) {
+	p := order.NewProcessor(memstore.New(), fixedNow)
+	ctx := context.Background()
+	p.Process(ctx, msg(validBody))
+	other, _ := order.Decode([]byte(strings.Replace(validBody, `"cust-1"`, `"cust-2"`, 1)))
+	orig, _ := order.Decode([]byte(validBody))
+	r := p.Process(ctx, msg(strings.Replace(validBody, `"cust-1"`, `"cust-2"`, 1)))
+	if !strings.Contains(r.Description, orig.RequestHash()) || !strings.Contains(r.Description, other.RequestHash()) {
+		t.Errorf("description %q does not name both hashes", r.Description)
+	}
+}
+
+func TestProcessWritesOrderAndEventTogether(t *testing.T) {
+	s := memstore.New()
+	p := order.NewProcessor(s, fixedNow)
+	if r := p.Process(context.Background(), msg(validBody)); r.Outcome != order.Created {
+		t.Fatal(r)
+	}
+	items := s.Items()
+	if len(items) != 2 || items[0].ID != order.EventID("ord-1") || items[1].ID != "ord-1" {
+		t.Fatalf("items = %+v, want the order and its OrderAccepted event", items)
+	}
+	doc, err := s.ReadOrder(context.Background(), "ord-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := order.Decode([]byte(validBody))
+	if doc.RequestHash != o.RequestHash() || doc.MessageID != "ord-1" || !doc.ProcessedAt.Equal(fixedNow()) || doc.OrderID != doc.ID {
+		t.Errorf("stored document %+v lacks hash, message id or processing time", doc)
+	}
+}
+
+// A batch whose companion document conflicts writes nothing.
+func TestCreateBatchIsAllOrNothing(t *testing.T) {
+	s := memstore.New()
+	ctx := context.Background()
+	if err := s.CreateBatch(ctx, "ord-1", []order.Document{{ID: order.EventID("ord-1"), Body: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := order.Decode([]byte(validBody))
+	err := s.CreateOrder(ctx, order.NewWrite(o, "ord-1", o.RequestHash(), fixedNow()))
+	var be *memstore.BatchError
+	if !errors.As(err, &be) || be.Index != 1 || !errors.Is(err, order.ErrAlreadyExists) {
+		t.Fatalf("CreateOrder = %v, want a conflict on operation 1", err)
+	}
+	if _, ok := s.Get("ord-1", "ord-1"); ok {
+		t.Error("the order document was written although its batch failed")
+	}
+}
+
+func TestConcurrentDeliveriesCreateOnce(t *testing.T) {
+	s := memstore.New()
+	p := order.NewProcessor(s, fixedNow)
+	const n = 32
+	results := make([]order.Result, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i] = p.Process(context.Background(), order.Message{ID: "ord-1", Body: []byte(validBody), DeliveryCount: uint32(i + 1)})
+		}()
+	}
+	close(start)
+	wg.Wait()
+	counts := map[order.Outcome]int{}
+	for _, r := range results {
+		counts[r.Outcome]++
+	}
+	if counts[order.Created] != 1 || counts[order.Duplicate] != n-1 {
+		t.Errorf("outcomes = %v, want 1 created and %d duplicates", counts, n-1)
+	}
+	for _, it := range s.Items() {
+		if it.Writes != 1 {
+			t.Errorf("%s written %d times", it.ID, it.Writes)
+		}
+	}
+}
+
+func assertUnchanged(t *testing.T, before, after []memstore.Item) {
+	t.Helper()
+	if len(before) != len(after) {
+		t.Fatalf("store had %d documents, now %d", len(before), len(after))
+	}
+	for i := range before {
+		if before[i].ETag != after[i].ETag || !bytes.Equal(before[i].Body, after[i].Body) {
+			t.Errorf("document %s changed", before[i].ID)
+		}
+	}
+}
+
+func BenchmarkDecodeValidateHash(b *testing.B) {
+	body := []byte(validBody)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		o, err := order.Decode(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = o.RequestHash()
+	}
+}
+
+func BenchmarkProcess(b *testing.B) {
+	ctx := context.Background()
+	b.Run("created", func(b *testing.B) {
+		p := order.NewProcessor(memstore.New(), nil)
+		bodies := make([][]byte, b.N)
+		for i := range bodies {
+			bodies[i] = []byte(strings.Replace(validBody, `"ord-1"`, fmt.Sprintf(`"ord-%d"`, i), 1))
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if r := p.Process(ctx, order.Message{ID: fmt.Sprintf("ord-%d", i), Body: bodies[i], DeliveryCount: 1}); r.Outcome != order.Created {
+				b.Fatal(r)
+			}
+		}
+	})
+	b.Run("duplicate", func(b *testing.B) {
+		p := order.NewProcessor(memstore.New(), nil)
+		m := msg(validBody)
+		p.Process(ctx, m)
+		b.ReportAllocs()
+		for b.Loop() {
+			if r := p.Process(ctx, m); r.Outcome != order.Duplicate {
+				b.Fatal(r)
+			}
+		}
+	})
+}
