@@ -34,7 +34,9 @@ func (s readFailingStore) ReadOrder(context.Context, string) (order.OrderDocumen
 	return order.OrderDocument{}, s.err
 }
 
-func msg(body string) order.Message { return order.Message{ID: "ord-1", Body: []byte(body), DeliveryCount: 1} }
+func msg(body string) order.Message {
+	return order.Message{ID: "ord-1", Body: []byte(body), DeliveryCount: 1}
+}
 
 func TestProcess(t *testing.T) {
 	changed := strings.Replace(validBody, `"cust-1"`, `"cust-2"`, 1)
