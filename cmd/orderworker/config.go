@@ -1,0 +1,144 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+)
+
+// config is the worker's configuration. Every field comes from an environment
+// variable named like the azd outputs and can be overridden by a flag.
+type config struct {
+	ServiceBusNamespace        string
+	ServiceBusConnectionString string // secret; emulators and the test broker only
+	Queue                      string
+	LockDuration               time.Duration
+
+	CosmosEndpoint           string
+	CosmosKey                string // secret; emulators only
+	CosmosDatabase           string
+	CosmosContainer          string
+	CosmosInsecureSkipVerify bool // emulators' self-signed certificate only
+	CosmosCreateContainer    bool // emulators only: in Azure, Bicep creates them
+
+	Concurrency     int
+	MessageTimeout  time.Duration
+	ShutdownGrace   time.Duration
+	SummaryInterval time.Duration
+
+	LogFormat string
+	LogLevel  string
+}
+
+// parseConfig reads the environment through getenv, then the flags in args.
+func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (config, error) {
+	var c config
+	env := cli.NewEnv(fs, getenv)
+	env.String(&c.ServiceBusNamespace, "namespace", "SERVICEBUS_NAMESPACE", "", "fully qualified Service Bus namespace, such as sb-x.servicebus.windows.net (Entra ID auth)")
+	env.String(&c.ServiceBusConnectionString, "servicebus-connection-string", "SERVICEBUS_CONNECTION_STRING", "", "Service Bus connection string, for the emulator or the test broker only (instead of -namespace)")
+	env.String(&c.Queue, "queue", "SERVICEBUS_QUEUE", "orders", "queue to receive from")
+	env.Duration(&c.LockDuration, "lock-duration", "SERVICEBUS_LOCK_DURATION", time.Minute, "the queue's lock duration; locks are renewed every half of it")
+	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint, such as https://x.documents.azure.com:443/")
+	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
+	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", "ordersdb", "Cosmos DB database")
+	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "Cosmos DB container, partitioned on /orderId")
+	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
+	env.Bool(&c.CosmosCreateContainer, "cosmos-create-container", "COSMOS_CREATE_CONTAINER", false, "create the database and container first; for emulators only")
+	env.Int(&c.Concurrency, "concurrency", "WORKER_CONCURRENCY", 8, "messages handled at once")
+	env.Duration(&c.MessageTimeout, "message-timeout", "WORKER_MESSAGE_TIMEOUT", 0, "deadline of one message's handling; 0 means 80% of the lock duration")
+	env.Duration(&c.ShutdownGrace, "shutdown-grace", "WORKER_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight messages may finish after SIGTERM")
+	env.Duration(&c.SummaryInterval, "summary-interval", "WORKER_SUMMARY_INTERVAL", 30*time.Second, "how often to log a summary of outcomes")
+	env.String(&c.LogFormat, "log-format", "LOG_FORMAT", "auto", "log format: auto (text on a terminal, else JSON), text or json")
+	env.String(&c.LogLevel, "log-level", "LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	fs.Usage = func() { usage(fs) }
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := env.Err(); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, `Usage: orderworker [flags]
+
+Receives orders from a Service Bus queue in PeekLock mode and creates each
+order once in Cosmos DB. Every flag defaults to the environment variable named
+after it, so the variables that azd writes are enough to run in Azure.
+
+In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a managed identity)
+On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_CREATE_CONTAINER=true
+
+Flags:
+`)
+	fs.PrintDefaults()
+}
+
+// Validate reports every missing or inconsistent setting at once, naming the
+// variable (and flag) to set.
+func (c *config) Validate() error {
+	var errs []error
+	if c.ServiceBusNamespace == "" && c.ServiceBusConnectionString == "" {
+		errs = append(errs, errors.New("set SERVICEBUS_NAMESPACE (-namespace) or, for an emulator, SERVICEBUS_CONNECTION_STRING (-servicebus-connection-string)"))
+	}
+	if c.ServiceBusNamespace != "" && c.ServiceBusConnectionString != "" {
+		errs = append(errs, errors.New("set only one of SERVICEBUS_NAMESPACE and SERVICEBUS_CONNECTION_STRING"))
+	}
+	if c.Queue == "" {
+		errs = append(errs, errors.New("set SERVICEBUS_QUEUE (-queue)"))
+	}
+	if c.CosmosEndpoint == "" {
+		errs = append(errs, errors.New("set COSMOS_ENDPOINT (-cosmos-endpoint)"))
+	}
+	if c.CosmosDatabase == "" || c.CosmosContainer == "" {
+		errs = append(errs, errors.New("set COSMOS_DATABASE (-cosmos-database) and COSMOS_CONTAINER (-cosmos-container)"))
+	}
+	if c.CosmosInsecureSkipVerify && c.CosmosKey == "" {
+		errs = append(errs, errors.New("COSMOS_INSECURE_SKIP_VERIFY is for emulators only, which need COSMOS_KEY"))
+	}
+	if c.CosmosCreateContainer && c.CosmosKey == "" {
+		errs = append(errs, errors.New("COSMOS_CREATE_CONTAINER is for emulators only, which need COSMOS_KEY; in Azure, Bicep creates the container"))
+	}
+	if c.LockDuration < time.Second || c.LockDuration > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("SERVICEBUS_LOCK_DURATION (-lock-duration) %v is outside Service Bus's 1s to 5m", c.LockDuration))
+	}
+	if c.MessageTimeout < 0 || c.MessageTimeout >= c.LockDuration {
+		errs = append(errs, fmt.Errorf("WORKER_MESSAGE_TIMEOUT (-message-timeout) %v must be below the lock duration %v", c.MessageTimeout, c.LockDuration))
+	}
+	if c.Concurrency < 1 || c.Concurrency > 5000 {
+		errs = append(errs, fmt.Errorf("WORKER_CONCURRENCY (-concurrency) %d is not between 1 and 5000", c.Concurrency))
+	}
+	if c.ShutdownGrace <= 0 {
+		errs = append(errs, fmt.Errorf("WORKER_SHUTDOWN_GRACE (-shutdown-grace) %v must be positive", c.ShutdownGrace))
+	}
+	return errors.Join(errs...)
+}
+
+// LogValue logs the configuration once at start-up, with secrets masked.
+func (c config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("servicebus_namespace", c.ServiceBusNamespace),
+		slog.String("servicebus_connection_string", cli.Mask(c.ServiceBusConnectionString)),
+		slog.String("queue", c.Queue),
+		slog.Duration("lock_duration", c.LockDuration),
+		slog.String("cosmos_endpoint", c.CosmosEndpoint),
+		slog.String("cosmos_key", cli.Mask(c.CosmosKey)),
+		slog.String("cosmos_database", c.CosmosDatabase),
+		slog.String("cosmos_container", c.CosmosContainer),
+		slog.Bool("cosmos_insecure_skip_verify", c.CosmosInsecureSkipVerify),
+		slog.Bool("cosmos_create_container", c.CosmosCreateContainer),
+		slog.Int("concurrency", c.Concurrency),
+		slog.Duration("message_timeout", c.MessageTimeout),
+		slog.Duration("shutdown_grace", c.ShutdownGrace),
+	)
+}
+

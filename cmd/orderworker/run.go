@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+// run is the whole program; main only supplies the process's context,
+// arguments, environment and output streams.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("orderworker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg, err := parseConfig(fs, args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	logger, err := cli.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	logger.Info("orderworker starting", "config", cfg)
+
+	store, err := openStore(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	sb, err := cli.NewServiceBusClient(cfg.ServiceBusNamespace, cfg.ServiceBusConnectionString)
+	if err != nil {
+		return err
+	}
+	defer closeWithTimeout(logger, "service bus client", sb.Close)
+	receiver, err := sb.NewReceiverForQueue(cfg.Queue, nil) // PeekLock is the default mode
+	if err != nil {
+		return fmt.Errorf("receiver for queue %q: %w", cfg.Queue, err)
+	}
+	defer closeWithTimeout(logger, "receiver", receiver.Close)
+
+	w, err := worker.New(receiver, order.NewProcessor(store, nil), logger, worker.Options{
+		Concurrency:     cfg.Concurrency,
+		LockDuration:    cfg.LockDuration,
+		MessageTimeout:  cfg.MessageTimeout,
+		ShutdownGrace:   cfg.ShutdownGrace,
+		SummaryInterval: cfg.SummaryInterval,
+		RequestCharge:   store.RequestCharge,
+	})
+	if err != nil {
+		return err
+	}
+	err = w.Run(ctx)
+	logger.Info("orderworker stopped")
+	return err
+}
+
+// openStore connects to Cosmos DB: with an account key on an emulator, with
+// Entra ID in Azure.
+func openStore(ctx context.Context, cfg config, logger *slog.Logger) (*cosmosstore.Store, error) {
+	opts := &cosmosstore.ClientOptions{InsecureSkipVerify: cfg.CosmosInsecureSkipVerify}
+	var client *azcosmos.Client
+	var err error
+	if cfg.CosmosKey != "" {
+		client, err = cosmosstore.NewClientWithKey(cfg.CosmosEndpoint, cfg.CosmosKey, opts)
+	} else {
+		cred, cerr := cli.Credential()
+		if cerr != nil {
+			return nil, cerr
+		}
+		client, err = cosmosstore.NewClient(cfg.CosmosEndpoint, cred, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CosmosCreateContainer {
+		if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, cfg.CosmosDatabase, cfg.CosmosContainer); err != nil {
+			return nil, err
+		}
+		logger.Info("created the database and container for the emulator", "database", cfg.CosmosDatabase, "container", cfg.CosmosContainer)
+	}
+	return cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer)
+}
+
+// closeWithTimeout closes a Service Bus object with a deadline of its own,
+// since the run's context is already cancelled at shutdown.
+func closeWithTimeout(logger *slog.Logger, what string, closeFn func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := closeFn(ctx); err != nil {
+		logger.Warn("close failed", "what", what, "error", err)
+	}
+}
