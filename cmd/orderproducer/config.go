@@ -1,0 +1,133 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+)
+
+// config is the producer's configuration, read like the worker's: environment
+// variables named like the azd outputs, each overridable by a flag.
+type config struct {
+	ServiceBusNamespace        string
+	ServiceBusConnectionString string // secret; emulators and the test broker only
+	Queue                      string
+
+	Count       int     // orders to generate, when Input is empty
+	Input       string  // JSON lines file of orders; "-" for stdin
+	Duplicates  float64 // fraction of orders sent again, byte for byte
+	Reused      float64 // fraction of order ids sent again with other content
+	Malformed   float64 // fraction of extra messages with bodies that can never be processed
+	ResendDelay time.Duration
+	Seed        uint64
+	IDPrefix    string
+	BatchSize   int
+	Progress    string
+
+	LogFormat, LogLevel string
+}
+
+func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (config, error) {
+	var c config
+	env := cli.NewEnv(fs, getenv)
+	env.String(&c.ServiceBusNamespace, "namespace", "SERVICEBUS_NAMESPACE", "", "fully qualified Service Bus namespace, such as sb-x.servicebus.windows.net (Entra ID auth)")
+	env.String(&c.ServiceBusConnectionString, "servicebus-connection-string", "SERVICEBUS_CONNECTION_STRING", "", "Service Bus connection string, for the emulator or the test broker only (instead of -namespace)")
+	env.String(&c.Queue, "queue", "SERVICEBUS_QUEUE", "orders", "queue to send to")
+	env.Int(&c.Count, "count", "", 100, "number of orders to generate (ignored with -input)")
+	env.String(&c.Input, "input", "", "", "read orders as JSON lines from this file (- for stdin) instead of generating them")
+	env.Float(&c.Duplicates, "duplicates", "", 0, "fraction of orders sent a second time, byte for byte, as a producer retry would")
+	env.Float(&c.Reused, "reused", "", 0, "fraction of order ids sent a second time with other content (the worker dead-letters these)")
+	env.Float(&c.Malformed, "malformed", "", 0, "number of malformed messages to add, as a fraction of the orders")
+	env.Duration(&c.ResendDelay, "resend-delay", "", 0, "wait this long before the duplicates and reused ids; inside the queue's duplicate-detection window Service Bus drops them, beyond it the worker must")
+	var seed int
+	env.Int(&seed, "seed", "", 0, "seed for generated orders and for choosing which to resend; 0 picks one from the clock")
+	env.String(&c.IDPrefix, "id-prefix", "", "", "prefix of generated order ids; empty picks ord-<time> so that runs do not collide")
+	env.Int(&c.BatchSize, "batch-size", "", 100, "most messages in one batch (a batch is also limited by size)")
+	env.String(&c.Progress, "progress", "", "auto", "progress bar: auto (on a terminal), always or never")
+	env.String(&c.LogFormat, "log-format", "LOG_FORMAT", "auto", "log format: auto (text on a terminal, else JSON), text or json")
+	env.String(&c.LogLevel, "log-level", "LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: orderproducer [flags]
+
+Sends orders to a Service Bus queue with MessageId = order id.
+
+In Azure:     SERVICEBUS_NAMESPACE (+ AZURE_CLIENT_ID for a managed identity)
+On emulators: SERVICEBUS_CONNECTION_STRING
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := env.Err(); err != nil {
+		return c, err
+	}
+	if seed < 0 {
+		return c, fmt.Errorf("-seed %d is negative", seed)
+	}
+	c.Seed = uint64(seed)
+	return c, c.Validate()
+}
+
+// Validate reports every missing or inconsistent setting at once.
+func (c *config) Validate() error {
+	var errs []error
+	if c.ServiceBusNamespace == "" && c.ServiceBusConnectionString == "" {
+		errs = append(errs, errors.New("set SERVICEBUS_NAMESPACE (-namespace) or, for an emulator, SERVICEBUS_CONNECTION_STRING (-servicebus-connection-string)"))
+	}
+	if c.ServiceBusNamespace != "" && c.ServiceBusConnectionString != "" {
+		errs = append(errs, errors.New("set only one of SERVICEBUS_NAMESPACE and SERVICEBUS_CONNECTION_STRING"))
+	}
+	if c.Queue == "" {
+		errs = append(errs, errors.New("set SERVICEBUS_QUEUE (-queue)"))
+	}
+	if c.Input == "" && (c.Count < 1 || c.Count > 1_000_000) {
+		errs = append(errs, fmt.Errorf("-count %d is not between 1 and 1000000", c.Count))
+	}
+	for _, f := range []struct {
+		flag string
+		v    float64
+	}{{"-duplicates", c.Duplicates}, {"-reused", c.Reused}, {"-malformed", c.Malformed}} {
+		if f.v < 0 || f.v > 1 {
+			errs = append(errs, fmt.Errorf("%s %v is not a fraction between 0 and 1", f.flag, f.v))
+		}
+	}
+	if c.ResendDelay < 0 {
+		errs = append(errs, fmt.Errorf("-resend-delay %v is negative", c.ResendDelay))
+	}
+	if c.BatchSize < 1 || c.BatchSize > 5000 {
+		errs = append(errs, fmt.Errorf("-batch-size %d is not between 1 and 5000", c.BatchSize))
+	}
+	switch c.Progress {
+	case "auto", "always", "never":
+	default:
+		errs = append(errs, fmt.Errorf("-progress %q: want auto, always or never", c.Progress))
+	}
+	return errors.Join(errs...)
+}
+
+// LogValue logs the configuration with secrets masked.
+func (c config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("servicebus_namespace", c.ServiceBusNamespace),
+		slog.String("servicebus_connection_string", cli.Mask(c.ServiceBusConnectionString)),
+		slog.String("queue", c.Queue),
+		slog.Int("count", c.Count),
+		slog.String("input", c.Input),
+		slog.Float64("duplicates", c.Duplicates),
+		slog.Float64("reused", c.Reused),
+		slog.Float64("malformed", c.Malformed),
+		slog.Duration("resend_delay", c.ResendDelay),
+		slog.Uint64("seed", c.Seed),
+		slog.String("id_prefix", c.IDPrefix),
+	)
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// kind says why a message is sent.
+type kind int
+
+const (
+	original  kind = iota // the first send of an order
+	duplicate             // the same bytes again, as a producer retry
+	reused                // the same order id with other content
+	malformed             // a body that can never be processed
+)
+
+var kindNames = [...]string{original: "original", duplicate: "duplicate", reused: "reused", malformed: "malformed"}
+
+func (k kind) String() string { return kindNames[k] }
+
+// outgoing is one message to send. Its MessageId is id.
+type outgoing struct {
+	id   string
+	body []byte
+	kind kind
+}
+
+// source is an order and the body that carries it.
+type source struct {
+	order order.Order
+	body  []byte
+}
+
+// generate returns c.Count generated orders.
+func generate(c config, now time.Time) []source {
+	g := ordergen.New(c.Seed, c.IDPrefix)
+	out := make([]source, c.Count)
+	for i := range out {
+		o := g.Order(i)
+		out[i] = source{order: o, body: ordergen.Body(o, now, fmt.Sprintf("%016x", c.Seed^uint64(i)))}
+	}
+	return out
+}
+
+// readOrders reads one JSON order per line; blank lines are skipped. A line
+// that is not a valid order stops the run with its line number: the producer
+// never sends what it was not asked to.
+func readOrders(r io.Reader) ([]source, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), order.MaxBodySize+1)
+	var out []source
+	for line := 1; sc.Scan(); line++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		o, err := order.Decode(b)
+		if err != nil {
+			return nil, fmt.Errorf("input line %d: %w", line, err)
+		}
+		out = append(out, source{order: o, body: append([]byte(nil), b...)})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading input: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the input holds no orders")
+	}
+	return out, nil
+}
+
+// plan decides what to send: first every original (and the malformed
+// messages), then, after the resend delay, the duplicates and reused ids.
+// The choice is deterministic for c.Seed.
+func plan(c config, orders []source, now time.Time) (first, second []outgoing) {
+	r := rand.New(rand.NewPCG(c.Seed, 0x9e3779b97f4a7c15))
+	for _, s := range orders {
+		first = append(first, outgoing{id: s.order.OrderID, body: s.body, kind: original})
+		if r.Float64() < c.Duplicates {
+			second = append(second, outgoing{id: s.order.OrderID, body: s.body, kind: duplicate})
+		}
+		if r.Float64() < c.Reused {
+			changed := ordergen.Changed(s.order)
+			second = append(second, outgoing{id: s.order.OrderID, body: ordergen.Body(changed, now, "reused"), kind: reused})
+		}
+	}
+	bad := int(c.Malformed*float64(len(orders)) + 0.5)
+	for i := range bad {
+		id := fmt.Sprintf("%s-bad-%06d", c.IDPrefix, i)
+		first = append(first, outgoing{id: id, body: ordergen.Malformed(id, i), kind: malformed})
+	}
+	return first, second
+}
