@@ -141,4 +141,3 @@ func (c config) LogValue() slog.Value {
 		slog.Duration("shutdown_grace", c.ShutdownGrace),
 	)
 }
-
