@@ -123,24 +123,31 @@ func (e *Env) Duration(p *time.Duration, name, env string, def time.Duration, us
 // Err reports every environment variable that could not be parsed.
 func (e *Env) Err() error { return errors.Join(e.errs...) }
 
-var iso8601 = regexp.MustCompile(`^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$`)
+var iso8601 = regexp.MustCompile(`^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$`)
 
-// ParseDuration parses a Go duration ("1m30s") or an ISO 8601 duration of
-// days, hours, minutes and seconds ("P1DT2H", "PT1M30S").
+// ParseDuration parses a Go duration ("1m30s") or an ISO 8601 duration
+// ("P1DT2H", "PT1M30S"), the form Service Bus and Bicep use.
 func ParseDuration(s string) (time.Duration, error) {
-	if !strings.HasPrefix(s, "P") {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return 0, fmt.Errorf("%q is neither a Go duration (90s) nor an ISO 8601 duration (PT1M30S)", s)
-		}
-		return d, nil
+	if strings.HasPrefix(s, "P") {
+		return ParseISO8601(s)
 	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is neither a Go duration (90s) nor an ISO 8601 duration (PT1M30S)", s)
+	}
+	return d, nil
+}
+
+// ParseISO8601 parses an ISO 8601 duration of weeks, days, hours, minutes
+// and seconds, such as PT1M, PT30S, P14D or P1DT12H. Years and months are
+// refused: their length depends on the calendar.
+func ParseISO8601(s string) (time.Duration, error) {
 	m := iso8601.FindStringSubmatch(s)
 	if m == nil || s == "P" || strings.HasSuffix(s, "T") {
-		return 0, fmt.Errorf("%q is not an ISO 8601 duration of days, hours, minutes and seconds (PT1M30S)", s)
+		return 0, fmt.Errorf("%q is not an ISO 8601 duration of weeks, days, hours, minutes and seconds (PT1M30S)", s)
 	}
 	var d time.Duration
-	for i, unit := range []time.Duration{24 * time.Hour, time.Hour, time.Minute} {
+	for i, unit := range []time.Duration{7 * 24 * time.Hour, 24 * time.Hour, time.Hour, time.Minute} {
 		if m[i+1] != "" {
 			n, err := strconv.ParseInt(m[i+1], 10, 32)
 			if err != nil {
@@ -149,8 +156,8 @@ func ParseDuration(s string) (time.Duration, error) {
 			d += time.Duration(n) * unit
 		}
 	}
-	if m[4] != "" {
-		f, err := strconv.ParseFloat(m[4], 64)
+	if m[5] != "" {
+		f, err := strconv.ParseFloat(m[5], 64)
 		if err != nil {
 			return 0, fmt.Errorf("%q: %w", s, err)
 		}

@@ -19,6 +19,7 @@ func TestParseDuration(t *testing.T) {
 		{"PT0.5S", 500 * time.Millisecond, true},
 		{"P1DT2H", 26 * time.Hour, true},
 		{"P14D", 14 * 24 * time.Hour, true},
+		{"P2W", 14 * 24 * time.Hour, true},
 		{"PT10M", 10 * time.Minute, true},
 		{"P", 0, false},
 		{"PT", 0, false},

@@ -1,0 +1,145 @@
+// servicebus.bicep creates the Service Bus namespace and the orders queue, and
+// grants each principal the one data role it uses, scoped to the queue.
+//
+// The namespace is Standard: Basic has no duplicate detection. Local (SAS key)
+// authentication is disabled, so only Microsoft Entra identities can connect.
+//
+// Duplicate detection is a first, cheap filter only: the broker drops a resend
+// with a MessageId it saw within the window even if the content differs. The
+// worker's create-if-absent in Cosmos DB remains the real idempotency guard.
+
+@description('Namespace name.')
+param name string
+
+@description('Azure region.')
+param location string
+
+@description('Tags for every resource.')
+param tags object = {}
+
+@description('Queue name.')
+param queueName string
+
+@description('Duplicate detection history window (ISO 8601, PT20S to P7D).')
+param duplicateDetectionWindow string
+
+@description('Peek-lock duration (ISO 8601, at most PT5M).')
+param lockDuration string
+
+@minValue(1)
+@description('Deliveries after which the broker dead-letters a message.')
+param maxDeliveryCount int
+
+@description('Default message time to live (ISO 8601).')
+param messageTimeToLive string
+
+@description('Principal that receives and settles messages: the worker.')
+param receiverPrincipalId string
+
+@description('Principal that sends messages: the producer.')
+param senderPrincipalId string
+
+@description('Principal that reads queue length for KEDA. Reading entity runtime properties needs Manage rights, hence Data Owner, on this queue only.')
+param scalerPrincipalId string
+
+@description('Optional developer principal that gets Data Sender and Data Receiver on the queue. Empty grants nothing.')
+param developerPrincipalId string = ''
+
+@description('Kind of principal that developerPrincipalId names.')
+param developerPrincipalType string = 'User'
+
+// Built-in role definition ids (Azure built-in roles; they never change).
+var dataReceiverRoleId = '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
+var dataSenderRoleId = '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
+var dataOwnerRoleId = '090c5cfd-751d-490a-894a-3ce6f1109419'
+
+resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
+  name: name
+  location: location
+  tags: tags
+  sku: {
+    name: 'Standard'
+    tier: 'Standard'
+  }
+  properties: {
+    disableLocalAuth: true
+    minimumTlsVersion: '1.2'
+    publicNetworkAccess: 'Enabled'
+  }
+}
+
+resource queue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
+  parent: namespace
+  name: queueName
+  properties: {
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: duplicateDetectionWindow
+    lockDuration: lockDuration
+    maxDeliveryCount: maxDeliveryCount
+    defaultMessageTimeToLive: messageTimeToLive
+    deadLetteringOnMessageExpiration: true
+    requiresSession: false
+    enablePartitioning: false
+  }
+}
+
+resource workerReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: queue
+  name: guid(queue.id, receiverPrincipalId, dataReceiverRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: receiverPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource producerSends 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: queue
+  name: guid(queue.id, senderPrincipalId, dataSenderRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataSenderRoleId)
+    principalId: senderPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource scalerReadsQueueLength 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: queue
+  name: guid(queue.id, scalerPrincipalId, dataOwnerRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataOwnerRoleId)
+    principalId: scalerPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource developerSends 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(developerPrincipalId)) {
+  scope: queue
+  name: guid(queue.id, developerPrincipalId, dataSenderRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataSenderRoleId)
+    principalId: developerPrincipalId
+    principalType: developerPrincipalType
+  }
+}
+
+resource developerReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(developerPrincipalId)) {
+  scope: queue
+  name: guid(queue.id, developerPrincipalId, dataReceiverRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: developerPrincipalId
+    principalType: developerPrincipalType
+  }
+}
+
+@description('Namespace name, as the KEDA azure-servicebus scaler expects it.')
+output name string = namespace.name
+
+// serviceBusEndpoint looks like https://sb-x.servicebus.windows.net:443/ ; the
+// SDK wants the bare fully qualified host.
+@description('Fully qualified namespace host, e.g. sb-x.servicebus.windows.net.')
+output host string = split(split(replace(namespace.properties.serviceBusEndpoint, 'https://', ''), '/')[0], ':')[0]
+
+@description('Queue name.')
+output queueName string = queue.name
