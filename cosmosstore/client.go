@@ -1,0 +1,133 @@
+package cosmosstore
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+)
+
+// ClientOptions configures the clients that NewClient, NewClientWithKey and
+// NewClientFromConnectionString build. A nil *ClientOptions and the zero
+// value both mean the SDK's defaults.
+type ClientOptions struct {
+	// ClientOptions is passed to azcosmos unchanged, except for Transport
+	// when InsecureSkipVerify is set.
+	azcosmos.ClientOptions
+
+	// InsecureSkipVerify turns off verification of the server's TLS
+	// certificate. It exists only for the Cosmos DB emulators, which serve
+	// https with a self-signed certificate; never set it for an Azure
+	// endpoint. It cannot be combined with a Transport of your own.
+	InsecureSkipVerify bool
+}
+
+// NewClient returns a client of the Cosmos DB account at endpoint
+// ("https://ACCOUNT.documents.azure.com:443/") that authenticates with a
+// Microsoft Entra ID credential, such as one from azidentity. This is how the
+// worker connects in Azure.
+func NewClient(endpoint string, cred azcore.TokenCredential, o *ClientOptions) (*azcosmos.Client, error) {
+	if cred == nil {
+		return nil, errors.New("cosmosstore: NewClient needs a credential")
+	}
+	opts, err := o.sdkOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := azcosmos.NewClient(endpoint, cred, opts)
+	if err != nil {
+		return nil, fmt.Errorf("cosmosstore: client for %s: %w", endpoint, err)
+	}
+	return c, nil
+}
+
+// NewClientWithKey returns a client of the Cosmos DB account at endpoint that
+// authenticates with an account key. Use it for the emulators, such as
+// "http://localhost:8081/" with the well-known emulator key; Azure accounts
+// deployed by this project disable key authentication.
+func NewClientWithKey(endpoint, key string, o *ClientOptions) (*azcosmos.Client, error) {
+	cred, err := azcosmos.NewKeyCredential(key)
+	if err != nil {
+		return nil, fmt.Errorf("cosmosstore: account key: %w", err)
+	}
+	opts, err := o.sdkOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := azcosmos.NewClientWithKey(endpoint, cred, opts)
+	if err != nil {
+		return nil, fmt.Errorf("cosmosstore: client for %s: %w", endpoint, err)
+	}
+	return c, nil
+}
+
+// NewClientFromConnectionString returns a client for a connection string of
+// the form "AccountEndpoint=URL;AccountKey=KEY;". Key names are
+// case-insensitive, the trailing semicolon is optional and other keys are
+// ignored. Errors never repeat the account key.
+func NewClientFromConnectionString(connectionString string, o *ClientOptions) (*azcosmos.Client, error) {
+	endpoint, key, err := parseConnectionString(connectionString)
+	if err != nil {
+		return nil, err
+	}
+	return NewClientWithKey(endpoint, key, o)
+}
+
+func parseConnectionString(s string) (endpoint, key string, err error) {
+	for i, part := range strings.Split(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(part, "=")
+		if !ok {
+			return "", "", fmt.Errorf("cosmosstore: connection string: segment %d is not NAME=VALUE", i+1)
+		}
+		switch {
+		case strings.EqualFold(strings.TrimSpace(name), "AccountEndpoint"):
+			endpoint = strings.TrimSpace(value)
+		case strings.EqualFold(strings.TrimSpace(name), "AccountKey"):
+			key = strings.TrimSpace(value)
+		}
+	}
+	switch {
+	case endpoint == "":
+		return "", "", errors.New("cosmosstore: connection string has no AccountEndpoint")
+	case key == "":
+		return "", "", errors.New("cosmosstore: connection string has no AccountKey")
+	}
+	return endpoint, key, nil
+}
+
+// sdkOptions returns the azcosmos options for o, with the emulator transport
+// when InsecureSkipVerify is set. It never modifies o.
+func (o *ClientOptions) sdkOptions() (*azcosmos.ClientOptions, error) {
+	if o == nil {
+		return nil, nil
+	}
+	opts := o.ClientOptions
+	if o.InsecureSkipVerify {
+		if opts.Transport != nil {
+			return nil, errors.New("cosmosstore: InsecureSkipVerify cannot be combined with a custom Transport")
+		}
+		opts.Transport = emulatorHTTPClient()
+	}
+	return &opts, nil
+}
+
+// emulatorHTTPClient is an HTTP client that accepts any server certificate,
+// for the emulators' self-signed certificates. Its timeout matches the
+// azcosmos default client's.
+func emulatorHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // the emulator's self-signed certificate; see ClientOptions.InsecureSkipVerify
+	}
+	return &http.Client{Transport: t, Timeout: 65 * time.Second}
+}

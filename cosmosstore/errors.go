@@ -1,0 +1,200 @@
+package cosmosstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// Error reports a store call that failed. It matches order.ErrAlreadyExists,
+// order.ErrNotFound or order.ErrTransient with errors.Is when the failure is
+// one of those (see the package documentation for the mapping), and unwraps to
+// the underlying error, such as an *azcore.ResponseError or a network error,
+// when there is one. Any other failure is permanent, retrying the same call
+// would fail the same way, except a call the caller canceled, which matches
+// context.Canceled.
+type Error struct {
+	Op      string // the store call: "create order" or "read order"
+	OrderID string
+	// Index is the transactional batch operation that failed (0 is the order
+	// document, 1 the OrderAccepted event), or -1 when the failure was not
+	// reported by one operation.
+	Index      int
+	StatusCode int    // HTTP status code of the failed operation or request; 0 when no response arrived
+	SubStatus  int    // Cosmos DB sub-status code (x-ms-substatus), or 0
+	ActivityID string // x-ms-activity-id of the response, for Azure support; empty when unknown
+	Err        error  // the underlying error; nil when a batch response reported the failure
+
+	kind error // order.ErrAlreadyExists, order.ErrNotFound, order.ErrTransient or nil
+}
+
+// Error returns one line naming the call, the order, the failed batch
+// operation, the status code and the activity id, or the underlying error when
+// no response arrived.
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cosmosstore: %s %q: ", e.Op, e.OrderID)
+	if e.Index >= 0 {
+		fmt.Fprintf(&b, "batch operation %d: ", e.Index)
+	}
+	if e.StatusCode != 0 {
+		fmt.Fprintf(&b, "%d %s", e.StatusCode, http.StatusText(e.StatusCode))
+		if e.SubStatus != 0 {
+			fmt.Fprintf(&b, " (sub-status %d)", e.SubStatus)
+		}
+		if e.ActivityID != "" {
+			fmt.Fprintf(&b, " (activity id %s)", e.ActivityID)
+		}
+	}
+	// An *azcore.ResponseError's text repeats the status and the whole
+	// response body over many lines; the fields above say what matters.
+	var re *azcore.ResponseError
+	if e.Err != nil && !errors.As(e.Err, &re) {
+		if e.StatusCode != 0 {
+			b.WriteString(": ")
+		} else if e.kind != nil {
+			fmt.Fprintf(&b, "%v: ", e.kind)
+		}
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel error the failure matches, if any, and the
+// underlying error, if any.
+func (e *Error) Unwrap() []error {
+	errs := make([]error, 0, 2)
+	if e.kind != nil {
+		errs = append(errs, e.kind)
+	}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
+}
+
+// Cosmos DB status codes that net/http has no name for.
+const (
+	statusRetryWith = 449 // a concurrent write conflicted; retry the request
+)
+
+// subStatusOwnerNotFound is the sub-status of a 404 caused by a missing
+// database or container rather than a missing document.
+const subStatusOwnerNotFound = 1003
+
+// kindOf returns the sentinel error a status code means, or nil for a
+// permanent failure. A 404 means a missing document only on a document read
+// and only without the sub-status of a missing database or container.
+func kindOf(status, subStatus int, isRead bool) error {
+	switch status {
+	case http.StatusConflict:
+		return order.ErrAlreadyExists
+	case http.StatusNotFound:
+		if isRead && subStatus != subStatusOwnerNotFound {
+			return order.ErrNotFound
+		}
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusRequestTimeout, statusRetryWith:
+		return order.ErrTransient
+	}
+	return nil
+}
+
+// classify turns an error from the azcosmos SDK into an *Error.
+func classify(op, orderID string, err error) error {
+	e := &Error{Op: op, OrderID: orderID, Index: -1, Err: err}
+	var re *azcore.ResponseError
+	switch {
+	case errors.As(err, &re):
+		e.StatusCode = re.StatusCode
+		if re.RawResponse != nil {
+			e.SubStatus, _ = strconv.Atoi(re.RawResponse.Header.Get(headerSubStatus))
+			e.ActivityID = re.RawResponse.Header.Get(headerActivityID)
+		}
+		e.kind = kindOf(e.StatusCode, e.SubStatus, op == opRead)
+	case errors.Is(err, context.Canceled):
+		// The caller gave up; that is neither the store's verdict nor
+		// worth a retry by itself. errors.Is finds context.Canceled.
+	case isNetworkFailure(err):
+		e.kind = order.ErrTransient
+	}
+	return e
+}
+
+// isNetworkFailure reports whether err means the request or its response was
+// lost on the way: a refused, reset or dropped connection, a failed dial or
+// name lookup, or a timeout.
+func isNetworkFailure(err error) bool {
+	var opErr *net.OpError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &opErr):
+		return true
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return true
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, io.EOF),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	return false
+}
+
+// batchResult is what interpretBatch needs of a transactional batch response.
+type batchResult struct {
+	HTTPStatus  int    // status code of the whole batch: 200 when committed, 207 when not
+	Success     bool   // the SDK's verdict: HTTPStatus != 207
+	StatusCodes []int  // per operation, in batch order
+	ActivityID  string // x-ms-activity-id of the response
+}
+
+// interpretBatch decides what a transactional batch response of ops
+// operations means.
+//
+// The per-operation status codes are authoritative. Cosmos DB commits a batch
+// only if every operation succeeds; if one fails, it reports that operation's
+// status and 424 (Failed Dependency) for every other, and Success is false.
+// interpretBatch reports the first operation whose status is neither 2xx nor
+// 424, whatever Success says, so a response that claims success for a failed
+// operation is never taken as a commit. (Cosmos DB never sends one; cosmium
+// v0.1.20, whose batches are not atomic, does.)
+func interpretBatch(orderID string, ops int, r batchResult) error {
+	fail := func(index, status int) error {
+		return &Error{Op: opCreate, OrderID: orderID, Index: index, StatusCode: status,
+			ActivityID: r.ActivityID, kind: kindOf(status, 0, false)}
+	}
+	if len(r.StatusCodes) != ops {
+		return &Error{Op: opCreate, OrderID: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
+			Err: fmt.Errorf("transactional batch of %d operations returned %d results", ops, len(r.StatusCodes))}
+	}
+	for i, status := range r.StatusCodes {
+		if !is2xx(status) && status != http.StatusFailedDependency {
+			return fail(i, status)
+		}
+	}
+	for i, status := range r.StatusCodes {
+		if !is2xx(status) {
+			// Only 424s: the batch failed without naming a cause.
+			return fail(i, status)
+		}
+	}
+	if !r.Success {
+		return &Error{Op: opCreate, OrderID: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
+			Err: errors.New("transactional batch was not committed, yet every operation succeeded")}
+	}
+	return nil
+}
+
+func is2xx(status int) bool { return status >= 200 && status < 300 }

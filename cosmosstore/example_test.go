@@ -1,0 +1,85 @@
+package cosmosstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// In Azure, the worker authenticates with its managed identity and uses the
+// database and container that Bicep created.
+func Example() {
+	ctx := context.Background()
+	cred, err := azidentity.NewDefaultAzureCredential(nil) // AZURE_CLIENT_ID selects the identity
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := cosmosstore.NewClient("https://ACCOUNT.documents.azure.com:443/", cred, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	store, err := cosmosstore.New(client, "sales", "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// The body and MessageId of a received Service Bus message.
+	body := []byte(`{"orderId":"ord-000123","customerId":"cust-42","currency":"EUR",
+		"lines":[{"sku":"SKU-1","quantity":2,"unitPriceMinor":1999}],"totalMinor":3998,
+		"placedAt":"2026-11-30T10:00:00Z"}`)
+	processor := order.NewProcessor(store, nil)
+	result := processor.Process(ctx, order.Message{ID: "ord-000123", Body: body, DeliveryCount: 1})
+	fmt.Println(result.Outcome, result.Description)
+	fmt.Printf("%.2f RU\n", store.RequestCharge())
+}
+
+// Against an emulator, connect with its connection string and create the
+// database and container first.
+func ExampleCreateDatabaseAndContainer() {
+	ctx := context.Background()
+	client, err := cosmosstore.NewClientFromConnectionString(
+		"AccountEndpoint=https://localhost:8081/;AccountKey=C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==;",
+		&cosmosstore.ClientOptions{InsecureSkipVerify: true}, // the emulator's self-signed certificate
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "sales", "orders"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// A conflicting create reports which operation failed and why; errors.Is
+// decides, never the text.
+func ExampleStore_CreateOrder() {
+	ctx := context.Background()
+	client, err := cosmosstore.NewClientWithKey("http://localhost:8081/", "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	store, err := cosmosstore.New(client, "sales", "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	var w order.Write // from order.NewWrite
+	err = store.CreateOrder(ctx, w)
+	var e *cosmosstore.Error
+	switch {
+	case err == nil:
+		fmt.Println("created")
+	case errors.Is(err, order.ErrAlreadyExists):
+		fmt.Println("exists: read it and compare the request hash")
+	case order.IsTransient(err):
+		fmt.Println("retry later:", err)
+	case errors.As(err, &e):
+		fmt.Printf("failed: status %d, operation %d, activity id %s\n", e.StatusCode, e.Index, e.ActivityID)
+	}
+}
