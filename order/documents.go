@@ -29,10 +29,13 @@ type OrderDocument struct {
 	Lines       []Line    `json:"lines"`
 	TotalMinor  int64     `json:"totalMinor"`
 	PlacedAt    time.Time `json:"placedAt"`
-	Status      string    `json:"status"`      // "accepted" on creation
+	Status      string    `json:"status"`      // "accepted" on creation, then as status changes say
+	Version     int64     `json:"version"`     // 1 on creation; each applied status change sets its version
 	RequestHash string    `json:"requestHash"` // Order.RequestHash of the creating message
 	MessageID   string    `json:"messageId"`   // the Service Bus MessageId that created it
 	ProcessedAt time.Time `json:"processedAt"` // when the worker created it
+
+	StatusChangedAt *time.Time `json:"statusChangedAt,omitempty"` // when the applied status change happened
 }
 
 // AcceptedEvent is the OrderAccepted outbox event. Downstream services read it
@@ -66,7 +69,7 @@ func NewWrite(o Order, messageID, requestHash string, processedAt time.Time) Wri
 		Order: OrderDocument{
 			ID: o.OrderID, OrderID: o.OrderID, Type: TypeOrder,
 			CustomerID: o.CustomerID, Currency: o.Currency, Lines: o.Lines,
-			TotalMinor: o.TotalMinor, PlacedAt: o.PlacedAt.UTC(), Status: "accepted",
+			TotalMinor: o.TotalMinor, PlacedAt: o.PlacedAt.UTC(), Status: "accepted", Version: 1,
 			RequestHash: requestHash, MessageID: messageID, ProcessedAt: processedAt,
 		},
 		Event: AcceptedEvent{

@@ -12,6 +12,7 @@ import (
 // token, sequence number or delivery count, which change between deliveries.
 type Message struct {
 	ID            string
+	Subject       string // SubjectOrderPlaced (or empty) or SubjectOrderStatusChanged
 	Body          []byte
 	DeliveryCount uint32 // 1 on the first delivery
 }
@@ -35,9 +36,16 @@ const (
 	// Transient: the store failed in a way that may pass. Abandon the
 	// message so the broker redelivers it.
 	Transient
+	// Applied: a status change was newer than the stored version and was
+	// applied. Complete the message.
+	Applied
+	// Stale: a status change was not newer than the stored version; nothing
+	// was written. Complete the message.
+	Stale
 )
 
-var outcomeNames = [...]string{Created: "created", Duplicate: "duplicate", Mismatch: "mismatch", Invalid: "invalid", Transient: "transient"}
+var outcomeNames = [...]string{Created: "created", Duplicate: "duplicate", Mismatch: "mismatch", Invalid: "invalid",
+	Transient: "transient", Applied: "applied", Stale: "stale"}
 
 func (o Outcome) String() string {
 	if o > 0 && int(o) < len(outcomeNames) {
@@ -54,6 +62,13 @@ const (
 	ReasonOrderIDReused     = "OrderIdReused"
 	ReasonStoreUnavailable  = "StoreUnavailable"
 	ReasonStoreError        = "StoreError"
+
+	ReasonUnsupportedMessage = "UnsupportedMessage"
+	ReasonOrderNotYetCreated = "OrderNotYetCreated"
+	ReasonConcurrentUpdate   = "ConcurrentUpdate"
+	ReasonPaymentInProgress  = "PaymentInProgress"
+	ReasonPaymentUnavailable = "PaymentUnavailable"
+	ReasonPaymentRejected    = "PaymentRejected"
 )
 
 // Result is the decision for one delivery.
@@ -69,23 +84,51 @@ type Result struct {
 // coordination between concurrent deliveries of one message happens in the
 // store's atomic create.
 type Processor struct {
-	store Store
-	now   func() time.Time
+	store    Store
+	now      func() time.Time
+	docs     DocumentStore // status changes and payment records; nil: neither
+	payments *payments     // nil: no payment step
 }
+
+// Option configures a Processor.
+type Option func(*Processor)
+
+// WithDocuments gives the Processor the document-level store that status
+// changes and payment records need; the project's stores implement both
+// Store and DocumentStore.
+func WithDocuments(d DocumentStore) Option { return func(p *Processor) { p.docs = d } }
 
 // NewProcessor returns a Processor that writes to s. now stamps processedAt;
 // nil means time.Now.
-func NewProcessor(s Store, now func() time.Time) *Processor {
+func NewProcessor(s Store, now func() time.Time, opts ...Option) *Processor {
 	if now == nil {
 		now = time.Now
 	}
-	return &Processor{store: s, now: now}
+	p := &Processor{store: s, now: now}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }
 
-// Process decides what to do with one delivery of m. It reads top to bottom:
-// decode and validate, check the dedup key, then let the store's atomic create
-// be both the duplicate check and the write.
+// Process decides what to do with one delivery of m: an order placement, or,
+// with the OrderStatusChanged subject, a status change.
 func (p *Processor) Process(ctx context.Context, m Message) Result {
+	switch m.Subject {
+	case "", SubjectOrderPlaced:
+		return p.placeOrder(ctx, m)
+	case SubjectOrderStatusChanged:
+		return p.applyStatus(ctx, m)
+	default:
+		err := fmt.Errorf("unknown message subject %q", m.Subject)
+		return Result{Outcome: Invalid, Reason: ReasonUnsupportedMessage, Description: err.Error(), Err: err}
+	}
+}
+
+// placeOrder reads top to bottom: decode and validate, check the dedup key,
+// let the store's atomic create be both the duplicate check and the write,
+// then (if configured) capture the payment exactly once.
+func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 	// 1. Decode and validate. A message that fails here can never succeed.
 	o, err := Decode(m.Body)
 	if err != nil {
@@ -99,32 +142,46 @@ func (p *Processor) Process(ctx context.Context, m Message) Result {
 	// 3. Create the order and its outbox event atomically. The create is the
 	// dedup check and the write in one step.
 	hash := o.RequestHash()
-	err = p.store.CreateOrder(ctx, NewWrite(o, m.ID, hash, p.now()))
-	switch {
+	w := NewWrite(o, m.ID, hash, p.now())
+	var res Result
+	switch err := p.store.CreateOrder(ctx, w); {
 	case err == nil:
-		return Result{Outcome: Created, OrderID: o.OrderID}
+		res = Result{Outcome: Created, OrderID: o.OrderID}
 	case errors.Is(err, ErrAlreadyExists):
-		return p.compare(ctx, o.OrderID, hash)
+		var stored OrderDocument
+		if res, stored = p.compare(ctx, o.OrderID, hash); res.Outcome != Duplicate {
+			return res
+		}
+		w.Order = stored
 	default:
 		return storeFailure(o.OrderID, "create", err)
 	}
+	// 4. A side effect outside the transaction: the payment capture. It
+	// runs for duplicates too, since an earlier delivery may have stopped
+	// between the order and its payment.
+	if p.payments != nil {
+		if r := p.capturePayment(ctx, m, w.Order); r != nil {
+			return *r
+		}
+	}
+	return res
 }
 
 // compare decides between Duplicate and Mismatch after a create conflicted.
-func (p *Processor) compare(ctx context.Context, orderID, hash string) Result {
+func (p *Processor) compare(ctx context.Context, orderID, hash string) (Result, OrderDocument) {
 	stored, err := p.store.ReadOrder(ctx, orderID)
 	if err != nil {
 		// Not found right after a conflict means the document was deleted in
 		// between (or only a companion document exists): retry decides anew.
-		return storeFailure(orderID, "read after conflict", err)
+		return storeFailure(orderID, "read after conflict", err), stored
 	}
 	if stored.RequestHash == hash {
 		return Result{Outcome: Duplicate, OrderID: orderID,
-			Description: fmt.Sprintf("order created by message %s at %s", stored.MessageID, stored.ProcessedAt.Format(time.RFC3339))}
+			Description: fmt.Sprintf("order created by message %s at %s", stored.MessageID, stored.ProcessedAt.Format(time.RFC3339))}, stored
 	}
 	return Result{Outcome: Mismatch, OrderID: orderID, Reason: ReasonOrderIDReused,
 		Description: fmt.Sprintf("order %s exists with request hash %s (created by message %s at %s); this message has request hash %s",
-			orderID, stored.RequestHash, stored.MessageID, stored.ProcessedAt.Format(time.RFC3339), hash)}
+			orderID, stored.RequestHash, stored.MessageID, stored.ProcessedAt.Format(time.RFC3339), hash)}, stored
 }
 
 // storeFailure turns a store error into a retry. A permanent store error (a

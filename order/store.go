@@ -30,7 +30,30 @@ var (
 	// (429), unavailability (503), a timeout (408), a write conflict to
 	// retry (449) or a lost connection. The same call may succeed later.
 	ErrTransient = errors.New("transient store failure")
+	// ErrPreconditionFailed means a conditional write found that the document
+	// changed since it was read (HTTP 412): its ETag no longer matches.
+	ErrPreconditionFailed = errors.New("document changed since it was read")
 )
+
+// DocumentStore is the document-level storage that the patterns beyond the
+// create-or-conflict path need: ETag-conditioned replaces for status updates
+// and payment records, and batches that put a dedicated inbox marker beside
+// the business write. Documents carry their partition key value in their
+// orderId field; a document with a "ttl" field (seconds) expires by itself.
+// Implementations must be safe for concurrent use.
+type DocumentStore interface {
+	// ReadDocument returns the JSON body and ETag of document id in
+	// partition pk, or an error matching ErrNotFound.
+	ReadDocument(ctx context.Context, pk, id string) (body []byte, etag string, err error)
+	// CreateDocuments creates every document in partition pk in one
+	// transactional batch: all or none. If any exists it writes nothing and
+	// returns an error matching ErrAlreadyExists.
+	CreateDocuments(ctx context.Context, pk string, docs []Document) error
+	// ReplaceDocument replaces document d.ID in partition pk if its ETag is
+	// still ifMatch and returns the new ETag; otherwise it returns an error
+	// matching ErrPreconditionFailed (or ErrNotFound if it is gone).
+	ReplaceDocument(ctx context.Context, pk string, d Document, ifMatch string) (etag string, err error)
+}
 
 // IsTransient reports whether err is worth retrying later: it matches
 // ErrTransient, or the context's deadline passed.

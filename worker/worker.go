@@ -79,6 +79,7 @@ type Report struct {
 // or settlement; SettleFailed counts settlements that failed for any reason.
 type Stats struct {
 	Received, Created, Duplicate, Mismatch, Invalid, Retried, LockLost, SettleFailed int64
+	Applied, Stale                                                                   int64 // status changes
 }
 
 // Worker is a PeekLock consumer. Create it with New; a Worker runs once.
@@ -89,6 +90,7 @@ type Worker struct {
 	opts Options
 
 	received, created, duplicate, mismatch, invalid, retried, lockLost, settleFailed atomic.Int64
+	applied, stale                                                                   atomic.Int64
 }
 
 // New returns a Worker that receives from r and hands every message to h.
@@ -134,6 +136,7 @@ func (w *Worker) Stats() Stats {
 		Received: w.received.Load(), Created: w.created.Load(), Duplicate: w.duplicate.Load(),
 		Mismatch: w.mismatch.Load(), Invalid: w.invalid.Load(), Retried: w.retried.Load(),
 		LockLost: w.lockLost.Load(), SettleFailed: w.settleFailed.Load(),
+		Applied: w.applied.Load(), Stale: w.stale.Load(),
 	}
 }
 
@@ -242,7 +245,7 @@ func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage) {
 		}
 	}()
 
-	res := w.h.Process(mctx, order.Message{ID: m.MessageID, Body: m.Body, DeliveryCount: m.DeliveryCount})
+	res := w.h.Process(mctx, order.Message{ID: m.MessageID, Subject: deref(m.Subject), Body: m.Body, DeliveryCount: m.DeliveryCount})
 	if res.Outcome == order.Transient && !lost.Load() {
 		w.backoff(mctx, m.DeliveryCount)
 	}
@@ -265,7 +268,7 @@ func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage) {
 // settle is the one place where an outcome becomes a settlement.
 func (w *Worker) settle(ctx context.Context, m *azservicebus.ReceivedMessage, res order.Result) error {
 	switch res.Outcome {
-	case order.Created, order.Duplicate:
+	case order.Created, order.Duplicate, order.Applied, order.Stale:
 		return w.r.CompleteMessage(ctx, m, nil)
 	case order.Mismatch, order.Invalid:
 		reason, desc := res.Reason, truncate(res.Description, 1024)
@@ -340,6 +343,12 @@ func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
 	case order.Duplicate:
 		w.duplicate.Add(1)
 		w.log.Info("duplicate completed", attrs...)
+	case order.Applied:
+		w.applied.Add(1)
+		w.log.Info("status change applied", attrs...)
+	case order.Stale:
+		w.stale.Add(1)
+		w.log.Info("stale status change completed as a no-op", attrs...)
 	case order.Mismatch:
 		w.mismatch.Add(1)
 		w.log.Error("order id reused for other content: dead-lettered", attrs...)
@@ -396,11 +405,19 @@ func (w *Worker) logSummary(msg string) {
 	attrs := []any{
 		"received", s.Received, "created", s.Created, "duplicate", s.Duplicate, "mismatch", s.Mismatch,
 		"invalid", s.Invalid, "retried", s.Retried, "lock_lost", s.LockLost, "settle_failed", s.SettleFailed,
+		"applied", s.Applied, "stale", s.Stale,
 	}
 	if w.opts.RequestCharge != nil {
 		attrs = append(attrs, "request_units", w.opts.RequestCharge())
 	}
 	w.log.Info(msg, attrs...)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func truncate(s string, n int) string {

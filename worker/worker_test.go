@@ -77,6 +77,8 @@ func TestSettlementFollowsOutcome(t *testing.T) {
 		{order.Mismatch, settlement{kind: "deadletter", reason: order.ReasonOrderIDReused, desc: "hashes differ"}},
 		{order.Invalid, settlement{kind: "deadletter", reason: order.ReasonInvalidMessage, desc: "totalMinor: wrong"}},
 		{order.Transient, settlement{kind: "abandon"}},
+		{order.Applied, settlement{kind: "complete"}},
+		{order.Stale, settlement{kind: "complete"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.outcome.String(), func(t *testing.T) {

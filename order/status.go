@@ -1,0 +1,134 @@
+package order
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Message subjects. The Service Bus Subject (label) of a message says which
+// kind of message its body is; an empty subject is an order placement.
+const (
+	SubjectOrderPlaced        = "OrderPlaced"
+	SubjectOrderStatusChanged = "OrderStatusChanged"
+)
+
+// Order statuses a status change may carry.
+var statuses = map[string]bool{"paid": true, "shipped": true, "delivered": true, "cancelled": true}
+
+// StatusChange is an OrderStatusChanged message: event-carried state
+// transfer. It carries the order's full new status and a version that grows
+// by one with every change (the order document starts at version 1), so
+// applying it is idempotent and a stale change is recognisable.
+type StatusChange struct {
+	OrderID   string    `json:"orderId"`
+	Status    string    `json:"status"` // paid, shipped, delivered or cancelled
+	Version   int64     `json:"version"`
+	ChangedAt time.Time `json:"changedAt"`
+}
+
+// StatusMessageID returns the MessageId of the status change of an order to
+// version: unique per version, so the queue's duplicate detection drops only
+// resends of the same change.
+func StatusMessageID(orderID string, version int64) string {
+	return fmt.Sprintf("%s:v%d", orderID, version)
+}
+
+// DecodeStatusChange parses and validates an OrderStatusChanged body. Its
+// errors match ErrInvalid.
+func DecodeStatusChange(body []byte) (StatusChange, error) {
+	var c StatusChange
+	if len(body) > MaxBodySize {
+		return c, &FieldError{Field: "body", Problem: fmt.Sprintf("%d bytes exceeds the limit of %d", len(body), MaxBodySize)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return StatusChange{}, &SyntaxError{Err: err}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return StatusChange{}, &SyntaxError{Err: errors.New("data after the status change object")}
+	}
+	if err := checkID("orderId", c.OrderID); err != nil {
+		return StatusChange{}, err
+	}
+	if !statuses[c.Status] {
+		return StatusChange{}, &FieldError{Field: "status", Problem: fmt.Sprintf("%q is not paid, shipped, delivered or cancelled", c.Status)}
+	}
+	if c.Version < 2 {
+		return StatusChange{}, &FieldError{Field: "version", Problem: fmt.Sprintf("%d is below 2 (version 1 is the order's creation)", c.Version)}
+	}
+	if c.ChangedAt.IsZero() {
+		return StatusChange{}, &FieldError{Field: "changedAt", Problem: "is required"}
+	}
+	return c, nil
+}
+
+// maxReplaceAttempts bounds the read-compare-replace loop when concurrent
+// changes keep moving the ETag.
+const maxReplaceAttempts = 3
+
+// applyStatus applies a status change if it is newer than the stored
+// version, with an ETag-conditioned replace. An older or equal version is a
+// no-op; a change for an order that does not exist yet is retried, not lost.
+func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
+	c, err := DecodeStatusChange(m.Body)
+	if err != nil {
+		return Result{Outcome: Invalid, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
+	}
+	if want := StatusMessageID(c.OrderID, c.Version); m.ID != want {
+		err := &FieldError{Field: "version", Problem: fmt.Sprintf("MessageId %q is not %q", m.ID, want)}
+		return Result{Outcome: Invalid, OrderID: c.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
+	}
+	if p.docs == nil {
+		err := errors.New("this worker does not apply status changes (no document store configured)")
+		return Result{Outcome: Invalid, OrderID: c.OrderID, Reason: ReasonUnsupportedMessage, Description: err.Error(), Err: err}
+	}
+	for range maxReplaceAttempts {
+		var doc OrderDocument
+		etag, err := readJSON(ctx, p.docs, c.OrderID, c.OrderID, &doc)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return Result{Outcome: Transient, OrderID: c.OrderID, Reason: ReasonOrderNotYetCreated,
+				Description: fmt.Sprintf("status %s (version %d) arrived before the order; retrying", c.Status, c.Version), Err: err}
+		case err != nil:
+			return storeFailure(c.OrderID, "read for status change", err)
+		case doc.Version >= c.Version:
+			return Result{Outcome: Stale, OrderID: c.OrderID,
+				Description: fmt.Sprintf("stored version %d (%s) is not older than version %d (%s): nothing to do", doc.Version, doc.Status, c.Version, c.Status)}
+		}
+		changedAt := c.ChangedAt.UTC()
+		doc.Status, doc.Version, doc.StatusChangedAt = c.Status, c.Version, &changedAt
+		body, err := json.Marshal(doc)
+		if err != nil {
+			return storeFailure(c.OrderID, "encode status change", err)
+		}
+		_, err = p.docs.ReplaceDocument(ctx, c.OrderID, Document{ID: doc.ID, Body: body}, etag)
+		switch {
+		case err == nil:
+			return Result{Outcome: Applied, OrderID: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
+		case errors.Is(err, ErrPreconditionFailed):
+			continue // changed since the read: read again and decide again
+		default:
+			return storeFailure(c.OrderID, "replace for status change", err)
+		}
+	}
+	return Result{Outcome: Transient, OrderID: c.OrderID, Reason: ReasonConcurrentUpdate,
+		Description: fmt.Sprintf("the order changed during %d attempts to apply version %d", maxReplaceAttempts, c.Version)}
+}
+
+// readJSON reads document id of partition pk into v and returns its ETag.
+func readJSON(ctx context.Context, s DocumentStore, pk, id string, v any) (string, error) {
+	body, etag, err := s.ReadDocument(ctx, pk, id)
+	if err != nil {
+		return "", err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return "", fmt.Errorf("decode stored document %s/%s: %w", pk, id, err)
+	}
+	return etag, nil
+}
