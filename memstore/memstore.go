@@ -4,9 +4,13 @@
 // transactional batch that applies all of its operations or none and reports
 // the conflict on the operation that caused it (409) and 424 on the others.
 //
-// It implements order.Store for tests and for the project's embedded default,
-// which runs the whole pipeline with no Azure and no Docker. A Store is safe
-// for concurrent use; every operation is atomic with respect to every other.
+// It implements order.Store and order.DocumentStore for tests and for the
+// project's embedded default, which runs the whole pipeline with no Azure and
+// no Docker. Like Cosmos DB, it gives every write a new ETag, honours
+// If-Match conditions on replace (412 when the ETag moved), and expires a
+// document whose JSON has a "ttl" field (seconds) that long after its last
+// write. A Store is safe for concurrent use; every operation is atomic with
+// respect to every other.
 package memstore
 
 import (
@@ -17,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
@@ -27,20 +32,30 @@ type Store struct {
 	mu    sync.Mutex
 	parts map[string]map[string]*Item // partition key -> id -> item
 	etag  uint64
+	now   func() time.Time
 }
 
-var _ order.Store = (*Store)(nil)
+var (
+	_ order.Store         = (*Store)(nil)
+	_ order.DocumentStore = (*Store)(nil)
+)
 
-// New returns an empty Store.
-func New() *Store { return &Store{parts: make(map[string]map[string]*Item)} }
+// New returns an empty Store on the real clock.
+func New() *Store { return NewWithClock(time.Now) }
+
+// NewWithClock returns an empty Store whose time-to-live expiry follows now.
+func NewWithClock(now func() time.Time) *Store {
+	return &Store{parts: make(map[string]map[string]*Item), now: now}
+}
 
 // Item is a stored document.
 type Item struct {
 	PartitionKey string
 	ID           string
-	Body         []byte // the JSON document as written
-	ETag         string // changes on every write
-	Writes       int    // how many writes this document has seen; 1 for a document never changed
+	Body         []byte    // the JSON document as written
+	ETag         string    // changes on every write
+	Writes       int       // how many writes this document has seen; 1 for a document never changed
+	ExpiresAt    time.Time // zero: never; set from the document's "ttl" field
 }
 
 // BatchError reports the operation that made a transactional batch fail, as
@@ -70,28 +85,94 @@ func (s *Store) CreateBatch(ctx context.Context, pk string, docs []order.Documen
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	part := s.parts[pk]
 	for i, d := range docs {
-		if _, ok := part[d.ID]; ok {
+		if _, ok := s.live(pk, d.ID); ok {
 			return &BatchError{Index: i, ID: d.ID, StatusCode: http.StatusConflict}
 		}
 	}
+	part := s.parts[pk]
 	if part == nil {
 		part = make(map[string]*Item)
 		s.parts[pk] = part
 	}
 	for _, d := range docs {
-		s.etag++
-		part[d.ID] = &Item{PartitionKey: pk, ID: d.ID, Body: append([]byte(nil), d.Body...), ETag: strconv.FormatUint(s.etag, 16), Writes: 1}
+		it := &Item{PartitionKey: pk, ID: d.ID}
+		s.write(it, d.Body)
+		part[d.ID] = it
 	}
 	return nil
+}
+
+// CreateDocuments implements order.DocumentStore with CreateBatch.
+func (s *Store) CreateDocuments(ctx context.Context, pk string, docs []order.Document) error {
+	return s.CreateBatch(ctx, pk, docs)
+}
+
+// ReadDocument implements order.DocumentStore.
+func (s *Store) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	it, ok := s.live(pk, id)
+	if !ok {
+		return nil, "", fmt.Errorf("read %s/%s: %w", pk, id, order.ErrNotFound)
+	}
+	return append([]byte(nil), it.Body...), it.ETag, nil
+}
+
+// ReplaceDocument implements order.DocumentStore: it replaces d if its ETag
+// is still ifMatch (an empty ifMatch replaces unconditionally).
+func (s *Store) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	it, ok := s.live(pk, d.ID)
+	if !ok {
+		return "", fmt.Errorf("replace %s/%s: %w", pk, d.ID, order.ErrNotFound)
+	}
+	if ifMatch != "" && it.ETag != ifMatch {
+		return "", fmt.Errorf("replace %s/%s: ETag %s is not %s: %w", pk, d.ID, it.ETag, ifMatch, order.ErrPreconditionFailed)
+	}
+	s.write(it, d.Body)
+	return it.ETag, nil
+}
+
+// live returns the document pk/id unless it is absent or expired; expired
+// documents are removed. s.mu must be held.
+func (s *Store) live(pk, id string) (*Item, bool) {
+	it, ok := s.parts[pk][id]
+	if ok && !it.ExpiresAt.IsZero() && !s.now().Before(it.ExpiresAt) {
+		delete(s.parts[pk], id)
+		return nil, false
+	}
+	return it, ok
+}
+
+// write stores body in it with a new ETag and its time-to-live. s.mu must
+// be held.
+func (s *Store) write(it *Item, body []byte) {
+	s.etag++
+	it.Body = append([]byte(nil), body...)
+	it.ETag = strconv.FormatUint(s.etag, 16)
+	it.Writes++
+	it.ExpiresAt = time.Time{}
+	var ttl struct {
+		TTL *int `json:"ttl"`
+	}
+	if json.Unmarshal(body, &ttl) == nil && ttl.TTL != nil && *ttl.TTL > 0 {
+		it.ExpiresAt = s.now().Add(time.Duration(*ttl.TTL) * time.Second)
+	}
 }
 
 // Get returns a copy of the document pk/id.
 func (s *Store) Get(pk, id string) (Item, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	it, ok := s.parts[pk][id]
+	it, ok := s.live(pk, id)
 	if !ok {
 		return Item{}, false
 	}
@@ -100,12 +181,17 @@ func (s *Store) Get(pk, id string) (Item, bool) {
 	return c, true
 }
 
-// Items returns a copy of every document, ordered by partition key and id.
+// Items returns a copy of every live document, ordered by partition key and
+// id.
 func (s *Store) Items() []Item {
 	s.mu.Lock()
 	var out []Item
-	for _, part := range s.parts {
-		for _, it := range part {
+	for pk, part := range s.parts {
+		for id := range part {
+			it, ok := s.live(pk, id)
+			if !ok {
+				continue
+			}
 			c := *it
 			c.Body = append([]byte(nil), it.Body...)
 			out = append(out, c)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
@@ -102,5 +103,54 @@ func TestConcurrentCreatesHaveOneWinner(t *testing.T) {
 	wg.Wait()
 	if wins != 1 || len(s.Items()) != 2 {
 		t.Errorf("%d winners, %d documents; want 1 and 2", wins, len(s.Items()))
+	}
+}
+
+func TestReplaceIsETagConditioned(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	if err := s.CreateDocuments(ctx, "p", docs("a")); err != nil {
+		t.Fatal(err)
+	}
+	_, etag, err := s.ReadDocument(ctx, "p", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newTag, err := s.ReplaceDocument(ctx, "p", order.Document{ID: "a", Body: []byte(`{"v":2}`)}, etag)
+	if err != nil || newTag == etag {
+		t.Fatalf("replace with the current ETag: %q, %v", newTag, err)
+	}
+	if _, err := s.ReplaceDocument(ctx, "p", order.Document{ID: "a", Body: []byte(`{"v":3}`)}, etag); !errors.Is(err, order.ErrPreconditionFailed) {
+		t.Errorf("replace with a stale ETag = %v, want ErrPreconditionFailed", err)
+	}
+	if _, err := s.ReplaceDocument(ctx, "p", order.Document{ID: "zz", Body: []byte(`{}`)}, ""); !errors.Is(err, order.ErrNotFound) {
+		t.Errorf("replace of a missing document = %v, want ErrNotFound", err)
+	}
+	if it, _ := s.Get("p", "a"); string(it.Body) != `{"v":2}` || it.Writes != 2 {
+		t.Errorf("document = %s after %d writes", it.Body, it.Writes)
+	}
+}
+
+func TestTimeToLive(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := memstore.NewWithClock(func() time.Time { return now })
+	marker := []order.Document{{ID: "m", Body: []byte(`{"id":"m","ttl":60}`)}, {ID: "keep", Body: []byte(`{"id":"keep"}`)}}
+	if err := s.CreateDocuments(ctx, "p", marker); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(59 * time.Second)
+	if _, _, err := s.ReadDocument(ctx, "p", "m"); err != nil {
+		t.Fatalf("marker gone before its TTL: %v", err)
+	}
+	now = now.Add(time.Second)
+	if _, _, err := s.ReadDocument(ctx, "p", "m"); !errors.Is(err, order.ErrNotFound) {
+		t.Fatalf("marker still there at its TTL: %v", err)
+	}
+	if len(s.Items()) != 1 {
+		t.Errorf("items = %+v, want only the document without a TTL", s.Items())
+	}
+	if err := s.CreateDocuments(ctx, "p", marker[:1]); err != nil {
+		t.Errorf("re-creating an expired marker: %v", err)
 	}
 }
