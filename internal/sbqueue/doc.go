@@ -1,0 +1,33 @@
+// Package sbqueue is an in-process model of Azure Service Bus queues with
+// PeekLock semantics, for tests and simulations that must run without Azure
+// or Docker. It speaks no protocol: the worker reaches it through Receiver,
+// which satisfies the worker's receiver interface, and a protocol front end
+// (such as an AMQP test broker) can drive a Queue directly.
+//
+// The model follows Service Bus where it matters to an idempotent consumer:
+//
+//   - A received message is locked for the queue's LockDuration. Completing
+//     it removes it; abandoning it or letting the lock expire makes it
+//     available again, and its next delivery has DeliveryCount one higher.
+//     Releasing it (the AMQP "released" outcome) makes it available again
+//     without counting the delivery.
+//   - A message delivered MaxDeliveryCount times whose lock then expires or
+//     is abandoned moves to the dead-letter queue with reason
+//     "MaxDeliveryCountExceeded".
+//   - A message whose time-to-live passes while it is available is removed,
+//     or dead-lettered with reason "TTLExpiredException" when the queue has
+//     DeadLetteringOnMessageExpiration. A locked message expires only once
+//     its lock ends.
+//   - With RequiresDuplicateDetection, a message whose MessageID was
+//     accepted less than DuplicateDetectionWindow ago is accepted and
+//     silently dropped, whatever its content.
+//
+// Time comes from a Clock. Every deadline is evaluated lazily against
+// Clock.Now on each operation, so with a VirtualClock tests move time with
+// VirtualClock.Advance instead of sleeping; receivers blocked in Receive
+// are woken when a message becomes available or the next lock or TTL
+// deadline is reached.
+//
+// Namespace, Queue, Receiver, Sender and VirtualClock are safe for
+// concurrent use.
+package sbqueue

@@ -1,0 +1,638 @@
+package sbqueue
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+var (
+	// ErrLockLost is returned when a settlement or lock renewal names a lock
+	// that is unknown, has expired, or whose message was already settled or
+	// redelivered under another token.
+	ErrLockLost = errors.New("sbqueue: message lock lost")
+
+	// ErrDeadLetterQueue is returned for operations a dead-letter queue does
+	// not allow: sending to it and dead-lettering its messages.
+	ErrDeadLetterQueue = errors.New("sbqueue: operation not allowed on a dead-letter queue")
+)
+
+// Counters are cumulative counts of what happened on one queue.
+type Counters struct {
+	Sent              int64 // messages enqueued (for a dead-letter queue: messages dead-lettered into it)
+	DuplicatesDropped int64 // sends accepted and dropped by duplicate detection
+	Delivered         int64 // deliveries, including redeliveries
+	Completed         int64 // successful Complete calls
+	Abandoned         int64 // successful Abandon calls
+	Released          int64 // successful Release calls
+	DeadLettered      int64 // messages moved to the dead-letter queue, for any reason
+	Expired           int64 // messages whose time-to-live passed
+	LockExpired       int64 // locks that lapsed (including by ExpireLock and ExpireLocks)
+	Renewed           int64 // successful RenewLock calls
+	LockLost          int64 // settlements and renewals rejected with ErrLockLost
+}
+
+// Snapshot is a consistent copy of a queue's contents and counters.
+type Snapshot struct {
+	Active      []ReceivedMessage // available messages, by sequence number
+	Locked      []ReceivedMessage // locked messages with their lock, by sequence number
+	DeadLetters []ReceivedMessage // the dead-letter queue's messages, available and locked, by sequence number; empty for a dead-letter queue
+
+	// BlockedReceivers is the number of Receive calls waiting for a message
+	// at the time of the snapshot.
+	BlockedReceivers int
+
+	Counters
+}
+
+// shared is the state a queue shares with its dead-letter queue: one mutex
+// guards both, so that a message moves between them atomically.
+type shared struct {
+	mu sync.Mutex
+	// changed is closed, and set to nil, when either queue gains an
+	// available message. Waiters create it on demand.
+	changed chan struct{}
+}
+
+// wait returns a channel closed at the next change. Requires s.mu.
+func (s *shared) wait() <-chan struct{} {
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
+}
+
+// notify wakes every waiter. Requires s.mu.
+func (s *shared) notify() {
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+}
+
+// Queue is one Service Bus queue, or the dead-letter sub-queue of one, with
+// PeekLock semantics. Its methods are safe for concurrent use; each one is
+// atomic with respect to the others.
+type Queue struct {
+	name  string
+	opts  QueueOptions
+	clock Clock
+	s     *shared
+	dlq   *Queue // nil on a dead-letter queue
+	main  *Queue // the queue whose dead-letter queue this is; nil on a main queue
+
+	// Guarded by s.mu.
+	nextSeq      int64 // last sequence number assigned; used on the main queue only
+	avail        entryHeap
+	expiring     entryHeap // available entries with a TTL, by expiry
+	locked       map[[16]byte]*entry
+	earliestLock time.Time // no lock in locked expires before this
+	seen         map[string]time.Time
+	seenLog      []seenRecord // accepted IDs in acceptance order, for pruning
+	seenLogHead  int
+	counters     Counters
+	blocked      int // Receive calls waiting for a message
+}
+
+type seenRecord struct {
+	id string
+	at time.Time
+}
+
+func newQueue(name string, o QueueOptions, clock Clock) *Queue {
+	s := &shared{}
+	q := newEntity(name, o, clock, s)
+	q.dlq = newEntity(name+DeadLetterQueueSuffix, QueueOptions{LockDuration: o.LockDuration}, clock, s)
+	q.dlq.main = q
+	return q
+}
+
+func newEntity(name string, o QueueOptions, clock Clock, s *shared) *Queue {
+	return &Queue{
+		name:  name,
+		opts:  o,
+		clock: clock,
+		s:     s,
+		avail: entryHeap{
+			less:  func(a, b *entry) bool { return a.seq < b.seq },
+			index: func(e *entry) *int { return &e.availIdx },
+		},
+		expiring: entryHeap{
+			less: func(a, b *entry) bool {
+				if c := a.expiresAt.Compare(b.expiresAt); c != 0 {
+					return c < 0
+				}
+				return a.seq < b.seq
+			},
+			index: func(e *entry) *int { return &e.expiryIdx },
+		},
+		locked: make(map[[16]byte]*entry),
+		seen:   make(map[string]time.Time),
+	}
+}
+
+// Name returns the queue's name; a dead-letter queue's name ends in
+// DeadLetterQueueSuffix.
+func (q *Queue) Name() string { return q.name }
+
+// Options returns the queue's options with defaults applied. A dead-letter
+// queue reports its parent's LockDuration and nothing else: its messages
+// never expire, are never dead-lettered and are not checked for duplicates.
+func (q *Queue) Options() QueueOptions { return q.opts }
+
+// DeadLetterQueue returns the queue's dead-letter sub-queue, which is
+// received from and settled like any queue. It returns nil on a dead-letter
+// queue.
+func (q *Queue) DeadLetterQueue() *Queue { return q.dlq }
+
+// Send enqueues m. With duplicate detection on, a message whose MessageID
+// was accepted less than DuplicateDetectionWindow ago (now - accepted <
+// window) is accepted but dropped: Send then returns (false, nil), as
+// Service Bus reports success to the sender. A MessageID accepted exactly
+// DuplicateDetectionWindow ago or earlier is enqueued, and the window
+// restarts from this send.
+func (q *Queue) Send(ctx context.Context, m Message) (enqueued bool, err error) {
+	n, err := q.SendBatch(ctx, []Message{m})
+	return n == 1, err
+}
+
+// SendBatch enqueues ms atomically and in order, applying duplicate
+// detection to each message (also against earlier messages of the batch).
+// It returns how many were enqueued rather than dropped as duplicates. If it
+// returns an error, nothing was enqueued.
+func (q *Queue) SendBatch(ctx context.Context, ms []Message) (enqueued int, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if q.main != nil {
+		return 0, fmt.Errorf("send to %s: %w", q.name, ErrDeadLetterQueue)
+	}
+	entries := make([]*entry, len(ms))
+	for i, m := range ms {
+		if m.TimeToLive < 0 {
+			return 0, fmt.Errorf("sbqueue: send to %s: negative TimeToLive %v", q.name, m.TimeToLive)
+		}
+		m = m.clone()
+		if m.MessageID == "" {
+			m.MessageID = uuidString(newUUID())
+		}
+		if d := q.opts.DefaultMessageTimeToLive; d > 0 && (m.TimeToLive == 0 || m.TimeToLive > d) {
+			m.TimeToLive = d
+		}
+		entries[i] = &entry{msg: m, availIdx: -1, expiryIdx: -1}
+	}
+
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	now := q.sweep()
+	for _, e := range entries {
+		if q.isDuplicate(e.msg.MessageID, now) {
+			q.counters.DuplicatesDropped++
+			continue
+		}
+		q.nextSeq++
+		e.seq = q.nextSeq
+		e.enqueued = now
+		if e.msg.TimeToLive > 0 {
+			e.expiresAt = now.Add(e.msg.TimeToLive)
+		}
+		q.counters.Sent++
+		q.makeAvailable(e, now)
+		enqueued++
+	}
+	return enqueued, nil
+}
+
+// isDuplicate applies duplicate detection to id at now, recording id when it
+// is accepted. Requires q.s.mu.
+func (q *Queue) isDuplicate(id string, now time.Time) bool {
+	if !q.opts.RequiresDuplicateDetection {
+		return false
+	}
+	window := q.opts.DuplicateDetectionWindow
+	// Prune records that left the window.
+	for q.seenLogHead < len(q.seenLog) {
+		r := q.seenLog[q.seenLogHead]
+		if now.Sub(r.at) < window {
+			break
+		}
+		if at, ok := q.seen[r.id]; ok && at.Equal(r.at) {
+			delete(q.seen, r.id)
+		}
+		q.seenLog[q.seenLogHead] = seenRecord{}
+		q.seenLogHead++
+	}
+	if q.seenLogHead > len(q.seenLog)/2 {
+		q.seenLog = append(q.seenLog[:0], q.seenLog[q.seenLogHead:]...)
+		q.seenLogHead = 0
+	}
+	if at, ok := q.seen[id]; ok && now.Sub(at) < window {
+		return true
+	}
+	q.seen[id] = now
+	q.seenLog = append(q.seenLog, seenRecord{id: id, at: now})
+	return false
+}
+
+// Receive locks and returns up to max available messages, in sequence-number
+// order. If none is available it blocks until one is, or until ctx is done,
+// in which case it returns ctx.Err(). If ctx is already done it returns
+// ctx.Err() without locking anything.
+func (q *Queue) Receive(ctx context.Context, max int) ([]ReceivedMessage, error) {
+	if max <= 0 {
+		return nil, fmt.Errorf("sbqueue: receive from %s: max must be positive, got %d", q.name, max)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		q.s.mu.Lock()
+		now := q.sweep()
+		if msgs := q.take(max, now); len(msgs) > 0 {
+			q.s.mu.Unlock()
+			return msgs, nil
+		}
+		// Arm the wake-ups before releasing the lock, so that a receiver
+		// counted as blocked is sure to be woken.
+		changed := q.s.wait()
+		var timer <-chan struct{}
+		stop := func() bool { return false }
+		if next, ok := q.nextDeadline(); ok {
+			c := make(chan struct{})
+			timer = c
+			stop = q.clock.AtFunc(next, func() { close(c) })
+		}
+		q.blocked++
+		q.s.mu.Unlock()
+
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-timer:
+		}
+		stop()
+		q.s.mu.Lock()
+		q.blocked--
+		q.s.mu.Unlock()
+	}
+}
+
+// TryReceive is Receive without blocking: it locks and returns up to max
+// messages available now, possibly none.
+func (q *Queue) TryReceive(max int) []ReceivedMessage {
+	if max <= 0 {
+		return nil
+	}
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	return q.take(max, q.sweep())
+}
+
+// take locks up to max available messages. Requires q.s.mu.
+func (q *Queue) take(max int, now time.Time) []ReceivedMessage {
+	n := min(max, q.avail.Len())
+	if n == 0 {
+		return nil
+	}
+	out := make([]ReceivedMessage, 0, n)
+	for range n {
+		e := heap.Pop(&q.avail).(*entry)
+		if e.expiryIdx >= 0 {
+			heap.Remove(&q.expiring, e.expiryIdx)
+		}
+		e.deliveries++
+		e.token = newUUID()
+		e.lockedUntil = now.Add(q.opts.LockDuration)
+		q.locked[e.token] = e
+		if len(q.locked) == 1 || e.lockedUntil.Before(q.earliestLock) {
+			q.earliestLock = e.lockedUntil
+		}
+		q.counters.Delivered++
+		out = append(out, e.view(true))
+	}
+	return out
+}
+
+// Complete settles the delivery holding token: the message is removed.
+func (q *Queue) Complete(token [16]byte) error {
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	q.sweep()
+	if _, err := q.unlock(token); err != nil {
+		return err
+	}
+	q.counters.Completed++
+	return nil
+}
+
+// Abandon releases the lock token holds, after merging propertiesToModify
+// into the message's application properties. The delivery counts: if the
+// message has been delivered MaxDeliveryCount times it moves to the
+// dead-letter queue with reason ReasonMaxDeliveryCountExceeded, otherwise it
+// is available again and its next delivery has DeliveryCount one higher.
+func (q *Queue) Abandon(token [16]byte, propertiesToModify map[string]any) error {
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	now := q.sweep()
+	e, err := q.unlock(token)
+	if err != nil {
+		return err
+	}
+	mergeProperties(&e.msg, propertiesToModify)
+	q.counters.Abandoned++
+	q.returnCounted(e, now)
+	return nil
+}
+
+// Release releases the lock token holds without counting the delivery (the
+// AMQP "released" outcome): the message is available again and its next
+// delivery has the same DeliveryCount as this one.
+func (q *Queue) Release(token [16]byte) error {
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	now := q.sweep()
+	e, err := q.unlock(token)
+	if err != nil {
+		return err
+	}
+	e.deliveries--
+	q.counters.Released++
+	q.makeAvailable(e, now)
+	return nil
+}
+
+// DeadLetter moves the message whose lock token holds to the dead-letter
+// queue, after merging propertiesToModify into its application properties.
+// The dead-letter copy carries reason and description both as fields and as
+// the application properties PropertyDeadLetterReason and
+// PropertyDeadLetterErrorDescription. On a dead-letter queue it returns an
+// error wrapping ErrDeadLetterQueue and leaves the lock held.
+func (q *Queue) DeadLetter(token [16]byte, reason, description string, propertiesToModify map[string]any) error {
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	now := q.sweep()
+	if q.dlq == nil {
+		if _, ok := q.locked[token]; !ok {
+			q.counters.LockLost++
+			return ErrLockLost
+		}
+		return fmt.Errorf("dead-letter in %s: %w", q.name, ErrDeadLetterQueue)
+	}
+	e, err := q.unlock(token)
+	if err != nil {
+		return err
+	}
+	mergeProperties(&e.msg, propertiesToModify)
+	q.deadLetter(e, reason, description, now)
+	return nil
+}
+
+// RenewLock extends the lock token holds to LockDuration from now and
+// returns the new expiry.
+func (q *Queue) RenewLock(token [16]byte) (lockedUntil time.Time, err error) {
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	now := q.sweep()
+	e, ok := q.locked[token]
+	if !ok {
+		q.counters.LockLost++
+		return time.Time{}, ErrLockLost
+	}
+	e.lockedUntil = now.Add(q.opts.LockDuration)
+	q.counters.Renewed++
+	return e.lockedUntil, nil
+}
+
+// ExpireLock makes the lock token holds expire now, as if the handler had
+// overrun it, and reports whether there was such a lock. The message is
+// treated as after any lock expiry.
+func (q *Queue) ExpireLock(token [16]byte) bool {
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	now := q.sweep()
+	e, ok := q.locked[token]
+	if !ok {
+		return false
+	}
+	q.expireLock(e, now)
+	return true
+}
+
+// ExpireLocks makes every lock on the queue expire now.
+func (q *Queue) ExpireLocks() {
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	now := q.sweep()
+	for _, e := range q.locked {
+		q.expireLock(e, now)
+	}
+}
+
+// Peek returns up to max messages, available and locked, in sequence-number
+// order, without locking them. Lock tokens are zero; LockedUntil is set on
+// locked messages and DeliveryCount is the count so far.
+func (q *Queue) Peek(max int) []ReceivedMessage {
+	if max <= 0 {
+		return nil
+	}
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	q.sweep()
+	all := q.sortedEntries()
+	all = all[:min(max, len(all))]
+	out := make([]ReceivedMessage, len(all))
+	for i, e := range all {
+		out[i] = e.view(false)
+		if e.availIdx < 0 {
+			out[i].LockedUntil = e.lockedUntil
+		}
+	}
+	return out
+}
+
+// Snapshot returns a consistent copy of the queue's contents and counters.
+func (q *Queue) Snapshot() Snapshot {
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	q.sweep()
+	s := Snapshot{Counters: q.counters, BlockedReceivers: q.blocked}
+	for _, e := range q.sortedEntries() {
+		if e.availIdx >= 0 {
+			s.Active = append(s.Active, e.view(false))
+		} else {
+			s.Locked = append(s.Locked, e.view(true))
+		}
+	}
+	if q.dlq != nil {
+		for _, e := range q.dlq.sortedEntries() {
+			s.DeadLetters = append(s.DeadLetters, e.view(e.availIdx < 0))
+		}
+	}
+	return s
+}
+
+// sortedEntries returns the available and locked entries by sequence
+// number. Requires q.s.mu.
+func (q *Queue) sortedEntries() []*entry {
+	all := make([]*entry, 0, q.avail.Len()+len(q.locked))
+	all = append(all, q.avail.items...)
+	for _, e := range q.locked {
+		all = append(all, e)
+	}
+	slices.SortFunc(all, func(a, b *entry) int { return cmp.Compare(a.seq, b.seq) })
+	return all
+}
+
+// unlock removes the lock token holds and returns its entry, or counts and
+// returns ErrLockLost. Requires q.s.mu and a prior sweep.
+func (q *Queue) unlock(token [16]byte) (*entry, error) {
+	e, ok := q.locked[token]
+	if !ok {
+		q.counters.LockLost++
+		return nil, ErrLockLost
+	}
+	delete(q.locked, token)
+	e.token = [16]byte{}
+	e.lockedUntil = time.Time{}
+	return e, nil
+}
+
+// expireLock ends e's lock as a lapse. Requires q.s.mu.
+func (q *Queue) expireLock(e *entry, now time.Time) {
+	delete(q.locked, e.token)
+	e.token = [16]byte{}
+	e.lockedUntil = time.Time{}
+	q.counters.LockExpired++
+	q.returnCounted(e, now)
+}
+
+// returnCounted returns an unlocked entry whose delivery counts: to the
+// dead-letter queue if it has used up its deliveries, else to the available
+// messages. Requires q.s.mu.
+func (q *Queue) returnCounted(e *entry, now time.Time) {
+	if q.dlq != nil && int64(e.deliveries) >= int64(q.opts.MaxDeliveryCount) {
+		q.deadLetter(e, ReasonMaxDeliveryCountExceeded,
+			fmt.Sprintf("Message could not be consumed after %d delivery attempts.", q.opts.MaxDeliveryCount), now)
+		return
+	}
+	q.makeAvailable(e, now)
+}
+
+// makeAvailable adds an unlocked entry to the available messages, or expires
+// it at once if its time-to-live has passed. Requires q.s.mu.
+func (q *Queue) makeAvailable(e *entry, now time.Time) {
+	if q.dlq != nil && !e.expiresAt.IsZero() {
+		if !now.Before(e.expiresAt) {
+			q.expire(e, now)
+			return
+		}
+		heap.Push(&q.expiring, e)
+	}
+	heap.Push(&q.avail, e)
+	q.s.notify()
+}
+
+// expire handles an unlocked entry whose time-to-live has passed. Requires
+// q.s.mu.
+func (q *Queue) expire(e *entry, now time.Time) {
+	q.counters.Expired++
+	if q.opts.DeadLetteringOnMessageExpiration {
+		q.deadLetter(e, ReasonTTLExpired, descriptionTTLExpired, now)
+	}
+}
+
+// deadLetter moves an unlocked entry of a main queue to its dead-letter
+// queue. Requires q.s.mu.
+func (q *Queue) deadLetter(e *entry, reason, description string, now time.Time) {
+	if e.msg.ApplicationProperties == nil {
+		e.msg.ApplicationProperties = make(map[string]any, 2)
+	}
+	e.msg.ApplicationProperties[PropertyDeadLetterReason] = reason
+	e.msg.ApplicationProperties[PropertyDeadLetterErrorDescription] = description
+	e.dlReason, e.dlDescription = reason, description
+	e.deliveries = 0
+	q.counters.DeadLettered++
+	q.dlq.counters.Sent++
+	q.dlq.makeAvailable(e, now)
+}
+
+// sweep applies every deadline that has passed, on q and on the other queue
+// of its pair, and returns the time it used. Requires q.s.mu.
+func (q *Queue) sweep() time.Time {
+	now := q.clock.Now()
+	main := q
+	if q.main != nil {
+		main = q.main
+	}
+	main.sweepEntity(now)
+	main.dlq.sweepEntity(now)
+	return now
+}
+
+// sweepEntity expires the locks and messages of q alone. Requires q.s.mu.
+func (q *Queue) sweepEntity(now time.Time) {
+	if len(q.locked) > 0 && !now.Before(q.earliestLock) {
+		var earliest time.Time
+		for _, e := range q.locked {
+			if !now.Before(e.lockedUntil) {
+				q.expireLock(e, now)
+			} else if earliest.IsZero() || e.lockedUntil.Before(earliest) {
+				earliest = e.lockedUntil
+			}
+		}
+		q.earliestLock = earliest
+	}
+	for {
+		e := q.expiring.peek()
+		if e == nil || now.Before(e.expiresAt) {
+			break
+		}
+		heap.Pop(&q.expiring)
+		heap.Remove(&q.avail, e.availIdx)
+		q.expire(e, now)
+	}
+}
+
+// nextDeadline returns the earliest future time at which a lock or a
+// time-to-live of q's pair can change what is available. Requires q.s.mu.
+func (q *Queue) nextDeadline() (time.Time, bool) {
+	main := q
+	if q.main != nil {
+		main = q.main
+	}
+	var next time.Time
+	consider := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, x := range []*Queue{main, main.dlq} {
+		for _, e := range x.locked {
+			consider(e.lockedUntil)
+		}
+	}
+	if main.opts.DeadLetteringOnMessageExpiration {
+		if e := main.expiring.peek(); e != nil {
+			consider(e.expiresAt)
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// mergeProperties sets props on m's application properties.
+func mergeProperties(m *Message, props map[string]any) {
+	if len(props) == 0 {
+		return
+	}
+	if m.ApplicationProperties == nil {
+		m.ApplicationProperties = make(map[string]any, len(props))
+	}
+	for k, v := range props {
+		m.ApplicationProperties[k] = v
+	}
+}
