@@ -1,5 +1,5 @@
-// Package cosmosstore implements order.Store on Azure Cosmos DB for NoSQL with
-// the azcosmos SDK.
+// Package cosmosstore implements order.Store and order.DocumentStore on Azure
+// Cosmos DB for NoSQL with the azcosmos SDK.
 //
 // # Document layout
 //
@@ -11,24 +11,47 @@
 // The order document is the idempotency marker; because its id is the order
 // id, a second create of the same order conflicts.
 //
+// The other documents of an order (payment records, inbox markers and the
+// consumers' business writes) share its partition too, and go through the
+// document-level methods: [Store.CreateDocuments] creates any set of them in
+// one transactional batch, [Store.ReadDocument] returns a document with its
+// ETag, and [Store.ReplaceDocument] replaces one on the condition that its
+// ETag has not moved (an If-Match header), which makes concurrent
+// read-modify-write cycles safe: one wins, the others get
+// order.ErrPreconditionFailed, read again and decide again.
+//
+// # Time to live
+//
+// A document with a "ttl" field (seconds), such as an inbox marker, is
+// deleted by Cosmos DB that long after its last write. The store does nothing
+// for it: Cosmos DB honours per-item TTL because the container's default TTL
+// is -1 (on, with no default expiry), as [CreateDatabaseAndContainer] and the
+// Bicep template create it. A container without a default TTL keeps such
+// documents forever.
+//
 // # Status codes
 //
 // The store turns Cosmos DB status codes into the sentinel errors of package
 // order, by status code and never by the text of a message:
 //
-//	201 (every batch operation)          nil
+//	201 (every batch operation), 200     nil
 //	409 Conflict                         order.ErrAlreadyExists
-//	404 Not Found, on a read             order.ErrNotFound
+//	404 Not Found, on a read or replace  order.ErrNotFound
+//	412 Precondition Failed              order.ErrPreconditionFailed
 //	429, 503, 408, 449                   order.ErrTransient
 //	lost or refused connection, timeout  order.ErrTransient
 //	anything else                        a permanent error
+//
+// A 404 whose sub-status says the database or container is missing (1003)
+// is permanent, not order.ErrNotFound.
 //
 // A failed transactional batch reports the operation that caused the failure
 // with its own status code and every other operation with 424 (Failed
 // Dependency); the store reports the first operation whose status is neither
 // 2xx nor 424. Every error the store returns is an [*Error], which names the
 // call, the order, the batch operation, the status code and the activity id
-// that Azure support asks for.
+// that Azure support asks for (and, for a single-document call, the
+// document id).
 //
 // # Request charge
 //
@@ -47,8 +70,20 @@
 //
 // # Concurrency and idempotency
 //
-// A [Store] is safe for concurrent use. CreateOrder is safe to call any number
-// of times, concurrently, for the same order: Cosmos DB's atomic batch lets
-// exactly one call write the documents, and every other call writes nothing and
-// returns an error matching order.ErrAlreadyExists.
+// A [Store] is safe for concurrent use. CreateOrder and CreateDocuments are
+// safe to call any number of times, concurrently, for the same documents:
+// Cosmos DB's atomic batch lets exactly one call write them, and every other
+// call writes nothing and returns an error matching order.ErrAlreadyExists.
+// Of concurrent ReplaceDocument calls that pass the same ETag, exactly one
+// succeeds. ReadDocument and ReadOrder have no side effects.
+//
+// # Emulators
+//
+// The tests run against cosmium, which reproduces creates, conflicts, reads
+// and replaces but sends no ETag header, ignores If-Match (never 412),
+// ignores TTL and does not make batches atomic; the store is tested for those
+// against a fake gateway through the real SDK. Against cosmium ReadDocument
+// returns an empty ETag, and ReplaceDocument with an empty ifMatch is
+// unconditional, so the order package's status changes and payment records
+// work there without their ETag guard.
 package cosmosstore

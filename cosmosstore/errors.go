@@ -16,25 +16,33 @@ import (
 )
 
 // Error reports a store call that failed. It matches order.ErrAlreadyExists,
-// order.ErrNotFound or order.ErrTransient with errors.Is when the failure is
-// one of those (see the package documentation for the mapping), and unwraps to
-// the underlying error, such as an *azcore.ResponseError or a network error,
-// when there is one. Any other failure is permanent, retrying the same call
-// would fail the same way, except a call the caller canceled, which matches
-// context.Canceled.
+// order.ErrNotFound, order.ErrPreconditionFailed or order.ErrTransient with
+// errors.Is when the failure is one of those (see the package documentation
+// for the mapping), and unwraps to the underlying error, such as an
+// *azcore.ResponseError or a network error, when there is one. Any other
+// failure is permanent, retrying the same call would fail the same way,
+// except a call the caller canceled, which matches context.Canceled.
 type Error struct {
-	Op      string // the store call: "create order" or "read order"
+	// Op is the store call: "create order", "read order", "create
+	// documents", "read document" or "replace document".
+	Op string
+	// OrderID is the order, which is also the partition key value of every
+	// document the call addressed.
 	OrderID string
-	// Index is the transactional batch operation that failed (0 is the order
-	// document, 1 the OrderAccepted event), or -1 when the failure was not
-	// reported by one operation.
+	// ID is the document a single-document call (read document, replace
+	// document) addressed; empty for the other calls.
+	ID string
+	// Index is the transactional batch operation that failed, its position
+	// in the batch (for CreateOrder 0 is the order document, 1 the
+	// OrderAccepted event), or -1 when the failure was not reported by one
+	// operation.
 	Index      int
 	StatusCode int    // HTTP status code of the failed operation or request; 0 when no response arrived
 	SubStatus  int    // Cosmos DB sub-status code (x-ms-substatus), or 0
 	ActivityID string // x-ms-activity-id of the response, for Azure support; empty when unknown
 	Err        error  // the underlying error; nil when a batch response reported the failure
 
-	kind error // order.ErrAlreadyExists, order.ErrNotFound, order.ErrTransient or nil
+	kind error // one of the sentinel errors of package order, or nil
 }
 
 // Error returns one line naming the call, the order, the failed batch
@@ -42,7 +50,11 @@ type Error struct {
 // no response arrived.
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "cosmosstore: %s %q: ", e.Op, e.OrderID)
+	fmt.Fprintf(&b, "cosmosstore: %s %q", e.Op, e.OrderID)
+	if e.ID != "" {
+		fmt.Fprintf(&b, " id %q", e.ID)
+	}
+	b.WriteString(": ")
 	if e.Index >= 0 {
 		fmt.Fprintf(&b, "batch operation %d: ", e.Index)
 	}
@@ -92,25 +104,43 @@ const (
 const subStatusOwnerNotFound = 1003
 
 // kindOf returns the sentinel error a status code means, or nil for a
-// permanent failure. A 404 means a missing document only on a document read
-// and only without the sub-status of a missing database or container.
-func kindOf(status, subStatus int, isRead bool) error {
+// permanent failure. A 404 means a missing document only on a call that
+// addresses one document (a read or a replace) and only without the
+// sub-status of a missing database or container.
+func kindOf(status, subStatus int, oneDocument bool) error {
 	switch status {
 	case http.StatusConflict:
 		return order.ErrAlreadyExists
 	case http.StatusNotFound:
-		if isRead && subStatus != subStatusOwnerNotFound {
+		if oneDocument && subStatus != subStatusOwnerNotFound {
 			return order.ErrNotFound
 		}
+	case http.StatusPreconditionFailed:
+		return order.ErrPreconditionFailed
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusRequestTimeout, statusRetryWith:
 		return order.ErrTransient
 	}
 	return nil
 }
 
+// addressesOneDocument reports whether op reads or replaces one document by
+// id, so that a 404 means that document is missing.
+func addressesOneDocument(op string) bool {
+	switch op {
+	case opRead, opReadDocument, opReplaceDocument:
+		return true
+	}
+	return false
+}
+
 // classify turns an error from the azcosmos SDK into an *Error.
 func classify(op, orderID string, err error) error {
-	e := &Error{Op: op, OrderID: orderID, Index: -1, Err: err}
+	return classifyDocument(op, orderID, "", err)
+}
+
+// classifyDocument is classify for a call that addressed document id.
+func classifyDocument(op, orderID, id string, err error) error {
+	e := &Error{Op: op, OrderID: orderID, ID: id, Index: -1, Err: err}
 	var re *azcore.ResponseError
 	switch {
 	case errors.As(err, &re):
@@ -119,7 +149,7 @@ func classify(op, orderID string, err error) error {
 			e.SubStatus, _ = strconv.Atoi(re.RawResponse.Header.Get(headerSubStatus))
 			e.ActivityID = re.RawResponse.Header.Get(headerActivityID)
 		}
-		e.kind = kindOf(e.StatusCode, e.SubStatus, op == opRead)
+		e.kind = kindOf(e.StatusCode, e.SubStatus, addressesOneDocument(op))
 	case errors.Is(err, context.Canceled):
 		// The caller gave up; that is neither the store's verdict nor
 		// worth a retry by itself. errors.Is finds context.Canceled.
@@ -161,7 +191,7 @@ type batchResult struct {
 }
 
 // interpretBatch decides what a transactional batch response of ops
-// operations means.
+// operations means; op names the store call in the error.
 //
 // The per-operation status codes are authoritative. Cosmos DB commits a batch
 // only if every operation succeeds; if one fails, it reports that operation's
@@ -170,13 +200,13 @@ type batchResult struct {
 // 424, whatever Success says, so a response that claims success for a failed
 // operation is never taken as a commit. (Cosmos DB never sends one; cosmium
 // v0.1.20, whose batches are not atomic, does.)
-func interpretBatch(orderID string, ops int, r batchResult) error {
+func interpretBatch(op, orderID string, ops int, r batchResult) error {
 	fail := func(index, status int) error {
-		return &Error{Op: opCreate, OrderID: orderID, Index: index, StatusCode: status,
+		return &Error{Op: op, OrderID: orderID, Index: index, StatusCode: status,
 			ActivityID: r.ActivityID, kind: kindOf(status, 0, false)}
 	}
 	if len(r.StatusCodes) != ops {
-		return &Error{Op: opCreate, OrderID: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
+		return &Error{Op: op, OrderID: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
 			Err: fmt.Errorf("transactional batch of %d operations returned %d results", ops, len(r.StatusCodes))}
 	}
 	for i, status := range r.StatusCodes {
@@ -191,7 +221,7 @@ func interpretBatch(orderID string, ops int, r batchResult) error {
 		}
 	}
 	if !r.Success {
-		return &Error{Op: opCreate, OrderID: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
+		return &Error{Op: op, OrderID: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
 			Err: errors.New("transactional batch was not committed, yet every operation succeeded")}
 	}
 	return nil

@@ -139,7 +139,7 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := interpretBatch("ord-1", tt.ops, tt.r)
+			err := interpretBatch(opCreate, "ord-1", tt.ops, tt.r)
 			if tt.wantNil {
 				if err != nil {
 					t.Fatalf("interpretBatch = %v, want nil", err)
@@ -150,7 +150,7 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("interpretBatch = %v (%T), want an *Error", err, err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrTransient} {
+			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, sentinel, got, want)
 				}
@@ -176,13 +176,15 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 func TestKindOf(t *testing.T) {
 	tests := []struct {
 		status, subStatus int
-		isRead            bool
+		oneDocument       bool
 		want              error
 	}{
 		{http.StatusConflict, 0, false, order.ErrAlreadyExists},
 		{http.StatusNotFound, 0, true, order.ErrNotFound},
 		{http.StatusNotFound, 0, false, nil},                     // a create cannot miss a document
 		{http.StatusNotFound, subStatusOwnerNotFound, true, nil}, // the container is missing
+		{http.StatusPreconditionFailed, 0, true, order.ErrPreconditionFailed},
+		{http.StatusPreconditionFailed, 0, false, order.ErrPreconditionFailed},
 		{http.StatusTooManyRequests, 3200, false, order.ErrTransient},
 		{http.StatusServiceUnavailable, 0, true, order.ErrTransient},
 		{http.StatusRequestTimeout, 0, false, order.ErrTransient},
@@ -194,8 +196,8 @@ func TestKindOf(t *testing.T) {
 		{http.StatusInternalServerError, 0, false, nil},
 	}
 	for _, tt := range tests {
-		if got := kindOf(tt.status, tt.subStatus, tt.isRead); got != tt.want {
-			t.Errorf("kindOf(%d, %d, read=%v) = %v, want %v", tt.status, tt.subStatus, tt.isRead, got, tt.want)
+		if got := kindOf(tt.status, tt.subStatus, tt.oneDocument); got != tt.want {
+			t.Errorf("kindOf(%d, %d, oneDocument=%v) = %v, want %v", tt.status, tt.subStatus, tt.oneDocument, got, tt.want)
 		}
 	}
 }
@@ -238,6 +240,16 @@ func TestClassify(t *testing.T) {
 			err:    responseError(429, http.Header{"X-Ms-Activity-Id": {"act-1"}, "X-Ms-Substatus": {"3200"}}),
 			wantIs: order.ErrTransient, wantCode: 429, wantSub: 3200, wantActID: "act-1", wantInText: "activity id act-1",
 		},
+		{name: "404 on read document", op: opReadDocument, err: responseError(404, nil), wantIs: order.ErrNotFound, wantCode: 404},
+		{name: "404 on replace document", op: opReplaceDocument, err: responseError(404, nil), wantIs: order.ErrNotFound, wantCode: 404},
+		{name: "404 on create documents is permanent", op: opCreateDocuments, err: responseError(404, nil), wantCode: 404},
+		{
+			name: "404 of a missing container on replace is permanent", op: opReplaceDocument,
+			err:      responseError(404, http.Header{"X-Ms-Substatus": {"1003"}}),
+			wantCode: 404, wantSub: 1003,
+		},
+		{name: "412 on replace document", op: opReplaceDocument, err: responseError(412, nil), wantIs: order.ErrPreconditionFailed, wantCode: 412, wantInText: "412 Precondition Failed"},
+		{name: "409 on create documents", op: opCreateDocuments, err: responseError(409, nil), wantIs: order.ErrAlreadyExists, wantCode: 409},
 		{name: "503", op: opRead, err: responseError(503, nil), wantIs: order.ErrTransient, wantCode: 503},
 		{name: "408", op: opCreate, err: responseError(408, nil), wantIs: order.ErrTransient, wantCode: 408},
 		{name: "449", op: opCreate, err: responseError(449, nil), wantIs: order.ErrTransient, wantCode: 449},
@@ -256,7 +268,7 @@ func TestClassify(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("classify = %T, want *Error", err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrTransient} {
+			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, sentinel, got, want)
 				}
@@ -270,6 +282,38 @@ func TestClassify(t *testing.T) {
 			}
 			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, tt.wantInText) || !strings.Contains(msg, `"ord-1"`) {
 				t.Errorf("error text %q: want one line naming the order and containing %q", msg, tt.wantInText)
+			}
+		})
+	}
+}
+
+func TestError_Text(t *testing.T) {
+	tests := []struct {
+		name string
+		e    *Error
+		want string
+	}{
+		{
+			name: "replace of a document refused",
+			e: &Error{Op: opReplaceDocument, OrderID: "ord-1", ID: "Payment:ord-1", Index: -1, StatusCode: 412,
+				ActivityID: "act-1", kind: order.ErrPreconditionFailed},
+			want: `cosmosstore: replace document "ord-1" id "Payment:ord-1": 412 Precondition Failed (activity id act-1)`,
+		},
+		{
+			name: "conflict in a batch of documents",
+			e:    &Error{Op: opCreateDocuments, OrderID: "ord-1", Index: 1, StatusCode: 409, kind: order.ErrAlreadyExists},
+			want: `cosmosstore: create documents "ord-1": batch operation 1: 409 Conflict`,
+		},
+		{
+			name: "read without a response",
+			e:    &Error{Op: opReadDocument, OrderID: "ord-1", ID: "inbox:c:ord-1", Index: -1, Err: io.ErrUnexpectedEOF, kind: order.ErrTransient},
+			want: `cosmosstore: read document "ord-1" id "inbox:c:ord-1": transient store failure: unexpected EOF`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.e.Error(); got != tt.want {
+				t.Errorf("Error() = %s\nwant      %s", got, tt.want)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package cosmosstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -81,5 +82,47 @@ func ExampleStore_CreateOrder() {
 		fmt.Println("retry later:", err)
 	case errors.As(err, &e):
 		fmt.Printf("failed: status %d, operation %d, activity id %s\n", e.StatusCode, e.Index, e.ActivityID)
+	}
+}
+
+// A read-modify-write of one document, guarded by its ETag: if another
+// worker replaced it since the read, the replace writes nothing and the
+// caller reads again and decides again.
+func ExampleStore_ReplaceDocument() {
+	ctx := context.Background()
+	client, err := cosmosstore.NewClientWithKey("http://localhost:8081/", "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	store, err := cosmosstore.New(client, "sales", "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	orderID := "ord-000123"
+	for range 3 {
+		body, etag, err := store.ReadDocument(ctx, orderID, order.PaymentRecordID(orderID))
+		if err != nil {
+			log.Fatal(err) // errors.Is(err, order.ErrNotFound) when there is no record yet
+		}
+		var rec order.PaymentRecord
+		if err := json.Unmarshal(body, &rec); err != nil {
+			log.Fatal(err)
+		}
+		rec.State = order.PaymentCompleted
+		updated, err := json.Marshal(rec)
+		if err != nil {
+			log.Fatal(err)
+		}
+		_, err = store.ReplaceDocument(ctx, orderID, order.Document{ID: rec.ID, Body: updated}, etag)
+		switch {
+		case err == nil:
+			fmt.Println("completed")
+			return
+		case errors.Is(err, order.ErrPreconditionFailed):
+			continue // changed since the read: read again
+		default:
+			log.Fatal(err)
+		}
 	}
 }

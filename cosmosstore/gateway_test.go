@@ -22,8 +22,8 @@ import (
 )
 
 // gateway is a hand-written fake of the Cosmos DB gateway: just enough HTTP
-// for azcosmos to read the account, execute a transactional batch and read a
-// document, with every answer chosen by the test. The store's mapping of real
+// for azcosmos to read the account, execute a transactional batch, and read
+// and replace a document, with every answer chosen by the test. The store's mapping of real
 // Cosmos DB answers that cosmium cannot produce (207 with 424s, 429, 503,
 // request charges, activity ids, dropped connections) is tested through the
 // real SDK against it. It says nothing about Cosmos DB's own behaviour.
@@ -32,9 +32,13 @@ type gateway struct {
 	srv *httptest.Server
 
 	mu         sync.Mutex
-	batch      reply // the answer to every transactional batch
-	read       reply // the answer to every document read
+	batch      reply   // the answer to every transactional batch
+	read       reply   // the answer to a document read when reads is empty
+	reads      []reply // the answers to the next document reads, in order
+	replace    reply   // the answer to a document replace when replaces is empty
+	replaces   []reply // the answers to the next document replaces, in order
 	batches    []batchRequest
+	replaced   []replaceRequest
 	createDB   reply             // the answer to a database create
 	createColl reply             // the answer to a container create
 	readColl   reply             // the answer to a container read
@@ -59,6 +63,16 @@ type batchRequest struct {
 	}
 }
 
+// replaceRequest is what the SDK sent in one document replace.
+type replaceRequest struct {
+	path         string // the document's path, unescaped
+	partitionKey string
+	ifMatch      string
+	hasIfMatch   bool
+	prefer       string
+	body         []byte
+}
+
 func newGateway(t *testing.T, tls bool) *gateway {
 	g := &gateway{t: t}
 	g.srv = httptest.NewUnstartedServer(http.HandlerFunc(g.serve))
@@ -77,6 +91,37 @@ func (g *gateway) endpoint() string { return g.srv.URL + "/" }
 
 func (g *gateway) setBatch(r reply) { g.mu.Lock(); g.batch = r; g.mu.Unlock() }
 func (g *gateway) setRead(r reply)  { g.mu.Lock(); g.read = r; g.mu.Unlock() }
+
+func (g *gateway) setReplace(r reply) { g.mu.Lock(); g.replace = r; g.mu.Unlock() }
+
+// queueReads and queueReplaces set the answers to the next reads and
+// replaces, in order; after them, the answers of setRead and setReplace.
+func (g *gateway) queueReads(rs ...reply) {
+	g.mu.Lock()
+	g.reads = append(g.reads, rs...)
+	g.mu.Unlock()
+}
+func (g *gateway) queueReplaces(rs ...reply) {
+	g.mu.Lock()
+	g.replaces = append(g.replaces, rs...)
+	g.mu.Unlock()
+}
+
+func (g *gateway) sentReplaces() []replaceRequest {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]replaceRequest(nil), g.replaced...)
+}
+
+// next returns the first queued reply, or else def.
+func next(queue *[]reply, def reply) reply {
+	if len(*queue) == 0 {
+		return def
+	}
+	r := (*queue)[0]
+	*queue = (*queue)[1:]
+	return r
+}
 
 func (g *gateway) sentBatches() []batchRequest {
 	g.mu.Lock()
@@ -109,7 +154,23 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.answer(w, rep)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, docs+"/"):
 		g.mu.Lock()
-		rep := g.read
+		rep := next(&g.reads, g.read)
+		g.mu.Unlock()
+		g.answer(w, rep)
+	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, docs+"/"):
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			g.t.Errorf("gateway: replace body: %v", err)
+		}
+		ifMatch, hasIfMatch := r.Header["If-Match"]
+		rr := replaceRequest{path: r.URL.Path, partitionKey: r.Header.Get("x-ms-documentdb-partitionkey"),
+			hasIfMatch: hasIfMatch, prefer: r.Header.Get("Prefer"), body: body}
+		if hasIfMatch {
+			rr.ifMatch = ifMatch[0]
+		}
+		g.mu.Lock()
+		g.replaced = append(g.replaced, rr)
+		rep := next(&g.replaces, g.replace)
 		g.mu.Unlock()
 		g.answer(w, rep)
 	case r.Method == http.MethodPost && (r.URL.Path == "/dbs" || r.URL.Path == "/dbs/orders/colls"):
@@ -265,7 +326,7 @@ func TestCreateOrder_FakeGateway_StatusMapping(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("CreateOrder = %v (%T), want *cosmosstore.Error", err, err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrTransient} {
+			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(err, %v) = %v, want %v; err = %v", sentinel, got, want, err)
 				}
@@ -300,7 +361,7 @@ func TestReadOrder_FakeGateway_StatusMapping(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("ReadOrder error = %v (%T), want *cosmosstore.Error", err, err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrTransient} {
+			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(err, %v) = %v, want %v; err = %v", sentinel, got, want, err)
 				}

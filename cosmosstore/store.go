@@ -21,8 +21,11 @@ const PartitionKeyPath = "/orderId"
 
 // The store calls, as Error.Op names them.
 const (
-	opCreate = "create order"
-	opRead   = "read order"
+	opCreate          = "create order"
+	opRead            = "read order"
+	opCreateDocuments = "create documents"
+	opReadDocument    = "read document"
+	opReplaceDocument = "replace document"
 )
 
 // Cosmos DB response headers the store reads.
@@ -32,14 +35,17 @@ const (
 	headerSubStatus     = "x-ms-substatus"
 )
 
-// Store is an order.Store on one Cosmos DB container. It is safe for
-// concurrent use.
+// Store is an order.Store and an order.DocumentStore on one Cosmos DB
+// container. It is safe for concurrent use.
 type Store struct {
 	container *azcosmos.ContainerClient
 	charge    atomic.Uint64 // math.Float64bits of the request units charged so far
 }
 
-var _ order.Store = (*Store)(nil)
+var (
+	_ order.Store         = (*Store)(nil)
+	_ order.DocumentStore = (*Store)(nil)
+)
 
 // New returns a Store on the container named container in the database named
 // database. It makes no request: a missing database or container shows up as
@@ -66,14 +72,36 @@ func (s *Store) CreateOrder(ctx context.Context, w order.Write) error {
 	if err != nil {
 		return &Error{Op: opCreate, OrderID: orderID, Index: -1, Err: err}
 	}
-	batch := s.container.NewTransactionalBatch(azcosmos.NewPartitionKeyString(orderID))
+	return s.createBatch(ctx, opCreate, orderID, docs)
+}
+
+// CreateDocuments creates every document of docs in partition pk in one
+// transactional batch: all of them or none. If any of them exists it writes
+// nothing and returns an *Error that matches order.ErrAlreadyExists, whose
+// Index is the conflicting document's position in docs. Each document's JSON
+// must carry pk in its orderId field; a "ttl" field (seconds) makes Cosmos DB
+// delete the document that long after the write (see Time to live in the
+// package documentation). Cosmos DB limits a batch to 100 operations and
+// 2 MB; an empty docs is an error, as it is for the SDK. Concurrent calls that
+// create the same id are safe: exactly one of them writes.
+func (s *Store) CreateDocuments(ctx context.Context, pk string, docs []order.Document) error {
+	return s.createBatch(ctx, opCreateDocuments, pk, docs)
+}
+
+// createBatch creates docs in partition pk in one transactional batch. It is
+// the one batch path of the store; op names the caller in errors.
+func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Document) error {
+	if len(docs) == 0 {
+		return &Error{Op: op, OrderID: pk, Index: -1, Err: errors.New("no documents to create")}
+	}
+	batch := s.container.NewTransactionalBatch(azcosmos.NewPartitionKeyString(pk))
 	for _, d := range docs {
 		batch.CreateItem(d.Body, nil)
 	}
 	resp, err := s.container.ExecuteTransactionalBatch(ctx, batch, nil)
 	s.addCharge(batchCharge(resp, err))
 	if err != nil {
-		return classify(opCreate, orderID, err)
+		return classify(op, pk, err)
 	}
 	r := batchResult{
 		HTTPStatus:  resp.RawResponse.StatusCode,
@@ -81,10 +109,55 @@ func (s *Store) CreateOrder(ctx context.Context, w order.Write) error {
 		StatusCodes: make([]int, len(resp.OperationResults)),
 		ActivityID:  resp.ActivityID,
 	}
-	for i, op := range resp.OperationResults {
-		r.StatusCodes[i] = int(op.StatusCode)
+	for i, res := range resp.OperationResults {
+		r.StatusCodes[i] = int(res.StatusCode)
 	}
-	return interpretBatch(orderID, len(docs), r)
+	return interpretBatch(op, pk, len(docs), r)
+}
+
+// ReadDocument returns the JSON body of document id in partition pk and its
+// ETag, or an *Error that matches order.ErrNotFound if there is none. The
+// ETag is what ReplaceDocument takes as ifMatch. Cosmos DB always sends one;
+// it is empty only from a server that sends none, such as cosmium.
+func (s *Store) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
+	resp, err := s.container.ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
+	s.addCharge(itemCharge(resp, err))
+	if err != nil {
+		return nil, "", classifyDocument(opReadDocument, pk, id, err)
+	}
+	return resp.Value, string(resp.ETag), nil
+}
+
+// ReplaceDocument replaces document d.ID in partition pk with d.Body and
+// returns the new ETag. With a non-empty ifMatch the replace is conditional
+// (an If-Match header): if the document changed since the read that returned
+// ifMatch, it writes nothing and returns an *Error that matches
+// order.ErrPreconditionFailed. An empty ifMatch replaces unconditionally. A
+// missing document gives an *Error that matches order.ErrNotFound.
+//
+// Concurrent conditional replaces of one document are safe: of those that
+// pass the same ifMatch, exactly one succeeds and the others fail with
+// order.ErrPreconditionFailed. The call is not idempotent by itself; callers
+// make it so by deciding again after a fresh read.
+//
+// A "ttl" field (seconds) in d.Body makes Cosmos DB delete the document that
+// long after this write, not after the first: the container's default TTL of
+// -1, which CreateDatabaseAndContainer and the Bicep template set, turns
+// per-item TTL on. The store itself does nothing for it.
+func (s *Store) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
+	// EnableContentResponseOnWrite stays false (Prefer: return=minimal): the
+	// ETag header is all the store needs of the response.
+	o := &azcosmos.ItemOptions{}
+	if ifMatch != "" {
+		etag := azcore.ETag(ifMatch)
+		o.IfMatchEtag = &etag
+	}
+	resp, err := s.container.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(pk), d.ID, d.Body, o)
+	s.addCharge(itemCharge(resp, err))
+	if err != nil {
+		return "", classifyDocument(opReplaceDocument, pk, d.ID, err)
+	}
+	return string(resp.ETag), nil
 }
 
 // ReadOrder returns the order document of orderID, or an *Error that matches
