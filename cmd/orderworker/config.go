@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
 // config is the worker's configuration. Every field comes from an environment
@@ -24,6 +25,15 @@ type config struct {
 	CosmosContainer          string
 	CosmosInsecureSkipVerify bool // emulators' self-signed certificate only
 	CosmosCreateContainer    bool // emulators only: in Azure, Bicep creates them
+
+	PaymentsURL string // enables the payment capture step
+
+	InboxConsumer       string        // run the inbox-marker variant as this named consumer
+	InboxTTL            time.Duration // the inbox markers' time-to-live
+	MaxDeliveryCount    int           // the queue's, for the retention check
+	MessageTTL          time.Duration // the queue's default message TTL, 0 = unlimited
+	DuplicateWindow     time.Duration // the queue's duplicate-detection window
+	ResubmissionHorizon time.Duration // how long after dead-lettering messages may be resubmitted
 
 	Concurrency     int
 	MessageTimeout  time.Duration
@@ -48,6 +58,13 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "Cosmos DB container, partitioned on /orderId")
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
 	env.Bool(&c.CosmosCreateContainer, "cosmos-create-container", "COSMOS_CREATE_CONTAINER", false, "create the database and container first; for emulators only")
+	env.String(&c.PaymentsURL, "payments-url", "PAYMENTS_URL", "", "base URL of the payments service; when set, each accepted order's payment is captured once")
+	env.String(&c.InboxConsumer, "inbox-consumer", "WORKER_INBOX_CONSUMER", "", "run the inbox-marker variant as this named consumer (awards loyalty points once per order) instead of the order writer")
+	env.Duration(&c.InboxTTL, "inbox-ttl", "WORKER_INBOX_TTL", 35*24*time.Hour, "time-to-live of inbox markers; refused below the queue's redelivery horizon")
+	env.Int(&c.MaxDeliveryCount, "max-delivery-count", "SERVICEBUS_MAX_DELIVERY_COUNT", 10, "the queue's max delivery count (for the inbox retention check)")
+	env.Duration(&c.MessageTTL, "message-ttl", "SERVICEBUS_MESSAGE_TTL", 14*24*time.Hour, "the queue's default message time-to-live, 0 for unlimited (for the inbox retention check)")
+	env.Duration(&c.DuplicateWindow, "duplicate-detection-window", "SERVICEBUS_DUPLICATE_DETECTION_WINDOW", 10*time.Minute, "the queue's duplicate-detection window (for the inbox retention check)")
+	env.Duration(&c.ResubmissionHorizon, "resubmission-horizon", "WORKER_RESUBMISSION_HORIZON", 7*24*time.Hour, "how long after dead-lettering an operator may resubmit a message (for the inbox retention check)")
 	env.Int(&c.Concurrency, "concurrency", "WORKER_CONCURRENCY", 8, "messages handled at once")
 	env.Duration(&c.MessageTimeout, "message-timeout", "WORKER_MESSAGE_TIMEOUT", 0, "deadline of one message's handling; 0 means 80% of the lock duration")
 	env.Duration(&c.ShutdownGrace, "shutdown-grace", "WORKER_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight messages may finish after SIGTERM")
@@ -77,6 +94,7 @@ after it, so the variables that azd writes are enough to run in Azure.
 
 In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a managed identity)
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_CREATE_CONTAINER=true
+No Azure:     orderworker -simulate runs everything in-process under injected faults (-simulate -h)
 
 Flags:
 `)
@@ -117,10 +135,35 @@ func (c *config) Validate() error {
 	if c.Concurrency < 1 || c.Concurrency > 5000 {
 		errs = append(errs, fmt.Errorf("WORKER_CONCURRENCY (-concurrency) %d is not between 1 and 5000", c.Concurrency))
 	}
+	if c.InboxConsumer != "" {
+		if c.PaymentsURL != "" {
+			errs = append(errs, errors.New("WORKER_INBOX_CONSUMER runs the loyalty consumer, which captures no payments: unset PAYMENTS_URL"))
+		}
+		if err := c.horizon().CheckRetention(c.InboxTTL); err != nil {
+			errs = append(errs, fmt.Errorf("WORKER_INBOX_TTL (-inbox-ttl): %w", err))
+		}
+	}
 	if c.ShutdownGrace <= 0 {
 		errs = append(errs, fmt.Errorf("WORKER_SHUTDOWN_GRACE (-shutdown-grace) %v must be positive", c.ShutdownGrace))
 	}
 	return errors.Join(errs...)
+}
+
+// messageTimeout is the deadline of one message: the configured one, or 80%
+// of the lock duration, as the worker package defaults it.
+func (c *config) messageTimeout() time.Duration {
+	if c.MessageTimeout > 0 {
+		return c.MessageTimeout
+	}
+	return c.LockDuration * 8 / 10
+}
+
+// horizon returns the queue settings that bound redelivery.
+func (c *config) horizon() order.RedeliveryHorizon {
+	return order.RedeliveryHorizon{
+		LockDuration: c.LockDuration, MaxDeliveryCount: c.MaxDeliveryCount, MessageTimeToLive: c.MessageTTL,
+		DuplicateDetectionWindow: c.DuplicateWindow, ResubmissionHorizon: c.ResubmissionHorizon,
+	}
 }
 
 // LogValue logs the configuration once at start-up, with secrets masked.
@@ -136,6 +179,9 @@ func (c config) LogValue() slog.Value {
 		slog.String("cosmos_container", c.CosmosContainer),
 		slog.Bool("cosmos_insecure_skip_verify", c.CosmosInsecureSkipVerify),
 		slog.Bool("cosmos_create_container", c.CosmosCreateContainer),
+		slog.String("payments_url", c.PaymentsURL),
+		slog.String("inbox_consumer", c.InboxConsumer),
+		slog.Duration("inbox_ttl", c.InboxTTL),
 		slog.Int("concurrency", c.Concurrency),
 		slog.Duration("message_timeout", c.MessageTimeout),
 		slog.Duration("shutdown_grace", c.ShutdownGrace),

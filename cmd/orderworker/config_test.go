@@ -104,3 +104,26 @@ func TestRunHelpDocumentsVariables(t *testing.T) {
 		t.Error("run with no configuration succeeded")
 	}
 }
+
+func TestInboxRetentionRefusal(t *testing.T) {
+	base := map[string]string{
+		"SERVICEBUS_NAMESPACE": "sb", "COSMOS_ENDPOINT": "https://x/", "WORKER_INBOX_CONSUMER": "loyalty",
+		"SERVICEBUS_LOCK_DURATION": "PT1M", "SERVICEBUS_MAX_DELIVERY_COUNT": "10", "SERVICEBUS_MESSAGE_TTL": "P14D",
+		"SERVICEBUS_DUPLICATE_DETECTION_WINDOW": "PT10M", "WORKER_RESUBMISSION_HORIZON": "P7D",
+	}
+	for ttl, wantErr := range map[string]bool{"P35D": false, "P34D": true, "P1D": true} {
+		env := map[string]string{"WORKER_INBOX_TTL": ttl}
+		for k, v := range base {
+			env[k] = v
+		}
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		_, err := parseConfig(fs, nil, envOf(env))
+		if wantErr != (err != nil) {
+			t.Errorf("WORKER_INBOX_TTL=%s: err = %v, want error %v", ttl, err, wantErr)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "minimum 840h0m0s") || !strings.Contains(err.Error(), "resubmission horizon 168h0m0s")) {
+			t.Errorf("the refusal does not show the computation: %v", err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
@@ -20,6 +21,9 @@ import (
 // run is the whole program; main only supplies the process's context,
 // arguments, environment and output streams.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "-simulate" || args[0] == "--simulate") {
+		return runSimulation(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("orderworker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg, err := parseConfig(fs, args, getenv)
@@ -50,7 +54,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer closeWithTimeout(logger, "receiver", receiver.Close)
 
-	w, err := worker.New(receiver, order.NewProcessor(store, nil), logger, worker.Options{
+	handler, err := newHandler(cfg, store)
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(receiver, handler, logger, worker.Options{
 		Concurrency:     cfg.Concurrency,
 		LockDuration:    cfg.LockDuration,
 		MessageTimeout:  cfg.MessageTimeout,
@@ -64,6 +72,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	err = w.Run(ctx)
 	logger.Info("orderworker stopped")
 	return err
+}
+
+// newHandler returns what processes each message: the inbox-marker variant
+// when a consumer name is configured, else the order writer, which uses the
+// order document as its marker, applies status changes and, with a payments
+// service, captures each order's payment once.
+func newHandler(cfg config, store *cosmosstore.Store) (worker.Handler, error) {
+	if cfg.InboxConsumer != "" {
+		return &order.InboxConsumer{Name: cfg.InboxConsumer, Store: store, MarkerTTL: cfg.InboxTTL}, nil
+	}
+	opts := []order.Option{order.WithDocuments(store)}
+	if cfg.PaymentsURL != "" {
+		gw, err := newPaymentGateway(cfg.PaymentsURL)
+		if err != nil {
+			return nil, err
+		}
+		host, _ := os.Hostname()
+		opts = append(opts, order.WithPayments(gw, cfg.messageTimeout(), host))
+	}
+	return order.NewProcessor(store, nil, opts...), nil
 }
 
 // openStore connects to Cosmos DB: with an account key on an emulator, with

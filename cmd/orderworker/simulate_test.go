@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/simulation"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+func TestSimulate(t *testing.T) {
+	tests := []struct {
+		name        string
+		args        []string
+		wantOut     []string
+		wantStderr  []string
+		notInStdout []string
+	}{
+		{
+			name: "faults on",
+			args: []string{"-simulate", "-orders", "300", "-seed", "5", "-progress", "never"},
+			wantOut: []string{"seed 5: 300 orders, 3 workers x 8 handlers, faults on", "messages sent", "dropped by duplicate detection",
+				"deliveries", "duplicates completed", "after a producer retry", "after a worker crash", "MaxDeliveryCountExceeded",
+				"ok   no-message-lost", "Verdict: PASS"},
+		},
+		{
+			name:        "faults off",
+			args:        []string{"--simulate", "-orders", "100", "-faults=false", "-workers", "2", "-concurrency", "2", "-progress", "never"},
+			wantOut:     []string{"100 orders, 2 workers x 2 handlers, faults off", "created                                  100", "Verdict: PASS"},
+			notInStdout: []string{"FAIL"},
+		},
+		{
+			name:       "progress lines when asked for",
+			args:       []string{"-simulate", "-orders", "50", "-progress", "always"},
+			wantOut:    []string{"Verdict: PASS"},
+			wantStderr: []string{"sending", "draining", "done", "settled"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			if err := run(context.Background(), tt.args, envOf(nil), &stdout, &stderr); err != nil {
+				t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+			}
+			for _, w := range tt.wantOut {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("report does not contain %q:\n%s", w, stdout.String())
+				}
+			}
+			for _, w := range tt.notInStdout {
+				if strings.Contains(stdout.String(), w) {
+					t.Errorf("report contains %q:\n%s", w, stdout.String())
+				}
+			}
+			for _, w := range tt.wantStderr {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr does not contain %q:\n%s", w, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+func TestSimulateSeedFromClockIsPrinted(t *testing.T) {
+	var stdout strings.Builder
+	if err := run(context.Background(), []string{"-simulate", "-orders", "20", "-progress", "never"}, envOf(nil), &stdout, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stdout.String(), "seed 0:") || !strings.Contains(stdout.String(), "Simulation, seed ") {
+		t.Errorf("report does not name a clock-chosen seed:\n%s", stdout.String())
+	}
+}
+
+// TestSimulateFailsOnViolation: a consumer that completes invalid messages
+// makes the run fail, with the seed, the orders and a replay line.
+func TestSimulateFailsOnViolation(t *testing.T) {
+	broken := func(s order.Store) worker.Handler {
+		p := order.NewProcessor(s, nil)
+		return worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+			res := p.Process(ctx, m)
+			if res.Outcome == order.Invalid {
+				res.Outcome = order.Duplicate
+			}
+			return res
+		})
+	}
+	cfg := simulation.Config{Orders: 100, Seed: 9, Faults: simulation.FaultRates{Malformed: 0.2}, Consumer: broken}
+	var stdout strings.Builder
+	err := simulate(context.Background(), cfg, "never", &stdout, io.Discard)
+	if !errors.Is(err, simulation.ErrViolations) {
+		t.Fatalf("simulate = %v, want an error matching ErrViolations", err)
+	}
+	for _, w := range []string{"FAIL rejects-dead-lettered", "Verdict: FAIL", "seed 9", "sim-0000", "Replay: orderworker -simulate -seed 9 -orders 100"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("report does not contain %q:\n%s", w, stdout.String())
+		}
+	}
+}
+
+func TestSimulateFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"help", []string{"-h"}, ""},
+		{"unknown flag", []string{"-queue", "x"}, "flag provided but not defined"},
+		{"rate above 1", []string{"-crash", "1.5"}, "between 0 and 1"},
+		{"bad progress mode", []string{"-progress", "sometimes"}, "want auto, always or never"},
+		{"bad log level", []string{"-log-level", "loud"}, "log level"},
+		{"stray argument", []string{"extra"}, "unexpected arguments"},
+		{"too many workers", []string{"-workers", "1000"}, "workers"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr strings.Builder
+			err := runSimulation(context.Background(), append([]string{"-orders", "10", "-progress", "never"}, tt.args...), io.Discard, &stderr)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(stderr.String(), "-retry-outside-window") {
+					t.Errorf("-h does not list the fault flags:\n%s", stderr.String())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestSimulateInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout strings.Builder
+	err := runSimulation(ctx, []string{"-orders", "100", "-progress", "never"}, &stdout, io.Discard)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("runSimulation = %v, want context.Canceled", err)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("an interrupted run printed a report:\n%s", stdout.String())
+	}
+}

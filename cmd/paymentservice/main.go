@@ -1,0 +1,29 @@
+// Command paymentservice runs the reference payment service of package
+// payments as a standalone HTTP server: POST /payments captures a payment once
+// per Idempotency-Key, replays the stored answer for a repeated key, rejects a
+// key reused for another amount with 422, and counts the charges it performed.
+//
+// Keys and payments live in memory and are lost when it stops; it stands in
+// for a payment provider on a developer's machine. It prints the URL it
+// listens on to stdout, logs every request to stderr, and logs the number of
+// charges when it stops on SIGINT or SIGTERM. Run `paymentservice -h` for the
+// flags.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "paymentservice:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,222 @@
+package simulation
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+)
+
+// FaultRates are the probabilities of the injected faults, each between 0
+// and 1. A rate applies per opportunity: per order for the faults that shape
+// what the producer sends, per delivery, per settlement or per store call for
+// the others.
+type FaultRates struct {
+	// ProducerRetry: the producer sends a message twice in a row, as after a
+	// lost acknowledgement. The broker's duplicate detection drops the copy.
+	ProducerRetry float64
+	// RetryOutsideWindow: the producer sends a valid order again after the
+	// duplicate-detection window has passed; the worker receives both.
+	RetryOutsideWindow float64
+	// Crash: the worker dies between handling a delivery (its write done)
+	// and settling it. The settlement never reaches the broker and the
+	// message stays locked until its lock lapses.
+	Crash float64
+	// LostSettlement: a settlement is not applied and is reported as lock
+	// lost; the broker redelivers the message at once.
+	LostSettlement float64
+	// LockExpiry: a delivery's lock lapses while its handler runs, so a
+	// competing handler can receive the message concurrently.
+	LockExpiry float64
+	// Transient: a store call fails with 429 or 503 before it writes.
+	Transient float64
+	// Ambiguous: an order's write commits but the caller sees a timeout.
+	Ambiguous float64
+	// Outage: every store call for an order fails, so each of its messages
+	// exhausts MaxDeliveryCount and is dead-lettered by the broker.
+	Outage float64
+	// Reuse: the producer sends an order's id again with other content,
+	// after the duplicate-detection window.
+	Reuse float64
+	// Malformed: an order is sent as a body that can never be processed
+	// (not JSON, missing fields, a wrong total, or an orderId other than its
+	// MessageId).
+	Malformed float64
+}
+
+// DefaultFaultRates returns rates that exercise every fault in a run of a
+// few hundred orders while most deliveries still succeed.
+func DefaultFaultRates() FaultRates {
+	return FaultRates{
+		ProducerRetry:      0.05,
+		RetryOutsideWindow: 0.05,
+		Crash:              0.03,
+		LostSettlement:     0.03,
+		LockExpiry:         0.03,
+		Transient:          0.05,
+		Ambiguous:          0.02,
+		Outage:             0.005,
+		Reuse:              0.02,
+		Malformed:          0.02,
+	}
+}
+
+// Validate reports the first rate outside [0, 1].
+func (r FaultRates) Validate() error {
+	for _, f := range r.fields() {
+		if !(f.rate >= 0 && f.rate <= 1) { // also rejects NaN
+			return fmt.Errorf("simulation: fault rate %s = %v is not between 0 and 1", f.name, f.rate)
+		}
+	}
+	return nil
+}
+
+type namedRate struct {
+	name string
+	rate float64
+}
+
+func (r FaultRates) fields() []namedRate {
+	return []namedRate{
+		{"ProducerRetry", r.ProducerRetry}, {"RetryOutsideWindow", r.RetryOutsideWindow},
+		{"Crash", r.Crash}, {"LostSettlement", r.LostSettlement}, {"LockExpiry", r.LockExpiry},
+		{"Transient", r.Transient}, {"Ambiguous", r.Ambiguous}, {"Outage", r.Outage},
+		{"Reuse", r.Reuse}, {"Malformed", r.Malformed},
+	}
+}
+
+// fault names a fault that is decided during the run rather than when the
+// producer's messages are planned.
+type fault uint64
+
+const (
+	faultLockExpiry fault = iota + 1
+	faultCrash
+	faultLostSettlement
+	faultTransientCreate
+	faultTransientRead
+	faultAmbiguous
+)
+
+// orderPlan is what the plan decides for one order before anything is sent.
+type orderPlan struct {
+	malformed     bool
+	malformedKind int  // 0-2: ordergen.Malformed kinds; 3: orderId other than the MessageId
+	retry         bool // sent twice at once
+	lateRetry     bool // sent again after the duplicate-detection window
+	lateRetryCopy bool // the late retry is itself sent twice at once
+	reuse         bool // the id is sent again with other content, after the window
+	reuseRetry    bool // the reuse is itself sent twice at once
+	outage        bool // every store call for it fails
+}
+
+// plan decides every fault from the seed. Per-order decisions come from a
+// PCG stream per order; per-delivery, per-settlement and per-store-call
+// decisions are a pure function of the seed, the fault, the message and the
+// opportunity's number, so a seed always plans the same faults whatever the
+// goroutine interleaving. Only the fault budget (see take) depends on the
+// order in which opportunities arise.
+//
+// A plan is safe for concurrent use.
+type plan struct {
+	seed      uint64
+	rates     FaultRates
+	maxFaults int // per message id, across every fault except Outage
+
+	mu     sync.Mutex
+	budget map[string]int // faults injected so far, by message id
+}
+
+// planStream separates the plan's random streams from ordergen's, which use
+// the same seed.
+const planStream = 0x5eed_fa17_0000_0000
+
+func newPlan(seed uint64, rates FaultRates, maxFaults int) *plan {
+	return &plan{seed: seed, rates: rates, maxFaults: maxFaults, budget: make(map[string]int)}
+}
+
+// order decides what the producer does with order i.
+func (p *plan) order(i int) orderPlan {
+	r := rand.New(rand.NewPCG(p.seed^planStream, uint64(i)))
+	// Draw every decision, used or not, so that changing one rate does not
+	// shift the others.
+	var d [7]float64
+	for j := range d {
+		d[j] = r.Float64()
+	}
+	kind := r.IntN(4)
+	op := orderPlan{
+		malformed:     d[0] < p.rates.Malformed,
+		malformedKind: kind,
+		retry:         d[1] < p.rates.ProducerRetry,
+	}
+	if op.malformed {
+		return op
+	}
+	op.lateRetry = d[2] < p.rates.RetryOutsideWindow
+	op.lateRetryCopy = op.lateRetry && d[3] < p.rates.ProducerRetry
+	op.reuse = d[4] < p.rates.Reuse
+	op.reuseRetry = op.reuse && d[5] < p.rates.ProducerRetry
+	op.outage = d[6] < p.rates.Outage
+	return op
+}
+
+// inject reports whether fault f strikes opportunity (a, b) of message id,
+// and if so charges it to the message's budget. A message that has used its
+// budget suffers no more faults, so it reaches a clean delivery before the
+// broker's MaxDeliveryCount: only an Outage makes a valid message exhaust it.
+func (p *plan) inject(f fault, id string, a, b uint64) bool {
+	if p.roll(f, id, a, b) >= p.rate(f) {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.budget[id] >= p.maxFaults {
+		return false
+	}
+	p.budget[id]++
+	return true
+}
+
+func (p *plan) rate(f fault) float64 {
+	switch f {
+	case faultLockExpiry:
+		return p.rates.LockExpiry
+	case faultCrash:
+		return p.rates.Crash
+	case faultLostSettlement:
+		return p.rates.LostSettlement
+	case faultTransientCreate, faultTransientRead:
+		return p.rates.Transient
+	case faultAmbiguous:
+		return p.rates.Ambiguous
+	}
+	return 0
+}
+
+// roll returns a number in [0, 1) determined by the seed, the fault, the
+// message id and the opportunity (a, b).
+func (p *plan) roll(f fault, id string, a, b uint64) float64 {
+	x := mix64(p.seed ^ mix64(fnv64a(id)^uint64(f)<<56) ^ mix64(a+0x9e3779b97f4a7c15*b+uint64(f)))
+	return float64(x>>11) / (1 << 53)
+}
+
+// fnv64a is the 64-bit FNV-1a hash of s.
+func fnv64a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// mix64 is the SplitMix64 finaliser: a bijection that spreads every input
+// bit over the output.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}

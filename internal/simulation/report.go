@@ -1,0 +1,225 @@
+package simulation
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// Report is the outcome of one simulation run.
+type Report struct {
+	Config Config // the configuration run, with defaults applied
+
+	// Ground truth: what the producer sent.
+	Orders       int // orders planned
+	Valid        int // orders sent as valid messages
+	Malformed    int // orders sent as invalid messages (malformed or orderId ≠ MessageId)
+	ReusedIDs    int // valid orders whose id was sent again with other content
+	OutageOrders int // valid orders whose every store call failed
+	Sends        int // Send calls, retries included
+	Enqueued     int // messages the queue accepted
+	Dropped      int // sends dropped by duplicate detection: producer retries inside the window, and DroppedReuses
+	// DroppedReuses are reused ids the broker dropped because the id was
+	// sent (by a late retry) less than a window earlier: duplicate detection
+	// compares MessageIds only, never content.
+	DroppedReuses int
+
+	// What happened.
+	Deliveries       int64 // deliveries by the queue, redeliveries included
+	LockLost         int64 // settlements and renewals the queue rejected for a lost lock
+	Outcomes         Outcomes
+	DuplicateCauses  DuplicateCauses
+	DeadLetters      map[string]int // messages in the dead-letter queue, by reason
+	Faults           FaultCounts
+	OrderDocuments   int
+	EventDocuments   int
+	VirtualTime      time.Duration // how far the queue's clock moved
+	Elapsed          time.Duration // wall time of the run
+	InvariantsHeld   []string      // names of the invariants with no violation
+	InvariantsFailed []string      // names of the invariants with a violation
+
+	Violations []Violation
+}
+
+// Outcomes counts the handler's decisions, one per delivery handled.
+type Outcomes struct {
+	Created, Duplicate, Mismatch, Invalid, Transient int
+}
+
+// DuplicateCauses explains each Duplicate outcome: why the message was
+// delivered again although its order existed. A message sent again by the
+// producer is a producer retry; a redelivery of the same queued message is
+// explained by the delivery before it.
+type DuplicateCauses struct {
+	ProducerRetry  int // another queued copy of the message created it: a retry sent after the duplicate-detection window
+	LockLoss       int // the delivery before it lost its lock or its settlement
+	ConcurrentRace int // the delivery that created the order was being handled at the same time: one of their locks had lapsed
+	CrashRecovery  int // the worker crashed after the delivery before it, before settling
+	AmbiguousWrite int // an earlier delivery's write committed but reported a timeout, so it was retried
+	TransientRetry int // the delivery before it was abandoned after a transient store failure
+	Unexplained    int // none of the above: the simulation could not tell
+}
+
+// Total returns the number of duplicates.
+func (c DuplicateCauses) Total() int {
+	return c.ProducerRetry + c.LockLoss + c.ConcurrentRace + c.CrashRecovery + c.AmbiguousWrite + c.TransientRetry + c.Unexplained
+}
+
+// FaultCounts counts the faults injected.
+type FaultCounts struct {
+	ProducerRetry  int // immediate resends by the producer
+	LateRetry      int // resends after the duplicate-detection window
+	Reuse          int // ids sent again with other content
+	Malformed      int // invalid messages sent
+	Crash          int // settlements lost to a worker crash
+	LostSettlement int // settlements reported as lock lost
+	LockExpiry     int // locks that lapsed while the handler ran
+	Transient      int // store calls failed before writing
+	Ambiguous      int // committed writes reported as timeouts
+	OutageErrors   int // store calls failed by an outage
+}
+
+// ErrViolations is matched by Verdict's error when an invariant failed.
+var ErrViolations = errors.New("invariants violated")
+
+// Verdict returns nil if every invariant held, or an error matching
+// ErrViolations that names the seed to replay and the orders involved.
+func (r *Report) Verdict() error {
+	if len(r.Violations) == 0 {
+		return nil
+	}
+	return fmt.Errorf("simulation seed %d: %d violations of %s, orders %s: %w",
+		r.Config.Seed, len(r.Violations), strings.Join(r.InvariantsFailed, ", "), strings.Join(r.OrderIDs(10), ", "), ErrViolations)
+}
+
+// OrderIDs returns the distinct order ids involved in violations, at most
+// max of them (all if max <= 0), sorted.
+func (r *Report) OrderIDs(max int) []string {
+	var ids []string
+	for _, v := range r.Violations {
+		if v.OrderID != "" {
+			ids = append(ids, v.OrderID)
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if max > 0 && len(ids) > max {
+		ids = append(ids[:max:max], fmt.Sprintf("… %d more", len(ids)-max))
+	}
+	return ids
+}
+
+// maxViolationsShown bounds the violations WriteTo lists.
+const maxViolationsShown = 20
+
+// WriteTo writes the report for a person to read at a glance. It implements
+// io.WriterTo.
+func (r *Report) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	c := r.Config
+	faults := "on"
+	if c.Faults == (FaultRates{}) {
+		faults = "off"
+	}
+	line := func(format string, args ...any) { fmt.Fprintf(cw, format+"\n", args...) }
+	row := func(label string, n any, note string) {
+		fmt.Fprintln(cw, strings.TrimRight(fmt.Sprintf("  %-34s %9v  %s", label, n, note), " "))
+	}
+	line("Simulation, seed %d: %d orders, %d workers x %d handlers, faults %s", c.Seed, r.Orders, c.Workers, c.Concurrency, faults)
+	line("  %d valid, %d invalid, %d ids reused, %d under a store outage; wall time %v, virtual time %v",
+		r.Valid, r.Malformed, r.ReusedIDs, r.OutageOrders, r.Elapsed.Round(time.Millisecond), r.VirtualTime)
+	line("")
+	line("Queue")
+	row("messages sent", r.Sends, "")
+	row("dropped by duplicate detection", r.Dropped, fmt.Sprintf("%d producer retries inside the window, %d reused ids", r.Dropped-r.DroppedReuses, r.DroppedReuses))
+	row("enqueued", r.Enqueued, "")
+	row("deliveries", r.Deliveries, "")
+	row("settlements rejected, lock lost", r.LockLost, "")
+	line("")
+	line("Outcomes")
+	row("created", r.Outcomes.Created, "")
+	row("duplicates completed", r.Outcomes.Duplicate, "nothing written")
+	dc := r.DuplicateCauses
+	row("  after a producer retry", dc.ProducerRetry, "")
+	row("  after a lost lock or settlement", dc.LockLoss, "")
+	row("  in a concurrent race", dc.ConcurrentRace, "")
+	row("  after a worker crash", dc.CrashRecovery, "")
+	row("  after an ambiguous write", dc.AmbiguousWrite, "")
+	row("  after a transient failure", dc.TransientRetry, "")
+	if dc.Unexplained > 0 {
+		row("  unexplained", dc.Unexplained, "")
+	}
+	row("mismatches", r.Outcomes.Mismatch, "id reused for other content")
+	row("invalid", r.Outcomes.Invalid, "")
+	row("retries", r.Outcomes.Transient, "transient store failures, abandoned")
+	line("")
+	line("Dead-letter queue")
+	for _, reason := range []string{order.ReasonOrderIDReused, order.ReasonInvalidMessage, order.ReasonMessageIDMismatch, sbqueue.ReasonMaxDeliveryCountExceeded} {
+		row(reason, r.DeadLetters[reason], "")
+	}
+	for _, reason := range sortedKeys(r.DeadLetters) {
+		switch reason {
+		case order.ReasonOrderIDReused, order.ReasonInvalidMessage, order.ReasonMessageIDMismatch, sbqueue.ReasonMaxDeliveryCountExceeded:
+		default:
+			row(fmt.Sprintf("%q", reason), r.DeadLetters[reason], "")
+		}
+	}
+	line("")
+	line("Faults injected")
+	f := r.Faults
+	row("producer retries", fmt.Sprintf("%d + %d", f.ProducerRetry, f.LateRetry), "inside + outside the window")
+	row("ids reused / invalid messages", fmt.Sprintf("%d / %d", f.Reuse, f.Malformed), "")
+	row("crashes before settling", f.Crash, "")
+	row("lost settlements", f.LostSettlement, "")
+	row("locks lapsed while handling", f.LockExpiry, "")
+	row("transient store errors", f.Transient+f.OutageErrors, fmt.Sprintf("%d from outages", f.OutageErrors))
+	row("ambiguous writes", f.Ambiguous, "committed, reported as timeouts")
+	line("")
+	line("Store")
+	row("order documents", r.OrderDocuments, "")
+	row("OrderAccepted events", r.EventDocuments, "")
+	line("")
+	line("Invariants")
+	for _, inv := range Invariants() {
+		mark := "ok  "
+		if slices.Contains(r.InvariantsFailed, inv.Name) {
+			mark = "FAIL"
+		}
+		line("  %s %s: %s", mark, inv.Name, inv.Statement)
+	}
+	if len(r.Violations) == 0 {
+		fmt.Fprintf(cw, "\nVerdict: PASS, every invariant holds for %d messages (seed %d)\n", r.Enqueued, c.Seed)
+		return cw.n, cw.err
+	}
+	fmt.Fprintf(cw, "\nVerdict: FAIL, %d violations (seed %d); orders involved: %s\n", len(r.Violations), c.Seed, strings.Join(r.OrderIDs(maxViolationsShown), ", "))
+	for i, v := range r.Violations {
+		if i == maxViolationsShown {
+			fmt.Fprintf(cw, "  … and %d more\n", len(r.Violations)-i)
+			break
+		}
+		fmt.Fprintf(cw, "  %s\n", v)
+	}
+	return cw.n, cw.err
+}
+
+type countingWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.err = err
+	return n, err
+}

@@ -1,0 +1,308 @@
+package payments
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Errors of [Client.Capture], to test with errors.Is.
+var (
+	// ErrKeyReused means the service already knows the key for a different
+	// request (422): the key was derived from the wrong data, or the order
+	// changed after its first capture attempt. Retrying cannot help.
+	ErrKeyReused = errors.New("payments: idempotency key already used for a different request")
+	// ErrInProgress means another request with the key was still being
+	// processed (409). The client does not retry it itself: its outcome
+	// decides what a retry returns, so try again later, with the same key.
+	ErrInProgress = errors.New("payments: a request with this idempotency key is still in progress")
+	// ErrRejected means the request is invalid, or the service refused it
+	// with a 4xx other than 409, 422 and 429. Retrying cannot help.
+	ErrRejected = errors.New("payments: request rejected")
+	// ErrUnavailable means the last attempt failed in a way that may pass:
+	// a 5xx, a 429, a timeout or a connection error. Whether the charge
+	// happened is unknown; a later capture with the same key finds out
+	// without charging twice.
+	ErrUnavailable = errors.New("payments: service unavailable")
+)
+
+// IsTransient reports whether a capture that failed with err is worth trying
+// again later with the same key: err matches ErrUnavailable or ErrInProgress,
+// or a deadline passed. A worker abandons the message for redelivery when it
+// is true, and dead-letters it otherwise.
+func IsTransient(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrInProgress) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// ResponseError is the error for a response other than 200 or 201: one the
+// client does not retry, or the last one when it runs out of attempts. It
+// unwraps to the sentinel error of its status code.
+type ResponseError struct {
+	// StatusCode is the response's HTTP status code.
+	StatusCode int
+	// Problem is the response's problem document, or the zero Problem if the
+	// body was not one.
+	Problem Problem
+}
+
+// Error describes the response.
+func (e *ResponseError) Error() string {
+	msg := fmt.Sprintf("payment service answered %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	if e.Problem.Detail != "" {
+		msg += ": " + e.Problem.Detail
+	}
+	return msg
+}
+
+// Unwrap returns ErrInProgress for 409, ErrKeyReused for 422, ErrUnavailable
+// for 429 and 5xx, and ErrRejected for any other status.
+func (e *ResponseError) Unwrap() error {
+	switch {
+	case e.StatusCode == http.StatusConflict:
+		return ErrInProgress
+	case e.StatusCode == http.StatusUnprocessableEntity:
+		return ErrKeyReused
+	case retryableStatus(e.StatusCode):
+		return ErrUnavailable
+	}
+	return ErrRejected
+}
+
+func retryableStatus(code int) bool {
+	return code == http.StatusTooManyRequests || code >= 500 && code <= 599
+}
+
+// Doer sends an HTTP request and returns its response; *http.Client is one.
+type Doer interface {
+	Do(*http.Request) (*http.Response, error)
+}
+
+var _ Doer = (*http.Client)(nil)
+
+// Defaults of [ClientOptions].
+const (
+	DefaultAttemptTimeout = 5 * time.Second
+	DefaultMaxAttempts    = 4
+	DefaultBaseDelay      = 100 * time.Millisecond
+	DefaultMaxDelay       = 2 * time.Second
+)
+
+// ClientOptions configures a [Client]. The zero value is the default.
+type ClientOptions struct {
+	// HTTPClient sends the requests; nil means http.DefaultClient. Its own
+	// Timeout, if any, should exceed AttemptTimeout.
+	HTTPClient Doer
+	// AttemptTimeout bounds one attempt, from sending the request to reading
+	// the whole response. Zero means DefaultAttemptTimeout.
+	AttemptTimeout time.Duration
+	// MaxAttempts is the number of attempts, the first included; 1 disables
+	// retries. Zero means DefaultMaxAttempts.
+	MaxAttempts int
+	// BaseDelay and MaxDelay shape the backoff: before attempt n+1 the client
+	// waits a uniformly random duration from 0 up to
+	// min(MaxDelay, BaseDelay*2^(n-1)) ("full jitter"), or the Retry-After
+	// seconds of a 429 or 5xx answer, capped at MaxDelay. Zero means
+	// DefaultBaseDelay and DefaultMaxDelay.
+	BaseDelay time.Duration
+	MaxDelay  time.Duration
+	// Sleep waits d or until ctx ends, and then returns ctx's error if it
+	// ended; nil means a timer. Tests inject one to record the delays without
+	// waiting.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Client captures payments through the payment service's HTTP API, retrying
+// with the same idempotency key where a retry can help. A Client is safe for
+// concurrent use.
+//
+// Besides the client's own retries, net/http's Transport may resend a request
+// by itself when a reused keep-alive connection turns out to be closed: it
+// treats a POST carrying an Idempotency-Key header as replayable. Such a
+// resend carries the same key, so it is as safe as any other retry, but the
+// service may see more requests than the client made attempts.
+type Client struct {
+	endpoint       string
+	http           Doer
+	attemptTimeout time.Duration
+	maxAttempts    int
+	baseDelay      time.Duration
+	maxDelay       time.Duration
+	sleep          func(context.Context, time.Duration) error
+}
+
+// NewClient returns a Client for the service at baseURL, such as
+// "http://127.0.0.1:8090". o may be nil.
+func NewClient(baseURL string, o *ClientOptions) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("payments: base URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("payments: base URL %q: want http:// or https:// and a host", baseURL)
+	}
+	if o == nil {
+		o = &ClientOptions{}
+	}
+	if o.AttemptTimeout < 0 || o.MaxAttempts < 0 || o.BaseDelay < 0 || o.MaxDelay < 0 {
+		return nil, errors.New("payments: client options must not be negative")
+	}
+	c := &Client{
+		endpoint:       u.JoinPath("payments").String(),
+		http:           o.HTTPClient,
+		attemptTimeout: orDefault(o.AttemptTimeout, DefaultAttemptTimeout),
+		maxAttempts:    orDefault(o.MaxAttempts, DefaultMaxAttempts),
+		baseDelay:      orDefault(o.BaseDelay, DefaultBaseDelay),
+		maxDelay:       orDefault(o.MaxDelay, DefaultMaxDelay),
+		sleep:          o.Sleep,
+	}
+	if c.http == nil {
+		c.http = http.DefaultClient
+	}
+	if c.sleep == nil {
+		c.sleep = sleep
+	}
+	return c, nil
+}
+
+// orDefault returns v, or def if v is zero.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Capture charges req once under key, normally KeyFor(req.OrderID), and
+// returns the payment. It sends the same key on every attempt, so it may be
+// called again with the same key and request, by any worker, at any time
+// within the service's key retention, and never charges twice: a repeated
+// capture returns the original payment with Replayed set.
+//
+// It retries 5xx, 429, timeouts and connection errors with backoff, up to
+// the client's MaxAttempts, and returns at once on any other answer. An error
+// matches ErrKeyReused, ErrInProgress, ErrRejected or ErrUnavailable, or is
+// ctx's error (wrapping the last attempt's error, if any) when ctx ended
+// first. IsTransient(err) tells whether to try again later.
+func (c *Client) Capture(ctx context.Context, key string, req CaptureRequest) (Payment, error) {
+	if err := checkKey(key); err != nil {
+		return Payment{}, fmt.Errorf("payments: %w: %w", ErrRejected, err)
+	}
+	if err := req.Validate(); err != nil {
+		return Payment{}, fmt.Errorf("payments: %w: %w", ErrRejected, err)
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Payment{}, fmt.Errorf("payments: encoding the request: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		p, retryAfter, err := c.attempt(ctx, key, body)
+		if err == nil {
+			if p.OrderID != req.OrderID || p.AmountMinor != req.AmountMinor || p.Currency != req.Currency {
+				return Payment{}, fmt.Errorf("payments: capture with key %q: the service answered with a payment of %d %s for order %q, not the %d %s requested for order %q",
+					key, p.AmountMinor, p.Currency, p.OrderID, req.AmountMinor, req.Currency, req.OrderID)
+			}
+			return p, nil
+		}
+		if ctx.Err() != nil {
+			return Payment{}, fmt.Errorf("payments: capture with key %q: attempt %d: %w", key, attempt, err)
+		}
+		if !errors.Is(err, ErrUnavailable) || attempt == c.maxAttempts {
+			return Payment{}, fmt.Errorf("payments: capture with key %q: attempt %d of %d: %w", key, attempt, c.maxAttempts, err)
+		}
+		if serr := c.sleep(ctx, c.backoff(attempt, retryAfter)); serr != nil {
+			return Payment{}, fmt.Errorf("payments: capture with key %q: waiting to retry after attempt %d: %w; the attempt failed: %w", key, attempt, serr, err)
+		}
+	}
+}
+
+// attempt sends the request once and reads the whole answer under the
+// attempt's timeout. A retryable failure wraps ErrUnavailable; retryAfter is
+// the answer's Retry-After in seconds, or -1 if it had none.
+func (c *Client) attempt(ctx context.Context, key string, body []byte) (p Payment, retryAfter time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
+	defer cancel()
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return Payment{}, -1, err
+	}
+	r.Header.Set(HeaderIdempotencyKey, key)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json, application/problem+json")
+	resp, err := c.http.Do(r)
+	if err != nil {
+		// A timeout or a connection error: the request may or may not have
+		// reached the service, and only a retry with the key can tell.
+		return Payment{}, -1, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return Payment{}, -1, fmt.Errorf("%w: reading the answer: %w", ErrUnavailable, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusCreated:
+		if err := json.Unmarshal(data, &p); err != nil {
+			// The charge happened but the answer is unreadable; a retry
+			// gets the stored answer again.
+			return Payment{}, -1, fmt.Errorf("%w: decoding the payment: %w", ErrUnavailable, err)
+		}
+		p.Replayed = resp.Header.Get(HeaderIdempotentReplayed) == "true"
+		return p, -1, nil
+	}
+	rerr := &ResponseError{StatusCode: resp.StatusCode}
+	if mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); strings.TrimSpace(mt) == "application/problem+json" {
+		json.Unmarshal(data, &rerr.Problem) // best effort: the status code decides
+	}
+	return Payment{}, parseRetryAfter(resp.Header.Get("Retry-After")), rerr
+}
+
+// parseRetryAfter returns a Retry-After header's delay in seconds, or -1 if
+// it has none (the HTTP-date form is not used by the service and is ignored).
+func parseRetryAfter(v string) time.Duration {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	if n > int64(time.Hour/time.Second) {
+		n = int64(time.Hour / time.Second)
+	}
+	return time.Duration(n) * time.Second
+}
+
+// backoff returns the wait before the attempt after attempt: the server's
+// Retry-After if it sent one, capped at maxDelay, or else full jitter.
+func (c *Client) backoff(attempt int, retryAfter time.Duration) time.Duration {
+	if retryAfter >= 0 {
+		return min(retryAfter, c.maxDelay)
+	}
+	ceiling := c.maxDelay
+	if shift := attempt - 1; shift < 62 && c.baseDelay <= c.maxDelay>>shift {
+		ceiling = c.baseDelay << shift
+	}
+	if ceiling <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(ceiling)))
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

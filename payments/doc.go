@@ -1,0 +1,76 @@
+// Package payments is the order worker's downstream payments API: a reference
+// payment service that deduplicates on the Idempotency-Key HTTP header, and
+// the client the worker captures payments with.
+//
+// A payment capture is a side effect that cannot join the Cosmos DB
+// transaction that accepts an order. The worker makes it safe to repeat by
+// passing the same idempotency key, [KeyFor] the order id, on every attempt
+// and every redelivery; the service guarantees that one key charges at most
+// once.
+//
+// # Wire contract
+//
+//	POST /payments
+//	Idempotency-Key: capture:ord-000123
+//	Content-Type: application/json
+//
+//	{"orderId": "ord-000123", "amountMinor": 3998, "currency": "EUR"}
+//
+// The first request with a key charges and answers 201 Created with the
+// payment:
+//
+//	{"paymentId": "pay_00000001", "orderId": "ord-000123", "amountMinor": 3998,
+//	 "currency": "EUR", "status": "captured", "capturedAt": "2026-11-30T10:00:00Z"}
+//
+// Errors are RFC 9457 problem documents (Content-Type application/problem+json,
+// see [Problem]). GET /payments/{paymentId} returns a stored payment and
+// GET /healthz reports that the service is up.
+//
+// # Idempotency semantics
+//
+// The service follows the IETF HTTPAPI draft "The Idempotency-Key HTTP Header
+// Field": a key identifies one request, and the request's payload (order id,
+// amount and currency) is its fingerprint.
+//
+//   - The first request with a key is processed: it charges once and its
+//     response is stored under the key.
+//   - A retry with the same key and the same payload is not processed again:
+//     it gets the stored status code and body, byte for byte, with the header
+//     Idempotent-Replayed: true. No new charge.
+//   - The same key with a different payload is 422 Unprocessable Content, and
+//     nothing is charged: a key can never be reused for another request.
+//   - A request that arrives while the first request with its key is still
+//     being processed is 409 Conflict (with Retry-After: 1); it neither waits
+//     nor charges. Two concurrent first requests therefore charge once.
+//   - A missing or malformed key is 400 Bad Request, and so is an invalid body.
+//
+// Only a completed charge is stored. A request rejected as invalid, or one that
+// failed before charging (a 5xx or 429), leaves the key free, so the next
+// request with it is processed as a first request.
+//
+// A key is remembered for a retention period after its charge (24 hours by
+// default, as payment providers do), then forgotten: a request with an expired
+// key is a new request and charges again. The retention must therefore exceed
+// the consumer's redelivery horizon, the longest time from a capture's first
+// attempt to its last possible retry: the broker's delivery attempts times the
+// lock duration, plus the client's retries and backoff, plus the time an
+// operator may take to resubmit a dead-lettered message. A retry after the
+// key expired is a second charge.
+//
+// This service keeps its keys and payments in memory, so a restart forgets
+// them; a real payment provider persists them. It stands in for one in tests,
+// in the fault-injection simulation and as the standalone command
+// cmd/paymentservice.
+//
+// # Client
+//
+// [Client.Capture] sends one capture with a per-attempt timeout and retries
+// with exponential backoff and full jitter, only where a retry can help: 5xx,
+// 429 (honouring Retry-After), timeouts and connection errors. It sends the
+// same key on every attempt, so a retry after a lost response, or after a
+// timeout that fired once the charge had happened, is answered from the
+// service's store instead of charging twice. It never retries another 4xx.
+// Errors match the sentinels [ErrKeyReused], [ErrInProgress], [ErrRejected]
+// and [ErrUnavailable] with errors.Is, and [IsTransient] tells the worker
+// whether to try again later (abandon the message) or give up (dead-letter it).
+package payments

@@ -1,0 +1,79 @@
+package payments_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/payments"
+)
+
+// A redelivered order captures its payment again with the same key: the
+// service answers with the original payment and charges once.
+func ExampleClient_Capture() {
+	svc := payments.NewService(&payments.ServiceOptions{
+		Now: func() time.Time { return time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC) },
+	})
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+
+	client, err := payments.NewClient(srv.URL, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	req := payments.CaptureRequest{OrderID: "ord-000123", AmountMinor: 3998, Currency: "EUR"}
+	for delivery := 1; delivery <= 2; delivery++ {
+		p, err := client.Capture(ctx, payments.KeyFor(req.OrderID), req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(delivery, p.PaymentID, p.Status, p.AmountMinor, p.Currency, p.CapturedAt.Format(time.RFC3339), "replayed:", p.Replayed)
+	}
+
+	req.AmountMinor = 4999
+	_, err = client.Capture(ctx, payments.KeyFor(req.OrderID), req)
+	fmt.Println(err)
+	fmt.Println("charges:", svc.ChargesFor("ord-000123"))
+	// Output:
+	// 1 pay_00000001 captured 3998 EUR 2026-11-30T10:00:00Z replayed: false
+	// 2 pay_00000001 captured 3998 EUR 2026-11-30T10:00:00Z replayed: true
+	// payments: capture with key "capture:ord-000123": attempt 1 of 4: payment service answered 422 Unprocessable Entity: this idempotency key was used for a different request
+	// charges: 1
+}
+
+// Fault hooks make the service fail deterministically: here the first two
+// attempts of every key answer 503, and the client's retries, with the same
+// key, capture the payment once.
+func ExampleService_faults() {
+	svc := payments.NewService(&payments.ServiceOptions{
+		Faults: func(r payments.FaultRequest) payments.Fault {
+			if r.Attempt <= 2 {
+				return payments.Fault{Kind: payments.FaultFail, Status: http.StatusServiceUnavailable}
+			}
+			return payments.Fault{}
+		},
+	})
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+
+	client, err := payments.NewClient(srv.URL, &payments.ClientOptions{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p, err := client.Capture(context.Background(), payments.KeyFor("ord-7"), payments.CaptureRequest{OrderID: "ord-7", AmountMinor: 2500, Currency: "EUR"})
+	fmt.Println(p.Status, err, "charges:", svc.Charges())
+	// Output:
+	// captured <nil> charges: 1
+}
+
+func ExampleKeyFor() {
+	fmt.Println(payments.KeyFor("ord-000123"))
+	// Output:
+	// capture:ord-000123
+}
