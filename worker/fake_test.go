@@ -59,6 +59,9 @@ func (r *fakeReceiver) ReceiveMessages(ctx context.Context, max int, _ *azservic
 		return nil, err
 	}
 	r.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var out []*azservicebus.ReceivedMessage
 	select {
 	case m := <-r.msgs:

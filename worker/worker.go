@@ -52,6 +52,13 @@ type Options struct {
 	// ShutdownGrace is how long in-flight handlers may run after Run's
 	// context is cancelled. Default 30s.
 	ShutdownGrace time.Duration
+	// ReturnPrefetchedFor, if positive, makes Run receive once more for this
+	// long after its handlers have drained, and abandon whatever arrives.
+	// The SDK cannot drain link credit: messages the broker sends on credit
+	// left by the cancelled receive would otherwise stay locked after the
+	// receiver closes, until their locks lapse. Abandoning them gives them
+	// back at once. Zero disables it (for receivers without link credit).
+	ReturnPrefetchedFor time.Duration
 	// SummaryInterval is how often Run logs a summary of outcomes. Default
 	// 30s; negative disables the periodic summary (the final one is always
 	// logged).
@@ -164,8 +171,28 @@ func (w *Worker) Run(ctx context.Context) error {
 		cancelHandlers()
 		<-done
 	}
+	if w.opts.ReturnPrefetchedFor > 0 {
+		w.returnPrefetched(handlerCtx)
+	}
 	stopSummary()
 	return err
+}
+
+// returnPrefetched takes what the broker sent on the credit left by the last
+// receive and abandons it, so that nothing stays locked after shutdown.
+// Asking for Concurrency messages issues no credit beyond what the last
+// receive already did; when the queue is busy it uses it up, and when the
+// queue is idle nothing is left to arrive.
+func (w *Worker) returnPrefetched(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, w.opts.ReturnPrefetchedFor)
+	msgs, _ := w.r.ReceiveMessages(rctx, w.opts.Concurrency, nil)
+	cancel()
+	for _, m := range msgs {
+		sctx, cancel := context.WithTimeout(ctx, w.opts.SettleTimeout)
+		err := w.r.AbandonMessage(sctx, m, nil)
+		cancel()
+		w.log.Info("returned a prefetched message at shutdown", "message_id", m.MessageID, "delivery_count", m.DeliveryCount, "error", err)
+	}
 }
 
 // receiveLoop receives while ctx lives. It takes a free handler slot before

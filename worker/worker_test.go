@@ -309,3 +309,35 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestShutdownReturnsPrefetchedMessages(t *testing.T) {
+	r := newFakeReceiver("first")
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		if m.ID != "first" {
+			t.Errorf("handled %s after shutdown began", m.ID)
+		}
+		close(entered)
+		<-release
+		return order.Result{Outcome: order.Created, OrderID: m.ID}
+	})
+	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReturnPrefetchedFor: 5 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	wait(t, entered, "the handler to start")
+	cancel()
+	// What the broker sends on the credit left after the cancelled receive.
+	r.add("late-1")
+	r.add("late-2")
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"late-1", "late-2"} {
+		if got := r.settlements(id); len(got) != 1 || got[0].kind != "abandon" {
+			t.Errorf("%s settled %+v, want one abandon", id, got)
+		}
+	}
+}

@@ -65,6 +65,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ShutdownGrace:   cfg.ShutdownGrace,
 		SummaryInterval: cfg.SummaryInterval,
 		RequestCharge:   store.RequestCharge,
+		// Abandon what the SDK prefetched on leftover link credit, so that
+		// nothing stays locked after SIGTERM.
+		ReturnPrefetchedFor: time.Second,
 	})
 	if err != nil {
 		return err

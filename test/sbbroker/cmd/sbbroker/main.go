@@ -1,0 +1,165 @@
+// Command sbbroker runs the Service Bus test broker standalone, so that the
+// real orderproducer and orderworker (or any azservicebus program) can run
+// locally without Docker or Azure.
+//
+// It creates the queues named by -queue, listens on -addr (loopback only,
+// unless -allow-remote is given), prints the emulator connection string on
+// stdout and logs to stderr. SIGINT or SIGTERM stops it; queue contents live
+// in memory and are lost.
+//
+// Usage:
+//
+//	sbbroker [-addr 127.0.0.1:5672] [-queue orders[,other]]... [-lock-duration 1m]
+//	         [-max-delivery-count 10] [-duplicate-detection-window 10m] [-ttl 0]
+//
+// Environment variables SBBROKER_ADDR and SBBROKER_QUEUES supply defaults
+// for -addr and -queue.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "sbbroker:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+// queueList is a repeatable, comma-separated -queue flag.
+type queueList []string
+
+func (q *queueList) String() string { return strings.Join(*q, ",") }
+
+func (q *queueList) Set(v string) error {
+	for _, name := range strings.Split(v, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			*q = append(*q, name)
+		}
+	}
+	return nil
+}
+
+// run parses args, starts the broker, writes its connection string to
+// stdout and serves until ctx is done.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sbbroker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", envOr(getenv, "SBBROKER_ADDR", "127.0.0.1:5672"), "TCP `address` to listen on")
+	allowRemote := fs.Bool("allow-remote", false, "allow listening on a non-loopback address (the broker has no TLS)")
+	var queues queueList
+	fs.Var(&queues, "queue", "queue `name`s to create, comma-separated or repeated (default orders, or $SBBROKER_QUEUES)")
+	lock := fs.Duration("lock-duration", sbqueue.DefaultLockDuration, "message lock `duration`")
+	maxDeliveries := fs.Int("max-delivery-count", sbqueue.DefaultMaxDeliveryCount, "deliveries before a message is dead-lettered")
+	dupWindow := fs.Duration("duplicate-detection-window", sbqueue.DefaultDuplicateDetectionWindow, "duplicate-detection `window`; 0 disables duplicate detection")
+	ttl := fs.Duration("ttl", 0, "default message time-to-live; 0 means messages never expire")
+	dlqOnExpiry := fs.Bool("dead-letter-on-expiration", false, "dead-letter expired messages instead of dropping them")
+	keyName := fs.String("key-name", sbbroker.DefaultKeyName, "shared access key `name` clients must sign with")
+	key := fs.String("key", sbbroker.DefaultKey, "shared access `key` clients must sign with")
+	verbose := fs.Bool("v", false, "log connection-level debug events")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if len(queues) == 0 {
+		queues.Set(envOr(getenv, "SBBROKER_QUEUES", "orders"))
+	}
+	switch {
+	case len(queues) == 0:
+		return errors.New("no queues: give -queue")
+	case *lock <= 0:
+		return fmt.Errorf("-lock-duration %v must be positive", *lock)
+	case *maxDeliveries <= 0:
+		return fmt.Errorf("-max-delivery-count %d must be positive", *maxDeliveries)
+	case *dupWindow < 0 || *ttl < 0:
+		return errors.New("-duplicate-detection-window and -ttl must not be negative")
+	}
+	if !*allowRemote {
+		if err := checkLoopback(*addr); err != nil {
+			return err
+		}
+	}
+
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ns := sbqueue.NewNamespace(sbqueue.RealClock())
+	o := sbqueue.QueueOptions{
+		LockDuration:                     *lock,
+		MaxDeliveryCount:                 *maxDeliveries,
+		RequiresDuplicateDetection:       *dupWindow > 0,
+		DuplicateDetectionWindow:         *dupWindow,
+		DefaultMessageTimeToLive:         *ttl,
+		DeadLetteringOnMessageExpiration: *dlqOnExpiry,
+	}
+	for _, name := range queues {
+		if _, err := ns.CreateQueue(name, o); err != nil {
+			return err
+		}
+	}
+	b := sbbroker.New(ns, sbbroker.Options{KeyName: *keyName, Key: *key, Logger: log})
+	if err := b.Start(*addr); err != nil {
+		return err
+	}
+	defer b.Close()
+	log.Info("broker listening", "addr", b.Addr().String(), "queues", queues.String(),
+		"lock_duration", *lock, "max_delivery_count", *maxDeliveries,
+		"duplicate_detection_window", *dupWindow, "ttl", *ttl)
+	if _, err := fmt.Fprintln(stdout, b.ConnectionString()); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("stopping", "cause", context.Cause(ctx))
+	for _, name := range queues {
+		q, _ := ns.Queue(name)
+		s := q.Snapshot()
+		log.Info("queue at exit", "queue", name, "active", len(s.Active), "locked", len(s.Locked),
+			"dead_letters", len(s.DeadLetters), "sent", s.Counters.Sent, "completed", s.Counters.Completed)
+	}
+	return nil
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// checkLoopback refuses an address whose host is not a loopback IP or
+// "localhost": the broker has no TLS and accepts a well-known key.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("-addr %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("-addr %q is not a loopback address; give -allow-remote to listen on it anyway", addr)
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+func noEnv(string) string { return "" }
+
+func TestRunServesTheSDK(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	stdout, w := io.Pipe()
+	var stderr strings.Builder
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, []string{"-addr", "127.0.0.1:0", "-queue", "orders,other", "-lock-duration", "30s"}, noEnv, w, &stderr)
+		w.Close()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the connection string: %v (stderr: %s)", err, stderr.String())
+	}
+	connStr := strings.TrimSpace(line)
+	if !strings.HasPrefix(connStr, "Endpoint=sb://127.0.0.1:") || !strings.Contains(connStr, "UseDevelopmentEmulator=true") {
+		t.Fatalf("connection string %q", connStr)
+	}
+	go io.Copy(io.Discard, stdout)
+
+	client, err := azservicebus.NewClientFromConnectionString(connStr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(ctx)
+	for _, queue := range []string{"orders", "other"} {
+		s, err := client.NewSender(queue, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(queue)}, nil); err != nil {
+			t.Fatalf("send to %s: %v", queue, err)
+		}
+		r, err := client.NewReceiverForQueue(queue, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := r.ReceiveMessages(ctx, 1, nil)
+		if err != nil || len(ms) != 1 || string(ms[0].Body) != queue {
+			t.Fatalf("receive from %s: %d messages, %v", queue, len(ms), err)
+		}
+		if got := ms[0].LockedUntil.Sub(*ms[0].EnqueuedTime); got < 29*time.Second || got > 31*time.Second {
+			t.Errorf("lock duration %v, want the 30s given by -lock-duration", got)
+		}
+		if err := r.CompleteMessage(ctx, ms[0], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "broker listening") {
+		t.Errorf("stderr lacks the start-up log: %s", stderr.String())
+	}
+}
+
+func TestRunRejectsBadConfiguration(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"non-loopback address", []string{"-addr", "0.0.0.0:0"}, "not a loopback address"},
+		{"bad address", []string{"-addr", "nonsense"}, "missing port"},
+		{"zero lock duration", []string{"-lock-duration", "0s"}, "must be positive"},
+		{"zero max delivery count", []string{"-max-delivery-count", "0"}, "must be positive"},
+		{"negative ttl", []string{"-ttl", "-1s"}, "must not be negative"},
+		{"unparsable duration", []string{"-lock-duration", "soon"}, "invalid value"},
+		{"stray argument", []string{"extra"}, "unexpected arguments"},
+		{"duplicate queue", []string{"-queue", "a,A"}, "already exists"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			err := run(context.Background(), tt.args, noEnv, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error()+stderr.String(), tt.want) {
+				t.Errorf("run(%q) = %v (stderr %q), want an error mentioning %q", tt.args, err, stderr.String(), tt.want)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout = %q, want nothing", stdout.String())
+			}
+		})
+	}
+}
+
+func TestCheckLoopback(t *testing.T) {
+	tests := []struct {
+		addr string
+		ok   bool
+	}{
+		{"127.0.0.1:5672", true},
+		{"[::1]:5672", true},
+		{"localhost:5672", true},
+		{"127.0.0.2:0", true},
+		{"0.0.0.0:5672", false},
+		{":5672", false},
+		{"10.0.0.1:5672", false},
+		{"example.com:5672", false},
+	}
+	for _, tt := range tests {
+		if err := checkLoopback(tt.addr); (err == nil) != tt.ok {
+			t.Errorf("checkLoopback(%q) = %v, want ok=%v", tt.addr, err, tt.ok)
+		}
+	}
+}

@@ -1,0 +1,70 @@
+// Package sbbroker is an Azure Service Bus test broker: it serves the
+// Service Bus dialect of AMQP 1.0 on a loopback TCP address so that the
+// unmodified azservicebus client (v1.11.0) talks to it with an emulator
+// connection string
+//
+//	Endpoint=sb://127.0.0.1:PORT;SharedAccessKeyName=…;SharedAccessKey=…;UseDevelopmentEmulator=true;
+//
+// without Docker or Azure. Queues, locks, delivery counts, dead-lettering,
+// time-to-live and duplicate detection come from the in-process queue model
+// (internal/sbqueue); this package is the AMQP front end to it, and tests
+// inspect the same sbqueue.Namespace to assert what happened.
+//
+// # What it implements
+//
+//   - AMQP 1.0 framing with the broker's own codec (internal/wire): protocol
+//     headers, SASL ANONYMOUS, open/begin/attach/flow/transfer/disposition/
+//     detach/end/close, multi-frame transfers in both directions (65536-byte
+//     frames), session windows, link credit, empty frames as heartbeats and
+//     an idle time-out. Malformed frames close the connection with
+//     amqp:connection:framing-error; sizes are bounded before allocation.
+//   - $cbs put-token: SAS tokens are verified (key name, HMAC-SHA256
+//     signature, expiry, audience); a bad token gets 401 (the SDK's
+//     CodeUnauthorizedAccess), a token for a queue that does not exist 404
+//     (CodeNotFound), a good one 202.
+//   - Sending: single messages and batches (format 0x80013700, one inner
+//     message per data section), settled with accepted; duplicates dropped by
+//     duplicate detection are accepted too, as Service Bus does; the link
+//     announces a 256 KiB max-message-size (Options.MaxMessageSize).
+//   - PeekLock receiving, driven by link credit: 16-byte lock tokens as
+//     delivery tags in .NET Guid byte order; x-opt-locked-until,
+//     x-opt-sequence-number, x-opt-enqueued-time (and x-opt-partition-key,
+//     x-opt-deadletter-source when set) annotations; header delivery-count;
+//     header ttl; DeadLetterReason and DeadLetterErrorDescription application
+//     properties on dead letters. Receive-and-delete links get settled
+//     transfers and the message is completed on sending.
+//   - Settlement on the link: accepted completes, modified abandons (merging
+//     its message-annotations into the application properties), rejected
+//     with com.microsoft:dead-letter dead-letters with the reason and
+//     description from its info, released unlocks without counting the
+//     delivery. Acknowledgements echo the outcome, except that a
+//     dead-letter is acknowledged as rejected without an error; a lost lock
+//     is rejected with com.microsoft:message-lock-lost (CodeLockLost).
+//     Settlements for a link the broker has detached are ignored, as the
+//     SDK then settles through $management.
+//   - $management: com.microsoft:renew-lock (200 with expirations, 410 for a
+//     lost lock), com.microsoft:update-disposition (completed, abandoned,
+//     suspended; 410 for a lost lock) and com.microsoft:peek-message. The
+//     dead-letter sub-queue is addressed as "<queue>/$DeadLetterQueue" for
+//     receiving, settling and management.
+//   - Fault controls for tests: DropConnections, DetachReceivers (detach with
+//     amqp:link:detach-forced), ExpireLocks, DelayDispositions and
+//     LoseDispositions.
+//
+// # What it does not implement
+//
+// Topics and subscriptions, sessions (session-enabled queues and session
+// receivers), scheduled messages (a message with a scheduled enqueue time is
+// rejected with amqp:not-allowed; the schedule-message and
+// cancel-scheduled-message operations answer 501), deferral (rejected with
+// amqp:not-allowed; receive-by-sequence-number answers 501), transactions,
+// the management operations for rules and sessions, drain-mode credit,
+// Entra ID (JWT) tokens (put-token answers 401), TLS and WebSockets,
+// throttling (server-busy), and entity administration over HTTP (the
+// admin.Client). Queue properties are fixed when the namespace is created.
+// Locks survive link detaches and dropped connections, as in Service Bus;
+// no state survives the process.
+//
+// A Broker is safe for concurrent use; every method may be called while it
+// serves connections.
+package sbbroker

@@ -1,0 +1,453 @@
+package sbbroker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
+	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
+)
+
+// The end-to-end tests run the real orderproducer and orderworker binaries
+// against this broker, a cosmium Cosmos DB emulator and an in-process
+// payments service, and check the invariants of DESIGN.md §4 from the
+// broker's queues, Cosmos DB and the payments service's charges.
+
+const (
+	e2eLock      = 3 * time.Second // short, so a killed worker's locks lapse quickly
+	e2eDatabase  = "ordersdb"
+	e2eContainer = "orders"
+)
+
+// e2eEnv is a broker, a Cosmos emulator and the two binaries.
+type e2eEnv struct {
+	ns      *sbqueue.Namespace
+	queue   *sbqueue.Queue
+	broker  *sbbroker.Broker
+	cosmos  *cosmiumtest.Server
+	bin     string // directory holding orderworker and orderproducer
+	baseEnv []string
+}
+
+func newE2E(t testing.TB) *e2eEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs the real binaries and cosmium; skipped with -short")
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin,
+		"github.com/idempotent-consumer/sbcosmos/cmd/orderworker",
+		"github.com/idempotent-consumer/sbcosmos/cmd/orderproducer")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the binaries: %v\n%s", err, out)
+	}
+	ns := sbqueue.NewNamespace(sbqueue.RealClock())
+	// No duplicate detection: every duplicate and reused id reaches the
+	// workers, whose Cosmos DB check must handle them.
+	q, err := ns.CreateQueue("orders", sbqueue.QueueOptions{LockDuration: e2eLock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := sbbroker.New(ns, sbbroker.Options{})
+	if err := b.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	srv := cosmiumtest.Start(t)
+	return &e2eEnv{
+		ns: ns, queue: q, broker: b, cosmos: srv, bin: bin,
+		baseEnv: []string{
+			"PATH=" + os.Getenv("PATH"),
+			"HOME=" + os.Getenv("HOME"),
+			"SERVICEBUS_CONNECTION_STRING=" + b.ConnectionString(),
+			"SERVICEBUS_QUEUE=orders",
+			"SERVICEBUS_LOCK_DURATION=" + e2eLock.String(),
+			"COSMOS_ENDPOINT=" + srv.Endpoint,
+			"COSMOS_KEY=" + srv.Key,
+			"COSMOS_DATABASE=" + e2eDatabase,
+			"COSMOS_CONTAINER=" + e2eContainer,
+			"COSMOS_CREATE_CONTAINER=true",
+			"LOG_FORMAT=json",
+			"WORKER_SHUTDOWN_GRACE=20s",
+			"WORKER_SUMMARY_INTERVAL=1s",
+		},
+	}
+}
+
+// process is a running binary with its captured output.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (e *e2eEnv) start(t testing.TB, name, binary string, args ...string) *process {
+	t.Helper()
+	p := &process{name: name, out: new(syncBuffer), done: make(chan struct{})}
+	p.cmd = exec.Command(filepath.Join(e.bin, binary), args...)
+	p.cmd.Env = e.baseEnv
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("output of %s:\n%s", name, p.out.String())
+		}
+	})
+	return p
+}
+
+// wait waits for the process to exit and returns its error.
+func (p *process) wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return fmt.Errorf("%s did not exit: %w", p.name, ctx.Err())
+	}
+}
+
+// until polls cond until it holds or ctx ends.
+func until(t testing.TB, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// producerCounts are the figures the producer prints when it finishes.
+type producerCounts struct {
+	sent, orders, duplicates, reused, malformed int
+	prefix                                      string
+	seed                                        uint64
+}
+
+func runProducer(t testing.TB, ctx context.Context, e *e2eEnv, args ...string) producerCounts {
+	t.Helper()
+	p := e.start(t, "orderproducer", "orderproducer", append([]string{"-progress", "never"}, args...)...)
+	if err := p.wait(ctx); err != nil {
+		t.Fatalf("orderproducer: %v\n%s", err, p.out.String())
+	}
+	var c producerCounts
+	var total int
+	var rate, elapsed string
+	for _, line := range strings.Split(p.out.String(), "\n") {
+		if !strings.HasPrefix(line, "sent ") {
+			continue
+		}
+		_, err := fmt.Sscanf(line, "sent %d of %d messages to orders in %s (%s msg/s): %d orders, %d duplicates, %d reused ids, %d malformed; id prefix %s seed %d",
+			&c.sent, &total, &elapsed, &rate, &c.orders, &c.duplicates, &c.reused, &c.malformed, &c.prefix, &c.seed)
+		if err != nil {
+			t.Fatalf("parsing the producer's summary %q: %v", line, err)
+		}
+		c.prefix = strings.TrimSuffix(c.prefix, ",")
+		if c.sent != total {
+			t.Fatalf("producer sent %d of %d", c.sent, total)
+		}
+		return c
+	}
+	t.Fatalf("no summary from the producer:\n%s", p.out.String())
+	return c
+}
+
+func (e *e2eEnv) container(t testing.TB) *azcosmos.ContainerClient {
+	t.Helper()
+	cred, err := azcosmos.NewKeyCredential(e.cosmos.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := azcosmos.NewClientWithKey(e.cosmos.Endpoint, cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	c, err := client.NewContainer(e2eDatabase, e2eContainer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// readOrder reads the stored order document, or reports false for 404.
+func readOrder(t *testing.T, ctx context.Context, c *azcosmos.ContainerClient, id string) (order.OrderDocument, bool) {
+	t.Helper()
+	resp, err := c.ReadItem(ctx, azcosmos.NewPartitionKeyString(id), id, nil)
+	var respErr *azcore.ResponseError
+	if errors.As(err, &respErr) && respErr.StatusCode == http.StatusNotFound {
+		return order.OrderDocument{}, false
+	}
+	if err != nil {
+		t.Fatalf("reading order %s: %v", id, err)
+	}
+	var doc order.OrderDocument
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		t.Fatalf("order %s: %v", id, err)
+	}
+	return doc, true
+}
+
+func TestEndToEndWorkersSurviveSIGKILL(t *testing.T) {
+	e := newE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cosmos := e.container(t)
+	// The downstream payments service, in process: it counts the charges
+	// each order caused, which must be exactly one.
+	pay := payments.NewService(nil)
+	paySrv := httptest.NewServer(pay)
+	defer paySrv.Close()
+	e.baseEnv = append(e.baseEnv, "PAYMENTS_URL="+paySrv.URL)
+
+	w1 := e.start(t, "worker 1", "orderworker", "-concurrency", "8")
+	// The first worker creates the container; start the second after it.
+	until(t, ctx, "the container", func() bool {
+		_, err := cosmos.Read(ctx, nil)
+		return err == nil
+	})
+	w2 := e.start(t, "worker 2", "orderworker", "-concurrency", "8")
+
+	const count = 400
+	produced := make(chan producerCounts, 1)
+	go func() {
+		produced <- runProducer(t, ctx, e, "-count", fmt.Sprint(count), "-duplicates", "0.2", "-reused", "0.05",
+			"-malformed", "0.03", "-seed", "42", "-id-prefix", "e2e", "-batch-size", "50")
+	}()
+
+	// Kill worker 2 mid-run, without warning, then start it again.
+	until(t, ctx, "a third of the orders completed", func() bool {
+		return e.queue.Snapshot().Counters.Completed >= count/3
+	})
+	if err := w2.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	w2.wait(ctx)
+	killedAt := e.queue.Snapshot()
+	t.Logf("worker 2 killed with %d messages locked, %d completed", len(killedAt.Locked), killedAt.Counters.Completed)
+	w2 = e.start(t, "worker 2 (restarted)", "orderworker", "-concurrency", "8")
+
+	pc := <-produced
+	if pc.orders != count {
+		t.Fatalf("producer sent %d orders, want %d", pc.orders, count)
+	}
+	until(t, ctx, "every message settled", func() bool {
+		s := e.queue.Snapshot()
+		return len(s.Active) == 0 && len(s.Locked) == 0 && s.Counters.Completed+int64(len(s.DeadLetters)) >= int64(pc.sent)
+	})
+	for _, w := range []*process{w1, w2} {
+		w.cmd.Process.Signal(syscall.SIGTERM)
+		if err := w.wait(ctx); err != nil {
+			t.Errorf("%s after SIGTERM: %v", w.name, err)
+		}
+	}
+
+	snap := e.queue.Snapshot()
+	// No message is lost: each was completed or dead-lettered, once.
+	if got := snap.Counters.Completed + int64(len(snap.DeadLetters)); got != int64(pc.sent) {
+		t.Errorf("completed %d + dead-lettered %d = %d, want the %d sent", snap.Counters.Completed, len(snap.DeadLetters), got, pc.sent)
+	}
+	if want := int64(pc.orders + pc.duplicates); snap.Counters.Completed != want {
+		t.Errorf("completed %d, want %d orders + duplicates", snap.Counters.Completed, want)
+	}
+	if want := pc.reused + pc.malformed; len(snap.DeadLetters) != want {
+		t.Errorf("dead letters %d, want %d reused ids + malformed", len(snap.DeadLetters), want)
+	}
+	// Every dead letter explains itself; mismatches keep the content that
+	// lost, so the stored document is the other one.
+	dead := make(map[string][]sbqueue.ReceivedMessage)
+	for _, d := range snap.DeadLetters {
+		if d.DeadLetterReason == "" || d.DeadLetterErrorDescription == "" {
+			t.Errorf("dead letter %s has reason %q, description %q", d.MessageID, d.DeadLetterReason, d.DeadLetterErrorDescription)
+		}
+		dead[d.MessageID] = append(dead[d.MessageID], d)
+	}
+	// Every valid order has exactly one document, from one of the bodies
+	// sent with its id; a duplicate never changed it.
+	gen := ordergen.New(pc.seed, pc.prefix)
+	if got := pay.Charges(); got != pc.orders {
+		t.Errorf("%d charges in all, want one per order: %d", got, pc.orders)
+	}
+	for i := range pc.orders {
+		want := gen.Order(i)
+		doc, ok := readOrder(t, ctx, cosmos, want.OrderID)
+		if !ok {
+			t.Errorf("order %s has no document", want.OrderID)
+			continue
+		}
+		changed := ordergen.Changed(want)
+		switch doc.RequestHash {
+		case want.RequestHash():
+		case changed.RequestHash():
+			// The reused id was processed first (its original was locked by
+			// the killed worker): then the original is the mismatch.
+			if len(dead[want.OrderID]) != 1 {
+				t.Errorf("order %s stores the reused content but the original is not dead-lettered", want.OrderID)
+			}
+		default:
+			t.Errorf("order %s stores hash %s, neither its original nor its reused content", want.OrderID, doc.RequestHash)
+		}
+		if n := pay.ChargesFor(want.OrderID); n != 1 {
+			t.Errorf("order %s was charged %d times, want exactly once", want.OrderID, n)
+		}
+		if doc.Version != 1 {
+			t.Errorf("order %s has version %d: changed after creation", want.OrderID, doc.Version)
+		}
+		for _, d := range dead[want.OrderID] {
+			o, err := order.Decode(d.Body)
+			if err != nil {
+				t.Errorf("dead letter %s: %v", want.OrderID, err)
+				continue
+			}
+			if o.RequestHash() == doc.RequestHash {
+				t.Errorf("dead letter %s carries the stored content: a duplicate was dead-lettered", want.OrderID)
+			}
+		}
+	}
+	for i := range pc.malformed {
+		id := fmt.Sprintf("%s-bad-%06d", pc.prefix, i)
+		if len(dead[id]) != 1 {
+			t.Errorf("malformed message %s: %d dead letters, want 1", id, len(dead[id]))
+		}
+		if _, ok := readOrder(t, ctx, cosmos, id); ok {
+			t.Errorf("malformed message %s created a document", id)
+		}
+		if n := pay.ChargesFor(id); n != 0 {
+			t.Errorf("malformed message %s caused %d charges", id, n)
+		}
+	}
+}
+
+// TestEndToEndSIGTERMDrains stops a busy worker with SIGTERM: it must exit
+// 0 having settled every message it received, with nothing left locked.
+//
+// The SDK leaves the credit of the ReceiveMessages call that shutdown
+// cancelled on the link, and the broker (like Service Bus) fills it; the
+// worker receives those deliveries once more before it closes and abandons
+// them (worker.Options.ReturnPrefetchedFor), so they do not stay locked
+// until their locks lapse.
+func TestEndToEndSIGTERMDrains(t *testing.T) {
+	e := newE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pc := runProducer(t, ctx, e, "-count", "300", "-seed", "7", "-id-prefix", "drain")
+	w := e.start(t, "worker", "orderworker", "-concurrency", "16")
+	until(t, ctx, "the worker to start settling", func() bool {
+		return e.queue.Snapshot().Counters.Completed > 0
+	})
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.wait(ctx); err != nil {
+		t.Fatalf("worker after SIGTERM: %v, want exit status 0", err)
+	}
+	summary := finalSummary(t, w.out.String())
+	s := e.queue.Snapshot()
+	if summary["received"] == 0 || s.Counters.Completed != summary["received"] || summary["created"] != summary["received"] {
+		t.Errorf("worker received %d and created %d orders; the queue completed %d: want all equal and non-zero",
+			summary["received"], summary["created"], s.Counters.Completed)
+	}
+	if len(s.Locked) != 0 {
+		t.Errorf("%d messages left locked after the worker exited", len(s.Locked))
+	}
+	if got := s.Counters.Completed + int64(len(s.Active)); got != int64(pc.sent) {
+		t.Errorf("completed %d + active %d = %d, want the %d sent", s.Counters.Completed, len(s.Active), got, pc.sent)
+	}
+	t.Logf("drained after %d of %d messages; %d prefetched deliveries abandoned at shutdown",
+		s.Counters.Completed, pc.sent, s.Counters.Abandoned)
+}
+
+// finalSummary returns the counters of the worker's "final summary" log
+// record (JSON lines).
+func finalSummary(t *testing.T, logs string) map[string]int64 {
+	t.Helper()
+	for _, line := range strings.Split(logs, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "final summary" {
+			continue
+		}
+		out := make(map[string]int64)
+		for k, v := range rec {
+			if n, ok := v.(float64); ok {
+				out[k] = int64(n)
+			}
+		}
+		return out
+	}
+	t.Fatal("the worker logged no final summary")
+	return nil
+}
+
+// BenchmarkEndToEnd measures the real binaries' throughput: b.N orders sent
+// by orderproducer and created in Cosmos DB (cosmium) by one orderworker,
+// from the first send to the last completion.
+func BenchmarkEndToEnd(b *testing.B) {
+	e := newE2E(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	w := e.start(b, "worker", "orderworker", "-concurrency", "32")
+	cosmos := e.container(b)
+	until(b, ctx, "the container", func() bool {
+		_, err := cosmos.Read(ctx, nil)
+		return err == nil
+	})
+	b.ResetTimer()
+	start := time.Now()
+	runProducer(b, ctx, e, "-count", fmt.Sprint(b.N), "-seed", "1", "-id-prefix", fmt.Sprintf("bench%d", b.N), "-batch-size", "100")
+	until(b, ctx, "every order completed", func() bool {
+		return e.queue.Snapshot().Counters.Completed >= int64(b.N)
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	if err := w.wait(ctx); err != nil {
+		b.Errorf("worker after SIGTERM: %v", err)
+	}
+}
