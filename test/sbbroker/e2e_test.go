@@ -19,6 +19,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
 	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
@@ -425,29 +426,86 @@ func finalSummary(t *testing.T, logs string) map[string]int64 {
 	return nil
 }
 
-// BenchmarkEndToEnd measures the real binaries' throughput: b.N orders sent
-// by orderproducer and created in Cosmos DB (cosmium) by one orderworker,
-// from the first send to the last completion.
+// BenchmarkEndToEnd measures the real worker binary's throughput at
+// concurrency 1 and 16: b.N orders are queued by orderproducer first, then
+// one orderworker creates them in Cosmos DB (cosmium) through this broker,
+// timed from its start to the last completion. In the same run it measures
+// the ceiling: cosmium's own throughput for the same transactional batch
+// (cosmosstore.Store.CreateOrder) from as many goroutines, with no broker
+// and no worker. worker/ceiling is the fraction of the ceiling the worker
+// reaches on this machine.
 func BenchmarkEndToEnd(b *testing.B) {
-	e := newE2E(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	w := e.start(b, "worker", "orderworker", "-concurrency", "32")
-	cosmos := e.container(b)
-	until(b, ctx, "the container", func() bool {
-		_, err := cosmos.Read(ctx, nil)
-		return err == nil
-	})
-	b.ResetTimer()
-	start := time.Now()
-	runProducer(b, ctx, e, "-count", fmt.Sprint(b.N), "-seed", "1", "-id-prefix", fmt.Sprintf("bench%d", b.N), "-batch-size", "100")
-	until(b, ctx, "every order completed", func() bool {
-		return e.queue.Snapshot().Counters.Completed >= int64(b.N)
-	})
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
-	w.cmd.Process.Signal(syscall.SIGTERM)
-	if err := w.wait(ctx); err != nil {
-		b.Errorf("worker after SIGTERM: %v", err)
+	for _, concurrency := range []int{1, 16} {
+		b.Run(fmt.Sprintf("concurrency=%d", concurrency), func(b *testing.B) {
+			e := newE2E(b)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			store := e.store(b, ctx)
+			runProducer(b, ctx, e, "-count", fmt.Sprint(b.N), "-seed", "1", "-id-prefix", fmt.Sprintf("bench%d", b.N), "-batch-size", "100")
+
+			b.ResetTimer()
+			start := time.Now()
+			w := e.start(b, "worker", "orderworker", "-concurrency", fmt.Sprint(concurrency))
+			until(b, ctx, "every order completed", func() bool {
+				return e.queue.Snapshot().Counters.Completed >= int64(b.N)
+			})
+			workerRate := float64(b.N) / time.Since(start).Seconds()
+			b.StopTimer()
+			w.cmd.Process.Signal(syscall.SIGTERM)
+			if err := w.wait(ctx); err != nil {
+				b.Errorf("worker after SIGTERM: %v", err)
+			}
+
+			ceiling := rawCreateRate(b, ctx, store, b.N, concurrency)
+			b.ReportMetric(workerRate, "orders/s")
+			b.ReportMetric(ceiling, "ceiling-orders/s")
+			b.ReportMetric(workerRate/ceiling, "worker/ceiling")
+		})
 	}
+}
+
+// store provisions the database and container and returns a store on them.
+func (e *e2eEnv) store(tb testing.TB, ctx context.Context) *cosmosstore.Store {
+	tb.Helper()
+	client, err := cosmosstore.NewClientWithKey(e.cosmos.Endpoint, e.cosmos.Key, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, e2eDatabase, e2eContainer); err != nil {
+		tb.Fatal(err)
+	}
+	s, err := cosmosstore.New(client, e2eDatabase, e2eContainer)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// rawCreateRate writes n new orders with concurrency goroutines straight to
+// the store and returns the orders per second.
+func rawCreateRate(tb testing.TB, ctx context.Context, s *cosmosstore.Store, n, concurrency int) float64 {
+	tb.Helper()
+	gen := ordergen.New(2, fmt.Sprintf("raw%d", n))
+	now := time.Now()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				o := gen.Order(i)
+				if err := s.CreateOrder(ctx, order.NewWrite(o, o.OrderID, o.RequestHash(), now)); err != nil {
+					tb.Errorf("raw create %s: %v", o.OrderID, err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds()
 }
