@@ -1,26 +1,19 @@
 package sbbroker_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/internal/e2etest"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
 	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/order"
@@ -54,13 +47,7 @@ func newE2E(t testing.TB) *e2eEnv {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs the real binaries and cosmium; skipped with -short")
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin,
-		"github.com/idempotent-consumer/sbcosmos/cmd/orderworker",
-		"github.com/idempotent-consumer/sbcosmos/cmd/orderproducer")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the binaries: %v\n%s", err, out)
-	}
+	bin := e2etest.BuildCommands(t)
 	ns := sbqueue.NewNamespace(sbqueue.RealClock())
 	// No duplicate detection: every duplicate and reused id reaches the
 	// workers, whose Cosmos DB check must handle them.
@@ -94,110 +81,16 @@ func newE2E(t testing.TB) *e2eEnv {
 	}
 }
 
-// process is a running binary with its captured output.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
+// start runs one of the binaries in this environment.
+func (e *e2eEnv) start(tb testing.TB, name, binary string, args ...string) *e2etest.Process {
+	tb.Helper()
+	return e2etest.Start(tb, e.baseEnv, e.bin, name, binary, args...)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (e *e2eEnv) start(t testing.TB, name, binary string, args ...string) *process {
-	t.Helper()
-	p := &process{name: name, out: new(syncBuffer), done: make(chan struct{})}
-	p.cmd = exec.Command(filepath.Join(e.bin, binary), args...)
-	p.cmd.Env = e.baseEnv
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("output of %s:\n%s", name, p.out.String())
-		}
-	})
-	return p
-}
-
-// wait waits for the process to exit and returns its error.
-func (p *process) wait(ctx context.Context) error {
-	select {
-	case <-p.done:
-		return p.err
-	case <-ctx.Done():
-		return fmt.Errorf("%s did not exit: %w", p.name, ctx.Err())
-	}
-}
-
-// until polls cond until it holds or ctx ends.
-func until(t testing.TB, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// producerCounts are the figures the producer prints when it finishes.
-type producerCounts struct {
-	sent, orders, duplicates, reused, malformed int
-	prefix                                      string
-	seed                                        uint64
-}
-
-func runProducer(t testing.TB, ctx context.Context, e *e2eEnv, args ...string) producerCounts {
-	t.Helper()
-	p := e.start(t, "orderproducer", "orderproducer", append([]string{"-progress", "never"}, args...)...)
-	if err := p.wait(ctx); err != nil {
-		t.Fatalf("orderproducer: %v\n%s", err, p.out.String())
-	}
-	var c producerCounts
-	var total int
-	var rate, elapsed string
-	for _, line := range strings.Split(p.out.String(), "\n") {
-		if !strings.HasPrefix(line, "sent ") {
-			continue
-		}
-		_, err := fmt.Sscanf(line, "sent %d of %d messages to orders in %s (%s msg/s): %d orders, %d duplicates, %d reused ids, %d malformed; id prefix %s seed %d",
-			&c.sent, &total, &elapsed, &rate, &c.orders, &c.duplicates, &c.reused, &c.malformed, &c.prefix, &c.seed)
-		if err != nil {
-			t.Fatalf("parsing the producer's summary %q: %v", line, err)
-		}
-		c.prefix = strings.TrimSuffix(c.prefix, ",")
-		if c.sent != total {
-			t.Fatalf("producer sent %d of %d", c.sent, total)
-		}
-		return c
-	}
-	t.Fatalf("no summary from the producer:\n%s", p.out.String())
-	return c
+// runProducer runs orderproducer to completion in this environment.
+func runProducer(tb testing.TB, ctx context.Context, e *e2eEnv, args ...string) e2etest.ProducerSummary {
+	tb.Helper()
+	return e2etest.RunProducer(tb, ctx, e.baseEnv, e.bin, args...)
 }
 
 func (e *e2eEnv) container(t testing.TB) *azcosmos.ContainerClient {
@@ -218,24 +111,6 @@ func (e *e2eEnv) container(t testing.TB) *azcosmos.ContainerClient {
 	return c
 }
 
-// readOrder reads the stored order document, or reports false for 404.
-func readOrder(t *testing.T, ctx context.Context, c *azcosmos.ContainerClient, id string) (order.OrderDocument, bool) {
-	t.Helper()
-	resp, err := c.ReadItem(ctx, azcosmos.NewPartitionKeyString(id), id, nil)
-	var respErr *azcore.ResponseError
-	if errors.As(err, &respErr) && respErr.StatusCode == http.StatusNotFound {
-		return order.OrderDocument{}, false
-	}
-	if err != nil {
-		t.Fatalf("reading order %s: %v", id, err)
-	}
-	var doc order.OrderDocument
-	if err := json.Unmarshal(resp.Value, &doc); err != nil {
-		t.Fatalf("order %s: %v", id, err)
-	}
-	return doc, true
-}
-
 func TestEndToEndWorkersSurviveSIGKILL(t *testing.T) {
 	e := newE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -250,55 +125,55 @@ func TestEndToEndWorkersSurviveSIGKILL(t *testing.T) {
 
 	w1 := e.start(t, "worker 1", "orderworker", "-concurrency", "8")
 	// The first worker creates the container; start the second after it.
-	until(t, ctx, "the container", func() bool {
+	e2etest.Until(t, ctx, "the container", func() bool {
 		_, err := cosmos.Read(ctx, nil)
 		return err == nil
 	})
 	w2 := e.start(t, "worker 2", "orderworker", "-concurrency", "8")
 
 	const count = 400
-	produced := make(chan producerCounts, 1)
+	produced := make(chan e2etest.ProducerSummary, 1)
 	go func() {
 		produced <- runProducer(t, ctx, e, "-count", fmt.Sprint(count), "-duplicates", "0.2", "-reused", "0.05",
 			"-malformed", "0.03", "-seed", "42", "-id-prefix", "e2e", "-batch-size", "50")
 	}()
 
 	// Kill worker 2 mid-run, without warning, then start it again.
-	until(t, ctx, "a third of the orders completed", func() bool {
+	e2etest.Until(t, ctx, "a third of the orders completed", func() bool {
 		return e.queue.Snapshot().Counters.Completed >= count/3
 	})
-	if err := w2.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := w2.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	w2.wait(ctx)
+	w2.Wait(ctx)
 	killedAt := e.queue.Snapshot()
 	t.Logf("worker 2 killed with %d messages locked, %d completed", len(killedAt.Locked), killedAt.Counters.Completed)
 	w2 = e.start(t, "worker 2 (restarted)", "orderworker", "-concurrency", "8")
 
 	pc := <-produced
-	if pc.orders != count {
-		t.Fatalf("producer sent %d orders, want %d", pc.orders, count)
+	if pc.Orders != count {
+		t.Fatalf("producer sent %d orders, want %d", pc.Orders, count)
 	}
-	until(t, ctx, "every message settled", func() bool {
+	e2etest.Until(t, ctx, "every message settled", func() bool {
 		s := e.queue.Snapshot()
-		return len(s.Active) == 0 && len(s.Locked) == 0 && s.Counters.Completed+int64(len(s.DeadLetters)) >= int64(pc.sent)
+		return len(s.Active) == 0 && len(s.Locked) == 0 && s.Counters.Completed+int64(len(s.DeadLetters)) >= int64(pc.Sent)
 	})
-	for _, w := range []*process{w1, w2} {
-		w.cmd.Process.Signal(syscall.SIGTERM)
-		if err := w.wait(ctx); err != nil {
-			t.Errorf("%s after SIGTERM: %v", w.name, err)
+	for _, w := range []*e2etest.Process{w1, w2} {
+		w.Cmd.Process.Signal(syscall.SIGTERM)
+		if err := w.Wait(ctx); err != nil {
+			t.Errorf("%s after SIGTERM: %v", w.Name, err)
 		}
 	}
 
 	snap := e.queue.Snapshot()
 	// No message is lost: each was completed or dead-lettered, once.
-	if got := snap.Counters.Completed + int64(len(snap.DeadLetters)); got != int64(pc.sent) {
-		t.Errorf("completed %d + dead-lettered %d = %d, want the %d sent", snap.Counters.Completed, len(snap.DeadLetters), got, pc.sent)
+	if got := snap.Counters.Completed + int64(len(snap.DeadLetters)); got != int64(pc.Sent) {
+		t.Errorf("completed %d + dead-lettered %d = %d, want the %d sent", snap.Counters.Completed, len(snap.DeadLetters), got, pc.Sent)
 	}
-	if want := int64(pc.orders + pc.duplicates); snap.Counters.Completed != want {
+	if want := int64(pc.Orders + pc.Duplicates); snap.Counters.Completed != want {
 		t.Errorf("completed %d, want %d orders + duplicates", snap.Counters.Completed, want)
 	}
-	if want := pc.reused + pc.malformed; len(snap.DeadLetters) != want {
+	if want := pc.Reused + pc.Malformed; len(snap.DeadLetters) != want {
 		t.Errorf("dead letters %d, want %d reused ids + malformed", len(snap.DeadLetters), want)
 	}
 	// Every dead letter explains itself; mismatches keep the content that
@@ -312,13 +187,13 @@ func TestEndToEndWorkersSurviveSIGKILL(t *testing.T) {
 	}
 	// Every valid order has exactly one document, from one of the bodies
 	// sent with its id; a duplicate never changed it.
-	gen := ordergen.New(pc.seed, pc.prefix)
-	if got := pay.Charges(); got != pc.orders {
-		t.Errorf("%d charges in all, want one per order: %d", got, pc.orders)
+	gen := ordergen.New(pc.Seed, pc.Prefix)
+	if got := pay.Charges(); got != pc.Orders {
+		t.Errorf("%d charges in all, want one per order: %d", got, pc.Orders)
 	}
-	for i := range pc.orders {
+	for i := range pc.Orders {
 		want := gen.Order(i)
-		doc, ok := readOrder(t, ctx, cosmos, want.OrderID)
+		doc, ok := e2etest.ReadOrder(t, ctx, cosmos, want.OrderID)
 		if !ok {
 			t.Errorf("order %s has no document", want.OrderID)
 			continue
@@ -352,12 +227,12 @@ func TestEndToEndWorkersSurviveSIGKILL(t *testing.T) {
 			}
 		}
 	}
-	for i := range pc.malformed {
-		id := fmt.Sprintf("%s-bad-%06d", pc.prefix, i)
+	for i := range pc.Malformed {
+		id := fmt.Sprintf("%s-bad-%06d", pc.Prefix, i)
 		if len(dead[id]) != 1 {
 			t.Errorf("malformed message %s: %d dead letters, want 1", id, len(dead[id]))
 		}
-		if _, ok := readOrder(t, ctx, cosmos, id); ok {
+		if _, ok := e2etest.ReadOrder(t, ctx, cosmos, id); ok {
 			t.Errorf("malformed message %s created a document", id)
 		}
 		if n := pay.ChargesFor(id); n != 0 {
@@ -380,16 +255,19 @@ func TestEndToEndSIGTERMDrains(t *testing.T) {
 	defer cancel()
 	pc := runProducer(t, ctx, e, "-count", "300", "-seed", "7", "-id-prefix", "drain")
 	w := e.start(t, "worker", "orderworker", "-concurrency", "16")
-	until(t, ctx, "the worker to start settling", func() bool {
+	e2etest.Until(t, ctx, "the worker to start settling", func() bool {
 		return e.queue.Snapshot().Counters.Completed > 0
 	})
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := w.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.wait(ctx); err != nil {
+	if err := w.Wait(ctx); err != nil {
 		t.Fatalf("worker after SIGTERM: %v, want exit status 0", err)
 	}
-	summary := finalSummary(t, w.out.String())
+	summary := e2etest.FinalSummary(w.Output())
+	if summary == nil {
+		t.Fatalf("the worker logged no final summary:\n%s", w.Output())
+	}
 	s := e.queue.Snapshot()
 	if summary["received"] == 0 || s.Counters.Completed != summary["received"] || summary["created"] != summary["received"] {
 		t.Errorf("worker received %d and created %d orders; the queue completed %d: want all equal and non-zero",
@@ -398,32 +276,11 @@ func TestEndToEndSIGTERMDrains(t *testing.T) {
 	if len(s.Locked) != 0 {
 		t.Errorf("%d messages left locked after the worker exited", len(s.Locked))
 	}
-	if got := s.Counters.Completed + int64(len(s.Active)); got != int64(pc.sent) {
-		t.Errorf("completed %d + active %d = %d, want the %d sent", s.Counters.Completed, len(s.Active), got, pc.sent)
+	if got := s.Counters.Completed + int64(len(s.Active)); got != int64(pc.Sent) {
+		t.Errorf("completed %d + active %d = %d, want the %d sent", s.Counters.Completed, len(s.Active), got, pc.Sent)
 	}
 	t.Logf("drained after %d of %d messages; %d prefetched deliveries abandoned at shutdown",
-		s.Counters.Completed, pc.sent, s.Counters.Abandoned)
-}
-
-// finalSummary returns the counters of the worker's "final summary" log
-// record (JSON lines).
-func finalSummary(t *testing.T, logs string) map[string]int64 {
-	t.Helper()
-	for _, line := range strings.Split(logs, "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "final summary" {
-			continue
-		}
-		out := make(map[string]int64)
-		for k, v := range rec {
-			if n, ok := v.(float64); ok {
-				out[k] = int64(n)
-			}
-		}
-		return out
-	}
-	t.Fatal("the worker logged no final summary")
-	return nil
+		s.Counters.Completed, pc.Sent, s.Counters.Abandoned)
 }
 
 // BenchmarkEndToEnd measures the real worker binary's throughput at
@@ -446,13 +303,13 @@ func BenchmarkEndToEnd(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			w := e.start(b, "worker", "orderworker", "-concurrency", fmt.Sprint(concurrency))
-			until(b, ctx, "every order completed", func() bool {
+			e2etest.Until(b, ctx, "every order completed", func() bool {
 				return e.queue.Snapshot().Counters.Completed >= int64(b.N)
 			})
 			workerRate := float64(b.N) / time.Since(start).Seconds()
 			b.StopTimer()
-			w.cmd.Process.Signal(syscall.SIGTERM)
-			if err := w.wait(ctx); err != nil {
+			w.Cmd.Process.Signal(syscall.SIGTERM)
+			if err := w.Wait(ctx); err != nil {
 				b.Errorf("worker after SIGTERM: %v", err)
 			}
 
