@@ -16,9 +16,10 @@ import (
 )
 
 // runSimulation is `orderworker -simulate`: the worker's real receive loop
-// and decision code against the in-process Service Bus queue model and the
-// in-memory Cosmos DB model, under injected delivery faults, ending with a
-// report and the invariant verdict. It needs no Azure and no Docker. It
+// and decision code against the in-process Service Bus queue model, the
+// in-memory Cosmos DB model and the reference payments service, under
+// injected delivery, store and payment faults, with status changes and
+// inbox consumers, ending with a report and the invariant verdict. It needs no Azure and no Docker. It
 // returns an error (so the process exits non-zero) if an invariant fails.
 func runSimulation(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("orderworker -simulate", flag.ContinueOnError)
@@ -44,21 +45,35 @@ func runSimulation(ctx context.Context, args []string, stdout, stderr io.Writer)
 		{&r.Outage, "outage", "rate of orders whose every store call fails (dead-lettered after MaxDeliveryCount)"},
 		{&r.Reuse, "reuse", "rate of order ids sent again with other content"},
 		{&r.Malformed, "malformed", "rate of orders sent as invalid messages"},
+		{&r.OutOfOrder, "out-of-order", "rate of orders whose status changes are sent shuffled, some before the order"},
+		{&r.PaymentFailure, "payment-failure", "rate of capture requests failing with 5xx/429 before charging"},
+		{&r.PaymentTimeout, "payment-timeout", "rate of capture requests charged whose answer is lost (dropped connection or client timeout)"},
+		{&r.PaymentCrash, "payment-crash", "rate of captures after which the worker dies before marking the payment completed"},
 	} {
 		fs.Float64Var(f.p, f.name, *f.p, f.help)
 	}
+	payments := fs.Bool("payments", true, "capture each order's payment through an in-process payments service; -payments=false turns it off")
+	statuses := fs.Bool("status-changes", true, "send status changes for some orders; -status-changes=false turns them off")
+	inbox := fs.Bool("inbox", true, `run two inbox consumers ("loyalty" and "audit") on subscriptions of their own; -inbox=false turns them off`)
+	fs.Float64Var(&cfg.StatusChanges, "status-rate", 0.3, "fraction of valid orders that get 1 to 3 status changes")
+	fs.DurationVar(&cfg.MarkerTTL, "marker-ttl", 0, "inbox marker TTL on the virtual clock; 0 is the minimum retention the queue settings require (a shorter one shows what it breaks)")
 	logLevel := fs.String("log-level", "off", "worker log level: off, debug, info, warn or error (logs go to stderr)")
 	progress := fs.String("progress", "auto", "progress line on stderr: auto (on a terminal), always or never")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: orderworker -simulate [flags]
 
 Runs the worker's receive loop and decision code against an in-process model
-of a Service Bus queue and an in-memory Cosmos DB, with no Azure and no
-Docker. It injects the delivery faults of an at-least-once queue (producer
-retries, crashes, lost settlements, lapsed locks, store errors, reused ids,
-malformed messages), then proves from the final state of the queue, its
-dead-letter queue and the store that every order was written exactly once
-and no message was lost. Exits with status 1 if any invariant fails.
+of Service Bus queues, an in-memory Cosmos DB and an in-process payments
+service, with no Azure and no Docker. It injects the delivery faults of an
+at-least-once queue (producer retries, crashes, lost settlements, lapsed
+locks, store errors, reused ids, malformed messages), payment faults (5xx,
+answers lost after the charge, crashes before the payment is marked) and
+out-of-order status changes, and runs two inbox consumers on subscriptions
+of their own. Then it proves from the final state of the queues, their
+dead-letter queues, the store and the payments service that every order was
+written and charged exactly once, ends at its highest status version, was
+processed once by each inbox consumer, and that no message was lost. Exits
+with status 1 if any invariant fails.
 
 Flags:
 `)
@@ -76,6 +91,7 @@ Flags:
 	if !*faults {
 		cfg.Faults = simulation.FaultRates{}
 	}
+	cfg.DisablePayments, cfg.DisableStatusChanges, cfg.DisableInbox = !*payments, !*statuses, !*inbox
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(time.Now().UnixNano())
 	}

@@ -19,13 +19,29 @@ func TestSimulate(t *testing.T) {
 		wantOut     []string
 		wantStderr  []string
 		notInStdout []string
+		wantErr     error // nil: the run passes
 	}{
 		{
 			name: "faults on",
 			args: []string{"-simulate", "-orders", "300", "-seed", "5", "-progress", "never"},
 			wantOut: []string{"seed 5: 300 orders, 3 workers x 8 handlers, faults on", "messages sent", "dropped by duplicate detection",
 				"deliveries", "duplicates completed", "after a producer retry", "after a worker crash", "MaxDeliveryCountExceeded",
-				"ok   no-message-lost", "Verdict: PASS"},
+				"ok   no-message-lost", "Verdict: PASS",
+				"Payments", "answers replayed by the service", "crashes before the payment mark", "ok   one-charge-per-order",
+				"Status changes", "retried, arrived before the order", "ok   status-is-highest-version",
+				"Inbox consumers", "loyalty: created", "audit: created", "ok   inbox-once-per-consumer"},
+		},
+		{
+			name:        "parts off",
+			args:        []string{"-simulate", "-orders", "100", "-seed", "3", "-payments=false", "-status-changes=false", "-inbox=false", "-progress", "never"},
+			wantOut:     []string{"Verdict: PASS", "ok   one-charge-per-order"},
+			notInStdout: []string{"\nPayments\n", "\nStatus changes\n", "Inbox consumers", "FAIL"},
+		},
+		{
+			name:    "marker TTL too short for a retry after the window",
+			args:    []string{"-simulate", "-orders", "100", "-seed", "3", "-retry-outside-window", "0.3", "-marker-ttl", "5m", "-progress", "never"},
+			wantOut: []string{"FAIL inbox-once-per-consumer", "wrote 2 loyalty entries", "Replay: orderworker -simulate -seed 3"},
+			wantErr: simulation.ErrViolations,
 		},
 		{
 			name:        "faults off",
@@ -43,7 +59,7 @@ func TestSimulate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr strings.Builder
-			if err := run(context.Background(), tt.args, envOf(nil), &stdout, &stderr); err != nil {
+			if err := run(context.Background(), tt.args, envOf(nil), &stdout, &stderr); !errors.Is(err, tt.wantErr) {
 				t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 			}
 			for _, w := range tt.wantOut {
@@ -78,8 +94,8 @@ func TestSimulateSeedFromClockIsPrinted(t *testing.T) {
 // TestSimulateFailsOnViolation: a consumer that completes invalid messages
 // makes the run fail, with the seed, the orders and a replay line.
 func TestSimulateFailsOnViolation(t *testing.T) {
-	broken := func(s order.Store) worker.Handler {
-		p := order.NewProcessor(s, nil)
+	broken := func(e simulation.Env) worker.Handler {
+		p := simulation.DefaultConsumer(e)
 		return worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 			res := p.Process(ctx, m)
 			if res.Outcome == order.Invalid {

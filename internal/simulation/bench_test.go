@@ -10,19 +10,25 @@ import (
 )
 
 // BenchmarkPipeline runs the whole simulated pipeline (producer, queue
-// model, three real worker loops, the consumer, the in-memory store and the
-// checker) and reports messages per second, per core, and allocations per
-// message.
+// models, three real worker loops per queue, the consumers, the in-memory
+// store, the payments service and the checker) and reports messages per
+// second (on every queue), per core, and allocations per message. The
+// parts=orders cases run the order writers alone, without payments, status
+// changes or inbox consumers.
 func BenchmarkPipeline(b *testing.B) {
 	for _, bc := range []struct {
-		name   string
-		faults simulation.FaultRates
+		name        string
+		faults      simulation.FaultRates
+		ordersAlone bool
 	}{
-		{"faults=off", simulation.FaultRates{}},
-		{"faults=on", simulation.DefaultFaultRates()},
+		{"faults=off", simulation.FaultRates{}, false},
+		{"faults=on", simulation.DefaultFaultRates(), false},
+		{"faults=off/parts=orders", simulation.FaultRates{}, true},
+		{"faults=on/parts=orders", simulation.DefaultFaultRates(), true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			cfg := simulation.Config{Orders: 1000, Workers: 3, Concurrency: 8, Faults: bc.faults}
+			cfg := simulation.Config{Orders: 1000, Workers: 3, Concurrency: 8, Faults: bc.faults,
+				DisablePayments: bc.ordersAlone, DisableStatusChanges: bc.ordersAlone, DisableInbox: bc.ordersAlone}
 			var msgs, deliveries int64
 			var elapsed time.Duration
 			var before, after runtime.MemStats
@@ -40,6 +46,10 @@ func BenchmarkPipeline(b *testing.B) {
 				}
 				msgs += int64(rep.Enqueued)
 				deliveries += rep.Deliveries
+				for _, in := range rep.Inbox {
+					msgs += int64(in.Enqueued)
+					deliveries += in.Deliveries
+				}
 			}
 			runtime.ReadMemStats(&after)
 			perSec := float64(msgs) / elapsed.Seconds()

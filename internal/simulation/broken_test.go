@@ -2,9 +2,11 @@ package simulation_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,9 +17,9 @@ import (
 
 // overrule returns a consumer that runs the project's processor and then
 // replaces the outcomes in change: a consumer with one classic bug.
-func overrule(change map[order.Outcome]order.Outcome) func(order.Store) worker.Handler {
-	return func(s order.Store) worker.Handler {
-		p := order.NewProcessor(s, nil)
+func overrule(change map[order.Outcome]order.Outcome) func(simulation.Env) worker.Handler {
+	return func(e simulation.Env) worker.Handler {
+		p := simulation.DefaultConsumer(e)
 		return worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 			res := p.Process(ctx, m)
 			if to, ok := change[res.Outcome]; ok {
@@ -34,7 +36,7 @@ func overrule(change map[order.Outcome]order.Outcome) func(order.Store) worker.H
 // keyedByDelivery is a consumer that derives its document ids from the
 // delivery instead of the MessageId: every redelivery writes the order and
 // its event again, under new ids.
-func keyedByDelivery(s order.Store) worker.Handler {
+func keyedByDelivery(e simulation.Env) worker.Handler {
 	return worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 		o, err := order.Decode(m.Body)
 		if err != nil {
@@ -44,7 +46,7 @@ func keyedByDelivery(s order.Store) worker.Handler {
 		suffix := fmt.Sprintf(":%d", m.DeliveryCount)
 		w.Order.ID += suffix
 		w.Event.ID += suffix
-		switch err := s.CreateOrder(ctx, w); {
+		switch err := e.Store.CreateOrder(ctx, w); {
 		case err == nil:
 			return order.Result{Outcome: order.Created, OrderID: o.OrderID}
 		case errors.Is(err, order.ErrAlreadyExists):
@@ -62,7 +64,7 @@ func TestBrokenConsumersFailTheChecker(t *testing.T) {
 	redeliveries := simulation.FaultRates{LockExpiry: 0.3, LostSettlement: 0.3, Crash: 0.3, RetryOutsideWindow: 0.3}
 	tests := []struct {
 		name     string
-		consumer func(order.Store) worker.Handler
+		consumer func(simulation.Env) worker.Handler
 		faults   simulation.FaultRates
 		want     string
 	}{
@@ -98,5 +100,158 @@ func TestBrokenConsumersFailTheChecker(t *testing.T) {
 				t.Errorf("Verdict() = %q: want the seed and the orders involved", verdict)
 			}
 		})
+	}
+}
+
+// freshKeys is a payment gateway with the classic bug: a new idempotency
+// key on every call, so the payments service cannot recognise a retry.
+type freshKeys struct {
+	inner order.PaymentGateway
+	n     atomic.Int64
+}
+
+func (g *freshKeys) Capture(ctx context.Context, key string, c order.Capture) (string, error) {
+	return g.inner.Capture(ctx, fmt.Sprintf("%s:%d", key, g.n.Add(1)), c)
+}
+
+// withFreshKeys is the project's consumer over a freshKeys gateway.
+func withFreshKeys(e simulation.Env) worker.Handler {
+	e.Payments = &freshKeys{inner: e.Payments}
+	return simulation.DefaultConsumer(e)
+}
+
+// blindStatus is the project's consumer, except that it applies status
+// changes with a blind replace, ignoring their versions: the last one to
+// arrive wins.
+func blindStatus(e simulation.Env) worker.Handler {
+	p := simulation.DefaultConsumer(e)
+	return worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		if m.Subject != order.SubjectOrderStatusChanged {
+			return p.Process(ctx, m)
+		}
+		c, err := order.DecodeStatusChange(m.Body)
+		if err != nil {
+			return order.Result{Outcome: order.Invalid, Reason: order.ReasonInvalidMessage, Description: err.Error(), Err: err}
+		}
+		body, _, err := e.Store.ReadDocument(ctx, c.OrderID, c.OrderID)
+		if err != nil {
+			return order.Result{Outcome: order.Transient, OrderID: c.OrderID, Reason: order.ReasonOrderNotYetCreated, Err: err}
+		}
+		var d order.OrderDocument
+		if err := json.Unmarshal(body, &d); err != nil {
+			return order.Result{Outcome: order.Transient, OrderID: c.OrderID, Reason: order.ReasonStoreError, Err: err}
+		}
+		d.Status, d.Version = c.Status, c.Version
+		if body, err = json.Marshal(d); err == nil {
+			_, err = e.Store.ReplaceDocument(ctx, c.OrderID, order.Document{ID: d.ID, Body: body}, "")
+		}
+		if err != nil {
+			return order.Result{Outcome: order.Transient, OrderID: c.OrderID, Reason: order.ReasonStoreError, Err: err}
+		}
+		return order.Result{Outcome: order.Applied, OrderID: c.OrderID}
+	})
+}
+
+// sharedName runs every inbox subscription's consumer under one name, so
+// the first to process a message suppresses the others.
+func sharedName(_ string, e simulation.Env) worker.Handler {
+	return simulation.DefaultInboxConsumer("loyalty", e)
+}
+
+// TestBrokenPatternsFailTheChecker proves that the invariants of the parts
+// beyond writing orders can fail: each run below breaks one of them, under
+// the fault that exposes it, and the checker must name it.
+func TestBrokenPatternsFailTheChecker(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  simulation.Config
+		want string
+	}{
+		{"a fresh idempotency key per call, answers lost after the charge",
+			simulation.Config{Consumer: withFreshKeys, Faults: simulation.FaultRates{PaymentTimeout: 0.6}}, simulation.OneChargePerOrder},
+		{"a fresh idempotency key per call, crashes before the payment mark",
+			simulation.Config{Consumer: withFreshKeys, Faults: simulation.FaultRates{PaymentCrash: 0.3}}, simulation.OneChargePerOrder},
+		{"status changes applied without comparing versions",
+			simulation.Config{Consumer: blindStatus, StatusChanges: 1, Faults: simulation.FaultRates{OutOfOrder: 1}}, simulation.StatusIsHighestVersion},
+		{"two inbox consumers sharing one name",
+			simulation.Config{InboxConsumer: sharedName}, simulation.InboxOncePerConsumer},
+		// MinRetention for the default queue settings is 15m: a 5m marker
+		// is gone when a retry sent after the 10m window arrives.
+		{"inbox markers that expire before a late retry arrives",
+			simulation.Config{MarkerTTL: 5 * time.Minute, Faults: simulation.FaultRates{RetryOutsideWindow: 0.3}}, simulation.InboxOncePerConsumer},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			const seed = 3
+			cfg := tt.cfg
+			cfg.Orders, cfg.Workers, cfg.Concurrency, cfg.Seed = 60, 3, 4, seed
+			rep, err := simulation.Run(context.Background(), cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			verdict := rep.Verdict()
+			if !errors.Is(verdict, simulation.ErrViolations) {
+				t.Fatalf("Verdict() = %v: the checker missed the bug", verdict)
+			}
+			if !slices.Contains(rep.InvariantsFailed, tt.want) {
+				t.Errorf("invariants failed = %q, want %s among them", rep.InvariantsFailed, tt.want)
+			}
+			t.Logf("%d violations of %q, first: %s", len(rep.Violations), rep.InvariantsFailed, rep.Violations[0])
+		})
+	}
+}
+
+// TestCorrectPatternsHoldUnderTheSameFaults is the control of
+// TestBrokenPatternsFailTheChecker: the project's consumers, under the same
+// faults and seed, break nothing.
+func TestCorrectPatternsHoldUnderTheSameFaults(t *testing.T) {
+	for _, cfg := range []simulation.Config{
+		{Faults: simulation.FaultRates{PaymentTimeout: 0.6}},
+		{Faults: simulation.FaultRates{PaymentCrash: 0.3}},
+		{StatusChanges: 1, Faults: simulation.FaultRates{OutOfOrder: 1}},
+		{Faults: simulation.FaultRates{RetryOutsideWindow: 0.3}},
+	} {
+		cfg.Orders, cfg.Workers, cfg.Concurrency, cfg.Seed = 60, 3, 4, 3
+		rep, err := simulation.Run(context.Background(), cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rep.Verdict(); err != nil {
+			t.Errorf("faults %+v: %v", cfg.Faults, err)
+		}
+	}
+}
+
+// downForGood is a payment gateway whose service never answers.
+type downForGood struct{}
+
+func (downForGood) Capture(context.Context, string, order.Capture) (string, error) {
+	return "", fmt.Errorf("payments service down: %w", order.ErrTransient)
+}
+
+// TestPaymentNeverCompletingIsDeadLetteredNotLost: when the payments
+// service is down for good, every order is stored, no order is charged, and
+// every order message is dead-lettered after MaxDeliveryCount (to be
+// resubmitted), never completed: the checker accepts that, and only that.
+func TestPaymentNeverCompletingIsDeadLetteredNotLost(t *testing.T) {
+	rep, err := simulation.Run(context.Background(), simulation.Config{
+		Orders: 40, Seed: 5, DisableInbox: true,
+		Consumer: func(e simulation.Env) worker.Handler {
+			e.Payments = downForGood{}
+			return simulation.DefaultConsumer(e)
+		},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Verdict(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.DeadLetters["MaxDeliveryCountExceeded"]; got != rep.Valid || rep.OrderDocuments != rep.Valid {
+		t.Errorf("%d valid orders, %d stored, %d dead-lettered after MaxDeliveryCount: want all of them", rep.Valid, rep.OrderDocuments, got)
+	}
+	if rep.Payments.Charges != 0 || rep.Payments.Completed != 0 {
+		t.Errorf("%d charges, %d payment records completed, want none", rep.Payments.Charges, rep.Payments.Completed)
 	}
 }

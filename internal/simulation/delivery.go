@@ -14,7 +14,8 @@ import (
 // by tracker.mu.
 type delivery struct {
 	messageID     string
-	seq           int64 // the copy's sequence number
+	orderID       string // the message's CorrelationId: the order its faults are charged to
+	seq           int64  // the copy's sequence number
 	deliveryCount uint32
 	token         [16]byte
 	received      uint64 // tracker tick at receipt
@@ -24,6 +25,8 @@ type delivery struct {
 	crashed        bool // Crash struck its settlement
 	lostSettlement bool // LostSettlement struck its settlement
 	ambiguous      bool // its write committed and was reported as a timeout
+	paymentCrash   bool // PaymentCrash struck after its capture: it dies at its next payment record write
+	backoff        bool // its abandon was withheld, so its lock lapses (see faultReceiver)
 	handled        bool // the handler returned
 	result         order.Result
 }
@@ -38,21 +41,24 @@ type tracker struct {
 	all        []*delivery
 	byToken    map[[16]byte]*delivery
 	byBody     map[*byte]*delivery // deliveries whose handler has not started
-	crashed    map[[16]byte]bool   // locks left to lapse by crashed deliveries
+	crashed    map[[16]byte]bool   // locks left to lapse by crashed or backing-off deliveries
 	inflight   int                 // received, settlement not yet returned
 	creators   map[string]*delivery
 	unmatched  int // handler calls the tracker could not match to a delivery
 	changed    chan struct{}
 	faultCount FaultCounts
+	payCount   paymentCounts
 }
 
-func newTracker() *tracker {
+// newTracker returns a tracker that signals changed (buffered, shared by the
+// trackers of one run) whenever a settlement returns.
+func newTracker(changed chan struct{}) *tracker {
 	return &tracker{
 		byToken:  make(map[[16]byte]*delivery),
 		byBody:   make(map[*byte]*delivery),
 		crashed:  make(map[[16]byte]bool),
 		creators: make(map[string]*delivery),
-		changed:  make(chan struct{}, 1),
+		changed:  changed,
 	}
 }
 
@@ -127,7 +133,7 @@ func (t *tracker) settled(d *delivery) {
 	t.tick++
 	d.settled = t.tick
 	delete(t.byToken, d.token)
-	if d.crashed {
+	if d.crashed || d.backoff {
 		t.crashed[d.token] = true
 	}
 	t.inflight--
@@ -144,6 +150,12 @@ func (t *tracker) count(f func(*FaultCounts)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	f(&t.faultCount)
+}
+
+func (t *tracker) countPayment(f func(*paymentCounts)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f(&t.payCount)
 }
 
 // busy reports whether a delivery is in flight.
@@ -176,6 +188,28 @@ func (t *tracker) forgetCrashed() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	clear(t.crashed)
+}
+
+// markPaymentCrash records that d dies before its payment record is marked
+// completed.
+func (t *tracker) markPaymentCrash(d *delivery) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d.paymentCrash = true
+	t.faultCount.PaymentCrash++
+}
+
+// diesAtPaymentWrite reports whether d is to die at this payment record
+// write, and if so marks it crashed: its settlement will not reach the
+// broker either.
+func (t *tracker) diesAtPaymentWrite(d *delivery) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !d.paymentCrash {
+		return false
+	}
+	d.crashed = true
+	return true
 }
 
 // attribute explains every Duplicate outcome by why the message was
@@ -260,6 +294,18 @@ func (t *tracker) outcomes() (o Outcomes, unmatched int) {
 			o.Invalid++
 		case order.Transient:
 			o.Transient++
+			switch d.result.Reason {
+			case order.ReasonOrderNotYetCreated:
+				o.BeforeOrder++
+			case order.ReasonPaymentInProgress:
+				o.PaymentBusy++
+			case order.ReasonPaymentUnavailable:
+				o.PaymentUnavailable++
+			}
+		case order.Applied:
+			o.Applied++
+		case order.Stale:
+			o.Stale++
 		}
 	}
 	return o, t.unmatched

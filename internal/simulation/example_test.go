@@ -25,10 +25,14 @@ func ExampleRun() {
 	}
 	fmt.Println("orders:", rep.Orders, "valid:", rep.Valid, "invalid:", rep.Malformed)
 	fmt.Println("duplicates all explained:", rep.DuplicateCauses.Unexplained == 0)
+	fmt.Println("every stored order charged once:", rep.Payments.Charges == rep.OrderDocuments)
+	fmt.Println("inbox consumers:", rep.Inbox[0].Consumer, rep.Inbox[1].Consumer)
 	fmt.Println("verdict:", rep.Verdict())
 	// Output:
 	// orders: 300 valid: 285 invalid: 15
 	// duplicates all explained: true
+	// every stored order charged once: true
+	// inbox consumers: loyalty audit
 	// verdict: <nil>
 }
 
@@ -36,14 +40,19 @@ func ExampleRun() {
 // consumer completed a message whose id had been reused for other content,
 // instead of dead-lettering it.
 func ExampleCheck() {
+	placed := order.Order{OrderID: "ord-1", CustomerID: "cust-1", Currency: "EUR",
+		Lines: []order.Line{{SKU: "sku-1", Quantity: 1, UnitPriceMinor: 500}}, TotalMinor: 500}
+	amended := placed
+	amended.Lines = []order.Line{{SKU: "sku-1", Quantity: 2, UnitPriceMinor: 500}}
+	amended.TotalMinor = 1000
 	s := &simulation.State{
 		Sent: []simulation.Sent{
-			{MessageID: "ord-1", Kind: simulation.Original, RequestHash: "h1", Enqueued: true, Seq: 1},
-			{MessageID: "ord-1", Kind: simulation.Reuse, RequestHash: "h2", Enqueued: true, Seq: 2},
+			{MessageID: "ord-1", OrderID: "ord-1", Kind: simulation.Original, RequestHash: placed.RequestHash(), Enqueued: true, Seq: 1},
+			{MessageID: "ord-1", OrderID: "ord-1", Kind: simulation.Reuse, RequestHash: amended.RequestHash(), Enqueued: true, Seq: 2},
 		},
 		Queue: sbqueue.Snapshot{Counters: sbqueue.Counters{Sent: 2}},
 	}
-	w := order.NewWrite(order.Order{OrderID: "ord-1"}, "ord-1", "h1", time.Unix(0, 0))
+	w := order.NewWrite(placed, "ord-1", placed.RequestHash(), time.Unix(0, 0))
 	docs, _ := w.Documents()
 	for _, d := range docs {
 		s.Documents = append(s.Documents, memstore.Item{PartitionKey: "ord-1", ID: d.ID, Body: d.Body, Writes: 1})

@@ -41,6 +41,22 @@ type FaultRates struct {
 	// (not JSON, missing fields, a wrong total, or an orderId other than its
 	// MessageId).
 	Malformed float64
+
+	// OutOfOrder: an order's status changes are sent shuffled, some of them
+	// before the order itself (per order that has status changes).
+	OutOfOrder float64
+	// PaymentFailure: a capture request fails with 500, 503 or 429 before
+	// the payments service charges anything.
+	PaymentFailure float64
+	// PaymentTimeout: a capture request is charged (or replayed), then its
+	// answer is lost: the service drops the connection, or the client times
+	// out. The consumer cannot tell whether the charge happened.
+	PaymentTimeout float64
+	// PaymentCrash: the worker dies after the capture call returned and
+	// before the payment record is marked completed. The record stays in
+	// progress and the message locked until the lock (and with it the
+	// claim's lease) lapses.
+	PaymentCrash float64
 }
 
 // DefaultFaultRates returns rates that exercise every fault in a run of a
@@ -57,6 +73,10 @@ func DefaultFaultRates() FaultRates {
 		Outage:             0.005,
 		Reuse:              0.02,
 		Malformed:          0.02,
+		OutOfOrder:         0.5,
+		PaymentFailure:     0.03,
+		PaymentTimeout:     0.03,
+		PaymentCrash:       0.02,
 	}
 }
 
@@ -80,7 +100,8 @@ func (r FaultRates) fields() []namedRate {
 		{"ProducerRetry", r.ProducerRetry}, {"RetryOutsideWindow", r.RetryOutsideWindow},
 		{"Crash", r.Crash}, {"LostSettlement", r.LostSettlement}, {"LockExpiry", r.LockExpiry},
 		{"Transient", r.Transient}, {"Ambiguous", r.Ambiguous}, {"Outage", r.Outage},
-		{"Reuse", r.Reuse}, {"Malformed", r.Malformed},
+		{"Reuse", r.Reuse}, {"Malformed", r.Malformed}, {"OutOfOrder", r.OutOfOrder},
+		{"PaymentFailure", r.PaymentFailure}, {"PaymentTimeout", r.PaymentTimeout}, {"PaymentCrash", r.PaymentCrash},
 	}
 }
 
@@ -95,6 +116,11 @@ const (
 	faultTransientCreate
 	faultTransientRead
 	faultAmbiguous
+	faultTransientDocument // a document read, batch or replace (status changes, payment records, inbox)
+	faultPaymentFailure
+	faultPaymentTimeout // the link's half of PaymentTimeout
+	faultPaymentDrop    // the service's half of PaymentTimeout
+	faultPaymentCrash
 )
 
 // orderPlan is what the plan decides for one order before anything is sent.
@@ -107,6 +133,15 @@ type orderPlan struct {
 	reuse         bool // the id is sent again with other content, after the window
 	reuseRetry    bool // the reuse is itself sent twice at once
 	outage        bool // every store call for it fails
+
+	// Status changes: versions 2..statuses+1, sent in the order of
+	// statusOrder (indexes into the versions); the first statusBefore of
+	// them go before the order message itself.
+	statuses     int
+	statusOrder  []int
+	statusBefore int
+	statusRetry  uint8 // bit v-2: version v is sent twice at once
+	statusLate   uint8 // bit v-2: version v is sent again after the window
 }
 
 // plan decides every fault from the seed. Per-order decisions come from a
@@ -120,7 +155,8 @@ type orderPlan struct {
 type plan struct {
 	seed      uint64
 	rates     FaultRates
-	maxFaults int // per message id, across every fault except Outage
+	maxFaults int     // per order id, across every fault except Outage
+	statuses  float64 // fraction of valid orders with status changes
 
 	mu     sync.Mutex
 	budget map[string]int // faults injected so far, by message id
@@ -132,6 +168,15 @@ const planStream = 0x5eed_fa17_0000_0000
 
 func newPlan(seed uint64, rates FaultRates, maxFaults int) *plan {
 	return &plan{seed: seed, rates: rates, maxFaults: maxFaults, budget: make(map[string]int)}
+}
+
+// subscription returns a plan for another subscription of the same
+// messages: the same orders, independent delivery and store faults, and a
+// budget of its own.
+func (p *plan) subscription(name string) *plan {
+	q := newPlan(p.seed^mix64(fnv64a(name)), p.rates, p.maxFaults)
+	q.statuses = p.statuses
+	return q
 }
 
 // order decides what the producer does with order i.
@@ -157,13 +202,45 @@ func (p *plan) order(i int) orderPlan {
 	op.reuse = d[4] < p.rates.Reuse
 	op.reuseRetry = op.reuse && d[5] < p.rates.ProducerRetry
 	op.outage = d[6] < p.rates.Outage
+
+	// Status changes draw from a stream of their own, so that the faults
+	// above stay what they were before status changes existed.
+	sr := rand.New(rand.NewPCG(p.seed^planStream^0x57a7, uint64(i)))
+	has, shuffled := sr.Float64(), sr.Float64()
+	n := 1 + sr.IntN(3)
+	perm := sr.Perm(n)
+	before := sr.IntN(n + 1)
+	var retry, lateRetry [3]float64
+	for v := range 3 {
+		retry[v], lateRetry[v] = sr.Float64(), sr.Float64()
+	}
+	if has >= p.statuses {
+		return op
+	}
+	op.statuses = n
+	op.statusOrder = make([]int, n)
+	for v := range n {
+		op.statusOrder[v] = v
+		if retry[v] < p.rates.ProducerRetry {
+			op.statusRetry |= 1 << v
+		}
+		if lateRetry[v] < p.rates.RetryOutsideWindow {
+			op.statusLate |= 1 << v
+		}
+	}
+	if shuffled < p.rates.OutOfOrder {
+		op.statusOrder, op.statusBefore = perm, before
+	}
 	return op
 }
 
-// inject reports whether fault f strikes opportunity (a, b) of message id,
-// and if so charges it to the message's budget. A message that has used its
-// budget suffers no more faults, so it reaches a clean delivery before the
-// broker's MaxDeliveryCount: only an Outage makes a valid message exhaust it.
+// inject reports whether fault f strikes opportunity (a, b) of order id,
+// and if so charges it to the order's budget. The budget is the order's:
+// its order message and its status changes share it. An order that has used
+// its budget suffers no more faults, so its messages reach a clean delivery
+// before the broker's MaxDeliveryCount: only an Outage makes a valid message
+// exhaust it. (A fault costs a message at most two deliveries: its own, and
+// a retry that finds the payment claim the fault left behind still fresh.)
 func (p *plan) inject(f fault, id string, a, b uint64) bool {
 	if p.roll(f, id, a, b) >= p.rate(f) {
 		return false
@@ -189,6 +266,14 @@ func (p *plan) rate(f fault) float64 {
 		return p.rates.Transient
 	case faultAmbiguous:
 		return p.rates.Ambiguous
+	case faultTransientDocument:
+		return p.rates.Transient
+	case faultPaymentFailure:
+		return p.rates.PaymentFailure
+	case faultPaymentTimeout, faultPaymentDrop:
+		return p.rates.PaymentTimeout / 2
+	case faultPaymentCrash:
+		return p.rates.PaymentCrash
 	}
 	return 0
 }

@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -27,9 +28,13 @@ const (
 	Malformed
 	// IDMismatch is a valid order body whose orderId is not its MessageId.
 	IDMismatch
+	// Status is a status change of a valid order (Subject
+	// order.SubjectOrderStatusChanged), sent, retried and shuffled like any
+	// other message.
+	Status
 )
 
-var kindNames = [...]string{Original: "original", Retry: "retry", Reuse: "reuse", Malformed: "malformed", IDMismatch: "id-mismatch"}
+var kindNames = [...]string{Original: "original", Retry: "retry", Reuse: "reuse", Malformed: "malformed", IDMismatch: "id-mismatch", Status: "status"}
 
 // String returns the kind's name, as the report and violations show it.
 func (k Kind) String() string {
@@ -47,8 +52,12 @@ func (k Kind) Processable() bool { return k == Original || k == Retry || k == Re
 // holds the final state against.
 type Sent struct {
 	MessageID   string
+	OrderID     string // the order the message is about: MessageID, except for a Status message
 	Kind        Kind
 	RequestHash string // the order's request hash; empty unless Kind.Processable
+	// Version and Status are the change a Status message carries.
+	Version int64
+	Status  string
 	// Resend is true for a message sent again at once, with the same bytes,
 	// as a producer does after a lost acknowledgement.
 	Resend bool
@@ -59,33 +68,43 @@ type Sent struct {
 	Seq int64
 }
 
-// producer sends the planned messages to the queue and records the ground
-// truth. It sends from one goroutine, so it knows the sequence number of
-// every message it enqueues: the queue numbers them 1, 2, 3, … in order.
-type producer struct {
-	q     *sbqueue.Queue
-	clock *sbqueue.VirtualClock
-	gen   *ordergen.Generator
-	plan  *plan
+// outlet is one subscription's queue as the producer sees it, with the
+// ground truth of what it received. The producer sends from one goroutine,
+// so it knows the sequence number of every message it enqueues: a queue
+// numbers them 1, 2, 3, … in order.
+type outlet struct {
+	consumer string // "" for the order writers' queue, else the inbox consumer's name
+	q        *sbqueue.Queue
+	statuses bool // the subscription's filter lets status changes through
+	sent     []Sent
+	nextSeq  int64
+}
 
-	sent    []Sent
-	nextSeq int64
-	late    []late // sends planned for after the duplicate-detection window
-	faults  FaultCounts
+// producer sends the planned messages to every subscription, as a sender
+// to a Service Bus topic does, and records the ground truth.
+type producer struct {
+	outlets []*outlet // outlets[0] is the order writers' queue
+	clock   *sbqueue.VirtualClock
+	gen     *ordergen.Generator
+	plan    *plan
+
+	late   []late // sends planned for after the duplicate-detection window
+	faults FaultCounts
 }
 
 type late struct {
-	i      int
-	kind   Kind
-	resend bool // sent twice at once
+	i       int
+	kind    Kind
+	resend  bool  // sent twice at once
+	version int64 // of a Status
 }
 
-func newProducer(q *sbqueue.Queue, clock *sbqueue.VirtualClock, gen *ordergen.Generator, p *plan) *producer {
-	return &producer{q: q, clock: clock, gen: gen, plan: p}
+func newProducer(outlets []*outlet, clock *sbqueue.VirtualClock, gen *ordergen.Generator, p *plan) *producer {
+	return &producer{outlets: outlets, clock: clock, gen: gen, plan: p}
 }
 
-// sendFirst sends every order once (and planned immediate retries), and
-// plans the late sends.
+// sendFirst sends every order once (and planned immediate retries) with its
+// status changes, and plans the late sends.
 func (p *producer) sendFirst(ctx context.Context, orders int) error {
 	for i := range orders {
 		op := p.plan.order(i)
@@ -93,19 +112,29 @@ func (p *producer) sendFirst(ctx context.Context, orders int) error {
 		var err error
 		switch {
 		case op.malformed && op.malformedKind < 3:
-			err = p.send(ctx, Sent{MessageID: id, Kind: Malformed}, ordergen.Malformed(id, op.malformedKind), op.retry)
+			err = p.send(ctx, Sent{MessageID: id, OrderID: id, Kind: Malformed}, ordergen.Malformed(id, op.malformedKind), op.retry)
 		case op.malformed:
 			o := p.gen.Order(i)
 			o.OrderID += "-other"
-			err = p.send(ctx, Sent{MessageID: id, Kind: IDMismatch}, p.body(o, i), op.retry)
+			err = p.send(ctx, Sent{MessageID: id, OrderID: id, Kind: IDMismatch}, p.body(o, i), op.retry)
 		default:
+			for _, k := range op.statusOrder[:op.statusBefore] {
+				if err = p.sendStatus(ctx, i, k, op); err != nil {
+					return err
+				}
+			}
 			o := p.gen.Order(i)
-			err = p.send(ctx, Sent{MessageID: id, Kind: Original, RequestHash: o.RequestHash()}, p.body(o, i), op.retry)
+			err = p.send(ctx, Sent{MessageID: id, OrderID: id, Kind: Original, RequestHash: o.RequestHash()}, p.body(o, i), op.retry)
 			if op.lateRetry {
 				p.late = append(p.late, late{i: i, kind: Retry, resend: op.lateRetryCopy})
 			}
 			if op.reuse {
 				p.late = append(p.late, late{i: i, kind: Reuse, resend: op.reuseRetry})
+			}
+			for _, k := range op.statusOrder[op.statusBefore:] {
+				if err == nil {
+					err = p.sendStatus(ctx, i, k, op)
+				}
 			}
 		}
 		if err != nil {
@@ -115,15 +144,50 @@ func (p *producer) sendFirst(ctx context.Context, orders int) error {
 	return nil
 }
 
+// sendStatus sends the status change to version k+2 of order i.
+func (p *producer) sendStatus(ctx context.Context, i, k int, op orderPlan) error {
+	v := int64(k + 2)
+	if op.statusLate&(1<<k) != 0 {
+		p.late = append(p.late, late{i: i, kind: Status, version: v})
+	}
+	return p.sendStatusVersion(ctx, i, v, op.statusRetry&(1<<k) != 0)
+}
+
+func (p *producer) sendStatusVersion(ctx context.Context, i int, v int64, resend bool) error {
+	c := statusChange(p.gen.ID(i), i, v)
+	body, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	s := Sent{MessageID: order.StatusMessageID(c.OrderID, v), OrderID: c.OrderID, Kind: Status, Version: v, Status: c.Status}
+	return p.send(ctx, s, body, resend)
+}
+
+// statusNames are the statuses of versions 2, 3 and 4.
+var statusNames = [...]string{"paid", "shipped", "delivered"}
+
+// statusChange returns the change of order i (id) to version v. It is the
+// same on every send, as a producer's retry of one change is.
+func statusChange(id string, i int, v int64) order.StatusChange {
+	return order.StatusChange{OrderID: id, Status: statusNames[(v-2)%int64(len(statusNames))], Version: v,
+		ChangedAt: epoch.Add(time.Duration(i)*time.Second + time.Duration(v)*time.Minute)}
+}
+
 // sendLate sends the late retries and reused ids. The caller has moved the
 // clock past the duplicate-detection window.
 func (p *producer) sendLate(ctx context.Context) error {
 	for _, l := range p.late {
+		if l.kind == Status {
+			if err := p.sendStatusVersion(ctx, l.i, l.version, false); err != nil {
+				return err
+			}
+			continue
+		}
 		o := p.gen.Order(l.i)
 		if l.kind == Reuse {
 			o = ordergen.Changed(o)
 		}
-		s := Sent{MessageID: o.OrderID, Kind: l.kind, RequestHash: o.RequestHash()}
+		s := Sent{MessageID: o.OrderID, OrderID: o.OrderID, Kind: l.kind, RequestHash: o.RequestHash()}
 		if err := p.send(ctx, s, p.body(o, l.i), l.resend); err != nil {
 			return err
 		}
@@ -138,19 +202,16 @@ func (p *producer) body(o order.Order, i int) []byte {
 	return ordergen.Body(o, p.clock.Now(), fmt.Sprintf("%016x", uint64(i)))
 }
 
-// send sends one message, and the same bytes again at once if resend, as a
-// producer does after a lost acknowledgement.
+// send sends one message to every subscription whose filter lets it
+// through, and the same bytes again at once if resend, as a producer does
+// after a lost acknowledgement. Every message carries its order id as its
+// CorrelationId, which the fault plan charges faults to.
 func (p *producer) send(ctx context.Context, s Sent, body []byte, resend bool) error {
+	m := sbqueue.Message{MessageID: s.MessageID, Body: body, ContentType: "application/json", CorrelationID: s.OrderID}
+	if s.Kind == Status {
+		m.Subject = order.SubjectOrderStatusChanged
+	}
 	for n := 0; n < 1 || n == 1 && resend; n++ {
-		enqueued, err := p.q.Send(ctx, sbqueue.Message{MessageID: s.MessageID, Body: body, ContentType: "application/json"})
-		if err != nil {
-			return fmt.Errorf("simulation: send %s: %w", s.MessageID, err)
-		}
-		s.Enqueued, s.Seq = enqueued, 0
-		if enqueued {
-			p.nextSeq++
-			s.Seq = p.nextSeq
-		}
 		if n == 1 {
 			p.faults.ProducerRetry++
 			s.Resend = true
@@ -158,7 +219,22 @@ func (p *producer) send(ctx context.Context, s Sent, body []byte, resend bool) e
 				s.Kind = Retry
 			}
 		}
-		p.sent = append(p.sent, s)
+		for _, o := range p.outlets {
+			if s.Kind == Status && !o.statuses {
+				continue
+			}
+			enqueued, err := o.q.Send(ctx, m)
+			if err != nil {
+				return fmt.Errorf("simulation: send %s: %w", s.MessageID, err)
+			}
+			s := s
+			s.Enqueued, s.Seq = enqueued, 0
+			if enqueued {
+				o.nextSeq++
+				s.Seq = o.nextSeq
+			}
+			o.sent = append(o.sent, s)
+		}
 	}
 	return nil
 }

@@ -25,9 +25,21 @@ import (
 //   - LostSettlement: the settlement is not applied and is reported as
 //     azservicebus.CodeLockLost; the lock ends at once, so the broker
 //     redelivers the message.
+//   - PaymentCrash: the worker died in its handler, after the capture call
+//     and before the payment record was marked completed (see faultStore);
+//     its settlement never reaches the broker, as for Crash.
 //
 // Settlement faults are drawn for every kind of settlement (complete,
-// abandon, dead-letter). Like *azservicebus.Receiver, ReceiveMessages must
+// abandon, dead-letter), and charged to the message's order (its
+// CorrelationId), which its status changes share.
+//
+// It also models the worker's retry backoff where the backoff is the point:
+// a delivery abandoned because a status change arrived before its order
+// (order.ReasonOrderNotYetCreated) or because another delivery holds the
+// payment claim (order.ReasonPaymentInProgress) is not abandoned at once,
+// which on the virtual clock would redeliver it before anything changed and
+// burn its deliveries; its lock is left to lapse instead, so the broker
+// redelivers it one lock duration later, after the claim's lease. Like *azservicebus.Receiver, ReceiveMessages must
 // not be called concurrently; the other methods may be.
 type faultReceiver struct {
 	inner *sbqueue.Receiver
@@ -46,12 +58,15 @@ var errCrashed = errors.New("simulated crash: the worker died before the settlem
 func (r *faultReceiver) ReceiveMessages(ctx context.Context, maxMessages int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	msgs, err := r.inner.ReceiveMessages(ctx, maxMessages, o)
 	for _, m := range msgs {
-		d := &delivery{messageID: m.MessageID, deliveryCount: m.DeliveryCount, token: m.LockToken}
+		d := &delivery{messageID: m.MessageID, orderID: m.MessageID, deliveryCount: m.DeliveryCount, token: m.LockToken}
+		if m.CorrelationID != nil {
+			d.orderID = *m.CorrelationID
+		}
 		if m.SequenceNumber != nil {
 			d.seq = *m.SequenceNumber
 		}
 		r.tr.received(d, m.Body)
-		if r.plan.inject(faultLockExpiry, d.messageID, uint64(d.seq), uint64(d.deliveryCount)) && r.q.ExpireLock(d.token) {
+		if r.plan.inject(faultLockExpiry, d.orderID, uint64(d.seq), uint64(d.deliveryCount)) && r.q.ExpireLock(d.token) {
 			r.tr.count(func(c *FaultCounts) { c.LockExpiry++ })
 			r.tr.mu.Lock()
 			d.lockExpired = true
@@ -63,17 +78,17 @@ func (r *faultReceiver) ReceiveMessages(ctx context.Context, maxMessages int, o 
 
 // CompleteMessage implements worker.Receiver.
 func (r *faultReceiver) CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.CompleteMessageOptions) error {
-	return r.settle(m, func() error { return r.inner.CompleteMessage(ctx, m, o) })
+	return r.settle(m, false, func() error { return r.inner.CompleteMessage(ctx, m, o) })
 }
 
 // AbandonMessage implements worker.Receiver.
 func (r *faultReceiver) AbandonMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.AbandonMessageOptions) error {
-	return r.settle(m, func() error { return r.inner.AbandonMessage(ctx, m, o) })
+	return r.settle(m, true, func() error { return r.inner.AbandonMessage(ctx, m, o) })
 }
 
 // DeadLetterMessage implements worker.Receiver.
 func (r *faultReceiver) DeadLetterMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeadLetterOptions) error {
-	return r.settle(m, func() error { return r.inner.DeadLetterMessage(ctx, m, o) })
+	return r.settle(m, false, func() error { return r.inner.DeadLetterMessage(ctx, m, o) })
 }
 
 // RenewMessageLock implements worker.Receiver. It injects nothing.
@@ -83,27 +98,35 @@ func (r *faultReceiver) RenewMessageLock(ctx context.Context, m *azservicebus.Re
 
 // settle applies the plan's settlement fault to m's settlement, or applies
 // the settlement.
-func (r *faultReceiver) settle(m *azservicebus.ReceivedMessage, apply func() error) error {
+func (r *faultReceiver) settle(m *azservicebus.ReceivedMessage, abandon bool, apply func() error) error {
 	d := r.tr.byLockToken(m.LockToken)
 	if d == nil { // not received through this simulation: nothing to inject
 		return apply()
 	}
 	defer r.tr.settled(d)
 	r.tr.mu.Lock()
-	expired := d.lockExpired
+	expired, crashed := d.lockExpired, d.crashed
+	backoff := abandon && !expired && d.handled && d.result.Outcome == order.Transient &&
+		(d.result.Reason == order.ReasonOrderNotYetCreated || d.result.Reason == order.ReasonPaymentInProgress)
+	d.backoff = backoff
 	r.tr.mu.Unlock()
-	if expired { // the settlement fails anyway: spend no fault on it
+	switch {
+	case crashed: // the worker died in the handler: nothing reaches the broker
+		return errCrashed
+	case expired: // the settlement fails anyway: spend no fault on it
 		return apply()
+	case backoff: // the lock lapses instead: see the type's comment
+		return nil
 	}
 	seq, dc := uint64(d.seq), uint64(d.deliveryCount)
 	switch {
-	case r.plan.inject(faultCrash, d.messageID, seq, dc):
+	case r.plan.inject(faultCrash, d.orderID, seq, dc):
 		r.tr.count(func(c *FaultCounts) { c.Crash++ })
 		r.tr.mu.Lock()
 		d.crashed = true
 		r.tr.mu.Unlock()
 		return errCrashed
-	case r.plan.inject(faultLostSettlement, d.messageID, seq, dc):
+	case r.plan.inject(faultLostSettlement, d.orderID, seq, dc):
 		r.tr.count(func(c *FaultCounts) { c.LostSettlement++ })
 		r.tr.mu.Lock()
 		d.lostSettlement = true

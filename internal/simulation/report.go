@@ -39,6 +39,9 @@ type Report struct {
 	Faults           FaultCounts
 	OrderDocuments   int
 	EventDocuments   int
+	Payments         PaymentReport
+	Status           StatusReport
+	Inbox            []InboxReport // one per inbox consumer
 	VirtualTime      time.Duration // how far the queue's clock moved
 	Elapsed          time.Duration // wall time of the run
 	InvariantsHeld   []string      // names of the invariants with no violation
@@ -50,6 +53,53 @@ type Report struct {
 // Outcomes counts the handler's decisions, one per delivery handled.
 type Outcomes struct {
 	Created, Duplicate, Mismatch, Invalid, Transient int
+	Applied, Stale                                   int // status changes
+
+	// Transient outcomes by reason.
+	BeforeOrder        int // a status change arrived before its order
+	PaymentBusy        int // another delivery held the payment claim
+	PaymentUnavailable int // the capture call failed
+}
+
+// PaymentReport sums up the payment capture.
+type PaymentReport struct {
+	Enabled        bool
+	Captures       int // capture calls by the consumer
+	CapturesFailed int // of them, failed: the message was retried
+	Replays        int // answers the payments service replayed from its key store: no charge
+	Charges        int // charges the payments service made
+	Completed      int // payment records completed
+}
+
+// StatusReport sums up the status changes.
+type StatusReport struct {
+	Orders       int // orders with status changes
+	Shuffled     int // of them, with changes sent out of order
+	Sent         int // status messages sent, resends included
+	Enqueued     int
+	Applied      int // deliveries that applied a newer version
+	Stale        int // deliveries of a version not newer than the stored one: completed, nothing written
+	BeforeOrder  int // deliveries that arrived before their order: retried
+	DeadLettered int // status messages dead-lettered (their order never stored)
+}
+
+// InboxReport sums up one inbox consumer's subscription.
+type InboxReport struct {
+	Consumer        string
+	Enqueued        int // messages its queue accepted
+	Deliveries      int64
+	Outcomes        Outcomes
+	DuplicateCauses DuplicateCauses
+	Entries         int // loyalty entries stored
+	Markers         int // live markers
+	DeadLettered    int
+	Faults          int // delivery and store faults injected into its queue and store
+}
+
+// paymentCounts counts the consumer's capture calls as the simulation sees
+// them.
+type paymentCounts struct {
+	Captures, Failed, Replays int
 }
 
 // DuplicateCauses explains each Duplicate outcome: why the message was
@@ -83,6 +133,10 @@ type FaultCounts struct {
 	Transient      int // store calls failed before writing
 	Ambiguous      int // committed writes reported as timeouts
 	OutageErrors   int // store calls failed by an outage
+	PaymentFailure int // capture requests failed with 5xx or 429 before charging
+	PaymentDrop    int // capture requests answered by a dropped connection after the charge
+	PaymentTimeout int // capture requests whose answer was lost to a client timeout
+	PaymentCrash   int // workers that died between the capture and the completed mark
 }
 
 // ErrViolations is matched by Verdict's error when an invariant failed.
@@ -157,7 +211,10 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	}
 	row("mismatches", r.Outcomes.Mismatch, "id reused for other content")
 	row("invalid", r.Outcomes.Invalid, "")
-	row("retries", r.Outcomes.Transient, "transient store failures, abandoned")
+	row("retries", r.Outcomes.Transient, "transient failures, redelivered")
+	if r.Status.Orders > 0 {
+		row("status changes applied / stale", fmt.Sprintf("%d / %d", r.Outcomes.Applied, r.Outcomes.Stale), "")
+	}
 	line("")
 	line("Dead-letter queue")
 	for _, reason := range []string{order.ReasonOrderIDReused, order.ReasonInvalidMessage, order.ReasonMessageIDMismatch, sbqueue.ReasonMaxDeliveryCountExceeded} {
@@ -180,7 +237,46 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	row("locks lapsed while handling", f.LockExpiry, "")
 	row("transient store errors", f.Transient+f.OutageErrors, fmt.Sprintf("%d from outages", f.OutageErrors))
 	row("ambiguous writes", f.Ambiguous, "committed, reported as timeouts")
+	if r.Payments.Enabled {
+		row("payment 5xx/429 before charging", f.PaymentFailure, "")
+		row("payment answers lost after charging", f.PaymentDrop+f.PaymentTimeout, fmt.Sprintf("%d dropped connections, %d client timeouts", f.PaymentDrop, f.PaymentTimeout))
+		row("crashes before the payment mark", f.PaymentCrash, "record left in progress")
+	}
+	if r.Status.Orders > 0 {
+		row("orders with shuffled status changes", r.Status.Shuffled, "")
+	}
 	line("")
+	if r.Payments.Enabled {
+		p := r.Payments
+		line("Payments")
+		row("capture calls", p.Captures, fmt.Sprintf("%d failed and retried", p.CapturesFailed))
+		row("answers replayed by the service", p.Replays, "same key: nothing charged")
+		row("charges", p.Charges, "")
+		row("payment records completed", p.Completed, "")
+		row("retries behind a payment claim", r.Outcomes.PaymentBusy, "")
+		line("")
+	}
+	if r.Status.Orders > 0 {
+		st := r.Status
+		line("Status changes")
+		row("orders with status changes", st.Orders, fmt.Sprintf("%d sent out of order", st.Shuffled))
+		row("status messages sent / enqueued", fmt.Sprintf("%d / %d", st.Sent, st.Enqueued), "")
+		row("applied", st.Applied, "newer than the stored version")
+		row("stale", st.Stale, "not newer: completed, nothing written")
+		row("retried, arrived before the order", st.BeforeOrder, "")
+		row("dead-lettered", st.DeadLettered, "their order was never stored")
+		line("")
+	}
+	if len(r.Inbox) > 0 {
+		line("Inbox consumers (a queue each, as topic subscriptions; marker TTL %v)", c.MarkerTTL)
+		for _, in := range r.Inbox {
+			row(in.Consumer+": created", in.Outcomes.Created, fmt.Sprintf("%d deliveries, %d faults", in.Deliveries, in.Faults))
+			row("  duplicates completed", in.Outcomes.Duplicate, "marker found: nothing written")
+			row("  loyalty entries / live markers", fmt.Sprintf("%d / %d", in.Entries, in.Markers), "")
+			row("  dead-lettered", in.DeadLettered, "")
+		}
+		line("")
+	}
 	line("Store")
 	row("order documents", r.OrderDocuments, "")
 	row("OrderAccepted events", r.EventDocuments, "")

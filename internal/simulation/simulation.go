@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,33 +13,59 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/payments"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
 // Config configures a run. The zero value of each field selects its
 // default, except Faults and Seed, whose zero values mean no faults and
-// seed 0.
+// seed 0, and the Disable fields, whose zero values run every part.
 type Config struct {
 	Orders      int        // orders to send. Default 1000.
-	Workers     int        // competing workers on the queue. Default 3.
+	Workers     int        // competing workers on each queue. Default 3.
 	Concurrency int        // handlers per worker. Default 8.
 	Seed        uint64     // plans the orders and every fault
 	Faults      FaultRates // see FaultRates; DefaultFaultRates exercises every fault
 
-	// MaxFaultsPerMessage bounds the faults injected into one message id
-	// (Outage aside), so that every message reaches a clean delivery before
-	// MaxDeliveryCount. Default MaxDeliveryCount/2.
+	// StatusChanges is the fraction of valid orders that get one to three
+	// status changes (versions 2 to 4). Default 0.3.
+	StatusChanges float64
+
+	// The parts of the pattern beyond writing orders, all on by default:
+	// the payment capture (an in-process payments service, charged once
+	// per order through its idempotency key), the status changes, and two
+	// inbox consumers ("loyalty" and "audit") on subscriptions of their own.
+	DisablePayments      bool
+	DisableStatusChanges bool
+	DisableInbox         bool
+
+	// MaxFaultsPerMessage bounds the faults injected into one order's
+	// messages (Outage aside), so that every message reaches a clean
+	// delivery before MaxDeliveryCount. A fault costs a message at most two
+	// deliveries, and a status change may be delivered once before its
+	// order exists, so it must be at most (MaxDeliveryCount-2)/2, the
+	// default.
 	MaxFaultsPerMessage int
 
-	// The queue's properties, on its virtual clock. Defaults: 30s, 10, 10m.
+	// The queues' properties, on their virtual clock. Defaults: 30s, 10, 10m.
 	LockDuration             time.Duration
 	MaxDeliveryCount         int
 	DuplicateDetectionWindow time.Duration
 
-	// Consumer builds the consumer under test on the store. Default: the
-	// project's consumer, order.NewProcessor. Tests plug in broken
-	// consumers to show that the checker catches them.
-	Consumer func(order.Store) worker.Handler
+	// MarkerTTL is the time-to-live of the inbox consumers' markers.
+	// Default: the minimum retention for the queues' settings,
+	// order.RedeliveryHorizon.MinRetention. A shorter TTL is accepted, to
+	// show what it breaks.
+	MarkerTTL time.Duration
+
+	// Consumer builds the order consumer under test, once per worker.
+	// Default: DefaultConsumer, the project's consumer. Tests plug in
+	// broken consumers to show that the checker catches them.
+	Consumer func(Env) worker.Handler
+
+	// InboxConsumer builds the inbox consumer of the subscription named
+	// subscription, once per worker. Default: DefaultInboxConsumer.
+	InboxConsumer func(subscription string, e Env) worker.Handler
 
 	// Logger receives the workers' logs. Default: discarded.
 	Logger *slog.Logger
@@ -49,6 +76,51 @@ type Config struct {
 	// StallTimeout ends a run in which nothing is settled for this long
 	// while messages remain, which can only be a bug. Default 30s.
 	StallTimeout time.Duration
+}
+
+// Env is what a consumer under test is built from.
+type Env struct {
+	// Store is the store, with the plan's store faults. It is shared by
+	// every consumer of the run, as one Cosmos DB container is.
+	Store Store
+	// Now is the virtual clock, which the queues' locks follow.
+	Now func() time.Time
+	// Payments is the gateway to the payments service, with the plan's
+	// payment faults; nil when payments are disabled.
+	Payments order.PaymentGateway
+	// Lease is how long a payment claim protects a capture in progress:
+	// the queue's lock duration, on the virtual clock, so that a claim left
+	// by a crashed delivery goes stale when its lock lapses.
+	Lease time.Duration
+	// Owner names the worker, for payment records.
+	Owner string
+	// MarkerTTL is the inbox markers' time-to-live.
+	MarkerTTL time.Duration
+}
+
+// DefaultConsumer returns the project's order consumer: an order.Processor
+// that applies status changes and, unless e.Payments is nil, captures each
+// accepted order's payment.
+func DefaultConsumer(e Env) worker.Handler {
+	opts := []order.Option{order.WithDocuments(e.Store)}
+	if e.Payments != nil {
+		opts = append(opts, order.WithPayments(e.Payments, e.Lease, e.Owner))
+	}
+	return order.NewProcessor(e.Store, e.Now, opts...)
+}
+
+// DefaultInboxConsumer returns the project's inbox consumer for a
+// subscription: an order.InboxConsumer named after it.
+func DefaultInboxConsumer(subscription string, e Env) worker.Handler {
+	return &order.InboxConsumer{Name: subscription, Store: e.Store, MarkerTTL: e.MarkerTTL, Now: e.Now}
+}
+
+// inboxConsumers are the names of the inbox consumers' subscriptions.
+var inboxConsumers = [...]string{"loyalty", "audit"}
+
+// horizon returns the redelivery horizon of the queues of c.
+func (c Config) horizon() order.RedeliveryHorizon {
+	return order.RedeliveryHorizon{LockDuration: c.LockDuration, MaxDeliveryCount: c.MaxDeliveryCount, DuplicateDetectionWindow: c.DuplicateDetectionWindow}
 }
 
 func (c Config) withDefaults() Config {
@@ -66,11 +138,23 @@ func (c Config) withDefaults() Config {
 	def(&c.Workers, 3)
 	def(&c.Concurrency, 8)
 	def(&c.MaxDeliveryCount, sbqueue.DefaultMaxDeliveryCount)
-	def(&c.MaxFaultsPerMessage, max(c.MaxDeliveryCount/2, 1))
+	def(&c.MaxFaultsPerMessage, max((c.MaxDeliveryCount-2)/2, 1))
 	defDur(&c.LockDuration, 30*time.Second)
 	defDur(&c.DuplicateDetectionWindow, sbqueue.DefaultDuplicateDetectionWindow)
 	defDur(&c.ProgressInterval, 100*time.Millisecond)
 	defDur(&c.StallTimeout, 30*time.Second)
+	if c.StatusChanges == 0 {
+		c.StatusChanges = 0.3
+	}
+	if c.MarkerTTL == 0 {
+		c.MarkerTTL, _ = c.horizon().MinRetention()
+	}
+	if c.Consumer == nil {
+		c.Consumer = DefaultConsumer
+	}
+	if c.InboxConsumer == nil {
+		c.InboxConsumer = DefaultInboxConsumer
+	}
 	return c
 }
 
@@ -80,10 +164,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("simulation: %d orders", c.Orders)
 	case c.Workers < 1 || c.Workers > 64:
 		return fmt.Errorf("simulation: %d workers is not between 1 and 64", c.Workers)
-	case c.MaxFaultsPerMessage >= c.MaxDeliveryCount:
-		return fmt.Errorf("simulation: MaxFaultsPerMessage %d must be below MaxDeliveryCount %d, or faults alone could dead-letter a message", c.MaxFaultsPerMessage, c.MaxDeliveryCount)
-	case c.LockDuration <= 0 || c.DuplicateDetectionWindow <= 0:
-		return errors.New("simulation: lock duration and duplicate-detection window must be positive")
+	case 2*c.MaxFaultsPerMessage+2 > c.MaxDeliveryCount:
+		return fmt.Errorf("simulation: MaxFaultsPerMessage %d must be at most (MaxDeliveryCount %d - 2) / 2, or faults alone could dead-letter a message", c.MaxFaultsPerMessage, c.MaxDeliveryCount)
+	case c.LockDuration <= 0 || c.DuplicateDetectionWindow <= 0 || c.MarkerTTL < time.Second:
+		return errors.New("simulation: lock duration and duplicate-detection window must be positive, and the marker TTL at least a second")
+	case !(c.StatusChanges >= 0 && c.StatusChanges <= 1):
+		return fmt.Errorf("simulation: StatusChanges %v is not between 0 and 1", c.StatusChanges)
 	}
 	return c.Faults.Validate()
 }
@@ -91,7 +177,7 @@ func (c Config) validate() error {
 // Progress is a snapshot of a running simulation.
 type Progress struct {
 	Phase      string // "sending", "draining", "late sends", "draining late sends", "checking" or "done"
-	Sent       int    // messages enqueued so far
+	Sent       int    // messages enqueued so far, on every queue
 	Settled    int64  // messages completed or dead-lettered so far
 	Deliveries int64
 	Elapsed    time.Duration
@@ -104,19 +190,32 @@ type Progress struct {
 // minutes of real time, far beyond any run.
 const workerLockDuration = 5 * time.Minute
 
-// Run sends cfg.Orders orders through the queue model to cfg.Workers real
-// worker loops (package worker, unchanged) running the consumer against
-// the in-memory store, with the faults of cfg.Faults, until every message is
-// completed or dead-lettered; then it checks the invariants against the
-// final state.
+// subscription is one queue of the run with its tracker: the order
+// writers' queue, or an inbox consumer's.
+type subscription struct {
+	out   *outlet
+	plan  *plan // its faults; the order writers' is the run's plan
+	tr    *tracker
+	store *faultStore
+}
+
+// Run sends cfg.Orders orders, and their status changes, through the queue
+// model to cfg.Workers real worker loops (package worker, unchanged)
+// running the consumer against the in-memory store and the payments
+// service, with the faults of cfg.Faults, until every message is completed
+// or dead-lettered; then it checks the invariants against the final state.
+// Unless cfg.DisableInbox, the orders also go, as to the subscriptions of a
+// Service Bus topic, to a queue per inbox consumer, each with workers and
+// faults of its own.
 //
 // The run has two rounds. First the producer sends every order (and its
-// planned immediate retries) while the workers consume. When nothing is in
-// flight and no message is available, locks left by crashed deliveries are
+// planned immediate retries and status changes) while the workers consume.
+// When nothing is in flight and no message is available, locks left by
+// crashed deliveries (and by deliveries backing off, see faultReceiver) are
 // made to lapse by moving the virtual clock one lock duration, until the
-// queue is empty. Then the clock moves past the duplicate-detection window,
-// the producer sends the late retries and the reused ids, and the queue is
-// drained again.
+// queues are empty. Then the clock moves past the duplicate-detection
+// window, the producer sends the late retries and the reused ids, and the
+// queues are drained again.
 //
 // progress, if not nil, is called at the start of each phase, every
 // cfg.ProgressInterval and once at the end, never concurrently.
@@ -131,16 +230,11 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	}
 	start := time.Now()
 	clock := sbqueue.NewVirtualClock(epoch)
-	q, err := sbqueue.NewNamespace(clock).CreateQueue("orders", sbqueue.QueueOptions{
-		LockDuration:               cfg.LockDuration,
-		MaxDeliveryCount:           cfg.MaxDeliveryCount,
-		RequiresDuplicateDetection: true,
-		DuplicateDetectionWindow:   cfg.DuplicateDetectionWindow,
-	})
-	if err != nil {
-		return nil, err
-	}
+	ns := sbqueue.NewNamespace(clock)
 	p := newPlan(cfg.Seed, cfg.Faults, cfg.MaxFaultsPerMessage)
+	if !cfg.DisableStatusChanges {
+		p.statuses = cfg.StatusChanges
+	}
 	gen := ordergen.New(cfg.Seed, "sim")
 	rep := &Report{Config: cfg, Orders: cfg.Orders}
 	outages := make(map[string]bool)
@@ -157,35 +251,80 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		if op.outage {
 			outages[gen.ID(i)] = true
 		}
+		if op.statuses > 0 {
+			rep.Status.Orders++
+			if op.statusBefore > 0 || !slices.IsSorted(op.statusOrder) {
+				rep.Status.Shuffled++
+			}
+		}
 	}
 	rep.OutageOrders = len(outages)
 
-	tr := newTracker()
-	mem := memstore.New()
-	store := newFaultStore(mem, p, tr, outages)
-	consumer := worker.Handler(order.NewProcessor(store, clock.Now))
-	if cfg.Consumer != nil {
-		consumer = cfg.Consumer(store)
+	mem := memstore.NewWithClock(clock.Now)
+	changed := make(chan struct{}, 1)
+	names := []string{"orders"}
+	if !cfg.DisableInbox {
+		names = append(names, inboxConsumers[:]...)
+	}
+	subs := make([]*subscription, len(names))
+	for i, name := range names {
+		q, err := ns.CreateQueue(name, sbqueue.QueueOptions{
+			LockDuration:               cfg.LockDuration,
+			MaxDeliveryCount:           cfg.MaxDeliveryCount,
+			RequiresDuplicateDetection: true,
+			DuplicateDetectionWindow:   cfg.DuplicateDetectionWindow,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s := &subscription{out: &outlet{q: q, statuses: i == 0}, plan: p, tr: newTracker(changed)}
+		if i == 0 {
+			s.store = newFaultStore(mem, p, s.tr, outages, false)
+		} else {
+			s.out.consumer, s.plan = name, p.subscription(name)
+			s.store = newFaultStore(mem, s.plan, s.tr, nil, true)
+		}
+		subs[i] = s
+	}
+	var svc *payments.Service
+	var gateway order.PaymentGateway
+	if !cfg.DisablePayments {
+		var gw *faultGateway
+		var err error
+		if svc, gw, err = newPayments(clock, p, subs[0].tr); err != nil {
+			return nil, err
+		}
+		gateway = gw
 	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 
-	workers := make([]*worker.Worker, cfg.Workers)
-	for i := range workers {
-		w, err := worker.New(&faultReceiver{inner: q.NewReceiver(), q: q, plan: p, tr: tr},
-			&trackingHandler{inner: consumer, tr: tr}, logger.With("worker", i), worker.Options{
-				Concurrency:     cfg.Concurrency,
-				LockDuration:    workerLockDuration,
-				RetryBackoff:    -1, // redeliveries are instant on the virtual clock
-				ShutdownGrace:   10 * time.Second,
-				SummaryInterval: -1,
-			})
-		if err != nil {
-			return nil, err
+	var workers []*worker.Worker
+	for i, s := range subs {
+		for w := range cfg.Workers {
+			env := Env{Store: s.store, Now: clock.Now, Payments: gateway, Lease: cfg.LockDuration,
+				Owner: fmt.Sprintf("%s-worker-%d", names[i], w), MarkerTTL: cfg.MarkerTTL}
+			var h worker.Handler
+			if i == 0 {
+				h = cfg.Consumer(env)
+			} else {
+				h = cfg.InboxConsumer(names[i], env)
+			}
+			wk, err := worker.New(&faultReceiver{inner: s.out.q.NewReceiver(), q: s.out.q, plan: s.plan, tr: s.tr},
+				&trackingHandler{inner: h, tr: s.tr}, logger.With("queue", names[i], "worker", w), worker.Options{
+					Concurrency:     cfg.Concurrency,
+					LockDuration:    workerLockDuration,
+					RetryBackoff:    -1, // redeliveries are instant on the virtual clock
+					ShutdownGrace:   10 * time.Second,
+					SummaryInterval: -1,
+				})
+			if err != nil {
+				return nil, err
+			}
+			workers = append(workers, wk)
 		}
-		workers[i] = w
 	}
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
@@ -195,11 +334,15 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		wg.Go(func() { werrs[i] = w.Run(wctx) })
 	}
 
-	d := &driver{cfg: cfg, q: q, clock: clock, tr: tr, start: start, progress: progress}
+	d := &driver{cfg: cfg, subs: subs, clock: clock, changed: changed, start: start, progress: progress}
 	d.setPhase("sending")
 	stopProgress := d.startProgress()
-	prod := newProducer(q, clock, gen, p)
-	err = prod.sendFirst(ctx, cfg.Orders)
+	outlets := make([]*outlet, len(subs))
+	for i, s := range subs {
+		outlets[i] = s.out
+	}
+	prod := newProducer(outlets, clock, gen, p)
+	err := prod.sendFirst(ctx, cfg.Orders)
 	if err == nil {
 		d.setPhase("draining")
 		err = d.drain(ctx)
@@ -220,12 +363,23 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	if err == nil {
 		err = errors.Join(werrs...)
 	}
-	if _, unmatched := tr.outcomes(); err == nil && unmatched > 0 {
-		err = fmt.Errorf("%w: %d of them", errUnmatched, unmatched)
+	for _, s := range subs {
+		if _, unmatched := s.tr.outcomes(); err == nil && unmatched > 0 {
+			err = fmt.Errorf("%w: %d of them", errUnmatched, unmatched)
+		}
 	}
 
-	state := State{Sent: prod.sent, Queue: q.Snapshot(), Documents: mem.Items()}
-	rep.fill(&state, prod, tr, clock.Now().Sub(epoch))
+	state := State{Sent: subs[0].out.sent, Queue: subs[0].out.q.Snapshot(), Documents: mem.Items(), Now: clock.Now(), MarkerTTL: cfg.MarkerTTL}
+	for _, s := range subs[1:] {
+		state.Inbox = append(state.Inbox, Subscription{Consumer: s.out.consumer, Sent: s.out.sent, Queue: s.out.q.Snapshot()})
+	}
+	if svc != nil && err == nil {
+		state.Payments, err = ledger(svc, state.Documents)
+		if err == nil {
+			rep.Payments.Charges = svc.Charges()
+		}
+	}
+	rep.fill(&state, prod, subs, clock.Now().Sub(epoch))
 	rep.Elapsed = time.Since(start)
 	if progress != nil {
 		d.report(d.snapshot("done"))
@@ -237,7 +391,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 }
 
 // fill completes the report from the final state and the run's records.
-func (r *Report) fill(s *State, prod *producer, tr *tracker, virtual time.Duration) {
+func (r *Report) fill(s *State, prod *producer, subs []*subscription, virtual time.Duration) {
 	idx := newIndex(s)
 	r.Violations = idx.check()
 	failed := make(map[string]bool)
@@ -252,6 +406,12 @@ func (r *Report) fill(s *State, prod *producer, tr *tracker, virtual time.Durati
 		}
 	}
 	for _, m := range s.Sent {
+		if m.Kind == Status {
+			r.Status.Sent++
+			if m.Enqueued {
+				r.Status.Enqueued++
+			}
+		}
 		r.Sends++
 		if m.Enqueued {
 			r.Enqueued++
@@ -267,6 +427,9 @@ func (r *Report) fill(s *State, prod *producer, tr *tracker, virtual time.Durati
 	r.DeadLetters = make(map[string]int)
 	for _, m := range s.Queue.DeadLetters {
 		r.DeadLetters[m.DeadLetterReason]++
+		if m.Subject == order.SubjectOrderStatusChanged {
+			r.Status.DeadLettered++
+		}
 	}
 	for _, ds := range idx.orders {
 		r.OrderDocuments += len(ds)
@@ -274,16 +437,52 @@ func (r *Report) fill(s *State, prod *producer, tr *tracker, virtual time.Durati
 	for _, ds := range idx.events {
 		r.EventDocuments += len(ds)
 	}
+	tr := subs[0].tr
 	r.Outcomes, _ = tr.outcomes()
+	r.Status.Applied, r.Status.Stale, r.Status.BeforeOrder = r.Outcomes.Applied, r.Outcomes.Stale, r.Outcomes.BeforeOrder
 	r.DuplicateCauses = tr.attribute()
 	tr.mu.Lock()
 	r.Faults = tr.faultCount
+	pc := tr.payCount
 	tr.mu.Unlock()
+	if s.Payments != nil {
+		r.Payments.Enabled = true
+		r.Payments.Captures, r.Payments.CapturesFailed, r.Payments.Replays = pc.Captures, pc.Failed, pc.Replays
+		for _, ds := range idx.payments {
+			for _, d := range ds {
+				if d.state == order.PaymentCompleted {
+					r.Payments.Completed++
+				}
+			}
+		}
+	}
+	for _, s2 := range subs[1:] {
+		o, _ := s2.tr.outcomes()
+		snap := s2.out.q.Snapshot()
+		ir := InboxReport{Consumer: s2.out.consumer, Enqueued: int(snap.Sent), Deliveries: snap.Delivered, Outcomes: o,
+			DuplicateCauses: s2.tr.attribute(), DeadLettered: len(snap.DeadLetters)}
+		for _, e := range idx.loyalty {
+			if e.consumer == s2.out.consumer {
+				ir.Entries++
+			}
+		}
+		for _, m := range idx.markers {
+			if m.consumer == s2.out.consumer {
+				ir.Markers++
+			}
+		}
+		s2.tr.mu.Lock()
+		fc := s2.tr.faultCount
+		s2.tr.mu.Unlock()
+		ir.Faults = fc.Crash + fc.LostSettlement + fc.LockExpiry + fc.Transient + fc.Ambiguous
+		r.Inbox = append(r.Inbox, ir)
+	}
 	r.Faults.ProducerRetry = prod.faults.ProducerRetry
 	for _, l := range prod.late {
-		if l.kind == Reuse {
+		switch l.kind {
+		case Reuse:
 			r.Faults.Reuse++
-		} else {
+		default:
 			r.Faults.LateRetry++
 		}
 	}
@@ -295,9 +494,9 @@ func (r *Report) fill(s *State, prod *producer, tr *tracker, virtual time.Durati
 // clock, and it reports progress.
 type driver struct {
 	cfg      Config
-	q        *sbqueue.Queue
+	subs     []*subscription
 	clock    *sbqueue.VirtualClock
-	tr       *tracker
+	changed  chan struct{} // every tracker's signal
 	start    time.Time
 	progress func(Progress)
 
@@ -328,13 +527,20 @@ func (d *driver) report(p Progress) {
 }
 
 func (d *driver) snapshot(phase string) Progress {
-	s := d.q.Snapshot()
+	var p Progress
+	for _, s := range d.subs {
+		snap := s.out.q.Snapshot()
+		p.Sent += int(snap.Sent)
+		p.Settled += snap.Completed + snap.DeadLettered
+		p.Deliveries += snap.Delivered
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if phase == "" {
 		phase = d.phase
 	}
-	return Progress{Phase: phase, Sent: int(s.Sent), Settled: s.Completed + s.DeadLettered, Deliveries: s.Delivered, Elapsed: time.Since(d.start)}
+	p.Phase, p.Elapsed = phase, time.Since(d.start)
+	return p
 }
 
 // startProgress calls d.progress every ProgressInterval until the returned
@@ -363,50 +569,65 @@ func (d *driver) startProgress() (stop func()) {
 // errStalled reports a run in which nothing happened for StallTimeout.
 var errStalled = errors.New("stalled: nothing settled although messages remain")
 
-// drain returns when the queue is empty: every message completed or
-// dead-lettered. Whenever no delivery is in flight, no message is available
-// and every lock left was left by a crashed delivery, it moves the virtual
-// clock by one lock duration so that those locks lapse.
+// quiescent reports whether nothing can happen on any queue until the
+// clock moves, and whether some lock is left to lapse.
+func (d *driver) quiescent() (quiet, locks bool) {
+	for _, s := range d.subs {
+		// A delivery in flight will signal when it settles. Otherwise read
+		// the queue, then the tracker again: a lock the tracker does not
+		// know as left to lapse is a delivery in flight or about to be
+		// registered, which will signal too.
+		if s.tr.busy() {
+			return false, false
+		}
+		snap := s.out.q.Snapshot()
+		locked := make([][16]byte, 0, len(snap.Locked))
+		for _, m := range snap.Locked {
+			locked = append(locked, m.LockToken)
+		}
+		if len(snap.Active) > 0 || !s.tr.idle(locked) {
+			return false, false
+		}
+		locks = locks || len(locked) > 0
+	}
+	return true, locks
+}
+
+// drain returns when every queue is empty: every message completed or
+// dead-lettered. Whenever no delivery is in flight, no message is
+// available and every lock left was left by a crashed delivery or one
+// backing off, it moves the virtual clock by one lock duration so that
+// those locks lapse.
 func (d *driver) drain(ctx context.Context) error {
 	stall := time.NewTimer(d.cfg.StallTimeout)
 	defer stall.Stop()
-	var (
-		s      sbqueue.Snapshot
-		locked [][16]byte
-	)
 	for {
-		// A delivery in flight will signal when it settles. Otherwise read
-		// the queue, then the tracker again: a lock the tracker does not
-		// know as crashed is a delivery in flight or about to be
-		// registered, which will signal too.
-		if d.tr.busy() {
-			goto wait
-		}
-		s = d.q.Snapshot()
-		locked = locked[:0]
-		for _, m := range s.Locked {
-			locked = append(locked, m.LockToken)
-		}
-		if len(s.Active) == 0 && d.tr.idle(locked) {
-			if len(locked) == 0 {
+		if quiet, locks := d.quiescent(); quiet {
+			if !locks {
 				return nil
 			}
 			// Forget first: a delivery that crashes after the clock
 			// moves must stay known as crashed.
-			d.tr.forgetCrashed()
+			for _, s := range d.subs {
+				s.tr.forgetCrashed()
+			}
 			d.clock.Advance(d.cfg.LockDuration)
 			continue
 		}
-	wait:
 		select {
-		case <-d.tr.changed:
+		case <-d.changed:
 			stall.Reset(d.cfg.StallTimeout)
 		case <-stall.C:
-			d.tr.mu.Lock()
-			inflight, crashed := d.tr.inflight, len(d.tr.crashed)
-			d.tr.mu.Unlock()
-			return fmt.Errorf("%w: %d messages available, %d locked (%d known crashed), %d deliveries in flight",
-				errStalled, len(s.Active), len(s.Locked), crashed, inflight)
+			var inflight, crashed, active, locked int
+			for _, s := range d.subs {
+				snap := s.out.q.Snapshot()
+				active, locked = active+len(snap.Active), locked+len(snap.Locked)
+				s.tr.mu.Lock()
+				inflight, crashed = inflight+s.tr.inflight, crashed+len(s.tr.crashed)
+				s.tr.mu.Unlock()
+			}
+			return fmt.Errorf("%w: %d messages available, %d locked (%d known left to lapse), %d deliveries in flight",
+				errStalled, active, locked, crashed, inflight)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

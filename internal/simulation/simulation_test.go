@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/simulation"
+	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
 // TestSeededScenarios is the proof: for many seeds, each with its own mix of
@@ -65,6 +67,7 @@ func scenario(seed uint64) simulation.Config {
 			ProducerRetry: rate(), RetryOutsideWindow: rate(), Crash: rate(), LostSettlement: rate(),
 			LockExpiry: rate(), Transient: rate(), Ambiguous: rate(), Outage: rate() / 3,
 			Reuse: rate(), Malformed: rate(),
+			OutOfOrder: rate() * 3, PaymentFailure: rate(), PaymentTimeout: rate(), PaymentCrash: rate(),
 		},
 	}
 }
@@ -78,6 +81,7 @@ func TestEveryFaultOccurs(t *testing.T) {
 		Faults: simulation.FaultRates{
 			ProducerRetry: 0.2, RetryOutsideWindow: 0.2, Crash: 0.1, LostSettlement: 0.1, LockExpiry: 0.1,
 			Transient: 0.1, Ambiguous: 0.1, Outage: 0.02, Reuse: 0.1, Malformed: 0.1,
+			OutOfOrder: 0.5, PaymentFailure: 0.1, PaymentTimeout: 0.1, PaymentCrash: 0.1,
 		},
 	}, nil)
 	if err != nil {
@@ -108,6 +112,19 @@ func TestEveryFaultOccurs(t *testing.T) {
 		"mismatches":                           rep.Outcomes.Mismatch,
 		"invalid messages":                     rep.Outcomes.Invalid,
 		"MaxDeliveryCountExceeded":             rep.DeadLetters["MaxDeliveryCountExceeded"],
+		"payment 5xx before charging":          f.PaymentFailure,
+		"payment connections dropped":          f.PaymentDrop,
+		"payment answers timed out":            f.PaymentTimeout,
+		"crashes before the payment mark":      f.PaymentCrash,
+		"capture calls that failed":            rep.Payments.CapturesFailed,
+		"answers replayed by the service":      rep.Payments.Replays,
+		"retries behind a payment claim":       rep.Outcomes.PaymentBusy,
+		"orders with shuffled status changes":  rep.Status.Shuffled,
+		"status changes applied":               rep.Status.Applied,
+		"stale status changes":                 rep.Status.Stale,
+		"status changes before their order":    rep.Status.BeforeOrder,
+		"status changes dead-lettered":         rep.Status.DeadLettered,
+		"inbox consumers":                      len(rep.Inbox),
 	} {
 		if n == 0 {
 			t.Errorf("no %s", name)
@@ -115,6 +132,14 @@ func TestEveryFaultOccurs(t *testing.T) {
 	}
 	if dc.Unexplained != 0 {
 		t.Errorf("%d duplicates unexplained", dc.Unexplained)
+	}
+	if p := rep.Payments; p.Charges != rep.OrderDocuments || p.Completed != rep.OrderDocuments {
+		t.Errorf("%d orders, %d charges, %d payment records completed", rep.OrderDocuments, p.Charges, p.Completed)
+	}
+	for _, in := range rep.Inbox {
+		if in.Outcomes.Created == 0 || in.Outcomes.Duplicate == 0 || in.Faults == 0 || in.Entries != in.Markers {
+			t.Errorf("inbox consumer %s: %+v", in.Consumer, in)
+		}
 	}
 	if rep.Outcomes.Duplicate != dc.Total() {
 		t.Errorf("%d duplicates, %d attributed", rep.Outcomes.Duplicate, dc.Total())
@@ -141,12 +166,52 @@ func TestSeedReplaysThePlan(t *testing.T) {
 	}
 }
 
+// TestPartsCanBeDisabled: with payments, status changes and the inbox off,
+// the run is the order writers' alone, and still proves its invariants.
+func TestPartsCanBeDisabled(t *testing.T) {
+	cfg := scenario(11)
+	cfg.DisablePayments, cfg.DisableStatusChanges, cfg.DisableInbox = true, true, true
+	rep, err := simulation.Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Verdict(); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Payments.Enabled || rep.Payments.Captures != 0 || rep.Status.Sent != 0 || len(rep.Inbox) != 0 {
+		t.Errorf("disabled parts ran: payments %+v, status %+v, inbox %+v", rep.Payments, rep.Status, rep.Inbox)
+	}
+	var b strings.Builder
+	rep.WriteTo(&b)
+	for _, section := range []string{"Payments", "Status changes", "Inbox consumers"} {
+		if strings.Contains(b.String(), "\n"+section+"\n") || strings.Contains(b.String(), "\n"+section+" (") {
+			t.Errorf("report has a %s section:\n%s", section, b.String())
+		}
+	}
+}
+
+// TestMarkerTTLFollowsTheHorizon: by default the inbox markers live as long
+// as order.RedeliveryHorizon requires for the queues' settings.
+func TestMarkerTTLFollowsTheHorizon(t *testing.T) {
+	rep, err := simulation.Run(context.Background(), simulation.Config{Orders: 10, LockDuration: time.Minute, MaxDeliveryCount: 6}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := order.RedeliveryHorizon{LockDuration: time.Minute, MaxDeliveryCount: 6, DuplicateDetectionWindow: 10 * time.Minute}
+	if want, _ := h.MinRetention(); rep.Config.MarkerTTL != want {
+		t.Errorf("marker TTL %v, want the horizon's minimum retention %v", rep.Config.MarkerTTL, want)
+	}
+}
+
 func TestRunRejectsBadConfig(t *testing.T) {
 	for _, cfg := range []simulation.Config{
 		{Orders: -1},
 		{Workers: 100},
 		{Faults: simulation.FaultRates{Crash: 1.5}},
 		{MaxDeliveryCount: 4, MaxFaultsPerMessage: 4},
+		{MaxDeliveryCount: 10, MaxFaultsPerMessage: 5}, // a fault may cost two deliveries
+		{StatusChanges: 2},
+		{MarkerTTL: time.Millisecond},
 	} {
 		if _, err := simulation.Run(context.Background(), cfg, nil); err == nil {
 			t.Errorf("Run(%+v) succeeded", cfg)
