@@ -69,13 +69,9 @@ type InboxConsumer struct {
 // atomically. A conflict on the marker is this consumer's duplicate (or, if
 // the marker's request hash differs, an id reused for other content).
 func (c *InboxConsumer) Process(ctx context.Context, m Message) Result {
-	o, err := Decode(m.Body)
-	if err != nil {
-		return Result{Outcome: Invalid, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
-	}
-	if m.ID != o.OrderID {
-		err := &FieldError{Field: "orderId", Problem: fmt.Sprintf("%q does not equal the MessageId %q", o.OrderID, m.ID)}
-		return Result{Outcome: Invalid, OrderID: o.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
+	o, invalid := decodeOrderMessage(m)
+	if invalid != nil {
+		return *invalid
 	}
 	now := time.Now
 	if c.Now != nil {

@@ -80,25 +80,34 @@ func (e *SyntaxError) Is(target error) bool { return target == ErrInvalid }
 // *SyntaxError reports malformed JSON.
 func Decode(body []byte) (Order, error) {
 	var o Order
-	if len(body) > MaxBodySize {
-		return o, &FieldError{Field: "body", Problem: fmt.Sprintf("%d bytes exceeds the limit of %d", len(body), MaxBodySize)}
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) && ute.Field != "" {
-			return Order{}, &FieldError{Field: ute.Field, Problem: "must be a JSON " + jsonKind(ute.Type.Kind().String())}
-		}
-		return Order{}, &SyntaxError{Err: err}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Order{}, &SyntaxError{Err: errors.New("data after the order object")}
+	if err := decodeStrict(body, &o, "order"); err != nil {
+		return Order{}, err
 	}
 	if err := o.Validate(); err != nil {
 		return Order{}, err
 	}
 	return o, nil
+}
+
+// decodeStrict decodes one JSON object of at most MaxBodySize bytes into v,
+// rejecting unknown fields and trailing data. Its errors match ErrInvalid.
+func decodeStrict(body []byte, v any, what string) error {
+	if len(body) > MaxBodySize {
+		return &FieldError{Field: "body", Problem: fmt.Sprintf("%d bytes exceeds the limit of %d", len(body), MaxBodySize)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && ute.Field != "" {
+			return &FieldError{Field: ute.Field, Problem: "must be a JSON " + jsonKind(ute.Type.Kind().String())}
+		}
+		return &SyntaxError{Err: err}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &SyntaxError{Err: errors.New("data after the " + what + " object")}
+	}
+	return nil
 }
 
 func jsonKind(goKind string) string {

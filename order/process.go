@@ -129,17 +129,14 @@ func (p *Processor) Process(ctx context.Context, m Message) Result {
 // let the store's atomic create be both the duplicate check and the write,
 // then (if configured) capture the payment exactly once.
 func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
-	// 1. Decode and validate. A message that fails here can never succeed.
-	o, err := Decode(m.Body)
-	if err != nil {
-		return Result{Outcome: Invalid, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
+	// 1. Decode and validate; the dedup key is the MessageId, which the
+	// producer sets to the order id. A message that fails here can never
+	// succeed.
+	o, invalid := decodeOrderMessage(m)
+	if invalid != nil {
+		return *invalid
 	}
-	// 2. The dedup key is the MessageId, which the producer sets to the order id.
-	if m.ID != o.OrderID {
-		err := &FieldError{Field: "orderId", Problem: fmt.Sprintf("%q does not equal the MessageId %q", o.OrderID, m.ID)}
-		return Result{Outcome: Invalid, OrderID: o.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
-	}
-	// 3. Create the order and its outbox event atomically. The create is the
+	// 2. Create the order and its outbox event atomically. The create is the
 	// dedup check and the write in one step.
 	hash := o.RequestHash()
 	w := NewWrite(o, m.ID, hash, p.now())
@@ -156,7 +153,7 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 	default:
 		return storeFailure(o.OrderID, "create", err)
 	}
-	// 4. A side effect outside the transaction: the payment capture. It
+	// 3. A side effect outside the transaction: the payment capture. It
 	// runs for duplicates too, since an earlier delivery may have stopped
 	// between the order and its payment.
 	if p.payments != nil {
@@ -165,6 +162,21 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 		}
 	}
 	return res
+}
+
+// decodeOrderMessage decodes and validates an order message and checks that
+// its orderId is its MessageId. It returns the Invalid result to settle with
+// when either fails.
+func decodeOrderMessage(m Message) (Order, *Result) {
+	o, err := Decode(m.Body)
+	if err != nil {
+		return o, &Result{Outcome: Invalid, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
+	}
+	if m.ID != o.OrderID {
+		err := &FieldError{Field: "orderId", Problem: fmt.Sprintf("%q does not equal the MessageId %q", o.OrderID, m.ID)}
+		return o, &Result{Outcome: Invalid, OrderID: o.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
+	}
+	return o, nil
 }
 
 // compare decides between Duplicate and Mismatch after a create conflicted.

@@ -1,12 +1,10 @@
 package order
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 )
 
@@ -42,16 +40,8 @@ func StatusMessageID(orderID string, version int64) string {
 // errors match ErrInvalid.
 func DecodeStatusChange(body []byte) (StatusChange, error) {
 	var c StatusChange
-	if len(body) > MaxBodySize {
-		return c, &FieldError{Field: "body", Problem: fmt.Sprintf("%d bytes exceeds the limit of %d", len(body), MaxBodySize)}
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return StatusChange{}, &SyntaxError{Err: err}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return StatusChange{}, &SyntaxError{Err: errors.New("data after the status change object")}
+	if err := decodeStrict(body, &c, "status change"); err != nil {
+		return StatusChange{}, err
 	}
 	if err := checkID("orderId", c.OrderID); err != nil {
 		return StatusChange{}, err

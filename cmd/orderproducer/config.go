@@ -13,9 +13,7 @@ import (
 // config is the producer's configuration, read like the worker's: environment
 // variables named like the azd outputs, each overridable by a flag.
 type config struct {
-	ServiceBusNamespace        string
-	ServiceBusConnectionString string // secret; emulators and the test broker only
-	Queue                      string
+	cli.ServiceBus
 
 	Count       int     // orders to generate, when Input is empty
 	Input       string  // JSON lines file of orders; "-" for stdin
@@ -34,9 +32,7 @@ type config struct {
 func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (config, error) {
 	var c config
 	env := cli.NewEnv(fs, getenv)
-	env.String(&c.ServiceBusNamespace, "namespace", "SERVICEBUS_NAMESPACE", "", "fully qualified Service Bus namespace, such as sb-x.servicebus.windows.net (Entra ID auth)")
-	env.String(&c.ServiceBusConnectionString, "servicebus-connection-string", "SERVICEBUS_CONNECTION_STRING", "", "Service Bus connection string, for the emulator or the test broker only (instead of -namespace)")
-	env.String(&c.Queue, "queue", "SERVICEBUS_QUEUE", "orders", "queue to send to")
+	c.ServiceBus.Define(env, "queue to send to")
 	env.Int(&c.Count, "count", "", 100, "number of orders to generate (ignored with -input)")
 	env.String(&c.Input, "input", "", "", "read orders as JSON lines from this file (- for stdin) instead of generating them")
 	env.Float(&c.Duplicates, "duplicates", "", 0, "fraction of orders sent a second time, byte for byte, as a producer retry would")
@@ -80,16 +76,7 @@ Flags:
 
 // Validate reports every missing or inconsistent setting at once.
 func (c *config) Validate() error {
-	var errs []error
-	if c.ServiceBusNamespace == "" && c.ServiceBusConnectionString == "" {
-		errs = append(errs, errors.New("set SERVICEBUS_NAMESPACE (-namespace) or, for an emulator, SERVICEBUS_CONNECTION_STRING (-servicebus-connection-string)"))
-	}
-	if c.ServiceBusNamespace != "" && c.ServiceBusConnectionString != "" {
-		errs = append(errs, errors.New("set only one of SERVICEBUS_NAMESPACE and SERVICEBUS_CONNECTION_STRING"))
-	}
-	if c.Queue == "" {
-		errs = append(errs, errors.New("set SERVICEBUS_QUEUE (-queue)"))
-	}
+	errs := []error{c.ServiceBus.Validate()}
 	if c.Input == "" && (c.Count < 1 || c.Count > 1_000_000) {
 		errs = append(errs, fmt.Errorf("-count %d is not between 1 and 1000000", c.Count))
 	}
@@ -117,10 +104,7 @@ func (c *config) Validate() error {
 
 // LogValue logs the configuration with secrets masked.
 func (c config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("servicebus_namespace", c.ServiceBusNamespace),
-		slog.String("servicebus_connection_string", cli.Mask(c.ServiceBusConnectionString)),
-		slog.String("queue", c.Queue),
+	return slog.GroupValue(append(c.ServiceBus.LogAttrs(),
 		slog.Int("count", c.Count),
 		slog.String("input", c.Input),
 		slog.Float64("duplicates", c.Duplicates),
@@ -129,5 +113,5 @@ func (c config) LogValue() slog.Value {
 		slog.Duration("resend_delay", c.ResendDelay),
 		slog.Uint64("seed", c.Seed),
 		slog.String("id_prefix", c.IDPrefix),
-	)
+	)...)
 }

@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	first, second := plan(cfg, orders, now)
 	logger.Info("orderproducer starting", "config", cfg, "messages", len(first)+len(second))
 
-	sb, err := cli.NewServiceBusClient(cfg.ServiceBusNamespace, cfg.ServiceBusConnectionString)
+	sb, err := cfg.ServiceBus.NewClient()
 	if err != nil {
 		return err
 	}

@@ -14,10 +14,8 @@ import (
 // config is the worker's configuration. Every field comes from an environment
 // variable named like the azd outputs and can be overridden by a flag.
 type config struct {
-	ServiceBusNamespace        string
-	ServiceBusConnectionString string // secret; emulators and the test broker only
-	Queue                      string
-	LockDuration               time.Duration
+	cli.ServiceBus
+	LockDuration time.Duration
 
 	CosmosEndpoint           string
 	CosmosKey                string // secret; emulators only
@@ -48,9 +46,7 @@ type config struct {
 func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (config, error) {
 	var c config
 	env := cli.NewEnv(fs, getenv)
-	env.String(&c.ServiceBusNamespace, "namespace", "SERVICEBUS_NAMESPACE", "", "fully qualified Service Bus namespace, such as sb-x.servicebus.windows.net (Entra ID auth)")
-	env.String(&c.ServiceBusConnectionString, "servicebus-connection-string", "SERVICEBUS_CONNECTION_STRING", "", "Service Bus connection string, for the emulator or the test broker only (instead of -namespace)")
-	env.String(&c.Queue, "queue", "SERVICEBUS_QUEUE", "orders", "queue to receive from")
+	c.ServiceBus.Define(env, "queue to receive from")
 	env.Duration(&c.LockDuration, "lock-duration", "SERVICEBUS_LOCK_DURATION", time.Minute, "the queue's lock duration; locks are renewed every half of it")
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint, such as https://x.documents.azure.com:443/")
 	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
@@ -104,16 +100,7 @@ Flags:
 // Validate reports every missing or inconsistent setting at once, naming the
 // variable (and flag) to set.
 func (c *config) Validate() error {
-	var errs []error
-	if c.ServiceBusNamespace == "" && c.ServiceBusConnectionString == "" {
-		errs = append(errs, errors.New("set SERVICEBUS_NAMESPACE (-namespace) or, for an emulator, SERVICEBUS_CONNECTION_STRING (-servicebus-connection-string)"))
-	}
-	if c.ServiceBusNamespace != "" && c.ServiceBusConnectionString != "" {
-		errs = append(errs, errors.New("set only one of SERVICEBUS_NAMESPACE and SERVICEBUS_CONNECTION_STRING"))
-	}
-	if c.Queue == "" {
-		errs = append(errs, errors.New("set SERVICEBUS_QUEUE (-queue)"))
-	}
+	errs := []error{c.ServiceBus.Validate()}
 	if c.CosmosEndpoint == "" {
 		errs = append(errs, errors.New("set COSMOS_ENDPOINT (-cosmos-endpoint)"))
 	}
@@ -168,10 +155,7 @@ func (c *config) horizon() order.RedeliveryHorizon {
 
 // LogValue logs the configuration once at start-up, with secrets masked.
 func (c config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("servicebus_namespace", c.ServiceBusNamespace),
-		slog.String("servicebus_connection_string", cli.Mask(c.ServiceBusConnectionString)),
-		slog.String("queue", c.Queue),
+	return slog.GroupValue(append(c.ServiceBus.LogAttrs(),
 		slog.Duration("lock_duration", c.LockDuration),
 		slog.String("cosmos_endpoint", c.CosmosEndpoint),
 		slog.String("cosmos_key", cli.Mask(c.CosmosKey)),
@@ -185,5 +169,5 @@ func (c config) LogValue() slog.Value {
 		slog.Int("concurrency", c.Concurrency),
 		slog.Duration("message_timeout", c.MessageTimeout),
 		slog.Duration("shutdown_grace", c.ShutdownGrace),
-	)
+	)...)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"io"
 	"log/slog"
 	"strings"
@@ -82,7 +83,7 @@ func TestConfig(t *testing.T) {
 }
 
 func TestConfigLogMasksSecrets(t *testing.T) {
-	c := config{ServiceBusConnectionString: "Endpoint=sb://h;SharedAccessKey=TOPSECRET", CosmosKey: "ALSOSECRET", Queue: "orders"}
+	c := config{ServiceBus: cli.ServiceBus{ConnectionString: "Endpoint=sb://h;SharedAccessKey=TOPSECRET", Queue: "orders"}, CosmosKey: "ALSOSECRET"}
 	var b strings.Builder
 	slog.New(slog.NewJSONHandler(&b, nil)).Info("start", "config", c)
 	if strings.Contains(b.String(), "SECRET") || !strings.Contains(b.String(), `"queue":"orders"`) {

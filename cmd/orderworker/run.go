@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	sb, err := cli.NewServiceBusClient(cfg.ServiceBusNamespace, cfg.ServiceBusConnectionString)
+	sb, err := cfg.ServiceBus.NewClient()
 	if err != nil {
 		return err
 	}
