@@ -26,7 +26,7 @@ type config struct {
 	BatchSize   int
 	Progress    string
 
-	LogFormat, LogLevel string
+	cli.Logging
 }
 
 func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (config, error) {
@@ -44,8 +44,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.String(&c.IDPrefix, "id-prefix", "", "", "prefix of generated order ids; empty picks ord-<time> so that runs do not collide")
 	env.Int(&c.BatchSize, "batch-size", "", 100, "most messages in one batch (a batch is also limited by size)")
 	env.String(&c.Progress, "progress", "", "auto", "progress bar: auto (on a terminal), always or never")
-	env.String(&c.LogFormat, "log-format", "LOG_FORMAT", "auto", "log format: auto (text on a terminal, else JSON), text or json")
-	env.String(&c.LogLevel, "log-level", "LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	c.Logging.Define(env)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: orderproducer [flags]
 
@@ -58,13 +57,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if err := env.Err(); err != nil {
+	if err := env.Parse(args); err != nil {
 		return c, err
 	}
 	if seed < 0 {

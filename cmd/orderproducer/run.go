@@ -12,7 +12,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 )
 
 // run is the whole program; main only supplies the process's context,
@@ -27,7 +26,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	logger, err := cli.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	logger, err := cfg.Logging.NewLogger(stderr)
 	if err != nil {
 		return err
 	}

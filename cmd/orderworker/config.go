@@ -38,8 +38,7 @@ type config struct {
 	ShutdownGrace   time.Duration
 	SummaryInterval time.Duration
 
-	LogFormat string
-	LogLevel  string
+	cli.Logging
 }
 
 // parseConfig reads the environment through getenv, then the flags in args.
@@ -65,16 +64,9 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Duration(&c.MessageTimeout, "message-timeout", "WORKER_MESSAGE_TIMEOUT", 0, "deadline of one message's handling; 0 means 80% of the lock duration")
 	env.Duration(&c.ShutdownGrace, "shutdown-grace", "WORKER_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight messages may finish after SIGTERM")
 	env.Duration(&c.SummaryInterval, "summary-interval", "WORKER_SUMMARY_INTERVAL", 30*time.Second, "how often to log a summary of outcomes")
-	env.String(&c.LogFormat, "log-format", "LOG_FORMAT", "auto", "log format: auto (text on a terminal, else JSON), text or json")
-	env.String(&c.LogLevel, "log-level", "LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	c.Logging.Define(env)
 	fs.Usage = func() { usage(fs) }
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if err := env.Err(); err != nil {
+	if err := env.Parse(args); err != nil {
 		return c, err
 	}
 	return c, c.Validate()

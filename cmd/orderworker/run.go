@@ -33,7 +33,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	logger, err := cli.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	logger, err := cfg.Logging.NewLogger(stderr)
 	if err != nil {
 		return err
 	}

@@ -21,8 +21,7 @@ type config struct {
 	Addr          string
 	KeyRetention  time.Duration
 	ShutdownGrace time.Duration
-	LogFormat     string
-	LogLevel      string
+	cli.Logging
 }
 
 // parseConfig reads the environment through getenv, then the flags in args.
@@ -32,8 +31,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.String(&c.Addr, "addr", "PAYMENTS_ADDR", "127.0.0.1:8090", "address to listen on; port 0 picks a free port")
 	env.Duration(&c.KeyRetention, "key-retention", "PAYMENTS_KEY_RETENTION", payments.DefaultKeyRetention, "how long an idempotency key is remembered after its charge; must exceed the worker's redelivery horizon")
 	env.Duration(&c.ShutdownGrace, "shutdown-grace", "PAYMENTS_SHUTDOWN_GRACE", 10*time.Second, "how long in-flight requests may finish after SIGTERM")
-	env.String(&c.LogFormat, "log-format", "LOG_FORMAT", "auto", "log format: auto (text on a terminal, else JSON), text or json")
-	env.String(&c.LogLevel, "log-level", "LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	c.Logging.Define(env)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: paymentservice [flags]
 
@@ -45,13 +43,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if err := env.Err(); err != nil {
+	if err := env.Parse(args); err != nil {
 		return c, err
 	}
 	var errs []error
@@ -82,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	logger, err := cli.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	logger, err := cfg.Logging.NewLogger(stderr)
 	if err != nil {
 		return err
 	}

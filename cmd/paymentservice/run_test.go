@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"io"
 	"net"
 	"strings"
@@ -173,11 +174,11 @@ func TestParseConfigPrecedence(t *testing.T) {
 		env  map[string]string
 		want config
 	}{
-		{"defaults", nil, nil, config{Addr: "127.0.0.1:8090", KeyRetention: 24 * time.Hour, ShutdownGrace: 10 * time.Second, LogFormat: "auto", LogLevel: "info"}},
+		{"defaults", nil, nil, config{Addr: "127.0.0.1:8090", KeyRetention: 24 * time.Hour, ShutdownGrace: 10 * time.Second, Logging: cli.Logging{Format: "auto", Level: "info"}}},
 		{"environment", nil, map[string]string{"PAYMENTS_ADDR": ":9000", "PAYMENTS_KEY_RETENTION": "P7D", "LOG_LEVEL": "debug"},
-			config{Addr: ":9000", KeyRetention: 7 * 24 * time.Hour, ShutdownGrace: 10 * time.Second, LogFormat: "auto", LogLevel: "debug"}},
+			config{Addr: ":9000", KeyRetention: 7 * 24 * time.Hour, ShutdownGrace: 10 * time.Second, Logging: cli.Logging{Format: "auto", Level: "debug"}}},
 		{"flags override the environment", []string{"-addr", ":9001", "-key-retention", "36h"}, map[string]string{"PAYMENTS_ADDR": ":9000", "PAYMENTS_KEY_RETENTION": "P7D"},
-			config{Addr: ":9001", KeyRetention: 36 * time.Hour, ShutdownGrace: 10 * time.Second, LogFormat: "auto", LogLevel: "info"}},
+			config{Addr: ":9001", KeyRetention: 36 * time.Hour, ShutdownGrace: 10 * time.Second, Logging: cli.Logging{Format: "auto", Level: "info"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

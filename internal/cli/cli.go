@@ -199,3 +199,33 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
 }
+
+// Parse parses args into the flags, then reports, in this order, a flag
+// error (flag.ErrHelp for -h), stray arguments, and every environment
+// variable that could not be parsed.
+func (e *Env) Parse(args []string) error {
+	if err := e.fs.Parse(args); err != nil {
+		return err
+	}
+	if e.fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", e.fs.Args())
+	}
+	return e.Err()
+}
+
+// Logging is the logging part of a command's configuration.
+type Logging struct {
+	Format string // LOG_FORMAT: auto, text or json
+	Level  string // LOG_LEVEL: debug, info, warn or error
+}
+
+// Define defines the -log-format and -log-level flags on env.
+func (l *Logging) Define(env *Env) {
+	env.String(&l.Format, "log-format", "LOG_FORMAT", "auto", "log format: auto (text on a terminal, else JSON), text or json")
+	env.String(&l.Level, "log-level", "LOG_LEVEL", "info", "log level: debug, info, warn or error")
+}
+
+// NewLogger returns the logger the settings describe, writing to w.
+func (l *Logging) NewLogger(w io.Writer) (*slog.Logger, error) {
+	return NewLogger(w, l.Format, l.Level)
+}
