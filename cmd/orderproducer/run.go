@@ -11,7 +11,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
-
 )
 
 // run is the whole program; main only supplies the process's context,
