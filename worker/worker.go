@@ -168,7 +168,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-time.After(w.opts.ShutdownGrace):
-		w.log.Warn("shutdown grace period over: cancelling in-flight handlers", "grace", w.opts.ShutdownGrace)
+		w.log.Warn("shutdown grace period over: cancelling in-flight handlers", "grace", w.opts.ShutdownGrace.String())
 		cancelHandlers()
 		<-done
 	}
@@ -234,7 +234,7 @@ func (w *Worker) receiveLoop(ctx, handlerCtx context.Context, slots chan struct{
 			return fmt.Errorf("worker: receive: %w", err)
 		}
 		backoff = min(max(2*backoff, time.Second), 30*time.Second)
-		w.log.Warn("receive failed; retrying", "error", err, "backoff", backoff)
+		w.log.Warn("receive failed; retrying", "error", err, "backoff", backoff.String())
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():

@@ -103,7 +103,7 @@ func (c config) LogValue() slog.Value {
 		slog.Float64("duplicates", c.Duplicates),
 		slog.Float64("reused", c.Reused),
 		slog.Float64("malformed", c.Malformed),
-		slog.Duration("resend_delay", c.ResendDelay),
+		slog.String("resend_delay", c.ResendDelay.String()),
 		slog.Uint64("seed", c.Seed),
 		slog.String("id_prefix", c.IDPrefix),
 	)...)

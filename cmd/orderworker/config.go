@@ -148,7 +148,7 @@ func (c *config) horizon() order.RedeliveryHorizon {
 // LogValue logs the configuration once at start-up, with secrets masked.
 func (c config) LogValue() slog.Value {
 	return slog.GroupValue(append(c.ServiceBus.LogAttrs(),
-		slog.Duration("lock_duration", c.LockDuration),
+		slog.String("lock_duration", c.LockDuration.String()),
 		slog.String("cosmos_endpoint", c.CosmosEndpoint),
 		slog.String("cosmos_key", cli.Mask(c.CosmosKey)),
 		slog.String("cosmos_database", c.CosmosDatabase),
@@ -157,9 +157,9 @@ func (c config) LogValue() slog.Value {
 		slog.Bool("cosmos_create_container", c.CosmosCreateContainer),
 		slog.String("payments_url", c.PaymentsURL),
 		slog.String("inbox_consumer", c.InboxConsumer),
-		slog.Duration("inbox_ttl", c.InboxTTL),
+		slog.String("inbox_ttl", c.InboxTTL.String()),
 		slog.Int("concurrency", c.Concurrency),
-		slog.Duration("message_timeout", c.MessageTimeout),
-		slog.Duration("shutdown_grace", c.ShutdownGrace),
+		slog.String("message_timeout", c.MessageTimeout.String()),
+		slog.String("shutdown_grace", c.ShutdownGrace.String()),
 	)...)
 }

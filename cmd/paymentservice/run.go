@@ -93,7 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	logger.Info("paymentservice listening", "addr", ln.Addr().String(), "key_retention", cfg.KeyRetention)
+	logger.Info("paymentservice listening", "addr", ln.Addr().String(), "key_retention", cfg.KeyRetention.String())
 	fmt.Fprintf(stdout, "paymentservice listening on http://%s\n", ln.Addr())
 
 	select {
@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	logger.Info("paymentservice shutting down", "grace", cfg.ShutdownGrace)
+	logger.Info("paymentservice shutting down", "grace", cfg.ShutdownGrace.String())
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
