@@ -15,16 +15,17 @@ import (
 type config struct {
 	cli.ServiceBus
 
-	Count       int     // orders to generate, when Input is empty
-	Input       string  // JSON lines file of orders; "-" for stdin
-	Duplicates  float64 // fraction of orders sent again, byte for byte
-	Reused      float64 // fraction of order ids sent again with other content
-	Malformed   float64 // fraction of extra messages with bodies that can never be processed
-	ResendDelay time.Duration
-	Seed        uint64
-	IDPrefix    string
-	BatchSize   int
-	Progress    string
+	Count         int     // orders to generate, when Input is empty
+	Input         string  // JSON lines file of orders; "-" for stdin
+	Duplicates    float64 // fraction of orders sent again, byte for byte
+	Reused        float64 // fraction of order ids sent again with other content
+	Malformed     float64 // fraction of extra messages with bodies that can never be processed
+	StatusChanges float64 // fraction of orders that get status changes
+	ResendDelay   time.Duration
+	Seed          uint64
+	IDPrefix      string
+	BatchSize     int
+	Progress      string
 
 	cli.Logging
 }
@@ -38,6 +39,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Float(&c.Duplicates, "duplicates", "", 0, "fraction of orders sent a second time, byte for byte, as a producer retry would")
 	env.Float(&c.Reused, "reused", "", 0, "fraction of order ids sent a second time with other content (the worker dead-letters these)")
 	env.Float(&c.Malformed, "malformed", "", 0, "number of malformed messages to add, as a fraction of the orders")
+	env.Float(&c.StatusChanges, "status-changes", "", 0, "fraction of orders that get two status changes (paid v2, shipped v3), sent newest first after the resend delay")
 	env.Duration(&c.ResendDelay, "resend-delay", "", 0, "wait this long before the duplicates and reused ids; inside the queue's duplicate-detection window Service Bus drops them, beyond it the worker must")
 	var seed int
 	env.Int(&seed, "seed", "", 0, "seed for generated orders and for choosing which to resend; 0 picks one from the clock")
@@ -76,7 +78,7 @@ func (c *config) Validate() error {
 	for _, f := range []struct {
 		flag string
 		v    float64
-	}{{"-duplicates", c.Duplicates}, {"-reused", c.Reused}, {"-malformed", c.Malformed}} {
+	}{{"-duplicates", c.Duplicates}, {"-reused", c.Reused}, {"-malformed", c.Malformed}, {"-status-changes", c.StatusChanges}} {
 		if f.v < 0 || f.v > 1 {
 			errs = append(errs, fmt.Errorf("%s %v is not a fraction between 0 and 1", f.flag, f.v))
 		}
@@ -103,6 +105,7 @@ func (c config) LogValue() slog.Value {
 		slog.Float64("duplicates", c.Duplicates),
 		slog.Float64("reused", c.Reused),
 		slog.Float64("malformed", c.Malformed),
+		slog.Float64("status_changes", c.StatusChanges),
 		slog.String("resend_delay", c.ResendDelay.String()),
 		slog.Uint64("seed", c.Seed),
 		slog.String("id_prefix", c.IDPrefix),

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,21 +17,24 @@ import (
 type kind int
 
 const (
-	original  kind = iota // the first send of an order
-	duplicate             // the same bytes again, as a producer retry
-	reused                // the same order id with other content
-	malformed             // a body that can never be processed
+	original     kind = iota // the first send of an order
+	duplicate                // the same bytes again, as a producer retry
+	reused                   // the same order id with other content
+	malformed                // a body that can never be processed
+	statusChange             // an OrderStatusChanged message
 )
 
-var kindNames = [...]string{original: "original", duplicate: "duplicate", reused: "reused", malformed: "malformed"}
+var kindNames = [...]string{original: "original", duplicate: "duplicate", reused: "reused", malformed: "malformed", statusChange: "status change"}
 
 func (k kind) String() string { return kindNames[k] }
 
-// outgoing is one message to send. Its MessageId is id.
+// outgoing is one message to send. Its MessageId is id; subject is empty
+// for an order placement.
 type outgoing struct {
-	id   string
-	body []byte
-	kind kind
+	id      string
+	subject string
+	body    []byte
+	kind    kind
 }
 
 // source is an order and the body that carries it.
@@ -78,8 +82,10 @@ func readOrders(r io.Reader) ([]source, error) {
 }
 
 // plan decides what to send: first every original (and the malformed
-// messages), then, after the resend delay, the duplicates and reused ids.
-// The choice is deterministic for c.Seed.
+// messages), then, after the resend delay, the duplicates, the reused ids
+// and the status changes, newest version first, so that the older change
+// arrives late and must be recognised as stale. The choice is deterministic
+// for c.Seed.
 func plan(c config, orders []source, now time.Time) (first, second []outgoing) {
 	r := rand.New(rand.NewPCG(c.Seed, 0x9e3779b97f4a7c15))
 	for _, s := range orders {
@@ -91,6 +97,9 @@ func plan(c config, orders []source, now time.Time) (first, second []outgoing) {
 			changed := ordergen.Changed(s.order)
 			second = append(second, outgoing{id: s.order.OrderID, body: ordergen.Body(changed, now, "reused"), kind: reused})
 		}
+		if r.Float64() < c.StatusChanges {
+			second = append(second, statusMessage(s.order.OrderID, 3, "shipped", now), statusMessage(s.order.OrderID, 2, "paid", now))
+		}
 	}
 	bad := int(c.Malformed*float64(len(orders)) + 0.5)
 	for i := range bad {
@@ -98,4 +107,13 @@ func plan(c config, orders []source, now time.Time) (first, second []outgoing) {
 		first = append(first, outgoing{id: id, body: ordergen.Malformed(id, i), kind: malformed})
 	}
 	return first, second
+}
+
+// statusMessage returns the status change of an order to version.
+func statusMessage(orderID string, version int64, status string, now time.Time) outgoing {
+	body, err := json.Marshal(order.StatusChange{OrderID: orderID, Status: status, Version: version, ChangedAt: now.Add(time.Duration(version) * time.Minute)})
+	if err != nil {
+		panic(err) // a StatusChange always marshals
+	}
+	return outgoing{id: order.StatusMessageID(orderID, version), subject: order.SubjectOrderStatusChanged, body: body, kind: statusChange}
 }

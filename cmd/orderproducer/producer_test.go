@@ -219,3 +219,39 @@ func TestRunHelpAndBadConfig(t *testing.T) {
 		t.Error("run without configuration succeeded")
 	}
 }
+
+func TestPlanStatusChanges(t *testing.T) {
+	c := config{Count: 500, StatusChanges: 0.2, Seed: 9, IDPrefix: "ord"}
+	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	_, second := plan(c, generate(c, now), now)
+	var changes []outgoing
+	for _, o := range second {
+		if o.kind == statusChange {
+			changes = append(changes, o)
+		}
+	}
+	if n := len(changes); n < 140 || n > 260 || n%2 != 0 {
+		t.Fatalf("%d status changes, want about 200, two per chosen order", n)
+	}
+	for i := 0; i < len(changes); i += 2 {
+		newer, older := changes[i], changes[i+1]
+		for _, o := range []outgoing{newer, older} {
+			sc, err := order.DecodeStatusChange(o.body)
+			if err != nil || o.subject != order.SubjectOrderStatusChanged || o.id != order.StatusMessageID(sc.OrderID, sc.Version) {
+				t.Fatalf("status change %s: %+v, %v", o.id, sc, err)
+			}
+		}
+		a, _ := order.DecodeStatusChange(newer.body)
+		b, _ := order.DecodeStatusChange(older.body)
+		if a.OrderID != b.OrderID || a.Version != 3 || b.Version != 2 {
+			t.Errorf("status changes %s, %s: want version 3 before version 2 of one order", newer.id, older.id)
+		}
+	}
+	m := newMessage(changes[0])
+	if m.Subject == nil || *m.Subject != order.SubjectOrderStatusChanged {
+		t.Errorf("the Service Bus message has subject %v", m.Subject)
+	}
+	if m := newMessage(outgoing{id: "o"}); m.Subject != nil {
+		t.Errorf("an order placement has subject %q", *m.Subject)
+	}
+}

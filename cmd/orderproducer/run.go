@@ -91,9 +91,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		counts[o.kind]++
 	}
 	elapsed := time.Since(start)
-	fmt.Fprintf(stdout, "sent %d of %d messages to %s in %v (%.0f msg/s): %d orders, %d duplicates, %d reused ids, %d malformed; id prefix %s, seed %d\n",
+	fmt.Fprintf(stdout, "sent %d of %d messages to %s in %v (%.0f msg/s): %d orders, %d duplicates, %d reused ids, %d malformed, %d status changes; id prefix %s, seed %d\n",
 		sent, len(first)+len(second), cfg.Queue, elapsed.Round(time.Millisecond), float64(sent)/max(elapsed.Seconds(), 1e-9),
-		counts[original], counts[duplicate], counts[reused], counts[malformed], cfg.IDPrefix, cfg.Seed)
+		counts[original], counts[duplicate], counts[reused], counts[malformed], counts[statusChange], cfg.IDPrefix, cfg.Seed)
 	if err != nil {
 		return fmt.Errorf("after %d messages: %w", sent, err)
 	}

@@ -36,7 +36,11 @@ func (a sbSender) SendBatch(ctx context.Context, b batch) error {
 // that duplicate detection and the worker's check both see resends.
 func newMessage(o outgoing) *azservicebus.Message {
 	ct := "application/json"
-	return &azservicebus.Message{MessageID: &o.id, ContentType: &ct, Body: o.body}
+	m := &azservicebus.Message{MessageID: &o.id, ContentType: &ct, Body: o.body}
+	if o.subject != "" {
+		m.Subject = &o.subject
+	}
+	return m
 }
 
 // sendAll sends msgs in batches of at most maxPerBatch messages, each as

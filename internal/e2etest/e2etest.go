@@ -122,10 +122,10 @@ func Until(tb testing.TB, ctx context.Context, what string, cond func() bool) {
 
 // ProducerSummary holds the figures orderproducer prints when it finishes.
 type ProducerSummary struct {
-	Sent, Total                           int
-	Orders, Duplicates, Reused, Malformed int
-	Queue, Prefix                         string
-	Seed                                  uint64
+	Sent, Total                                          int
+	Orders, Duplicates, Reused, Malformed, StatusChanges int
+	Queue, Prefix                                        string
+	Seed                                                 uint64
 }
 
 // ParseProducerSummary finds the producer's summary line in its output.
@@ -136,8 +136,8 @@ func ParseProducerSummary(out string) (ProducerSummary, error) {
 			continue
 		}
 		var rate, elapsed string
-		_, err := fmt.Sscanf(line, "sent %d of %d messages to %s in %s (%s msg/s): %d orders, %d duplicates, %d reused ids, %d malformed; id prefix %s seed %d",
-			&s.Sent, &s.Total, &s.Queue, &elapsed, &rate, &s.Orders, &s.Duplicates, &s.Reused, &s.Malformed, &s.Prefix, &s.Seed)
+		_, err := fmt.Sscanf(line, "sent %d of %d messages to %s in %s (%s msg/s): %d orders, %d duplicates, %d reused ids, %d malformed, %d status changes; id prefix %s seed %d",
+			&s.Sent, &s.Total, &s.Queue, &elapsed, &rate, &s.Orders, &s.Duplicates, &s.Reused, &s.Malformed, &s.StatusChanges, &s.Prefix, &s.Seed)
 		if err != nil {
 			return s, fmt.Errorf("parsing the producer's summary %q: %w", line, err)
 		}

@@ -7,9 +7,9 @@ import (
 )
 
 func TestParseProducerSummary(t *testing.T) {
-	out := "some log\nsent 12 of 12 messages to orders-itest in 1.5s (8 msg/s): 10 orders, 1 duplicates, 1 reused ids, 0 malformed; id prefix itest-1, seed 42\n"
+	out := "some log\nsent 12 of 12 messages to orders-itest in 1.5s (8 msg/s): 10 orders, 1 duplicates, 1 reused ids, 0 malformed, 2 status changes; id prefix itest-1, seed 42\n"
 	s, err := e2etest.ParseProducerSummary(out)
-	want := e2etest.ProducerSummary{Sent: 12, Total: 12, Orders: 10, Duplicates: 1, Reused: 1, Queue: "orders-itest", Prefix: "itest-1", Seed: 42}
+	want := e2etest.ProducerSummary{Sent: 12, Total: 12, Orders: 10, Duplicates: 1, Reused: 1, StatusChanges: 2, Queue: "orders-itest", Prefix: "itest-1", Seed: 42}
 	if err != nil || s != want {
 		t.Errorf("ParseProducerSummary = %+v, %v; want %+v", s, err, want)
 	}
