@@ -598,7 +598,11 @@ func (c *conn) deliver(l *link, m sbqueue.ReceivedMessage) error {
 	l.sent++
 	tag := lockTokenTag(m.LockToken)
 	format := uint32(0)
-	if !l.presettled {
+	if l.presettled {
+		// Receive-and-delete is at most once: the message is gone from the
+		// queue before it is sent, so it can never be seen twice.
+		l.queue.Complete(m.LockToken)
+	} else {
 		s.unsettled[id] = &delivery{link: l, entity: l.entity, queue: l.queue, token: m.LockToken}
 	}
 	for i := 0; i < frames; i++ {
@@ -612,9 +616,6 @@ func (c *conn) deliver(l *link, m sbqueue.ReceivedMessage) error {
 		}
 		s.nextOutgoingID++
 		s.remoteIncomingWindow--
-	}
-	if l.presettled {
-		l.queue.Complete(m.LockToken)
 	}
 	return nil
 }
