@@ -234,7 +234,7 @@ func TestLockRenewedWhileHandling(t *testing.T) {
 		<-renewed // outlive half the lock duration
 		return order.Result{Outcome: order.Created, OrderID: m.ID}
 	})
-	w := newWorker(t, r, h, worker.Options{LockDuration: time.Second, MessageTimeout: 900 * time.Millisecond})
+	w := newWorker(t, r, h, worker.Options{LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond})
 	stop := start(t, w)
 	wait(t, done, "settlement")
 	if err := stop(); err != nil {
@@ -253,7 +253,7 @@ func TestLockLostDuringRenewalCancelsHandlerWithoutSettling(t *testing.T) {
 		<-ctx.Done()
 		return order.Result{Outcome: order.Transient, OrderID: m.ID, Err: ctx.Err()}
 	})
-	w := newWorker(t, r, h, worker.Options{LockDuration: time.Second, MessageTimeout: 900 * time.Millisecond,
+	w := newWorker(t, r, h, worker.Options{LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond,
 		Observe: func(rep worker.Report) { reported <- rep }})
 	stop := start(t, w)
 	rep := <-reported
