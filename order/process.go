@@ -15,6 +15,14 @@ type Message struct {
 	Subject       string // SubjectOrderPlaced (or empty) or SubjectOrderStatusChanged
 	Body          []byte
 	DeliveryCount uint32 // 1 on the first delivery
+	// SequenceNumber is the broker's number of this copy of the message:
+	// every delivery of one enqueued copy has the same number, and a copy
+	// sent again (a producer retry after the duplicate-detection window, a
+	// dead-letter resubmission) gets a new one. With DeliveryCount it names
+	// the delivery: Service Bus hands a copy to a new receiver only after
+	// the previous delivery's lock ended, so a higher DeliveryCount of the
+	// same SequenceNumber proves the earlier delivery can no longer settle.
+	SequenceNumber int64
 }
 
 // Outcome is what processing one delivery decided. Each outcome has exactly
@@ -69,7 +77,34 @@ const (
 	ReasonPaymentInProgress  = "PaymentInProgress"
 	ReasonPaymentUnavailable = "PaymentUnavailable"
 	ReasonPaymentRejected    = "PaymentRejected"
+
+	// ReasonStoreRejected: the store refused the write for the message's
+	// content (see ErrRejected); the description carries the status.
+	ReasonStoreRejected = "StoreRejected"
+	// ReasonPaymentNeedsReconciliation: the outcome of an earlier capture
+	// cannot be established safely (the payments service may have forgotten
+	// its idempotency key); the description carries the key for an operator.
+	ReasonPaymentNeedsReconciliation = "PaymentNeedsReconciliation"
+	// ReasonStatusVersionReused: a status change carries a version that is
+	// already stored with other content.
+	ReasonStatusVersionReused = "StatusVersionReused"
 )
+
+// DependencyFailed reports whether r is a retry caused by a dependency (the
+// store or the payments service) rather than by the message: the failures a
+// circuit breaker counts. A retry for the message's own sake (its order not
+// yet created, a payment claim held by another delivery, a concurrent
+// update) is not one.
+func (r Result) DependencyFailed() bool {
+	if r.Outcome != Transient {
+		return false
+	}
+	switch r.Reason {
+	case ReasonStoreUnavailable, ReasonStoreError, ReasonPaymentUnavailable:
+		return true
+	}
+	return false
+}
 
 // Result is the decision for one delivery.
 type Result struct {

@@ -33,6 +33,13 @@ var (
 	// ErrPreconditionFailed means a conditional write found that the document
 	// changed since it was read (HTTP 412): its ETag no longer matches.
 	ErrPreconditionFailed = errors.New("document changed since it was read")
+	// ErrRejected means the store refused the request because of what the
+	// message made it contain, for good: an id Cosmos DB does not accept, a
+	// document or batch over its size limit (HTTP 400 for the content, 413).
+	// No redelivery can succeed, so the message is dead-lettered at once with
+	// the status in its description. A permanent error that is not the
+	// message's fault (a missing container, 401, 403) does not match it.
+	ErrRejected = errors.New("request rejected by the store for its content")
 )
 
 // DocumentStore is the document-level storage that the patterns beyond the

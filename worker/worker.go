@@ -273,7 +273,11 @@ func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage) {
 		}
 	}()
 
-	res := w.h.Process(mctx, order.Message{ID: m.MessageID, Subject: deref(m.Subject), Body: m.Body, DeliveryCount: m.DeliveryCount})
+	om := order.Message{ID: m.MessageID, Subject: deref(m.Subject), Body: m.Body, DeliveryCount: m.DeliveryCount}
+	if m.SequenceNumber != nil {
+		om.SequenceNumber = *m.SequenceNumber
+	}
+	res := w.h.Process(mctx, om)
 	if res.Outcome == order.Transient && !lost.Load() {
 		w.backoff(mctx, m.DeliveryCount)
 	}
