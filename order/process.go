@@ -50,10 +50,14 @@ const (
 	// Stale: a status change was not newer than the stored version; nothing
 	// was written. Complete the message.
 	Stale
+	// Ignored: the message is of a kind this consumer has no use for (an
+	// inbox consumer given a status change); nothing was written. Complete
+	// the message.
+	Ignored
 )
 
 var outcomeNames = [...]string{Created: "created", Duplicate: "duplicate", Mismatch: "mismatch", Invalid: "invalid",
-	Transient: "transient", Applied: "applied", Stale: "stale"}
+	Transient: "transient", Applied: "applied", Stale: "stale", Ignored: "ignored"}
 
 func (o Outcome) String() string {
 	if o > 0 && int(o) < len(outcomeNames) {

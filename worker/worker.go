@@ -300,7 +300,7 @@ func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage) {
 // settle is the one place where an outcome becomes a settlement.
 func (w *Worker) settle(ctx context.Context, m *azservicebus.ReceivedMessage, res order.Result) error {
 	switch res.Outcome {
-	case order.Created, order.Duplicate, order.Applied, order.Stale:
+	case order.Created, order.Duplicate, order.Applied, order.Stale, order.Ignored:
 		return w.r.CompleteMessage(ctx, m, nil)
 	case order.Mismatch, order.Invalid:
 		reason, desc := res.Reason, truncate(res.Description, 1024)
