@@ -235,11 +235,27 @@ func (p *Processor) compare(ctx context.Context, orderID, hash string) (Result, 
 			orderID, stored.RequestHash, stored.MessageID, stored.ProcessedAt.Format(time.RFC3339), hash)}, stored
 }
 
-// storeFailure turns a store error into a retry. A permanent store error (a
-// bad request, a forbidden call) is not the message's fault, so it is retried
-// too: the broker's MaxDeliveryCount bounds the retries and dead-letters the
-// message if the failure never passes, and nothing is lost.
+// storeFailure turns a store error into a result.
+//
+// An error matching ErrRejected is the message's fault: the store refused
+// what the message made the write contain (an illegal id, a document or
+// batch over the size limit: a 400 for the content, a 413). No redelivery can
+// change the content, so it is Invalid at once, with the error and its status
+// in the description; retrying would only spend MaxDeliveryCount deliveries
+// before the broker dead-letters it anyway, without the reason.
+//
+// Every other error is retried. A transient one (throttling, a timeout, a
+// lost connection) may pass by itself; a permanent one that is not the
+// message's fault (a missing container, 401, 403) is the operator's to fix,
+// and dead-lettering the message would punish it for the configuration:
+// Result.DependencyFailed reports both, so that the worker's circuit breaker
+// stops receiving until the store answers again, and the broker's
+// MaxDeliveryCount bounds what the in-flight deliveries cost.
 func storeFailure(orderID, op string, err error) Result {
+	if errors.Is(err, ErrRejected) {
+		return Result{Outcome: Invalid, OrderID: orderID, Reason: ReasonStoreRejected,
+			Description: op + ": the store rejected the write for the message's content: " + err.Error(), Err: err}
+	}
 	reason := ReasonStoreError
 	if IsTransient(err) || errors.Is(err, context.Canceled) {
 		reason = ReasonStoreUnavailable
