@@ -16,7 +16,7 @@
 // worker:
 //
 //	{
-//	  "orderId":    "ord-000123",          // required; equals the Service Bus MessageId
+//	  "orderId":    "ord-000123",          // required; equals the Service Bus MessageId; see ValidateOrderID
 //	  "customerId": "cust-42",             // required
 //	  "currency":   "EUR",                 // required; ISO 4217, three upper-case letters
 //	  "lines": [                           // required; 1 to MaxLines lines, in invoice order

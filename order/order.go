@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -17,8 +18,14 @@ const (
 	MaxBodySize = 64 << 10
 	// MaxLines is the largest number of order lines.
 	MaxLines = 100
-	// MaxIDLength is the longest order, customer or SKU identifier.
+	// MaxIDLength is the longest customer or SKU identifier.
 	MaxIDLength = 128
+	// MaxMessageIDLength is the longest MessageId Service Bus accepts.
+	MaxMessageIDLength = 128
+	// MaxOrderIDLength is the longest order id: short enough that the
+	// longest MessageId derived from it, the status change
+	// StatusMessageID(orderID, math.MaxInt64), is still a legal MessageId.
+	MaxOrderIDLength = MaxMessageIDLength - len(statusIDSeparator) - maxVersionDigits
 	// MaxQuantity is the largest quantity of one order line.
 	MaxQuantity = 10_000
 )
@@ -79,14 +86,24 @@ func (e *SyntaxError) Is(target error) bool { return target == ErrInvalid }
 // matches ErrInvalid; a *FieldError names the offending field and a
 // *SyntaxError reports malformed JSON.
 func Decode(body []byte) (Order, error) {
-	var o Order
-	if err := decodeStrict(body, &o, "order"); err != nil {
-		return Order{}, err
-	}
-	if err := o.Validate(); err != nil {
+	o, _, err := decodeOrder(body)
+	if err != nil {
 		return Order{}, err
 	}
 	return o, nil
+}
+
+// decodeOrder is Decode that, when the body decoded but failed validation,
+// still returns the order id if that id itself is valid, so that the
+// Invalid result and its log line can name the order.
+func decodeOrder(body []byte) (o Order, orderID string, err error) {
+	if err := decodeStrict(body, &o, "order"); err != nil {
+		return Order{}, "", err
+	}
+	if checkOrderID("orderId", o.OrderID) == nil {
+		orderID = o.OrderID
+	}
+	return o, orderID, o.Validate()
 }
 
 // decodeStrict decodes one JSON object of at most MaxBodySize bytes into v,
@@ -127,7 +144,7 @@ func jsonKind(goKind string) string {
 // Validate checks every business rule of the wire contract and returns a
 // *FieldError for the first field that breaks one.
 func (o *Order) Validate() error {
-	if err := checkID("orderId", o.OrderID); err != nil {
+	if err := checkOrderID("orderId", o.OrderID); err != nil {
 		return err
 	}
 	if err := checkID("customerId", o.CustomerID); err != nil {
@@ -164,6 +181,35 @@ func (o *Order) Validate() error {
 	}
 	if o.PlacedAt.IsZero() {
 		return &FieldError{Field: "placedAt", Problem: "is required"}
+	}
+	return nil
+}
+
+// ValidateOrderID reports whether id is a legal order id, with an error
+// matching ErrInvalid that says why not. A producer that builds order ids
+// (from a configured prefix, say) can check them before sending.
+//
+// An order id has 1 to MaxOrderIDLength characters from [A-Za-z0-9._-].
+// These are safe as a Cosmos DB id and partition key value (which forbid
+// '/', '\', '?' and '#') and in log lines. The colon is excluded because
+// every other id the project derives from an order id contains one: the
+// status change MessageIds "<orderId>:v<N>" and the document ids
+// "OrderAccepted:<orderId>", "Payment:<orderId>" and "inbox:<consumer>:…".
+// So no order placement can share a MessageId with a status change (the
+// broker's duplicate detection would silently drop one of them), and no
+// order document can share an id with a companion document.
+func ValidateOrderID(id string) error { return checkOrderID("orderId", id) }
+
+// checkOrderID is ValidateOrderID for the named field.
+func checkOrderID(field, v string) error {
+	if len(v) > MaxOrderIDLength {
+		return &FieldError{Field: field, Problem: fmt.Sprintf("%d characters exceeds the limit of %d", len(v), MaxOrderIDLength)}
+	}
+	if err := checkID(field, v); err != nil {
+		return err
+	}
+	if i := strings.IndexByte(v, ':'); i >= 0 {
+		return &FieldError{Field: field, Problem: fmt.Sprintf("character ':' at offset %d is not allowed in an order id (it separates the parts of the ids derived from it)", i)}
 	}
 	return nil
 }

@@ -207,9 +207,9 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 // its orderId is its MessageId. It returns the Invalid result to settle with
 // when either fails.
 func decodeOrderMessage(m Message) (Order, *Result) {
-	o, err := Decode(m.Body)
+	o, orderID, err := decodeOrder(m.Body)
 	if err != nil {
-		return o, &Result{Outcome: Invalid, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
+		return Order{}, &Result{Outcome: Invalid, OrderID: orderID, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
 	}
 	if m.ID != o.OrderID {
 		err := &FieldError{Field: "orderId", Problem: fmt.Sprintf("%q does not equal the MessageId %q", o.OrderID, m.ID)}

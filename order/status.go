@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -29,33 +30,64 @@ type StatusChange struct {
 	ChangedAt time.Time `json:"changedAt"`
 }
 
+// statusIDSeparator separates the order id from the version in a status
+// change's MessageId; maxVersionDigits is the length of the largest version,
+// math.MaxInt64, in decimal.
+const (
+	statusIDSeparator = ":v"
+	maxVersionDigits  = 19
+)
+
 // StatusMessageID returns the MessageId of the status change of an order to
 // version: unique per version, so the queue's duplicate detection drops only
-// resends of the same change.
+// resends of the same change. For a valid order id (see ValidateOrderID) it
+// is at most MaxMessageIDLength characters, and it never equals an order
+// placement's MessageId (the order id itself, which has no ':') nor the
+// MessageId of another order's or version's change (the order id ends at
+// the only ':').
 func StatusMessageID(orderID string, version int64) string {
-	return fmt.Sprintf("%s:v%d", orderID, version)
+	return orderID + statusIDSeparator + strconv.FormatInt(version, 10)
 }
 
 // DecodeStatusChange parses and validates an OrderStatusChanged body. Its
 // errors match ErrInvalid.
 func DecodeStatusChange(body []byte) (StatusChange, error) {
+	c, err := decodeStatusChange(body)
+	if err != nil {
+		return StatusChange{}, err
+	}
+	return c, nil
+}
+
+// decodeStatusChange is DecodeStatusChange that, when the body decoded and
+// its order id is valid, returns the change with its order id set even if
+// another field is invalid, so that the Invalid result can name the order.
+func decodeStatusChange(body []byte) (StatusChange, error) {
 	var c StatusChange
 	if err := decodeStrict(body, &c, "status change"); err != nil {
 		return StatusChange{}, err
 	}
-	if err := checkID("orderId", c.OrderID); err != nil {
+	if err := checkOrderID("orderId", c.OrderID); err != nil {
 		return StatusChange{}, err
 	}
-	if !statuses[c.Status] {
-		return StatusChange{}, &FieldError{Field: "status", Problem: fmt.Sprintf("%q is not paid, shipped, delivered or cancelled", c.Status)}
-	}
-	if c.Version < 2 {
-		return StatusChange{}, &FieldError{Field: "version", Problem: fmt.Sprintf("%d is below 2 (version 1 is the order's creation)", c.Version)}
-	}
-	if c.ChangedAt.IsZero() {
-		return StatusChange{}, &FieldError{Field: "changedAt", Problem: "is required"}
+	if err := c.validate(); err != nil {
+		return StatusChange{OrderID: c.OrderID}, err
 	}
 	return c, nil
+}
+
+// validate checks the fields of c other than the order id.
+func (c *StatusChange) validate() error {
+	if !statuses[c.Status] {
+		return &FieldError{Field: "status", Problem: fmt.Sprintf("%q is not paid, shipped, delivered or cancelled", c.Status)}
+	}
+	if c.Version < 2 {
+		return &FieldError{Field: "version", Problem: fmt.Sprintf("%d is below 2 (version 1 is the order's creation)", c.Version)}
+	}
+	if c.ChangedAt.IsZero() {
+		return &FieldError{Field: "changedAt", Problem: "is required"}
+	}
+	return nil
 }
 
 // maxReplaceAttempts bounds the read-compare-replace loop when concurrent
@@ -66,9 +98,9 @@ const maxReplaceAttempts = 3
 // version, with an ETag-conditioned replace. An older or equal version is a
 // no-op; a change for an order that does not exist yet is retried, not lost.
 func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
-	c, err := DecodeStatusChange(m.Body)
+	c, err := decodeStatusChange(m.Body)
 	if err != nil {
-		return Result{Outcome: Invalid, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
+		return Result{Outcome: Invalid, OrderID: c.OrderID, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
 	}
 	if want := StatusMessageID(c.OrderID, c.Version); m.ID != want {
 		err := &FieldError{Field: "version", Problem: fmt.Sprintf("MessageId %q is not %q", m.ID, want)}
