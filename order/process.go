@@ -92,6 +92,10 @@ const (
 	// ReasonStatusVersionReused: a status change carries a version that is
 	// already stored with other content.
 	ReasonStatusVersionReused = "StatusVersionReused"
+	// ReasonConsumerMisconfigured: an inbox consumer's name or marker TTL
+	// would make every marker illegal in the store; nothing was written and
+	// the message is retried (the worker's breaker counts it).
+	ReasonConsumerMisconfigured = "ConsumerMisconfigured"
 )
 
 // DependencyFailed reports whether r is a retry caused by a dependency (the
@@ -104,7 +108,7 @@ func (r Result) DependencyFailed() bool {
 		return false
 	}
 	switch r.Reason {
-	case ReasonStoreUnavailable, ReasonStoreError, ReasonPaymentUnavailable:
+	case ReasonStoreUnavailable, ReasonStoreError, ReasonPaymentUnavailable, ReasonConsumerMisconfigured:
 		return true
 	}
 	return false

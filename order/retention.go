@@ -2,9 +2,16 @@ package order
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
+
+// UnboundedRetention is the retention MinRetention reports when no finite
+// retention is safe: the queue's messages never expire, so a copy can wait
+// in a backlog for ever. As a marker retention it means "never expires"
+// (an inbox marker with ttl -1).
+const UnboundedRetention = time.Duration(math.MaxInt64)
 
 // RedeliveryHorizon holds the broker settings that bound how long after a
 // message was first processed another copy with the same MessageId can

@@ -1,0 +1,134 @@
+package order_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/memstore"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// TestInboxConsumerHonoursSubject: the loyalty consumer completes a status
+// change without writing (it has no use for it), processes an order
+// placement with either spelling of its subject, and dead-letters an
+// unknown subject.
+func TestInboxConsumerHonoursSubject(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	c := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: 35 * 24 * time.Hour, Now: fixedNow}
+	unknown := msg(validBody)
+	unknown.Subject = "OrderRefunded"
+	placed := msg(validBody)
+	placed.Subject = order.SubjectOrderPlaced
+	for _, tt := range []struct {
+		name       string
+		m          order.Message
+		want       order.Outcome
+		wantReason string
+		wantItems  int
+	}{
+		{"status change", statusMsg(2, "paid"), order.Ignored, "", 0},
+		{"unknown subject", unknown, order.Invalid, order.ReasonUnsupportedMessage, 0},
+		{"order placement", placed, order.Created, "", 2},
+		{"status change after the order", statusMsg(3, "shipped"), order.Ignored, "", 2},
+		{"order placement, no subject", msg(validBody), order.Duplicate, "", 2},
+	} {
+		r := c.Process(ctx, tt.m)
+		if r.Outcome != tt.want || r.Reason != tt.wantReason {
+			t.Errorf("%s: %v %q (%s), want %v %q", tt.name, r.Outcome, r.Reason, r.Description, tt.want, tt.wantReason)
+		}
+		if tt.want == order.Ignored && (r.OrderID != "ord-1" || r.Description == "") {
+			t.Errorf("%s: ignored result %+v does not name the order and why", tt.name, r)
+		}
+		if n := len(s.Items()); n != tt.wantItems {
+			t.Errorf("%s: %d documents stored, want %d", tt.name, n, tt.wantItems)
+		}
+	}
+}
+
+// TestValidateConsumerName: every name ValidateConsumerName accepts gives
+// legal marker ids for every legal MessageId, and every name with a
+// character Cosmos DB forbids in ids, or too long for the longest
+// MessageId, is refused.
+func TestValidateConsumerName(t *testing.T) {
+	longest := strings.Repeat("n", order.MaxConsumerNameLength)
+	for _, name := range []string{"loyalty", "audit-v2", "a.b_c", longest} {
+		if err := order.ValidateConsumerName(name); err != nil {
+			t.Errorf("ValidateConsumerName(%q) = %v", name, err)
+			continue
+		}
+		id := order.InboxMarkerID(name, strings.Repeat("m", order.MaxMessageIDLength))
+		if len(id) > order.MaxDocumentIDLength || strings.ContainsAny(id, `/\?#`) {
+			t.Errorf("consumer %q: marker id of the longest MessageId is %d characters (limit %d) or has a forbidden character", name, len(id), order.MaxDocumentIDLength)
+		}
+	}
+	for _, name := range []string{"", "loy/alty", `loy\alty`, "loyalty?", "loyalty#1", "a:b", "loyalty ", longest + "n"} {
+		if err := order.ValidateConsumerName(name); err == nil {
+			t.Errorf("ValidateConsumerName(%q) accepted", name)
+		}
+	}
+	if order.MaxDocumentIDLength != 255 {
+		t.Errorf("MaxDocumentIDLength = %d, Cosmos DB's limit is 255", order.MaxDocumentIDLength)
+	}
+}
+
+// TestInboxConsumerRefusesABadConfiguration: a consumer whose name or TTL
+// would make every marker a 400 is refused by NewInboxConsumer and, built
+// as a literal, writes nothing and retries (the breaker's business) rather
+// than failing or dead-lettering every message of the backlog.
+func TestInboxConsumerRefusesABadConfiguration(t *testing.T) {
+	s := memstore.New()
+	for _, tt := range []struct {
+		name string
+		ttl  time.Duration
+	}{
+		{"loy/alty", time.Hour},
+		{strings.Repeat("n", order.MaxConsumerNameLength+1), time.Hour},
+		{"loyalty", 0},
+		{"loyalty", 500 * time.Millisecond},
+		{"loyalty", 2147483648 * time.Second},
+	} {
+		if _, err := order.NewInboxConsumer(tt.name, s, tt.ttl, fixedNow); err == nil {
+			t.Errorf("NewInboxConsumer(%q, %v) accepted", tt.name, tt.ttl)
+		}
+		c := &order.InboxConsumer{Name: tt.name, Store: s, MarkerTTL: tt.ttl, Now: fixedNow}
+		r := c.Process(context.Background(), msg(validBody))
+		if r.Outcome != order.Transient || r.Reason != order.ReasonConsumerMisconfigured || !r.DependencyFailed() {
+			t.Errorf("consumer %q, TTL %v: %v %q (%s), want a retry the breaker counts", tt.name, tt.ttl, r.Outcome, r.Reason, r.Description)
+		}
+	}
+	if n := len(s.Items()); n != 0 {
+		t.Errorf("misconfigured consumers wrote %d documents", n)
+	}
+}
+
+// TestInboxMarkerTTL: the marker's ttl is MarkerTTL rounded up to whole
+// seconds (never shorter than configured), and -1 (never expires) for
+// UnboundedRetention.
+func TestInboxMarkerTTL(t *testing.T) {
+	for _, tt := range []struct {
+		ttl  time.Duration
+		want int
+	}{
+		{time.Hour, 3600},
+		{1500 * time.Millisecond, 2},
+		{order.UnboundedRetention, -1},
+	} {
+		s := memstore.New()
+		c, err := order.NewInboxConsumer("loyalty", s, tt.ttl, fixedNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := c.Process(context.Background(), msg(validBody)); r.Outcome != order.Created {
+			t.Fatalf("TTL %v: %v (%s)", tt.ttl, r.Outcome, r.Description)
+		}
+		it, ok := s.Get("ord-1", order.InboxMarkerID("loyalty", "ord-1"))
+		var m order.InboxMarker
+		if !ok || json.Unmarshal(it.Body, &m) != nil || m.TTL != tt.want {
+			t.Errorf("MarkerTTL %v: stored ttl %d, want %d", tt.ttl, m.TTL, tt.want)
+		}
+	}
+}
