@@ -92,6 +92,11 @@ const (
 	// ReasonStatusVersionReused: a status change carries a version that is
 	// already stored with other content.
 	ReasonStatusVersionReused = "StatusVersionReused"
+	// ReasonOrderDocumentMissing: an order's create conflicted on its
+	// OrderAccepted event, but the order document is gone: it was deleted
+	// after the order was accepted. An operator must restore it (or delete
+	// the event) before the message is resubmitted.
+	ReasonOrderDocumentMissing = "OrderDocumentMissing"
 	// ReasonConsumerMisconfigured: an inbox consumer's name or marker TTL
 	// would make every marker illegal in the store; nothing was written and
 	// the message is retried (the worker's breaker counts it).
@@ -225,9 +230,10 @@ func decodeOrderMessage(m Message) (Order, *Result) {
 // compare decides between Duplicate and Mismatch after a create conflicted.
 func (p *Processor) compare(ctx context.Context, orderID, hash string) (Result, OrderDocument) {
 	stored, err := p.store.ReadOrder(ctx, orderID)
+	if errors.Is(err, ErrNotFound) {
+		return p.orderDocumentMissing(ctx, orderID, err), stored
+	}
 	if err != nil {
-		// Not found right after a conflict means the document was deleted in
-		// between (or only a companion document exists): retry decides anew.
 		return storeFailure(orderID, "read after conflict", err), stored
 	}
 	if stored.RequestHash == hash {
@@ -237,6 +243,48 @@ func (p *Processor) compare(ctx context.Context, orderID, hash string) (Result, 
 	return Result{Outcome: Mismatch, OrderID: orderID, Reason: ReasonOrderIDReused,
 		Description: fmt.Sprintf("order %s exists with request hash %s (created by message %s at %s); this message has request hash %s",
 			orderID, stored.RequestHash, stored.MessageID, stored.ProcessedAt.Format(time.RFC3339), hash)}, stored
+}
+
+// orderDocumentMissing decides a create that conflicted although the order
+// document is not there (notFound is the read's error). The batch conflicts
+// on any of its documents, so either the order document was deleted between
+// the create and the read, or a companion document, the OrderAccepted event,
+// exists without it: someone deleted the order document after the batch
+// wrote both (the event carries no ttl and is written only with its order).
+//
+// The two are told apart by reading the event. If it exists, the state is
+// permanent: every redelivery would conflict on the event and read no order
+// again, until MaxDeliveryCount dead-letters the message without a reason;
+// nor may the worker recreate the order by itself, since downstream readers
+// already consumed the event. So the message is dead-lettered at once with
+// ReasonOrderDocumentMissing, telling an operator what exists and what to
+// do. If the event is gone too, both were deleted in between: a retry
+// decides anew (and creates the order). Without a store that can read the
+// event the two cannot be told apart, and a retry is the safe side.
+func (p *Processor) orderDocumentMissing(ctx context.Context, orderID string, notFound error) Result {
+	docs := p.docs
+	if docs == nil {
+		docs, _ = p.store.(DocumentStore)
+	}
+	if docs == nil {
+		return Result{Outcome: Transient, OrderID: orderID, Reason: ReasonStoreError,
+			Description: "read after conflict: the order document is not found and this store cannot read its OrderAccepted event: " + notFound.Error(), Err: notFound}
+	}
+	eventID := EventID(orderID)
+	_, _, err := docs.ReadDocument(ctx, orderID, eventID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Result{Outcome: Transient, OrderID: orderID, Reason: ReasonConcurrentUpdate,
+			Description: "read after conflict: neither the order document nor its OrderAccepted event exists any more (deleted since the create); retrying", Err: notFound}
+	case err != nil:
+		return storeFailure(orderID, "read OrderAccepted event after conflict", err)
+	}
+	err = fmt.Errorf("order document %s is missing but its event %s exists in partition %s: %w", orderID, eventID, orderID, notFound)
+	return Result{Outcome: Invalid, OrderID: orderID, Reason: ReasonOrderDocumentMissing,
+		Description: fmt.Sprintf("the create conflicted, the order document %q does not exist, but its OrderAccepted event %q does (partition %q): "+
+			"the order document was deleted after the order was accepted, and no redelivery can change that. "+
+			"Restore the order document from the event (or delete the event if the order must be processed anew), then resubmit this message",
+			orderID, eventID, orderID), Err: err}
 }
 
 // storeFailure turns a store error into a result.

@@ -1,0 +1,83 @@
+package order_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/idempotent-consumer/sbcosmos/memstore"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// conflictingStore is a memstore whose order creates always conflict, as
+// a create does whose documents were deleted between the create and the
+// read that follows it.
+type conflictingStore struct{ *memstore.Store }
+
+func (conflictingStore) CreateOrder(context.Context, order.Write) error {
+	return fmt.Errorf("transactional batch failed: operation 0: 409 Conflict: %w", order.ErrAlreadyExists)
+}
+
+// storeOnly hides every method of a memstore but those of order.Store.
+type storeOnly struct{ order.Store }
+
+// TestConflictOnTheCompanionOnly: a create that conflicts only because the
+// OrderAccepted event is left (the order document was deleted) is a
+// permanent state, dead-lettered at once with a reason that says so; a
+// conflict whose documents are all gone again is retried.
+func TestConflictOnTheCompanionOnly(t *testing.T) {
+	eventOnly := func() *memstore.Store {
+		s := memstore.New()
+		o := validOrder()
+		docs, err := order.NewWrite(o, o.OrderID, o.RequestHash(), fixedNow()).Documents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateDocuments(context.Background(), "ord-1", docs[1:]); err != nil { // the event, not the order
+			t.Fatal(err)
+		}
+		return s
+	}
+	tests := []struct {
+		name       string
+		proc       func() (*order.Processor, *memstore.Store)
+		want       order.Outcome
+		wantReason string
+	}{
+		{"event left, documents through the Store", func() (*order.Processor, *memstore.Store) {
+			s := eventOnly()
+			return order.NewProcessor(s, fixedNow), s
+		}, order.Invalid, order.ReasonOrderDocumentMissing},
+		{"event left, documents through WithDocuments", func() (*order.Processor, *memstore.Store) {
+			s := eventOnly()
+			return order.NewProcessor(storeOnly{s}, fixedNow, order.WithDocuments(s)), s
+		}, order.Invalid, order.ReasonOrderDocumentMissing},
+		{"both deleted since the create", func() (*order.Processor, *memstore.Store) {
+			s := memstore.New()
+			return order.NewProcessor(conflictingStore{s}, fixedNow), s
+		}, order.Transient, order.ReasonConcurrentUpdate},
+		{"no store that can read the event", func() (*order.Processor, *memstore.Store) {
+			s := eventOnly()
+			return order.NewProcessor(storeOnly{s}, fixedNow), s
+		}, order.Transient, order.ReasonStoreError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, s := tt.proc()
+			before := s.Items()
+			r := p.Process(context.Background(), msg(validBody))
+			if r.Outcome != tt.want || r.Reason != tt.wantReason || r.OrderID != "ord-1" {
+				t.Fatalf("Process = %v %q for %q (%s), want %v %q", r.Outcome, r.Reason, r.OrderID, r.Description, tt.want, tt.wantReason)
+			}
+			if r.Outcome == order.Invalid {
+				for _, want := range []string{`"ord-1"`, order.EventID("ord-1"), "deleted", "resubmit"} {
+					if !strings.Contains(r.Description, want) {
+						t.Errorf("description %q does not say %q", r.Description, want)
+					}
+				}
+			}
+			assertUnchanged(t, before, s.Items())
+		})
+	}
+}
