@@ -36,6 +36,13 @@ type OrderDocument struct {
 	ProcessedAt time.Time `json:"processedAt"` // when the worker created it
 
 	StatusChangedAt *time.Time `json:"statusChangedAt,omitempty"` // when the applied status change happened
+
+	// StatusHashes maps each applied status change's version to its
+	// StatusChange.ContentHash, for the most recent MaxStatusHashes applied
+	// versions: a change that reuses one of them with other content is told
+	// from a redelivery. Versions skipped (a newer one was applied first)
+	// are not recorded and cannot be compared.
+	StatusHashes map[int64]string `json:"statusHashes,omitempty"`
 }
 
 // AcceptedEvent is the OrderAccepted outbox event. Downstream services read it

@@ -2,9 +2,12 @@ package order
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -110,6 +113,7 @@ func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
 		err := errors.New("this worker does not apply status changes (no document store configured)")
 		return Result{Outcome: Invalid, OrderID: c.OrderID, Reason: ReasonUnsupportedMessage, Description: err.Error(), Err: err}
 	}
+	hash := c.ContentHash()
 	for range maxReplaceAttempts {
 		var doc OrderDocument
 		etag, err := readJSON(ctx, p.docs, c.OrderID, c.OrderID, &doc)
@@ -120,11 +124,11 @@ func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
 		case err != nil:
 			return storeFailure(c.OrderID, "read for status change", err)
 		case doc.Version >= c.Version:
-			return Result{Outcome: Stale, OrderID: c.OrderID,
-				Description: fmt.Sprintf("stored version %d (%s) is not older than version %d (%s): nothing to do", doc.Version, doc.Status, c.Version, c.Status)}
+			return staleOrReused(doc, c, hash)
 		}
 		changedAt := c.ChangedAt.UTC()
 		doc.Status, doc.Version, doc.StatusChangedAt = c.Status, c.Version, &changedAt
+		doc.recordStatusHash(c.Version, hash)
 		body, err := json.Marshal(doc)
 		if err != nil {
 			return storeFailure(c.OrderID, "encode status change", err)
@@ -141,6 +145,72 @@ func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
 	}
 	return Result{Outcome: Transient, OrderID: c.OrderID, Reason: ReasonConcurrentUpdate,
 		Description: fmt.Sprintf("the order changed during %d attempts to apply version %d", maxReplaceAttempts, c.Version)}
+}
+
+// statusHashVersion names the canonical encoding of a status change's
+// content; changing the encoding must change it.
+const statusHashVersion = "order-status/v1"
+
+// ContentHash returns the hex SHA-256 of the canonical encoding of the
+// change's content: its status and changedAt (UTC, to the nanosecond),
+// length-prefixed like Order.RequestHash. The order id and version are not
+// part of it: they are where the hash is recorded, not what it compares.
+func (c *StatusChange) ContentHash() string {
+	b := make([]byte, 0, 96)
+	b = appendString(b, statusHashVersion)
+	b = appendString(b, c.Status)
+	b = appendString(b, c.ChangedAt.UTC().Format(time.RFC3339Nano))
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// MaxStatusHashes bounds the status hashes an order document records: the
+// hashes of the most recently applied versions, one per applied version.
+const MaxStatusHashes = 32
+
+// recordStatusHash records hash as the content of applied version v, and
+// forgets the lowest versions beyond MaxStatusHashes.
+func (d *OrderDocument) recordStatusHash(v int64, hash string) {
+	if d.StatusHashes == nil {
+		d.StatusHashes = make(map[int64]string, 1)
+	}
+	d.StatusHashes[v] = hash
+	for len(d.StatusHashes) > MaxStatusHashes {
+		lowest := int64(math.MaxInt64)
+		for k := range d.StatusHashes {
+			lowest = min(lowest, k)
+		}
+		delete(d.StatusHashes, lowest)
+	}
+}
+
+// staleOrReused decides a change c (content hash) that is not newer than
+// the stored version. A version whose applied content is recorded is
+// compared with it: the same hash is a duplicate (Stale), another hash is
+// a version reused for other content (Mismatch). The current version is
+// always comparable, from the stored status and changedAt, even in a
+// document written before hashes were recorded. A version that was never
+// applied (skipped because a newer one arrived first) or was applied too
+// long ago to be among the MaxStatusHashes recorded ones cannot be
+// compared: it is Stale, and its description says so.
+func staleOrReused(doc OrderDocument, c StatusChange, hash string) Result {
+	stored, ok := doc.StatusHashes[c.Version]
+	if !ok && c.Version == doc.Version && doc.StatusChangedAt != nil {
+		cur := StatusChange{OrderID: doc.OrderID, Status: doc.Status, Version: doc.Version, ChangedAt: *doc.StatusChangedAt}
+		stored, ok = cur.ContentHash(), true
+	}
+	switch {
+	case !ok:
+		return Result{Outcome: Stale, OrderID: c.OrderID,
+			Description: fmt.Sprintf("stored version %d (%s) is newer than version %d (%s), whose content was never applied or is no longer recorded: nothing to do",
+				doc.Version, doc.Status, c.Version, c.Status)}
+	case stored == hash:
+		return Result{Outcome: Stale, OrderID: c.OrderID,
+			Description: fmt.Sprintf("version %d (%s) was applied already with the same content (stored version %d, %s): nothing to do", c.Version, c.Status, doc.Version, doc.Status)}
+	}
+	return Result{Outcome: Mismatch, OrderID: c.OrderID, Reason: ReasonStatusVersionReused,
+		Description: fmt.Sprintf("version %d of order %s was applied with content hash %s; this change (status %s, changed at %s) has content hash %s",
+			c.Version, c.OrderID, stored, c.Status, c.ChangedAt.UTC().Format(time.RFC3339Nano), hash)}
 }
 
 // readJSON reads document id of partition pk into v and returns its ETag.
