@@ -55,7 +55,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Bool(&c.CosmosCreateContainer, "cosmos-create-container", "COSMOS_CREATE_CONTAINER", false, "create the database and container first; for emulators only")
 	env.String(&c.PaymentsURL, "payments-url", "PAYMENTS_URL", "", "base URL of the payments service; when set, each accepted order's payment is captured once")
 	env.String(&c.InboxConsumer, "inbox-consumer", "WORKER_INBOX_CONSUMER", "", "run the inbox-marker variant as this named consumer (awards loyalty points once per order) instead of the order writer")
-	env.Duration(&c.InboxTTL, "inbox-ttl", "WORKER_INBOX_TTL", 35*24*time.Hour, "time-to-live of inbox markers; refused below the queue's redelivery horizon")
+	env.Duration(&c.InboxTTL, "inbox-ttl", "WORKER_INBOX_TTL", 36*24*time.Hour, "time-to-live of inbox markers; refused below the queue's redelivery horizon")
 	env.Int(&c.MaxDeliveryCount, "max-delivery-count", "SERVICEBUS_MAX_DELIVERY_COUNT", 10, "the queue's max delivery count (for the inbox retention check)")
 	env.Duration(&c.MessageTTL, "message-ttl", "SERVICEBUS_MESSAGE_TTL", 14*24*time.Hour, "the queue's default message time-to-live, 0 for unlimited (for the inbox retention check)")
 	env.Duration(&c.DuplicateWindow, "duplicate-detection-window", "SERVICEBUS_DUPLICATE_DETECTION_WINDOW", 10*time.Minute, "the queue's duplicate-detection window (for the inbox retention check)")

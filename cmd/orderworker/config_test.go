@@ -112,7 +112,7 @@ func TestInboxRetentionRefusal(t *testing.T) {
 		"SERVICEBUS_LOCK_DURATION": "PT1M", "SERVICEBUS_MAX_DELIVERY_COUNT": "10", "SERVICEBUS_MESSAGE_TTL": "P14D",
 		"SERVICEBUS_DUPLICATE_DETECTION_WINDOW": "PT10M", "WORKER_RESUBMISSION_HORIZON": "P7D",
 	}
-	for ttl, wantErr := range map[string]bool{"P35D": false, "P34D": true, "P1D": true} {
+	for ttl, wantErr := range map[string]bool{"P36D": false, "P35D": true, "P1D": true} {
 		env := map[string]string{"WORKER_INBOX_TTL": ttl}
 		for k, v := range base {
 			env[k] = v
@@ -123,7 +123,7 @@ func TestInboxRetentionRefusal(t *testing.T) {
 		if wantErr != (err != nil) {
 			t.Errorf("WORKER_INBOX_TTL=%s: err = %v, want error %v", ttl, err, wantErr)
 		}
-		if err != nil && (!strings.Contains(err.Error(), "minimum 840h0m0s") || !strings.Contains(err.Error(), "resubmission horizon 168h0m0s")) {
+		if err != nil && (!strings.Contains(err.Error(), "minimum 840h12m0s") || !strings.Contains(err.Error(), "resubmission horizon 168h0m0s")) {
 			t.Errorf("the refusal does not show the computation: %v", err)
 		}
 	}
