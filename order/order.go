@@ -107,7 +107,8 @@ func decodeOrder(body []byte) (o Order, orderID string, err error) {
 }
 
 // decodeStrict decodes one JSON object of at most MaxBodySize bytes into v,
-// rejecting unknown fields and trailing data. Its errors match ErrInvalid.
+// rejecting unknown fields, trailing data, repeated keys and keys spelled
+// other than their field's name. Its errors match ErrInvalid.
 func decodeStrict(body []byte, v any, what string) error {
 	if len(body) > MaxBodySize {
 		return &FieldError{Field: "body", Problem: fmt.Sprintf("%d bytes exceeds the limit of %d", len(body), MaxBodySize)}
@@ -124,7 +125,10 @@ func decodeStrict(body []byte, v any, what string) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return &SyntaxError{Err: errors.New("data after the " + what + " object")}
 	}
-	return nil
+	// encoding/json accepted a repeated key (the last wins) and keys that
+	// match a field only case-insensitively: reject both, so that no other
+	// JSON reader can see another message in the same bytes.
+	return checkKeys(body, v)
 }
 
 func jsonKind(goKind string) string {

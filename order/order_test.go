@@ -145,6 +145,13 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"orderId":"a","lines":[{"quantity":9223372036854775807,"unitPriceMinor":2}]}`))
 	f.Add([]byte(`{"placedAt":"not a time"}`))
 	f.Add([]byte(`null`))
+	// Ambiguous keys: repeated (also through an escape), case variants, at
+	// the top and in a line.
+	f.Add([]byte(strings.Replace(validBody, `"totalMinor": 4498,`, `"totalMinor": 1, "totalMinor": 4498,`, 1)))
+	f.Add([]byte(strings.Replace(validBody, `"orderId": "ord-1",`, `"orderId": "ord-1", "\u006frderId": "ord-1",`, 1)))
+	f.Add([]byte(strings.Replace(validBody, `"orderId"`, `"OrderID"`, 1)))
+	f.Add([]byte(strings.Replace(validBody, `"quantity": 1,`, `"quantity": 1, "Quantity": 2,`, 1)))
+	f.Add([]byte(strings.Replace(validBody, `{"sku": "SKU-1"`, `{"s\u212au": "SKU-1"`, 1)))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		o, err := order.Decode(body)
 		if err != nil {
@@ -152,6 +159,11 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("Decode error %v does not match ErrInvalid", err)
 			}
 			return
+		}
+		// Every JSON reader sees this order: no key repeats, every key is
+		// spelled as its field.
+		if err := strictKeys(body); err != nil {
+			t.Fatalf("Decode accepted a body with ambiguous keys: %v", err)
 		}
 		if err := o.Validate(); err != nil {
 			t.Fatalf("Decode accepted an order that Validate rejects: %v", err)
