@@ -30,7 +30,10 @@
 //
 // Amounts are integers in the currency's minor unit (cents), never floats.
 // Unknown fields are rejected: a field the worker does not know could be a
-// business field the request hash would not cover.
+// business field the request hash would not cover. So are a repeated key and
+// a key spelled other than its field ("OrderId"): encoding/json would take
+// the last one, or match it case-insensitively, where another JSON reader
+// may take the first or ignore it, and see another order in the same bytes.
 //
 // # What an accepted order writes
 //
