@@ -198,8 +198,9 @@ func (p *Processor) complete(ctx context.Context, rec PaymentRecord, etag, payme
 	wctx, cancel := p.ownContext(ctx)
 	defer cancel()
 	done := p.now().UTC()
-	rec.State, rec.PaymentID, rec.CompletedAt = PaymentCompleted, paymentID, &done
-	_, err := p.replaceJSON(wctx, orderID, rec.ID, rec, etag)
+	completed := rec
+	completed.State, completed.PaymentID, completed.CompletedAt = PaymentCompleted, paymentID, &done
+	_, err := p.replaceJSON(wctx, orderID, rec.ID, completed, etag)
 	switch {
 	case err == nil:
 		return nil
