@@ -134,17 +134,16 @@ func mayTakeOver(rec PaymentRecord, me PaymentClaim, now time.Time, lease time.D
 	switch {
 	case rec.ClaimedAt.IsZero():
 		return true, "released"
-	case held.SequenceNumber != 0 && held.SequenceNumber == me.SequenceNumber && held.MessageID == me.MessageID:
-		// The same copy of the message: Service Bus delivered it again only
-		// after the holder's lock ended, so the holder cannot settle any
-		// more, and its record writes are fenced by the new ETag.
-		if held.DeliveryCount < me.DeliveryCount {
-			return true, "held by an earlier delivery of this copy"
-		}
-		// Held by this copy's later delivery: this delivery's own lock has
-		// ended, and it must not write.
-		return false, fmt.Sprintf("held by %s, a later delivery of this copy", held)
+	case held.SequenceNumber != 0 && held.SequenceNumber == me.SequenceNumber && held.MessageID == me.MessageID &&
+		held.DeliveryCount < me.DeliveryCount:
+		// An earlier delivery of this very copy: Service Bus delivered the
+		// copy again only after the holder's lock ended, so the holder
+		// cannot settle any more, and the new ETag fences its writes.
+		return true, "held by an earlier delivery of this copy"
 	case now.Sub(rec.ClaimedAt) >= lease:
+		// Another copy, or a later delivery of this one (then this
+		// delivery's own lock has ended): the holder's handler may run
+		// until its deadline, which is below the lease.
 		return true, "lease ended"
 	}
 	return false, fmt.Sprintf("in progress by %s since %s (a lease of %v)", rec.Owner, rec.ClaimedAt.Format(time.RFC3339Nano), lease)

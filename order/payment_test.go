@@ -415,9 +415,9 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 	}
 }
 
-// A stale delivery never takes a claim over from a later delivery of its
-// own copy, whatever the lease says.
-func TestEarlierDeliveryNeverTakesOver(t *testing.T) {
+// A stale delivery does not take a claim over from a later delivery of its
+// own copy at once: for it, as for another copy, the lease applies.
+func TestEarlierDeliveryWaitsForTheLease(t *testing.T) {
 	ctx := t.Context()
 	clk := &testClock{now: fixedNow()}
 	s := memstore.New()
@@ -427,12 +427,18 @@ func TestEarlierDeliveryNeverTakesOver(t *testing.T) {
 		t.Fatal(r)
 	}
 	putRecord(t, s, func(r *order.PaymentRecord) { r.State, r.PaymentID, r.CompletedAt = order.PaymentInProgress, "", nil })
-	clk.Advance(time.Hour)
+	clk.Advance(time.Minute - time.Nanosecond)
 	before := s.Items()
-	if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != order.Transient || r.Reason != order.ReasonPaymentInProgress {
-		t.Fatalf("earlier delivery: %v %q, want PaymentInProgress", r.Outcome, r.Reason)
+	for _, m := range []order.Message{delivery(validBody, 7, 2), delivery(validBody, 7, 3), delivery(validBody, 8, 9)} {
+		if r := p.Process(ctx, m); r.Outcome != order.Transient || r.Reason != order.ReasonPaymentInProgress {
+			t.Fatalf("seq %d delivery %d inside the lease: %v %q, want PaymentInProgress", m.SequenceNumber, m.DeliveryCount, r.Outcome, r.Reason)
+		}
 	}
 	assertUnchanged(t, before, s.Items())
+	clk.Advance(time.Nanosecond)
+	if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != order.Duplicate || g.total() != 1 {
+		t.Fatalf("after the lease: %v %s with %d charges, want the capture completed once", r.Outcome, r.Description, g.total())
+	}
 }
 
 // Defect 2: different copies of one message (a producer retry, a
