@@ -153,9 +153,12 @@ type PaymentOptions struct {
 	KeyRetention time.Duration
 	// WriteTimeout bounds every payment-record write made with a context of
 	// its own, after the handler's context may have ended: the completed
-	// mark after a capture and the release of a claim. Keep it well below
-	// the lock duration. Zero means DefaultPaymentWriteTimeout, at most a
-	// quarter of Lease.
+	// mark after a capture (with its re-read after a 412) and the release of
+	// a claim. Process may return up to two WriteTimeouts after the
+	// handler's deadline, so keep it well below the lock duration. Zero
+	// means DefaultPaymentWriteTimeout, at most a tenth of Lease: with the
+	// worker's default message timeout (80% of the lock), both writes then
+	// end within the lock.
 	WriteTimeout time.Duration
 }
 
@@ -167,7 +170,7 @@ func (o PaymentOptions) withDefaults() PaymentOptions {
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = DefaultPaymentWriteTimeout
 		if o.Lease > 0 {
-			o.WriteTimeout = min(o.WriteTimeout, o.Lease/4)
+			o.WriteTimeout = min(o.WriteTimeout, o.Lease/10)
 		}
 	}
 	return o
