@@ -66,8 +66,8 @@ type PaymentRecord struct {
 	// (a record written before the field existed) counts as older than any
 	// retention.
 	FirstAttemptAt *time.Time `json:"firstAttemptAt,omitempty"`
-	// Attempts counts the claims that went on to send the key (a call whose
-	// delivery stopped before its next write may be missing from it).
+	// Attempts counts the claims so far, as it did before epochs existed;
+	// for a record created since, it equals Epoch.
 	Attempts    int        `json:"attempts"`
 	PaymentID   string     `json:"paymentId,omitempty"`
 	CompletedAt *time.Time `json:"completedAt,omitempty"`

@@ -67,10 +67,21 @@ func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocu
 		if err != nil {
 			return ptr(storeFailure(orderID, "create payment record", err))
 		}
-		if _, etag, err = p.docs.ReadDocument(ctx, orderID, rec.ID); err != nil {
+		// The create answers no ETag: read it, and check that the record
+		// read is still the one created, since the claim may have been
+		// taken over in between (by this copy's next delivery, if this
+		// one's lock lapsed).
+		var got PaymentRecord
+		if etag, err = readJSON(ctx, p.docs, orderID, rec.ID, &got); err != nil {
 			// The claim is ours but its ETag unknown: it is taken over at
 			// once by this copy's next delivery, or after the lease.
 			return ptr(storeFailure(orderID, "read payment record", err))
+		}
+		switch {
+		case got.State == PaymentCompleted:
+			return nil
+		case got.Epoch != rec.Epoch || got.Claim != me:
+			return paymentBusy(orderID, fmt.Sprintf("claim taken over by %s right after its creation", got.Owner))
 		}
 	case err != nil:
 		return ptr(storeFailure(orderID, "read payment record", err))
@@ -81,10 +92,7 @@ func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocu
 		if !ok {
 			return paymentBusy(orderID, why)
 		}
-		rec.Owner, rec.Claim, rec.Epoch, rec.ClaimedAt = me.String(), me, rec.Epoch+1, now
-		if !p.keyMayBeForgotten(rec, now) {
-			rec.Attempts++ // this claim goes on to send the key
-		}
+		rec.Owner, rec.Claim, rec.Epoch, rec.ClaimedAt, rec.Attempts = me.String(), me, rec.Epoch+1, now, rec.Attempts+1
 		if etag, err = p.replaceJSON(ctx, orderID, rec.ID, rec, etag); err != nil {
 			if errors.Is(err, ErrPreconditionFailed) {
 				return paymentBusy(orderID, "claimed by another delivery just now")
@@ -100,7 +108,6 @@ func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocu
 		if r, done := p.resolveOldClaim(ctx, rec, etag); done {
 			return r
 		}
-		rec.Attempts++ // counted by the next write: the completed mark or the release
 	}
 
 	// 3. Call the payments service with the order's key.

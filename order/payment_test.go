@@ -23,6 +23,14 @@ import (
 type faultyStore struct {
 	*memstore.Store
 	replace func(ctx context.Context, d order.Document) error
+	read    func(id string) // runs before every ReadDocument
+}
+
+func (s *faultyStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
+	if s.read != nil {
+		s.read(id)
+	}
+	return s.Store.ReadDocument(ctx, pk, id)
 }
 
 func (s *faultyStore) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
@@ -279,7 +287,7 @@ func TestYoungClaimIsCapturedWithoutLookup(t *testing.T) {
 		t.Errorf("%d lookups, %d charges; want 0 and 1", g.lookups.Load(), g.total())
 	}
 	if rec := paymentRecord(t, s); rec.Attempts != 2 || rec.Epoch != 2 {
-		t.Errorf("record %+v, want 2 attempts in 2 claims", rec)
+		t.Errorf("record %+v, want 2 claims in 2 epochs", rec)
 	}
 }
 
@@ -594,5 +602,55 @@ func TestPaymentOptionsValidate(t *testing.T) {
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, 0, "w1"))
 	if r := p.Process(t.Context(), msg(validBody)); r.Outcome != order.Transient || !strings.Contains(r.Description, "lease") || g.calls != 0 {
 		t.Errorf("%v %s with %d captures, want a retry naming the lease and none", r.Outcome, r.Description, g.calls)
+	}
+}
+
+// The create of a payment record answers no ETag, so the creator reads it
+// back; a takeover in between (this copy's next delivery, when the
+// creator's lock lapsed) must not be mistaken for the creator's own claim.
+func TestTakeoverRightAfterTheCreateIsSeen(t *testing.T) {
+	for _, completed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("taken over and completed: %v", completed), func(t *testing.T) {
+			ctx := t.Context()
+			s := &faultyStore{Store: memstore.New()}
+			g := newGateway()
+			p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Hour, "w1"))
+			reads := 0
+			s.read = func(id string) {
+				if id != order.PaymentRecordID("ord-1") {
+					return
+				}
+				if reads++; reads != 2 { // the first read finds nothing; the second follows the create
+					return
+				}
+				if completed {
+					if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != order.Duplicate {
+						t.Errorf("delivery 2: %v %s", r.Outcome, r.Description)
+					}
+					return
+				}
+				putRecord(t, s.Store, func(r *order.PaymentRecord) {
+					r.Claim, r.Owner, r.Epoch, r.Attempts = order.PaymentClaim{Worker: "w2", MessageID: "ord-1", SequenceNumber: 7, DeliveryCount: 2}, "w2", 2, 2
+				})
+			}
+			r := p.Process(ctx, delivery(validBody, 7, 1))
+			if reads < 2 {
+				t.Fatal("the record was not read back after its create")
+			}
+			after := s.Items()
+			rec := paymentRecord(t, s.Store)
+			if completed {
+				if r.Outcome != order.Created || rec.Claim.DeliveryCount != 2 || g.calls != 1 {
+					t.Errorf("delivery 1: %v (%s), record %+v, %d captures; want success, the record left to delivery 2, 1 capture", r.Outcome, r.Description, rec, g.calls)
+				}
+			} else if r.Outcome != order.Transient || r.Reason != order.ReasonPaymentInProgress || g.calls != 0 {
+				t.Errorf("delivery 1: %v %q (%s), %d captures; want PaymentInProgress and none", r.Outcome, r.Reason, r.Description, g.calls)
+			}
+			for _, it := range after {
+				if it.ID == order.PaymentRecordID("ord-1") && it.Writes != map[bool]int{true: 3, false: 2}[completed] {
+					t.Errorf("payment record written %d times, want only by its creation and delivery 2", it.Writes)
+				}
+			}
+		})
 	}
 }
