@@ -147,6 +147,11 @@ func jsonKind(goKind string) string {
 
 // Validate checks every business rule of the wire contract and returns a
 // *FieldError for the first field that breaks one.
+//
+// It accepts no order whose payment capture the payments API would reject
+// (package payments tests this for every accepted order): the id, currency
+// and total of a valid order make a valid capture. A total of zero is valid
+// and has nothing to capture: the payment step skips it.
 func (o *Order) Validate() error {
 	if err := checkOrderID("orderId", o.OrderID); err != nil {
 		return err

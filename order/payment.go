@@ -2,7 +2,6 @@ package order
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -22,29 +21,60 @@ func PaymentRecordID(orderID string) string { return "Payment:" + orderID }
 
 // PaymentKey returns the Idempotency-Key of an order's payment capture. It
 // depends on the order id alone, so every delivery and every worker passes
-// the same key, and the payments service charges at most once.
+// the same key, and the payments service charges at most once for as long
+// as it remembers the key (see PaymentOptions.KeyRetention).
 func PaymentKey(orderID string) string { return "capture:" + orderID }
 
-// PaymentRecord is the two-phase record of a payment capture, stored in the
-// order's partition. A delivery claims it (in progress, with owner and time)
-// before it calls the payments service and completes it afterwards; both
-// writes are ETag-guarded, so two deliveries never both believe they own it.
-type PaymentRecord struct {
-	ID             string     `json:"id"`      // PaymentRecordID(OrderID)
-	OrderID        string     `json:"orderId"` // the partition key
-	Type           string     `json:"type"`    // TypePayment
-	State          string     `json:"state"`   // PaymentInProgress or PaymentCompleted
-	IdempotencyKey string     `json:"idempotencyKey"`
-	AmountMinor    int64      `json:"amountMinor"`
-	Currency       string     `json:"currency"`
-	Owner          string     `json:"owner"`     // the delivery that holds the claim
-	ClaimedAt      time.Time  `json:"claimedAt"` // zero: released, claimable at once
-	Attempts       int        `json:"attempts"`  // claims so far
-	PaymentID      string     `json:"paymentId,omitempty"`
-	CompletedAt    *time.Time `json:"completedAt,omitempty"`
+// PaymentClaim names the delivery that holds a payment claim. Service Bus
+// hands a copy of a message (one SequenceNumber) to a new receiver only after
+// the previous delivery's lock ended, with a higher DeliveryCount, so a
+// claim held by an earlier delivery of the same copy belongs to a delivery
+// that can no longer settle: it may be taken over at once.
+type PaymentClaim struct {
+	Worker         string `json:"worker"`         // PaymentOptions.Owner of the claiming worker
+	MessageID      string `json:"messageId"`      // the message's MessageId
+	SequenceNumber int64  `json:"sequenceNumber"` // the copy's broker sequence number; 0: unknown
+	DeliveryCount  uint32 `json:"deliveryCount"`  // the delivery of that copy
 }
 
-// Capture is a payment capture request.
+// String names the claim in logs and in PaymentRecord.Owner.
+func (c PaymentClaim) String() string {
+	return fmt.Sprintf("%s/%s/seq %d/delivery %d", c.Worker, c.MessageID, c.SequenceNumber, c.DeliveryCount)
+}
+
+// PaymentRecord is the two-phase record of a payment capture, stored in the
+// order's partition. A delivery claims it (in progress, with its identity,
+// a new epoch and the time) before it calls the payments service, and
+// completes it afterwards. Every write after the first is conditioned on the
+// ETag the writer read or wrote last, so a claim that was taken over is
+// fenced: its holder's later writes fail with 412 and change nothing.
+type PaymentRecord struct {
+	ID             string       `json:"id"`      // PaymentRecordID(OrderID)
+	OrderID        string       `json:"orderId"` // the partition key
+	Type           string       `json:"type"`    // TypePayment
+	State          string       `json:"state"`   // PaymentInProgress or PaymentCompleted
+	IdempotencyKey string       `json:"idempotencyKey"`
+	AmountMinor    int64        `json:"amountMinor"`
+	Currency       string       `json:"currency"`
+	Owner          string       `json:"owner"`     // Claim.String(), for people
+	Claim          PaymentClaim `json:"claim"`     // the delivery that holds (or last held) the claim
+	Epoch          int64        `json:"epoch"`     // incremented on every claim
+	ClaimedAt      time.Time    `json:"claimedAt"` // zero: released, claimable at once
+	// FirstAttemptAt is when the key was first sent (the claim written just
+	// before the first capture call). The payments service remembers the key
+	// for its retention after the charge, which came after this time. Nil
+	// (a record written before the field existed) counts as older than any
+	// retention.
+	FirstAttemptAt *time.Time `json:"firstAttemptAt,omitempty"`
+	// Attempts counts the claims so far, as it did before epochs existed;
+	// for a record created since, it equals Epoch.
+	Attempts    int        `json:"attempts"`
+	PaymentID   string     `json:"paymentId,omitempty"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+}
+
+// Capture is a payment capture request. OrderID is also the order reference
+// the payments service records the payment under, which PaymentLookup finds.
 type Capture struct {
 	OrderID     string
 	AmountMinor int64
@@ -53,124 +83,151 @@ type Capture struct {
 
 // PaymentGateway captures payments through a downstream service that
 // deduplicates on the idempotency key: a repeated key returns the original
-// result and charges nothing. Errors matching ErrTransient (or a passed
-// deadline) are retried; errors matching ErrPaymentRejected never succeed.
+// result and charges nothing, for as long as the service remembers the key.
+// Errors matching ErrTransient (or a passed deadline) are retried; errors
+// matching ErrPaymentRejected never succeed.
 type PaymentGateway interface {
 	Capture(ctx context.Context, idempotencyKey string, c Capture) (paymentID string, err error)
+}
+
+// PaymentLookup is implemented by a PaymentGateway whose service can list
+// the payments it recorded for an order reference from its ledger, which,
+// unlike its idempotency keys, it never forgets. Without it, a claim older
+// than the key retention cannot be resolved and is dead-lettered with
+// ReasonPaymentNeedsReconciliation. Errors matching ErrTransient (or a passed
+// deadline) are retried.
+type PaymentLookup interface {
+	LookupPayments(ctx context.Context, orderID string) ([]CapturedPayment, error)
+}
+
+// CapturedPayment is a payment the payments service recorded for an order.
+type CapturedPayment struct {
+	PaymentID   string
+	AmountMinor int64
+	Currency    string
 }
 
 // ErrPaymentRejected means the payments service refused the capture for
 // good, for example because the key was used before for another amount.
 var ErrPaymentRejected = errors.New("payment rejected")
 
+// Defaults of PaymentOptions.
+const (
+	// DefaultPaymentKeyRetention is the key retention the payment step
+	// assumes unless told otherwise: 24 hours, the shortest that payment
+	// providers commonly keep keys. Assuming less than the service keeps
+	// costs lookups; assuming more would be a double charge.
+	DefaultPaymentKeyRetention = 24 * time.Hour
+	// DefaultPaymentWriteTimeout bounds a payment-record write made with a
+	// context of its own (see PaymentOptions.WriteTimeout).
+	DefaultPaymentWriteTimeout = 5 * time.Second
+	// PaymentClockSkew is the largest difference between two workers'
+	// clocks the payment step allows for: a claim's times are stamped by
+	// one worker and compared by another.
+	PaymentClockSkew = 5 * time.Minute
+)
+
+// PaymentOptions configures the payment step of a Processor.
+type PaymentOptions struct {
+	// Gateway captures the payments. If it also implements PaymentLookup,
+	// claims older than the key retention are resolved by a lookup.
+	Gateway PaymentGateway
+	// Lease is how long a claim held by another copy of the message (a
+	// different SequenceNumber: a producer retry, a resubmission) protects
+	// a capture in progress: the queue's lock duration, since a handler
+	// never runs longer than its message timeout, which is below it. A
+	// claim of an earlier delivery of the same copy needs no lease: its
+	// lock has ended, and it is taken over at once. Required.
+	Lease time.Duration
+	// Owner names this worker in the claims.
+	Owner string
+	// KeyRetention is how long the payments service remembers an
+	// idempotency key after its charge: at most the service's real
+	// retention, never more. A claim whose key was first sent longer ago
+	// than KeyRetention minus (Lease + PaymentClockSkew) is never captured
+	// blindly: the payment is looked up instead. Zero means
+	// DefaultPaymentKeyRetention. Check it at start against the redelivery
+	// horizon (RedeliveryHorizon.CheckRetention): below it, late
+	// redeliveries need a lookup, and a gateway without one dead-letters
+	// them for reconciliation.
+	KeyRetention time.Duration
+	// WriteTimeout bounds every payment-record write made with a context of
+	// its own, after the handler's context may have ended: the completed
+	// mark after a capture (with its re-read after a 412) and the release of
+	// a claim. Process may return up to two WriteTimeouts after the
+	// handler's deadline, so keep it well below the lock duration. Zero
+	// means DefaultPaymentWriteTimeout, at most a tenth of Lease: with the
+	// worker's default message timeout (80% of the lock), both writes then
+	// end within the lock.
+	WriteTimeout time.Duration
+}
+
+// withDefaults returns o with its zero fields defaulted.
+func (o PaymentOptions) withDefaults() PaymentOptions {
+	if o.KeyRetention == 0 {
+		o.KeyRetention = DefaultPaymentKeyRetention
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultPaymentWriteTimeout
+		if o.Lease > 0 {
+			o.WriteTimeout = min(o.WriteTimeout, o.Lease/10)
+		}
+	}
+	return o
+}
+
+// Validate reports every setting of o that the payment step cannot work
+// with, after defaults.
+func (o PaymentOptions) Validate() error {
+	o = o.withDefaults()
+	var errs []error
+	if o.Gateway == nil {
+		errs = append(errs, errors.New("payments: no gateway"))
+	}
+	if o.Lease <= 0 {
+		errs = append(errs, fmt.Errorf("payments: lease %v must be positive (the queue's lock duration)", o.Lease))
+	}
+	if o.KeyRetention < 0 {
+		errs = append(errs, fmt.Errorf("payments: key retention %v must not be negative", o.KeyRetention))
+	}
+	if o.WriteTimeout <= 0 || o.Lease > 0 && o.WriteTimeout >= o.Lease {
+		errs = append(errs, fmt.Errorf("payments: write timeout %v must be positive and below the lease %v", o.WriteTimeout, o.Lease))
+	}
+	return errors.Join(errs...)
+}
+
+// BlindRetryAge returns how long after a key was first sent a capture may
+// still be repeated with it without a lookup: KeyRetention minus the lease
+// (the longest a capture call of a delivery can still reach the service
+// after the delivery decided to make it) and minus PaymentClockSkew (the
+// first send and the retry are stamped by different workers). The service's
+// retention counts from the charge, which came after the first send, so a
+// retry younger than this finds the key remembered. Zero or less: every
+// retry of a claim is looked up.
+func (o PaymentOptions) BlindRetryAge() time.Duration {
+	o = o.withDefaults()
+	return o.KeyRetention - o.Lease - PaymentClockSkew
+}
+
 // payments is the configuration of the payment step.
 type payments struct {
-	gateway PaymentGateway
-	lease   time.Duration
-	owner   string
+	PaymentOptions
+	err error // from Validate: every capture fails with it
 }
 
-// WithPayments makes the Processor capture each accepted order's payment
-// through g, recording it in the order's partition with a two-phase record.
-// lease is how long a claim protects a capture in progress: tie it to the
-// lock duration (the worker's message timeout is a good value), since after
-// it the claimant's delivery is dead or its lock lost. owner names this
-// worker in the records. The Processor needs a DocumentStore (WithDocuments).
+// WithPaymentOptions makes the Processor capture each accepted order's
+// payment through o.Gateway, recording it in the order's partition with a
+// fenced two-phase record. The Processor needs a DocumentStore
+// (WithDocuments). Invalid options (see PaymentOptions.Validate) make every
+// payment step a retry that names the problem; validate them at start.
+func WithPaymentOptions(o PaymentOptions) Option {
+	o = o.withDefaults()
+	return func(p *Processor) { p.payments = &payments{PaymentOptions: o, err: o.Validate()} }
+}
+
+// WithPayments is WithPaymentOptions with the default key retention and
+// write timeout: lease is the queue's lock duration and owner names this
+// worker in the claims.
 func WithPayments(g PaymentGateway, lease time.Duration, owner string) Option {
-	return func(p *Processor) { p.payments = &payments{gateway: g, lease: lease, owner: owner} }
+	return WithPaymentOptions(PaymentOptions{Gateway: g, Lease: lease, Owner: owner})
 }
-
-// capturePayment makes sure the order's payment is captured exactly once.
-// It returns nil when the capture is completed (now or before), else the
-// Result to settle with.
-//
-// The record moves: absent → in progress (claimed) → completed. On a
-// redelivery: completed → nothing to do; in progress and fresh → someone
-// else may hold it, retry later; in progress and stale → reclaim and call
-// again with the same key, which the payments service answers with the
-// original result if the earlier call did charge.
-func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocument) *Result {
-	if p.docs == nil {
-		err := errors.New("payments configured without a document store")
-		return &Result{Outcome: Transient, OrderID: doc.OrderID, Reason: ReasonStoreError, Description: err.Error(), Err: err}
-	}
-	orderID, now := doc.OrderID, p.now().UTC()
-	owner := fmt.Sprintf("%s/%s/%d", p.payments.owner, m.ID, m.DeliveryCount)
-
-	// 1. Claim the record.
-	var rec PaymentRecord
-	etag, err := readJSON(ctx, p.docs, orderID, PaymentRecordID(orderID), &rec)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		rec = PaymentRecord{ID: PaymentRecordID(orderID), OrderID: orderID, Type: TypePayment, State: PaymentInProgress,
-			IdempotencyKey: PaymentKey(orderID), AmountMinor: doc.TotalMinor, Currency: doc.Currency,
-			Owner: owner, ClaimedAt: now, Attempts: 1}
-		body, _ := json.Marshal(rec)
-		err = p.docs.CreateDocuments(ctx, orderID, []Document{{ID: rec.ID, Body: body}})
-		if errors.Is(err, ErrAlreadyExists) {
-			return paymentBusy(orderID, "claimed by another delivery just now")
-		}
-		if err != nil {
-			return ptr(storeFailure(orderID, "create payment record", err))
-		}
-		if _, etag, err = p.docs.ReadDocument(ctx, orderID, rec.ID); err != nil {
-			return ptr(storeFailure(orderID, "read payment record", err))
-		}
-	case err != nil:
-		return ptr(storeFailure(orderID, "read payment record", err))
-	case rec.State == PaymentCompleted:
-		return nil
-	case !rec.ClaimedAt.IsZero() && now.Sub(rec.ClaimedAt) < p.payments.lease:
-		return paymentBusy(orderID, fmt.Sprintf("in progress by %s since %s", rec.Owner, rec.ClaimedAt.Format(time.RFC3339Nano)))
-	default: // stale or released: reclaim
-		rec.Owner, rec.ClaimedAt, rec.Attempts = owner, now, rec.Attempts+1
-		if etag, err = p.replaceJSON(ctx, orderID, rec.ID, rec, etag); err != nil {
-			if errors.Is(err, ErrPreconditionFailed) {
-				return paymentBusy(orderID, "reclaimed by another delivery just now")
-			}
-			return ptr(storeFailure(orderID, "reclaim payment record", err))
-		}
-	}
-
-	// 2. Call the payments service with the order's key.
-	paymentID, err := p.payments.gateway.Capture(ctx, rec.IdempotencyKey, Capture{OrderID: orderID, AmountMinor: rec.AmountMinor, Currency: rec.Currency})
-	if err != nil {
-		if errors.Is(err, ErrPaymentRejected) {
-			return &Result{Outcome: Invalid, OrderID: orderID, Reason: ReasonPaymentRejected, Description: err.Error(), Err: err}
-		}
-		// Release the claim so that the redelivery retries at once; if the
-		// release fails, the claim goes stale after the lease instead.
-		rec.ClaimedAt = time.Time{}
-		_, _ = p.replaceJSON(context.WithoutCancel(ctx), orderID, rec.ID, rec, etag)
-		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonPaymentUnavailable, Description: "capture: " + err.Error(), Err: err}
-	}
-
-	// 3. Mark it completed. If the claim was taken over meanwhile, the new
-	// owner's call with the same key gets this payment back and completes it.
-	done := now
-	if d := p.now().UTC(); d.After(done) {
-		done = d
-	}
-	rec.State, rec.PaymentID, rec.CompletedAt = PaymentCompleted, paymentID, &done
-	if _, err := p.replaceJSON(ctx, orderID, rec.ID, rec, etag); err != nil {
-		if errors.Is(err, ErrPreconditionFailed) {
-			return paymentBusy(orderID, "claim taken over while capturing; the new owner completes it")
-		}
-		return ptr(storeFailure(orderID, "complete payment record", err))
-	}
-	return nil
-}
-
-func (p *Processor) replaceJSON(ctx context.Context, pk, id string, v any, etag string) (string, error) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return "", err
-	}
-	return p.docs.ReplaceDocument(ctx, pk, Document{ID: id, Body: body}, etag)
-}
-
-func paymentBusy(orderID, why string) *Result {
-	return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonPaymentInProgress, Description: "payment capture " + why}
-}
-
-func ptr(r Result) *Result { return &r }

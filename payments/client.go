@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Errors of [Client.Capture], to test with errors.Is.
+// Errors of [Client.Capture] and [Client.Lookup], to test with errors.Is.
 var (
 	// ErrKeyReused means the service already knows the key for a different
 	// request (422): the key was derived from the wrong data, or the order
@@ -186,7 +186,9 @@ func orDefault[T comparable](v, def T) T {
 // returns the payment. It sends the same key on every attempt, so it may be
 // called again with the same key and request, by any worker, at any time
 // within the service's key retention, and never charges twice: a repeated
-// capture returns the original payment with Replayed set.
+// capture returns the original payment with Replayed set. After the key
+// retention a repeated capture charges again; a caller that may retry that
+// late must look the payment up first ([Client.Lookup]).
 //
 // It retries 5xx, 429, timeouts and connection errors with backoff, up to
 // the client's MaxAttempts, and returns at once on any other answer. An error
@@ -204,66 +206,119 @@ func (c *Client) Capture(ctx context.Context, key string, req CaptureRequest) (P
 	if err != nil {
 		return Payment{}, fmt.Errorf("payments: encoding the request: %w", err)
 	}
-	for attempt := 1; ; attempt++ {
-		p, retryAfter, err := c.attempt(ctx, key, body)
+	var p Payment
+	err = c.retry(ctx, fmt.Sprintf("capture with key %q", key), func(ctx context.Context) (time.Duration, error) {
+		p = Payment{}
+		replayed, retryAfter, err := c.attempt(ctx, http.MethodPost, c.endpoint, key, body, &p)
+		p.Replayed = replayed
+		return retryAfter, err
+	})
+	if err != nil {
+		return Payment{}, err
+	}
+	if p.OrderID != req.OrderID || p.AmountMinor != req.AmountMinor || p.Currency != req.Currency {
+		return Payment{}, fmt.Errorf("payments: capture with key %q: the service answered with a payment of %d %s for order %q, not the %d %s requested for order %q",
+			key, p.AmountMinor, p.Currency, p.OrderID, req.AmountMinor, req.Currency, req.OrderID)
+	}
+	return p, nil
+}
+
+// Lookup returns every payment the service's ledger holds for orderID
+// (GET /payments?orderId=), oldest first; none means no charge for the order
+// ever happened. The ledger outlives the idempotency keys, so Lookup tells
+// the outcome of a capture whose key the service may have forgotten. It is a
+// read, retried like Capture, and its errors match the same sentinels.
+func (c *Client) Lookup(ctx context.Context, orderID string) ([]Payment, error) {
+	if err := checkOrderID(orderID); err != nil {
+		return nil, fmt.Errorf("payments: %w: %w", ErrRejected, err)
+	}
+	target := c.endpoint + "?" + url.Values{"orderId": {orderID}}.Encode()
+	var list PaymentList
+	err := c.retry(ctx, fmt.Sprintf("lookup of order %q", orderID), func(ctx context.Context) (time.Duration, error) {
+		list = PaymentList{}
+		_, retryAfter, err := c.attempt(ctx, http.MethodGet, target, "", nil, &list)
+		return retryAfter, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range list.Payments {
+		if p.OrderID != orderID {
+			return nil, fmt.Errorf("payments: lookup of order %q: the service answered with payment %s of order %q", orderID, p.PaymentID, p.OrderID)
+		}
+	}
+	return list.Payments, nil
+}
+
+// retry calls attempt until it succeeds, fails in a way a retry cannot
+// help, runs out of attempts or ctx ends, waiting with backoff in between.
+// what names the request in the errors.
+func (c *Client) retry(ctx context.Context, what string, attempt func(context.Context) (retryAfter time.Duration, err error)) error {
+	for n := 1; ; n++ {
+		retryAfter, err := attempt(ctx)
 		if err == nil {
-			if p.OrderID != req.OrderID || p.AmountMinor != req.AmountMinor || p.Currency != req.Currency {
-				return Payment{}, fmt.Errorf("payments: capture with key %q: the service answered with a payment of %d %s for order %q, not the %d %s requested for order %q",
-					key, p.AmountMinor, p.Currency, p.OrderID, req.AmountMinor, req.Currency, req.OrderID)
-			}
-			return p, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			return Payment{}, fmt.Errorf("payments: capture with key %q: attempt %d: %w", key, attempt, err)
+			return fmt.Errorf("payments: %s: attempt %d: %w", what, n, err)
 		}
-		if !errors.Is(err, ErrUnavailable) || attempt == c.maxAttempts {
-			return Payment{}, fmt.Errorf("payments: capture with key %q: attempt %d of %d: %w", key, attempt, c.maxAttempts, err)
+		if !errors.Is(err, ErrUnavailable) || n == c.maxAttempts {
+			return fmt.Errorf("payments: %s: attempt %d of %d: %w", what, n, c.maxAttempts, err)
 		}
-		if serr := c.sleep(ctx, c.backoff(attempt, retryAfter)); serr != nil {
-			return Payment{}, fmt.Errorf("payments: capture with key %q: waiting to retry after attempt %d: %w; the attempt failed: %w", key, attempt, serr, err)
+		if serr := c.sleep(ctx, c.backoff(n, retryAfter)); serr != nil {
+			return fmt.Errorf("payments: %s: waiting to retry after attempt %d: %w; the attempt failed: %w", what, n, serr, err)
 		}
 	}
 }
 
-// attempt sends the request once and reads the whole answer under the
-// attempt's timeout. A retryable failure wraps ErrUnavailable; retryAfter is
-// the answer's Retry-After in seconds, or -1 if it had none.
-func (c *Client) attempt(ctx context.Context, key string, body []byte) (p Payment, retryAfter time.Duration, err error) {
+// attempt sends one request (with key as its Idempotency-Key, if not empty)
+// and reads the whole answer under the attempt's timeout, decoding a 200 or
+// 201 into v. A retryable failure wraps ErrUnavailable; replayed reports the
+// Idempotent-Replayed header; retryAfter is the answer's Retry-After in
+// seconds, or -1 if it had none.
+func (c *Client) attempt(ctx context.Context, method, target, key string, body []byte, v any) (replayed bool, retryAfter time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
 	defer cancel()
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return Payment{}, -1, err
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
-	r.Header.Set(HeaderIdempotencyKey, key)
-	r.Header.Set("Content-Type", "application/json")
+	r, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return false, -1, err
+	}
+	if key != "" {
+		r.Header.Set(HeaderIdempotencyKey, key)
+	}
+	if body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	r.Header.Set("Accept", "application/json, application/problem+json")
 	resp, err := c.http.Do(r)
 	if err != nil {
 		// A timeout or a connection error: the request may or may not have
 		// reached the service, and only a retry with the key can tell.
-		return Payment{}, -1, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return false, -1, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return Payment{}, -1, fmt.Errorf("%w: reading the answer: %w", ErrUnavailable, err)
+		return false, -1, fmt.Errorf("%w: reading the answer: %w", ErrUnavailable, err)
 	}
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusCreated:
-		if err := json.Unmarshal(data, &p); err != nil {
-			// The charge happened but the answer is unreadable; a retry
-			// gets the stored answer again.
-			return Payment{}, -1, fmt.Errorf("%w: decoding the payment: %w", ErrUnavailable, err)
+		if err := json.Unmarshal(data, v); err != nil {
+			// For a capture, the charge happened but the answer is
+			// unreadable; a retry gets the stored answer again.
+			return false, -1, fmt.Errorf("%w: decoding the answer: %w", ErrUnavailable, err)
 		}
-		p.Replayed = resp.Header.Get(HeaderIdempotentReplayed) == "true"
-		return p, -1, nil
+		return resp.Header.Get(HeaderIdempotentReplayed) == "true", -1, nil
 	}
 	rerr := &ResponseError{StatusCode: resp.StatusCode}
 	if mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); strings.TrimSpace(mt) == "application/problem+json" {
 		json.Unmarshal(data, &rerr.Problem) // best effort: the status code decides
 	}
-	return Payment{}, parseRetryAfter(resp.Header.Get("Retry-After")), rerr
+	return false, parseRetryAfter(resp.Header.Get("Retry-After")), rerr
 }
 
 // parseRetryAfter returns a Retry-After header's delay in seconds, or -1 if

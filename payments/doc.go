@@ -26,6 +26,14 @@
 // see [Problem]). GET /payments/{paymentId} returns a stored payment and
 // GET /healthz reports that the service is up.
 //
+// GET /payments?orderId=ord-000123 lists every payment the service's ledger
+// holds for the order, oldest first ([PaymentList]); an empty list means no
+// charge for it ever happened. The ledger is never forgotten, unlike the
+// idempotency keys, so the lookup tells the outcome of a capture long after
+// its key expired:
+//
+//	{"orderId": "ord-000123", "payments": [{"paymentId": "pay_00000001", ...}]}
+//
 // # Idempotency semantics
 //
 // The service follows the IETF HTTPAPI draft "The Idempotency-Key HTTP Header
@@ -48,17 +56,25 @@
 // failed before charging (a 5xx or 429), leaves the key free, so the next
 // request with it is processed as a first request.
 //
-// A key is remembered for a retention period after its charge (24 hours by
-// default, as payment providers do), then forgotten: a request with an expired
-// key is a new request and charges again. The retention must therefore exceed
-// the consumer's redelivery horizon, the longest time from a capture's first
-// attempt to its last possible retry: the broker's delivery attempts times the
-// lock duration, plus the client's retries and backoff, plus the time an
-// operator may take to resubmit a dead-lettered message. A retry after the
-// key expired is a second charge.
+// A key is remembered for a retention period after its charge (30 days by
+// default, the upper end of what payment providers keep: 24 hours to 30
+// days), measured on the service's clock, then forgotten: a request with an
+// expired key is a new request and charges again. A consumer that may retry
+// a capture later than the retention must therefore look the payment up
+// instead of repeating it. The order worker does: it records when it first
+// sent the key, assumes a retention no longer than the service's
+// (order.PaymentOptions.KeyRetention), and resolves a claim older than that
+// (minus a safety margin) with [Client.Lookup], never with a blind retry.
+// A retention above the consumer's redelivery horizon (the longest time from
+// a capture's first attempt to its last possible retry: the broker's
+// delivery attempts, the client's retries, and the time an operator may take
+// to resubmit a dead-lettered message) saves those lookups; it is not what
+// keeps a late retry from charging twice.
 //
 // This service keeps its keys and payments in memory, so a restart forgets
-// them; a real payment provider persists them. It stands in for one in tests,
+// them; a real payment provider persists them. Its keys expire exactly on
+// time (a key is new again the instant its retention has passed): a model
+// that remembered keys longer than a provider would hide a double charge. It stands in for one in tests,
 // in the fault-injection simulation and as the standalone command
 // cmd/paymentservice.
 //
@@ -70,6 +86,7 @@
 // same key on every attempt, so a retry after a lost response, or after a
 // timeout that fired once the charge had happened, is answered from the
 // service's store instead of charging twice. It never retries another 4xx.
+// [Client.Lookup] reads the ledger with the same timeouts and retries.
 // Errors match the sentinels [ErrKeyReused], [ErrInProgress], [ErrRejected]
 // and [ErrUnavailable] with errors.Is, and [IsTransient] tells the worker
 // whether to try again later (abandon the message) or give up (dead-letter it).

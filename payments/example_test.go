@@ -77,3 +77,30 @@ func ExampleKeyFor() {
 	// Output:
 	// capture:ord-000123
 }
+
+// The ledger outlives the idempotency keys: after the key has expired, a
+// lookup still finds the payment, and tells a worker not to capture again.
+func ExampleClient_Lookup() {
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	svc := payments.NewService(&payments.ServiceOptions{KeyRetention: 24 * time.Hour, Now: func() time.Time { return now }})
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	client, err := payments.NewClient(srv.URL, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	if _, err := client.Capture(ctx, payments.KeyFor("ord-7"), payments.CaptureRequest{OrderID: "ord-7", AmountMinor: 2500, Currency: "EUR"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	now = now.Add(48 * time.Hour) // the key is forgotten
+	ps, err := client.Lookup(ctx, "ord-7")
+	fmt.Println(len(ps), ps[0].PaymentID, ps[0].AmountMinor, err)
+	ps, err = client.Lookup(ctx, "ord-8")
+	fmt.Println(len(ps), err)
+	// Output:
+	// 1 pay_00000001 2500 <nil>
+	// 0 <nil>
+}

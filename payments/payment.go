@@ -43,7 +43,8 @@ func KeyFor(orderID string) string { return order.PaymentKey(orderID) }
 // the same key must carry the same values.
 type CaptureRequest struct {
 	// OrderID is the merchant's reference: 1 to MaxOrderIDLength printable
-	// ASCII characters.
+	// ASCII characters. The ledger is indexed by it, so that
+	// GET /payments?orderId= finds the payments of an order.
 	OrderID string `json:"orderId"`
 	// AmountMinor is the positive amount in the currency's minor unit (cents).
 	AmountMinor int64 `json:"amountMinor"`
@@ -53,19 +54,39 @@ type CaptureRequest struct {
 
 // Validate reports the first field of r that breaks the wire contract.
 func (r CaptureRequest) Validate() error {
+	if err := checkOrderID(r.OrderID); err != nil {
+		return err
+	}
 	switch {
-	case r.OrderID == "":
-		return errors.New("orderId is required")
-	case len(r.OrderID) > MaxOrderIDLength:
-		return fmt.Errorf("orderId: %d bytes exceeds the limit of %d", len(r.OrderID), MaxOrderIDLength)
-	case !isPrintableASCII(r.OrderID, ' '):
-		return errors.New("orderId: only printable ASCII characters are allowed")
 	case r.AmountMinor <= 0:
 		return fmt.Errorf("amountMinor: %d is not a positive amount", r.AmountMinor)
 	case !isCurrency(r.Currency):
 		return fmt.Errorf("currency: %q is not three upper-case letters (ISO 4217)", r.Currency)
 	}
 	return nil
+}
+
+// checkOrderID validates the merchant's order reference of a capture or a
+// lookup.
+func checkOrderID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("orderId is required")
+	case len(id) > MaxOrderIDLength:
+		return fmt.Errorf("orderId: %d bytes exceeds the limit of %d", len(id), MaxOrderIDLength)
+	case !isPrintableASCII(id, ' '):
+		return errors.New("orderId: only printable ASCII characters are allowed")
+	}
+	return nil
+}
+
+// PaymentList is the body of GET /payments?orderId=<id>: every payment the
+// service's ledger holds for the order, oldest first. The ledger keeps
+// payments for ever, after their idempotency keys are forgotten, so an empty
+// list means that no charge for the order ever happened.
+type PaymentList struct {
+	OrderID  string    `json:"orderId"`
+	Payments []Payment `json:"payments"`
 }
 
 // Payment is a captured payment, the body of a 201 Created answer to

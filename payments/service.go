@@ -15,15 +15,23 @@ import (
 )
 
 // DefaultKeyRetention is how long the service remembers a key after its
-// charge unless [ServiceOptions.KeyRetention] says otherwise.
-const DefaultKeyRetention = 24 * time.Hour
+// charge unless [ServiceOptions.KeyRetention] says otherwise: 30 days, the
+// upper end of what payment providers keep (24 hours to 30 days), so that
+// with the order worker's defaults (a resubmission horizon of 7 days) the
+// retention exceeds the worker's redelivery horizon. The worker does not rely
+// on it: it resolves a claim older than its own idempotency-key setting by
+// looking the payment up (GET /payments?orderId=), never by a blind retry.
+const DefaultKeyRetention = 30 * 24 * time.Hour
 
 // ServiceOptions configures a [Service]. The zero value is the default.
 type ServiceOptions struct {
-	// KeyRetention is how long a key is remembered after its charge; a
-	// request with the key after that is a new request and charges again.
-	// It must exceed the consumer's redelivery horizon (see the package
-	// documentation). Zero means DefaultKeyRetention.
+	// KeyRetention is how long a key is remembered after its charge, on
+	// the service's clock (Now); a request with the key after that is a new
+	// request and charges again. It should exceed the consumer's redelivery
+	// horizon (see the package documentation), and a consumer must never
+	// assume more than it. Payments themselves are never forgotten: the
+	// ledger that GET /payments?orderId= reads keeps them for ever. Zero
+	// means DefaultKeyRetention.
 	KeyRetention time.Duration
 	// Now returns the current time, for capturedAt and key expiry; nil means
 	// time.Now. Tests inject a clock to expire keys without waiting.
@@ -53,8 +61,9 @@ type Service struct {
 
 	mu        sync.Mutex
 	keys      map[string]*keyEntry
-	payments  map[string]Payment // by payment id
-	byOrder   map[string]int     // charges by order id
+	payments  map[string]Payment  // the ledger, by payment id; never forgotten
+	ledger    map[string][]string // payment ids by order id, in charge order
+	byOrder   map[string]int      // charges by order id
 	charges   int
 	seq       int
 	lastSweep time.Time
@@ -94,6 +103,7 @@ func NewService(o *ServiceOptions) *Service {
 		mux:       http.NewServeMux(),
 		keys:      make(map[string]*keyEntry),
 		payments:  make(map[string]Payment),
+		ledger:    make(map[string][]string),
 		byOrder:   make(map[string]int),
 	}
 	if s.retention <= 0 {
@@ -103,6 +113,7 @@ func NewService(o *ServiceOptions) *Service {
 		s.now = time.Now
 	}
 	s.mux.HandleFunc("POST /payments", s.capture)
+	s.mux.HandleFunc("GET /payments", s.listPayments)
 	s.mux.HandleFunc("GET /payments/{paymentId}", s.getPayment)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -111,7 +122,8 @@ func NewService(o *ServiceOptions) *Service {
 	return s
 }
 
-// ServeHTTP serves POST /payments, GET /payments/{paymentId} and GET /healthz.
+// ServeHTTP serves POST /payments, GET /payments?orderId=,
+// GET /payments/{paymentId} and GET /healthz.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
@@ -300,6 +312,7 @@ func (s *Service) charge(key string, req CaptureRequest) (status int, location s
 	body = append(body, '\n')
 	s.seq++
 	s.payments[p.PaymentID] = p
+	s.ledger[p.OrderID] = append(s.ledger[p.OrderID], p.PaymentID)
 	s.byOrder[p.OrderID]++
 	s.charges++
 	e.state, e.status, e.location, e.body = keyDone, http.StatusCreated, "/payments/"+p.PaymentID, body
@@ -336,6 +349,31 @@ func (s *Service) getPayment(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(p)
+}
+
+// listPayments answers GET /payments?orderId=<id> with every payment the
+// ledger holds for the order, oldest first: an empty list means no charge
+// for it ever happened. The ledger is never forgotten, unlike idempotency
+// keys, so this answer stays true after the key has expired.
+func (s *Service) listPayments(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if len(q) != 1 || len(q["orderId"]) != 1 {
+		writeProblem(w, http.StatusBadRequest, "want exactly one query parameter, orderId")
+		return
+	}
+	orderID := q.Get("orderId")
+	if err := checkOrderID(orderID); err != nil {
+		writeProblem(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s.mu.Lock()
+	list := PaymentList{OrderID: orderID, Payments: make([]Payment, 0, len(s.ledger[orderID]))}
+	for _, id := range s.ledger[orderID] {
+		list.Payments = append(list.Payments, s.payments[id])
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(list)
 }
 
 // decodeCapture reads and validates a capture request body. On failure it

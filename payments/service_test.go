@@ -401,7 +401,12 @@ func TestServiceRoutes(t *testing.T) {
 	}{
 		{http.MethodGet, "/healthz", http.StatusOK},
 		{http.MethodGet, "/payments/pay_00000001", http.StatusNotFound},
-		{http.MethodGet, "/payments", http.StatusMethodNotAllowed},
+		{http.MethodGet, "/payments", http.StatusBadRequest}, // the lookup needs its orderId
+		{http.MethodGet, "/payments?orderId=ord-1", http.StatusOK},
+		{http.MethodGet, "/payments?orderId=ord-1&orderId=ord-2", http.StatusBadRequest},
+		{http.MethodGet, "/payments?orderId=", http.StatusBadRequest},
+		{http.MethodGet, "/payments?orderRef=ord-1", http.StatusBadRequest},
+		{http.MethodPut, "/payments", http.StatusMethodNotAllowed},
 		{http.MethodDelete, "/payments/pay_00000001", http.StatusMethodNotAllowed},
 		{http.MethodGet, "/refunds", http.StatusNotFound},
 	}

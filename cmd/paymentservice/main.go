@@ -2,6 +2,10 @@
 // payments as a standalone HTTP server: POST /payments captures a payment once
 // per Idempotency-Key, replays the stored answer for a repeated key, rejects a
 // key reused for another amount with 422, and counts the charges it performed.
+// It forgets a key after its retention (-key-retention, 30 days by default;
+// a request with a forgotten key charges again), but never a payment:
+// GET /payments?orderId= lists an order's payments, which is how the order
+// worker resolves a capture older than the retention it assumes.
 //
 // Keys and payments live in memory and are lost when it stops; it stands in
 // for a payment provider on a developer's machine. It prints the URL it

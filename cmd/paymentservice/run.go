@@ -29,15 +29,17 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	var c config
 	env := cli.NewEnv(fs, getenv)
 	env.String(&c.Addr, "addr", "PAYMENTS_ADDR", "127.0.0.1:8090", "address to listen on; port 0 picks a free port")
-	env.Duration(&c.KeyRetention, "key-retention", "PAYMENTS_KEY_RETENTION", payments.DefaultKeyRetention, "how long an idempotency key is remembered after its charge; must exceed the worker's redelivery horizon")
+	env.Duration(&c.KeyRetention, "key-retention", "PAYMENTS_KEY_RETENTION", payments.DefaultKeyRetention,
+		"how long an idempotency key is remembered after its charge (payments are kept for ever); the order worker must never assume longer, and resolves claims older than it assumes by GET /payments?orderId=")
 	env.Duration(&c.ShutdownGrace, "shutdown-grace", "PAYMENTS_SHUTDOWN_GRACE", 10*time.Second, "how long in-flight requests may finish after SIGTERM")
 	c.Logging.Define(env)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: paymentservice [flags]
 
 Serves the reference payment service: POST /payments with an Idempotency-Key
-header charges once per key, GET /payments/{paymentId}, GET /healthz. State is
-in memory only.
+header charges once per key for as long as it remembers the key,
+GET /payments?orderId=<id> lists an order's payments from the ledger (kept for
+ever), GET /payments/{paymentId}, GET /healthz. State is in memory only.
 
 Flags:
 `)

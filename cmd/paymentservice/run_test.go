@@ -174,7 +174,7 @@ func TestParseConfigPrecedence(t *testing.T) {
 		env  map[string]string
 		want config
 	}{
-		{"defaults", nil, nil, config{Addr: "127.0.0.1:8090", KeyRetention: 24 * time.Hour, ShutdownGrace: 10 * time.Second, Logging: cli.Logging{Format: "auto", Level: "info"}}},
+		{"defaults", nil, nil, config{Addr: "127.0.0.1:8090", KeyRetention: 30 * 24 * time.Hour, ShutdownGrace: 10 * time.Second, Logging: cli.Logging{Format: "auto", Level: "info"}}},
 		{"environment", nil, map[string]string{"PAYMENTS_ADDR": ":9000", "PAYMENTS_KEY_RETENTION": "P7D", "LOG_LEVEL": "debug"},
 			config{Addr: ":9000", KeyRetention: 7 * 24 * time.Hour, ShutdownGrace: 10 * time.Second, Logging: cli.Logging{Format: "auto", Level: "debug"}}},
 		{"flags override the environment", []string{"-addr", ":9001", "-key-retention", "36h"}, map[string]string{"PAYMENTS_ADDR": ":9000", "PAYMENTS_KEY_RETENTION": "P7D"},
@@ -188,5 +188,24 @@ func TestParseConfigPrecedence(t *testing.T) {
 				t.Errorf("parseConfig = %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// The help text states the default retention the service really uses, and
+// the lookup that makes a retention shorter than the worker's redelivery
+// horizon safe.
+func TestHelpAgreesWithTheDefaults(t *testing.T) {
+	var stderr syncBuffer
+	if err := run(context.Background(), []string{"-h"}, env(nil), io.Discard, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	help := stderr.String()
+	for _, want := range []string{"(default " + payments.DefaultKeyRetention.String() + ")", "GET /payments?orderId=", "must never assume longer"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help text does not contain %q:\n%s", want, help)
+		}
+	}
+	if payments.DefaultKeyRetention != 30*24*time.Hour {
+		t.Errorf("DefaultKeyRetention = %v, but the command's documentation says 30 days", payments.DefaultKeyRetention)
 	}
 }

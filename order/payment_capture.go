@@ -1,0 +1,278 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// capturePayment makes sure the order's payment is captured exactly once.
+// It returns nil when the capture is completed (now or before) or when there
+// is nothing to capture, else the Result to settle with.
+//
+// An order whose total is zero has nothing to capture: no record, no call.
+//
+// The record moves: absent → in progress (claimed) → completed. On a
+// redelivery: completed → nothing to do. In progress → the claim is taken
+// over (a new epoch, ETag-conditioned) if it was released, if it is held by
+// an earlier delivery of this very copy of the message (whose lock has
+// ended, since Service Bus redelivers a copy only then), or if it is held by
+// another copy and its lease (the lock duration) has run out; otherwise
+// another delivery may be capturing, and this one retries later.
+//
+// After a takeover the key is sent again only while the payments service
+// certainly still remembers it (PaymentOptions.BlindRetryAge after its first
+// send); it then answers with the original result if an earlier call did
+// charge. An older claim's outcome is unknown: the payment is looked up in
+// the service's ledger (PaymentLookup) and the record completed with what
+// it finds; what cannot be resolved is dead-lettered with
+// ReasonPaymentNeedsReconciliation and the key, never captured blindly.
+//
+// Writes that must happen after the handler's context may have ended (the
+// completed mark, the release of a claim) run under a context of their own,
+// bounded by PaymentOptions.WriteTimeout.
+func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocument) *Result {
+	orderID := doc.OrderID
+	switch {
+	case p.payments.err != nil:
+		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonPaymentUnavailable, Description: "payment step misconfigured: " + p.payments.err.Error(), Err: p.payments.err}
+	case p.docs == nil:
+		err := errors.New("payments configured without a document store")
+		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonStoreError, Description: err.Error(), Err: err}
+	case doc.TotalMinor == 0:
+		return nil // nothing to capture; the payments API rejects a zero amount
+	}
+	now := p.now().UTC()
+	me := PaymentClaim{Worker: p.payments.Owner, MessageID: m.ID, SequenceNumber: m.SequenceNumber, DeliveryCount: m.DeliveryCount}
+
+	// 1. Claim the record: create it, or take its claim over.
+	var rec PaymentRecord
+	etag, err := readJSON(ctx, p.docs, orderID, PaymentRecordID(orderID), &rec)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		rec = PaymentRecord{ID: PaymentRecordID(orderID), OrderID: orderID, Type: TypePayment, State: PaymentInProgress,
+			IdempotencyKey: PaymentKey(orderID), AmountMinor: doc.TotalMinor, Currency: doc.Currency,
+			Owner: me.String(), Claim: me, Epoch: 1, ClaimedAt: now, FirstAttemptAt: &now, Attempts: 1}
+		body, err := json.Marshal(rec)
+		if err != nil {
+			return ptr(storeFailure(orderID, "encode payment record", err))
+		}
+		err = p.docs.CreateDocuments(ctx, orderID, []Document{{ID: rec.ID, Body: body}})
+		if errors.Is(err, ErrAlreadyExists) {
+			return paymentBusy(orderID, "claimed by another delivery just now")
+		}
+		if err != nil {
+			return ptr(storeFailure(orderID, "create payment record", err))
+		}
+		// The create answers no ETag: read it, and check that the record
+		// read is still the one created, since the claim may have been
+		// taken over in between (by this copy's next delivery, if this
+		// one's lock lapsed).
+		var got PaymentRecord
+		if etag, err = readJSON(ctx, p.docs, orderID, rec.ID, &got); err != nil {
+			// The claim is ours but its ETag unknown: it is taken over at
+			// once by this copy's next delivery, or after the lease.
+			return ptr(storeFailure(orderID, "read payment record", err))
+		}
+		switch {
+		case got.State == PaymentCompleted:
+			return nil
+		case got.Epoch != rec.Epoch || got.Claim != me:
+			return paymentBusy(orderID, fmt.Sprintf("claim taken over by %s right after its creation", got.Owner))
+		}
+	case err != nil:
+		return ptr(storeFailure(orderID, "read payment record", err))
+	case rec.State == PaymentCompleted:
+		return nil
+	default:
+		ok, why := mayTakeOver(rec, me, now, p.payments.Lease)
+		if !ok {
+			return paymentBusy(orderID, why)
+		}
+		rec.Owner, rec.Claim, rec.Epoch, rec.ClaimedAt, rec.Attempts = me.String(), me, rec.Epoch+1, now, rec.Attempts+1
+		if etag, err = p.replaceJSON(ctx, orderID, rec.ID, rec, etag); err != nil {
+			if errors.Is(err, ErrPreconditionFailed) {
+				return paymentBusy(orderID, "claimed by another delivery just now")
+			}
+			return ptr(storeFailure(orderID, "take over payment record", err))
+		}
+	}
+	// From here on the claim is this delivery's, as long as its ETag is.
+
+	// 2. A claim whose key the service may have forgotten is resolved by a
+	// lookup, never by a blind capture.
+	if p.keyMayBeForgotten(rec, now) {
+		if r, done := p.resolveOldClaim(ctx, rec, etag); done {
+			return r
+		}
+	}
+
+	// 3. Call the payments service with the order's key.
+	paymentID, err := p.payments.Gateway.Capture(ctx, rec.IdempotencyKey, Capture{OrderID: orderID, AmountMinor: rec.AmountMinor, Currency: rec.Currency})
+	if err != nil {
+		// Release the claim so that any redelivery retries at once; if the
+		// release fails, this copy's next delivery takes it over at once
+		// and another copy after the lease.
+		p.release(ctx, rec, etag)
+		if errors.Is(err, ErrPaymentRejected) {
+			return &Result{Outcome: Invalid, OrderID: orderID, Reason: ReasonPaymentRejected, Description: err.Error(), Err: err}
+		}
+		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonPaymentUnavailable, Description: "capture: " + err.Error(), Err: err}
+	}
+
+	// 4. Mark it completed.
+	return p.complete(ctx, rec, etag, paymentID)
+}
+
+// keyMayBeForgotten reports whether the payments service may have forgotten
+// rec's key by now: its first send is older than the blind-retry age, or
+// unknown.
+func (p *Processor) keyMayBeForgotten(rec PaymentRecord, now time.Time) bool {
+	return rec.FirstAttemptAt == nil || now.Sub(*rec.FirstAttemptAt) >= p.payments.BlindRetryAge()
+}
+
+// mayTakeOver reports whether the delivery me may take over rec's claim at
+// now, and if not, why.
+func mayTakeOver(rec PaymentRecord, me PaymentClaim, now time.Time, lease time.Duration) (bool, string) {
+	held := rec.Claim
+	switch {
+	case rec.ClaimedAt.IsZero():
+		return true, "released"
+	case held.SequenceNumber != 0 && held.SequenceNumber == me.SequenceNumber && held.MessageID == me.MessageID &&
+		held.DeliveryCount < me.DeliveryCount:
+		// An earlier delivery of this very copy: Service Bus delivered the
+		// copy again only after the holder's lock ended, so the holder
+		// cannot settle any more, and the new ETag fences its writes.
+		return true, "held by an earlier delivery of this copy"
+	case now.Sub(rec.ClaimedAt) >= lease:
+		// Another copy, or a later delivery of this one (then this
+		// delivery's own lock has ended): the holder's handler may run
+		// until its deadline, which is below the lease.
+		return true, "lease ended"
+	}
+	return false, fmt.Sprintf("in progress by %s since %s (a lease of %v)", rec.Owner, rec.ClaimedAt.Format(time.RFC3339Nano), lease)
+}
+
+// resolveOldClaim settles a claim (held by this delivery, at etag) whose
+// key the payments service may have forgotten, by looking the payment up in
+// its ledger. It reports done with the result to return (nil: completed),
+// or not done when no charge exists and the capture may go ahead.
+func (p *Processor) resolveOldClaim(ctx context.Context, rec PaymentRecord, etag string) (r *Result, done bool) {
+	orderID := rec.OrderID
+	lookup, ok := p.payments.Gateway.(PaymentLookup)
+	if !ok {
+		p.release(ctx, rec, etag)
+		return reconcile(rec, p.payments.KeyRetention, "the gateway cannot look payments up"), true
+	}
+	found, err := lookup.LookupPayments(ctx, orderID)
+	if err != nil {
+		p.release(ctx, rec, etag)
+		if errors.Is(err, ErrPaymentRejected) {
+			return reconcile(rec, p.payments.KeyRetention, "the lookup was rejected: "+err.Error()), true
+		}
+		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonPaymentUnavailable, Description: "look the payment up: " + err.Error(), Err: err}, true
+	}
+	switch {
+	case len(found) == 0:
+		// The ledger has no charge for the order, so capturing cannot
+		// charge twice. A capture an earlier delivery may still have in
+		// flight (a delivery whose lock lapsed runs until its own deadline)
+		// carries the same key: whichever request reaches the service
+		// first makes it remember the key again, and the other is answered
+		// from it. Any capture older than that ended with its delivery's
+		// handler, long before this claim became old.
+		return nil, false
+	case len(found) == 1 && found[0].AmountMinor == rec.AmountMinor && found[0].Currency == rec.Currency:
+		return p.complete(ctx, rec, etag, found[0].PaymentID), true
+	}
+	p.release(ctx, rec, etag)
+	list := make([]string, len(found))
+	for i, f := range found {
+		list[i] = fmt.Sprintf("%s (%d %s)", f.PaymentID, f.AmountMinor, f.Currency)
+	}
+	return reconcile(rec, p.payments.KeyRetention, fmt.Sprintf("the payments service holds %d payments for the order: %s", len(found), strings.Join(list, ", "))), true
+}
+
+// complete marks rec (held by this delivery, at etag) completed with
+// paymentID, under a context of its own: the charge is done, and recording
+// it must not depend on how much of the handler's deadline is left.
+func (p *Processor) complete(ctx context.Context, rec PaymentRecord, etag, paymentID string) *Result {
+	orderID := rec.OrderID
+	wctx, cancel := p.ownContext(ctx)
+	defer cancel()
+	done := p.now().UTC()
+	completed := rec
+	completed.State, completed.PaymentID, completed.CompletedAt = PaymentCompleted, paymentID, &done
+	_, err := p.replaceJSON(wctx, orderID, rec.ID, completed, etag)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, ErrPreconditionFailed):
+		// Release the claim so that the next delivery of any copy takes it
+		// over at once and completes it with the same key; if the release
+		// fails too, this copy's next delivery still may.
+		p.release(ctx, rec, etag)
+		return ptr(storeFailure(orderID, "complete payment record", err))
+	}
+	// Fenced: another delivery took the claim over. This delivery reports
+	// success only if the record is completed, with this payment.
+	var now PaymentRecord
+	if _, err := readJSON(wctx, p.docs, orderID, rec.ID, &now); err != nil {
+		return ptr(storeFailure(orderID, "read payment record after a takeover", err))
+	}
+	switch {
+	case now.State != PaymentCompleted:
+		return paymentBusy(orderID, fmt.Sprintf("claim taken over by %s while capturing; it completes the capture with the same key", now.Owner))
+	case now.PaymentID != paymentID:
+		return reconcile(now, p.payments.KeyRetention, fmt.Sprintf("completed with payment %s, but this delivery captured payment %s", now.PaymentID, paymentID))
+	}
+	return nil
+}
+
+// release gives up this delivery's claim (at etag) so that the next
+// delivery of any copy may take it over at once. It is best effort under a
+// context of its own: if it fails, this copy's next delivery takes the claim
+// over at once anyway, and another copy after the lease. A release after a
+// takeover fails with 412 and changes nothing.
+func (p *Processor) release(ctx context.Context, rec PaymentRecord, etag string) {
+	wctx, cancel := p.ownContext(ctx)
+	defer cancel()
+	rec.ClaimedAt = time.Time{}
+	_, _ = p.replaceJSON(wctx, rec.OrderID, rec.ID, rec, etag)
+}
+
+// ownContext returns a context for a write that must happen even if ctx has
+// ended, bounded by the write timeout.
+func (p *Processor) ownContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), p.payments.WriteTimeout)
+}
+
+func (p *Processor) replaceJSON(ctx context.Context, pk, id string, v any, etag string) (string, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return p.docs.ReplaceDocument(ctx, pk, Document{ID: id, Body: body}, etag)
+}
+
+// reconcile is the dead-letter result for a payment whose outcome cannot be
+// established safely; it carries the key and the record's state.
+func reconcile(rec PaymentRecord, retention time.Duration, why string) *Result {
+	first := "unknown"
+	if rec.FirstAttemptAt != nil {
+		first = rec.FirstAttemptAt.Format(time.RFC3339)
+	}
+	desc := fmt.Sprintf("payment of order %s (%d %s) needs reconciliation: %s; Idempotency-Key %q, record %s %s, first sent %s (the service may have forgotten the key after %v), %d capture calls, epoch %d, last held by %s",
+		rec.OrderID, rec.AmountMinor, rec.Currency, why, rec.IdempotencyKey, rec.ID, rec.State, first, retention, rec.Attempts, rec.Epoch, rec.Owner)
+	return &Result{Outcome: Invalid, OrderID: rec.OrderID, Reason: ReasonPaymentNeedsReconciliation, Description: desc,
+		Err: errors.New("payment needs reconciliation: " + why)}
+}
+
+func paymentBusy(orderID, why string) *Result {
+	return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonPaymentInProgress, Description: "payment capture " + why}
+}
+
+func ptr(r Result) *Result { return &r }

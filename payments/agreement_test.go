@@ -1,0 +1,90 @@
+package payments_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/payments"
+)
+
+// orderBody returns an order message body with the given id, currency and
+// lines (quantity, unit price), its total computed.
+func orderBody(id, currency string, lines ...[2]int64) string {
+	var ls []string
+	var total int64
+	for i, l := range lines {
+		ls = append(ls, fmt.Sprintf(`{"sku":"SKU-%d","quantity":%d,"unitPriceMinor":%d}`, i, l[0], l[1]))
+		total += l[0] * l[1]
+	}
+	return fmt.Sprintf(`{"orderId":%q,"customerId":"c","currency":%q,"lines":[%s],"totalMinor":%d,"placedAt":"2026-11-30T10:00:00Z"}`,
+		id, currency, strings.Join(ls, ","), total)
+}
+
+// checkCapturable fails t if the payments service would reject the capture
+// the worker makes for an order that order.Decode accepted: no committed
+// order may carry a payment step that can never succeed. An order with a
+// zero total has no payment step.
+func checkCapturable(t *testing.T, body []byte) {
+	t.Helper()
+	o, err := order.Decode(body)
+	if err != nil || o.TotalMinor == 0 {
+		return
+	}
+	req := payments.CaptureRequest{OrderID: o.OrderID, AmountMinor: o.TotalMinor, Currency: o.Currency}
+	if err := req.Validate(); err != nil {
+		t.Fatalf("order %s passed order.Validate, but its capture %+v does not: %v", o.OrderID, req, err)
+	}
+	data, _ := json.Marshal(req)
+	r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(string(data)))
+	r.Header.Set(payments.HeaderIdempotencyKey, order.PaymentKey(o.OrderID))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	payments.NewService(nil).ServeHTTP(w, r)
+	if w.Code != http.StatusCreated {
+		t.Fatalf("order %s passed order.Validate, but the service answered its capture %d: %s", o.OrderID, w.Code, w.Body)
+	}
+}
+
+// Every order that order.Validate accepts with a positive total is a capture
+// the payments service accepts: the id (as a reference and inside the key),
+// the currency and the amount, at the limits of both contracts.
+func TestValidOrdersAreCapturable(t *testing.T) {
+	allChars := "AZaz09._:-"
+	tests := []struct {
+		name string
+		body string
+	}{
+		{"ordinary", orderBody("ord-1", "EUR", [2]int64{2, 1999})},
+		{"longest id", orderBody(strings.Repeat("x", order.MaxIDLength), "EUR", [2]int64{1, 1})},
+		{"every id character", orderBody(allChars, "ZZZ", [2]int64{1, 1})},
+		{"smallest amount", orderBody("o", "AAA", [2]int64{1, 1})},
+		{"largest amount", orderBody("o", "EUR", [2]int64{1, math.MaxInt64})},
+		{"free line beside a paid one", orderBody("o", "EUR", [2]int64{1, 0}, [2]int64{order.MaxQuantity, 3})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := order.Decode([]byte(tt.body)); err != nil {
+				t.Fatalf("the case is not a valid order: %v", err)
+			}
+			checkCapturable(t, []byte(tt.body))
+		})
+	}
+	// And the service's one amount rule the order side may meet: a zero
+	// total, which the worker never sends.
+	if err := (payments.CaptureRequest{OrderID: "o", AmountMinor: 0, Currency: "EUR"}).Validate(); err == nil {
+		t.Error("the service accepts a zero amount; the worker's skip of zero totals is then unneeded")
+	}
+}
+
+func FuzzValidOrdersAreCapturable(f *testing.F) {
+	f.Add([]byte(orderBody("ord-1", "EUR", [2]int64{2, 1999})))
+	f.Add([]byte(orderBody(strings.Repeat("x", order.MaxIDLength), "ZZZ", [2]int64{1, math.MaxInt64})))
+	f.Add([]byte(orderBody("a:b", "EUR", [2]int64{1, 0})))
+	f.Fuzz(func(t *testing.T, body []byte) { checkCapturable(t, body) })
+}
