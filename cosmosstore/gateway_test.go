@@ -302,12 +302,12 @@ func TestCreateOrder_FakeGateway_StatusMapping(t *testing.T) {
 		{name: "committed", reply: batchReply(200, nil, 201, 201), wantNil: true},
 		{name: "207 conflict on the order", reply: batchReply(207, activity, 409, 424), wantIs: order.ErrAlreadyExists, wantIndex: 0, wantCode: 409},
 		{name: "207 throttled operation", reply: batchReply(207, activity, 429, 424), wantIs: order.ErrTransient, wantIndex: 0, wantCode: 429},
-		{name: "207 bad request", reply: batchReply(207, activity, 424, 400), wantIndex: 1, wantCode: 400},
+		{name: "207 bad request", reply: batchReply(207, activity, 424, 400), wantIs: order.ErrRejected, wantIndex: 1, wantCode: 400},
 		{name: "whole batch throttled", reply: reply{status: 429, header: activity, body: `{"code":"TooManyRequests"}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 429},
 		{name: "whole batch unavailable", reply: reply{status: 503, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 503},
 		{name: "whole batch timed out", reply: reply{status: 408, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 408},
 		{name: "whole batch retry-with", reply: reply{status: 449, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 449},
-		{name: "whole batch too large", reply: reply{status: 413, header: activity, body: `{}`}, wantIndex: -1, wantCode: 413},
+		{name: "whole batch too large", reply: reply{status: 413, header: activity, body: `{}`}, wantIs: order.ErrRejected, wantIndex: -1, wantCode: 413},
 		{name: "forbidden", reply: reply{status: 403, header: activity, body: `{}`}, wantIndex: -1, wantCode: 403},
 	}
 	for _, tt := range tests {
@@ -326,7 +326,7 @@ func TestCreateOrder_FakeGateway_StatusMapping(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("CreateOrder = %v (%T), want *cosmosstore.Error", err, err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient} {
+			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient, order.ErrRejected} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(err, %v) = %v, want %v; err = %v", sentinel, got, want, err)
 				}
@@ -361,7 +361,7 @@ func TestReadOrder_FakeGateway_StatusMapping(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("ReadOrder error = %v (%T), want *cosmosstore.Error", err, err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient} {
+			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient, order.ErrRejected} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(err, %v) = %v, want %v; err = %v", sentinel, got, want, err)
 				}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
@@ -112,7 +113,33 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 	for i, res := range resp.OperationResults {
 		r.StatusCodes[i] = int(res.StatusCode)
 	}
+	r.SubStatuses = batchSubStatuses(resp.RawResponse)
 	return interpretBatch(op, pk, len(docs), r)
+}
+
+// batchSubStatuses returns the "subStatusCode" of each operation of a
+// transactional batch response, which azcosmos v1.5.0 does not parse: the
+// body the SDK read is cached on the response. It returns nil when the body
+// cannot be read again or decoded.
+func batchSubStatuses(resp *http.Response) []int {
+	if resp == nil {
+		return nil
+	}
+	body, err := azruntime.Payload(resp)
+	if err != nil {
+		return nil
+	}
+	var ops []struct {
+		SubStatusCode int `json:"subStatusCode"`
+	}
+	if json.Unmarshal(body, &ops) != nil {
+		return nil
+	}
+	subs := make([]int, len(ops))
+	for i, o := range ops {
+		subs[i] = o.SubStatusCode
+	}
+	return subs
 }
 
 // ReadDocument returns the JSON body of document id in partition pk and its
