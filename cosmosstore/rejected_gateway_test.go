@@ -133,10 +133,12 @@ func TestGateway_MissingContainer_1003_IsPermanentOnEveryCall(t *testing.T) {
 	g.setReplace(missing)
 	s := storeFor(t, g.endpoint(), noRetries())
 	calls := map[string]func() error{
-		"CreateOrder":     func() error { return s.CreateOrder(t.Context(), newWrite("ord-1", "cust-1")) },
-		"CreateDocuments": func() error { return s.CreateDocuments(t.Context(), "ord-1", []order.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}}) },
-		"ReadOrder":       func() error { _, err := s.ReadOrder(t.Context(), "ord-1"); return err },
-		"ReadDocument":    func() error { _, _, err := s.ReadDocument(t.Context(), "ord-1", "a"); return err },
+		"CreateOrder": func() error { return s.CreateOrder(t.Context(), newWrite("ord-1", "cust-1")) },
+		"CreateDocuments": func() error {
+			return s.CreateDocuments(t.Context(), "ord-1", []order.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}})
+		},
+		"ReadOrder":    func() error { _, err := s.ReadOrder(t.Context(), "ord-1"); return err },
+		"ReadDocument": func() error { _, _, err := s.ReadDocument(t.Context(), "ord-1", "a"); return err },
 		"ReplaceDocument": func() error {
 			_, err := s.ReplaceDocument(t.Context(), "ord-1", order.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}, "")
 			return err
