@@ -25,7 +25,8 @@ import (
 // context.Canceled.
 type Error struct {
 	// Op is the store call: "create order", "read order", "create
-	// documents", "read document" or "replace document".
+	// documents", "read document", "replace document", or Check's and
+	// Ping's "check", "read container" and "ping".
 	Op string
 	// OrderID is the order, which is also the partition key value of every
 	// document the call addressed.
@@ -144,7 +145,7 @@ func kindOf(status, subStatus int, oneDocument bool) error {
 // id, so that a 404 means that document is missing.
 func addressesOneDocument(op string) bool {
 	switch op {
-	case opRead, opReadDocument, opReplaceDocument:
+	case opRead, opReadDocument, opReplaceDocument, opCheck, opPing:
 		return true
 	}
 	return false

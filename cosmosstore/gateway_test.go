@@ -42,6 +42,11 @@ type gateway struct {
 	createDB   reply             // the answer to a database create
 	createColl reply             // the answer to a container create
 	readColl   reply             // the answer to a container read
+	readDB     reply             // the answer to a database read
+	createItem reply             // the answer to a single-document create
+	deleteItem reply             // the answer to a document delete
+	created    [][]byte          // the bodies of single-document creates
+	deleted    []string          // the paths of document deletes
 	bodies     map[string][]byte // the last request body per "METHOD path"
 }
 
@@ -150,6 +155,27 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		g.batches = append(g.batches, br)
 		rep := g.batch
+		g.mu.Unlock()
+		g.answer(w, rep)
+	case r.Method == http.MethodPost && r.URL.Path == docs:
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			g.t.Errorf("gateway: create body: %v", err)
+		}
+		g.mu.Lock()
+		g.created = append(g.created, body)
+		rep := g.createItem
+		g.mu.Unlock()
+		g.answer(w, rep)
+	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, docs+"/"):
+		g.mu.Lock()
+		g.deleted = append(g.deleted, r.URL.Path)
+		rep := g.deleteItem
+		g.mu.Unlock()
+		g.answer(w, rep)
+	case r.Method == http.MethodGet && r.URL.Path == "/dbs/orders":
+		g.mu.Lock()
+		rep := g.readDB
 		g.mu.Unlock()
 		g.answer(w, rep)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, docs+"/"):

@@ -27,6 +27,9 @@ const (
 	opCreateDocuments = "create documents"
 	opReadDocument    = "read document"
 	opReplaceDocument = "replace document"
+	opCheck           = "check"
+	opReadContainer   = "read container"
+	opPing            = "ping"
 )
 
 // Cosmos DB response headers the store reads.
@@ -39,7 +42,10 @@ const (
 // Store is an order.Store and an order.DocumentStore on one Cosmos DB
 // container. It is safe for concurrent use.
 type Store struct {
+	client    *azcosmos.Client
 	container *azcosmos.ContainerClient
+	database  string
+	endpoint  string
 	charge    atomic.Uint64 // math.Float64bits of the request units charged so far
 }
 
@@ -50,7 +56,7 @@ var (
 
 // New returns a Store on the container named container in the database named
 // database. It makes no request: a missing database or container shows up as
-// a permanent error of the first call.
+// a permanent error of the first call, unless Check is called first.
 func New(c *azcosmos.Client, database, container string) (*Store, error) {
 	if c == nil {
 		return nil, errors.New("cosmosstore: New needs a client")
@@ -59,7 +65,7 @@ func New(c *azcosmos.Client, database, container string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cosmosstore: container %q in database %q: %w", container, database, err)
 	}
-	return &Store{container: cc}, nil
+	return &Store{client: c, container: cc, database: database, endpoint: c.Endpoint()}, nil
 }
 
 // CreateOrder writes the order document and its OrderAccepted event in one
