@@ -80,20 +80,17 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 		return res, err
 	}
 	res.ProbeID = probe
-	pk := azcosmos.NewPartitionKeyString(probe)
 
 	// 1. A point read of a missing item: 404 with sub-status 0 means the
 	// container exists and the identity may read it.
-	resp, err := s.container.ReadItem(ctx, pk, probe, nil)
-	s.addCharge(itemCharge(resp, err))
-	if err != nil {
+	if _, err := s.readItem(ctx, probe, probe); err != nil {
 		if err = classifyDocument(opCheck, probe, probe, err); !isMissingItem(err) {
 			return res, s.checkFailure(ctx, "read an item", err)
 		}
 	}
 
 	// 2. The container's partition key path.
-	cresp, err := s.container.Read(ctx, nil)
+	cresp, err := bounded(ctx, func(ctx context.Context) (azcosmos.ContainerResponse, error) { return s.container.Read(ctx, nil) })
 	if err != nil {
 		e := classify(opReadContainer, probe, err)
 		if isStatus(err, http.StatusNotFound) {
@@ -116,14 +113,12 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	created, err := s.container.CreateItem(ctx, pk, body, nil)
-	s.addCharge(itemCharge(created, err))
+	created, err := s.createItem(ctx, probe, body)
 	if err != nil {
 		return res, s.checkFailure(ctx, "create a document", classifyDocument(opCheck, probe, probe, err))
 	}
 	defer func() {
-		del, derr := s.container.DeleteItem(ctx, pk, probe, nil)
-		s.addCharge(itemCharge(del, derr))
+		_, derr := s.deleteItem(ctx, probe, probe)
 		res.ProbeDeleted = derr == nil
 	}()
 
@@ -133,8 +128,7 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 	if created.ETag == etag {
 		etag = azcore.ETag(`"ffffffff-ffff-ffff-ffff-ffffffffffff"`)
 	}
-	replaced, err := s.container.ReplaceItem(ctx, pk, probe, body, &azcosmos.ItemOptions{IfMatchEtag: &etag})
-	s.addCharge(itemCharge(replaced, err))
+	_, err = s.replaceItem(ctx, probe, probe, body, &azcosmos.ItemOptions{IfMatchEtag: &etag})
 	if err == nil {
 		res.ETagsHonoured = false
 		return res, nil
@@ -154,8 +148,7 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 // call. It is safe for concurrent use.
 func (s *Store) Ping(ctx context.Context) error {
 	const id = "cosmosstore-ping"
-	resp, err := s.container.ReadItem(ctx, azcosmos.NewPartitionKeyString(id), id, nil)
-	s.addCharge(itemCharge(resp, err))
+	_, err := s.readItem(ctx, id, id)
 	if err == nil {
 		return nil
 	}
@@ -209,7 +202,7 @@ func (s *Store) whatIsMissing(ctx context.Context) string {
 	if err != nil {
 		return both
 	}
-	_, err = db.Read(ctx, nil)
+	_, err = bounded(ctx, func(ctx context.Context) (azcosmos.DatabaseResponse, error) { return db.Read(ctx, nil) })
 	switch {
 	case err == nil:
 		return fmt.Sprintf("container %q does not exist in database %q: set %s to the container the Bicep template created",

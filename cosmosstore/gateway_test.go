@@ -48,6 +48,15 @@ type gateway struct {
 	created    [][]byte          // the bodies of single-document creates
 	deleted    []string          // the paths of document deletes
 	bodies     map[string][]byte // the last request body per "METHOD path"
+
+	// hangAccount, when set before the first request, holds the answer to
+	// the account request until it is closed; accountRequested is closed
+	// when that request arrives, and accountDisconnected records that the
+	// client gave up on it first.
+	hangAccount         chan struct{}
+	accountRequested    chan struct{}
+	accountOnce         sync.Once
+	accountDisconnected bool
 }
 
 // reply is one canned HTTP answer.
@@ -138,6 +147,17 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 	const docs = "/dbs/orders/colls/orders/docs"
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/":
+		if g.hangAccount != nil {
+			g.accountOnce.Do(func() { close(g.accountRequested) })
+			select {
+			case <-g.hangAccount:
+			case <-r.Context().Done():
+				g.mu.Lock()
+				g.accountDisconnected = true
+				g.mu.Unlock()
+				return
+			}
+		}
 		// The account: one region, whose endpoint is this server.
 		loc := []map[string]string{{"name": "local", "databaseAccountEndpoint": g.endpoint()}}
 		_ = json.NewEncoder(w).Encode(map[string]any{

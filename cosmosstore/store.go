@@ -105,8 +105,7 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 	for _, d := range docs {
 		batch.CreateItem(d.Body, nil)
 	}
-	resp, err := s.container.ExecuteTransactionalBatch(ctx, batch, nil)
-	s.addCharge(batchCharge(resp, err))
+	resp, err := s.executeBatch(ctx, batch)
 	if err != nil {
 		return classify(op, pk, err)
 	}
@@ -153,8 +152,7 @@ func batchSubStatuses(resp *http.Response) []int {
 // ETag is what ReplaceDocument takes as ifMatch. Cosmos DB always sends one;
 // it is empty only from a server that sends none, such as cosmium.
 func (s *Store) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
-	resp, err := s.container.ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
-	s.addCharge(itemCharge(resp, err))
+	resp, err := s.readItem(ctx, pk, id)
 	if err != nil {
 		return nil, "", classifyDocument(opReadDocument, pk, id, err)
 	}
@@ -185,8 +183,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, pk string, d order.Document
 		etag := azcore.ETag(ifMatch)
 		o.IfMatchEtag = &etag
 	}
-	resp, err := s.container.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(pk), d.ID, d.Body, o)
-	s.addCharge(itemCharge(resp, err))
+	resp, err := s.replaceItem(ctx, pk, d.ID, d.Body, o)
 	if err != nil {
 		return "", classifyDocument(opReplaceDocument, pk, d.ID, err)
 	}
@@ -196,8 +193,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, pk string, d order.Document
 // ReadOrder returns the order document of orderID, or an *Error that matches
 // order.ErrNotFound if there is none.
 func (s *Store) ReadOrder(ctx context.Context, orderID string) (order.OrderDocument, error) {
-	resp, err := s.container.ReadItem(ctx, azcosmos.NewPartitionKeyString(orderID), orderID, nil)
-	s.addCharge(itemCharge(resp, err))
+	resp, err := s.readItem(ctx, orderID, orderID)
 	if err != nil {
 		return order.OrderDocument{}, classify(opRead, orderID, err)
 	}
