@@ -90,7 +90,6 @@ func TestCreateBatch_RejectsWhatCosmosDBRejects(t *testing.T) {
 		{name: "no partition key value", docs: with(order.Document{ID: "x", Body: []byte(`{"id":"x"}`)}), status: 400, subStatus: 1001, index: 1},
 		{name: "partition key value that is not a string", docs: with(order.Document{ID: "x", Body: []byte(`{"id":"x","orderId":1}`)}), status: 400, subStatus: 1001, index: 1},
 		{name: "not a JSON object", docs: with(order.Document{ID: "x", Body: []byte(`["x"]`)}), status: 400, index: 1},
-		{name: "not JSON", docs: with(order.Document{ID: "x", Body: []byte(`{"id":"x",`)}), status: 400, index: 1},
 		{name: "ttl 0", docs: withBody("x", `"ttl":0`), status: 400, index: 1},
 		{name: "ttl below -1", docs: withBody("x", `"ttl":-2`), status: 400, index: 1},
 		{name: "ttl null", docs: withBody("x", `"ttl":null`), status: 400, index: 1},
@@ -172,6 +171,20 @@ func TestCreateBatch_IDNotTheBodysID_IsAnError(t *testing.T) {
 	}
 }
 
+// azcosmos marshals a batch itself and refuses a body that is not JSON
+// before it sends anything: no status, and not the message's fault.
+func TestCreateBatch_NotJSON_IsAnErrorWithoutStatus(t *testing.T) {
+	s := memstore.New()
+	err := s.CreateBatch(t.Context(), "p", []order.Document{doc("p", "a"), {ID: "x", Body: []byte(`{"id":"x",`)}})
+	var se *memstore.StatusError
+	if err == nil || errors.As(err, &se) || errors.Is(err, order.ErrRejected) {
+		t.Fatalf("CreateBatch = %v, want a plain error", err)
+	}
+	if len(s.Items()) != 0 {
+		t.Error("wrote part of a batch")
+	}
+}
+
 func TestCreateBatch_Empty_IsAnError(t *testing.T) {
 	if err := memstore.New().CreateBatch(t.Context(), "p", nil); err == nil {
 		t.Fatal("CreateBatch of no documents succeeded")
@@ -193,6 +206,7 @@ func TestReplaceDocument_RejectsWhatCosmosDBRejects(t *testing.T) {
 		{name: "ttl 0", d: order.Document{ID: "a", Body: body(pk, "a", `"ttl":0`)}, status: 400},
 		{name: "ttl below -1", d: order.Document{ID: "a", Body: body(pk, "a", `"ttl":-5`)}, status: 400},
 		{name: "document over 2 MB", d: padded(pk, "a", 2<<20+1), status: 413},
+		{name: "not JSON (the SDK sends a replace's bytes as they are)", d: order.Document{ID: "a", Body: []byte(`{"id":"a",`)}, status: 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -33,6 +33,12 @@
 //     batch as a whole (Index -1), or with two operations on one id (400 on
 //     the second).
 //
+// A batch with a body that is not JSON at all is a plain error, not a
+// status: azcosmos marshals a batch itself and fails before it sends it (a
+// replace's body is sent as it is, and answered 400). A document ID that
+// differs from the "id" in its body is a plain error too: Cosmos DB would
+// store the document under the body's id, which is a caller's bug.
+//
 // A failed batch writes nothing. The checks run in the order listed for a
 // batch: its size first, then each operation in turn, then the conflicts
 // (409) against what is stored; the first failure is reported. Cosmos DB
@@ -125,6 +131,11 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 	}
 	parsedDocs := make([]parsed, len(docs))
 	for i, d := range docs {
+		if !json.Valid(d.Body) {
+			// azcosmos marshals the batch itself and fails before it
+			// sends anything.
+			return fmt.Errorf("memstore: %s %q: document %d (id %q) is not valid JSON, so the SDK would send no batch", op, pk, i, d.ID)
+		}
 		p, err := parseDocument(pk, d)
 		if err != nil {
 			return err
