@@ -92,7 +92,7 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 	// 2. The container's partition key path.
 	cresp, err := bounded(ctx, func(ctx context.Context) (azcosmos.ContainerResponse, error) { return s.container.Read(ctx, nil) })
 	if err != nil {
-		e := classify(opReadContainer, probe, err)
+		e := classify(opReadContainer, res.Container, err)
 		if isStatus(err, http.StatusNotFound) {
 			// A server that does not send sub-status 1003, such as
 			// cosmium, shows a missing container here.

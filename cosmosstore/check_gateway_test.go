@@ -146,6 +146,7 @@ func TestCheck_FakeGateway_FailuresNameTheSetting(t *testing.T) {
 					t.Errorf("Check error %q does not contain %q", err, w)
 				}
 			}
+			t.Logf("Check: %v", err)
 			if order.IsTransient(err) || errors.Is(err, order.ErrRejected) || errors.Is(err, order.ErrNotFound) {
 				t.Errorf("Check error %v is transient, rejected or not-found; want a permanent configuration error", err)
 			}
@@ -179,6 +180,7 @@ func TestCheck_UnreachableEndpoint_NamesTheEndpoint(t *testing.T) {
 	if !order.IsTransient(err) {
 		t.Errorf("Check error %v is not transient; an unreachable endpoint may come back", err)
 	}
+	t.Logf("Check: %v", err)
 }
 
 func TestPing_FakeGateway(t *testing.T) {

@@ -29,7 +29,8 @@ type Error struct {
 	// Ping's "check", "read container" and "ping".
 	Op string
 	// OrderID is the order, which is also the partition key value of every
-	// document the call addressed.
+	// document the call addressed (for Check's "read container", the
+	// container).
 	OrderID string
 	// ID is the document a single-document call (read document, replace
 	// document) addressed; empty for the other calls.
