@@ -79,6 +79,19 @@
 // emulators, and [CreateDatabaseAndContainer] creates the database and
 // container there.
 //
+// # Start-up check and probe
+//
+// [Store.Check] verifies before the first message that the database and the
+// container exist, that the container is partitioned on /orderId, that the
+// identity may read and write items, and whether the server honours If-Match
+// (CheckResult.ETagsHonoured); each failure names the setting to fix
+// (COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_DATABASE, COSMOS_CONTAINER,
+// AZURE_CLIENT_ID and the role). [Store.Ping], one point read of a missing
+// item, is the probe of a circuit breaker.
+//
+// Every call returns when its context ends, even while azcosmos v1.5.0
+// fetches the account's properties under a context of its own (see bounded).
+//
 // # Concurrency and idempotency
 //
 // A [Store] is safe for concurrent use. CreateOrder and CreateDocuments are
@@ -96,5 +109,9 @@
 // against a fake gateway through the real SDK. Against cosmium ReadDocument
 // returns an empty ETag, and ReplaceDocument with an empty ifMatch is
 // unconditional, so the order package's status changes and payment records
-// work there without their ETag guard.
+// work there without their ETag guard; [Store.Check] reports it with
+// ETagsHonoured false. Cosmium also checks none of the content rules
+// that Cosmos DB answers with 400 or 413 (ids, partition key values, ttl,
+// sizes, batch limits): those are tested on the fake gateway and in
+// package memstore.
 package cosmosstore
