@@ -90,7 +90,9 @@
 // item, is the probe of a circuit breaker.
 //
 // Every call returns when its context ends, even while azcosmos v1.5.0
-// fetches the account's properties under a context of its own (see bounded).
+// fetches the account's properties under a context of its own, bounded only
+// by its own 60-second timeout: the store stops waiting for such a call at
+// the caller's deadline and leaves it to finish in the background.
 //
 // # Concurrency and idempotency
 //
