@@ -38,17 +38,28 @@
 //	409 Conflict                         order.ErrAlreadyExists
 //	404 Not Found, on a read or replace  order.ErrNotFound
 //	412 Precondition Failed              order.ErrPreconditionFailed
+//	400 Bad Request, 413 Too Large       order.ErrRejected
 //	429, 503, 408, 449                   order.ErrTransient
 //	lost or refused connection, timeout  order.ErrTransient
-//	anything else                        a permanent error
+//	401, 403, anything else              a permanent error
 //
 // A 404 whose sub-status says the database or container is missing (1003)
-// is permanent, not order.ErrNotFound.
-//
+// is permanent, not order.ErrNotFound: it is a configuration error, which
+// [Store.Check] reports at start with the setting to fix. A 400 or a 413 is
+// caused by what the request carried, which comes from the message: an id
+// Cosmos DB does not accept, two operations on one id in a batch, a document
+// whose orderId is not the batch's partition key value, a "ttl" that is not
+// -1 or a positive integer, more than 100 operations, a document or a batch
+// over 2 MB. No redelivery can change that, so order.ErrRejected tells the
+// caller to dead-letter the message at once; the error names the status, the
+// sub-status and the activity id. 401 and 403 are permanent and not the
+// message's fault: a wrong key, or an identity without the data-plane role.
+
 // A failed transactional batch reports the operation that caused the failure
-// with its own status code and every other operation with 424 (Failed
-// Dependency); the store reports the first operation whose status is neither
-// 2xx nor 424. Every error the store returns is an [*Error], which names the
+// with its own status code (and sub-status, which the store reads from the
+// response body since azcosmos does not) and every other operation with 424
+// (Failed Dependency); the store reports the first operation whose status is
+// neither 2xx nor 424. Every error the store returns is an [*Error], which names the
 // call, the order, the batch operation, the status code and the activity id
 // that Azure support asks for (and, for a single-document call, the
 // document id).
@@ -68,6 +79,21 @@
 // emulators, and [CreateDatabaseAndContainer] creates the database and
 // container there.
 //
+// # Start-up check and probe
+//
+// [Store.Check] verifies before the first message that the database and the
+// container exist, that the container is partitioned on /orderId, that the
+// identity may read and write items, and whether the server honours If-Match
+// (CheckResult.ETagsHonoured); each failure names the setting to fix
+// (COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_DATABASE, COSMOS_CONTAINER,
+// AZURE_CLIENT_ID and the role). [Store.Ping], one point read of a missing
+// item, is the probe of a circuit breaker.
+//
+// Every call returns when its context ends, even while azcosmos v1.5.0
+// fetches the account's properties under a context of its own, bounded only
+// by its own 60-second timeout: the store stops waiting for such a call at
+// the caller's deadline and leaves it to finish in the background.
+//
 // # Concurrency and idempotency
 //
 // A [Store] is safe for concurrent use. CreateOrder and CreateDocuments are
@@ -85,5 +111,9 @@
 // against a fake gateway through the real SDK. Against cosmium ReadDocument
 // returns an empty ETag, and ReplaceDocument with an empty ifMatch is
 // unconditional, so the order package's status changes and payment records
-// work there without their ETag guard.
+// work there without their ETag guard; [Store.Check] reports it with
+// ETagsHonoured false. Cosmium also checks none of the content rules
+// that Cosmos DB answers with 400 or 413 (ids, partition key values, ttl,
+// sizes, batch limits): those are tested on the fake gateway and in
+// package memstore.
 package cosmosstore

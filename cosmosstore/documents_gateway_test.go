@@ -19,7 +19,7 @@ import (
 // what it sends and how it maps answers, not Cosmos DB's behaviour.
 
 // sentinels are the sentinel errors a store error may match.
-var sentinels = []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient}
+var sentinels = []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient, order.ErrRejected}
 
 // checkSentinels fails t unless err matches want and no other sentinel (want
 // nil: none of them).
@@ -149,8 +149,8 @@ func TestGateway_ReplaceDocument_StatusMapping_412NotFaithfulInCosmium(t *testin
 		{name: "container gone", reply: reply{status: 404, header: map[string]string{"x-ms-activity-id": "act-7", "x-ms-substatus": "1003"}, body: `{}`}, wantCode: 404},
 		{name: "throttled", reply: reply{status: 429, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantCode: 429},
 		{name: "retry with", reply: reply{status: 449, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantCode: 449},
-		{name: "id in body differs", reply: reply{status: 400, header: activity, body: `{}`}, wantCode: 400},
-		{name: "too large", reply: reply{status: 413, header: activity, body: `{}`}, wantCode: 413},
+		{name: "id in body differs", reply: reply{status: 400, header: activity, body: `{}`}, wantIs: order.ErrRejected, wantCode: 400},
+		{name: "too large", reply: reply{status: 413, header: activity, body: `{}`}, wantIs: order.ErrRejected, wantCode: 413},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,7 +222,7 @@ func TestGateway_CreateDocuments_StatusMapping(t *testing.T) {
 		{name: "second document exists", reply: batchReply(207, nil, 424, 409), wantIs: order.ErrAlreadyExists, wantIndex: 1, wantCode: 409},
 		{name: "throttled operation", reply: batchReply(207, nil, 429, 424), wantIs: order.ErrTransient, wantIndex: 0, wantCode: 429},
 		{name: "whole batch throttled", reply: reply{status: 429, body: `{}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 429},
-		{name: "whole batch too large", reply: reply{status: 413, body: `{}`}, wantIndex: -1, wantCode: 413},
+		{name: "whole batch too large", reply: reply{status: 413, body: `{}`}, wantIs: order.ErrRejected, wantIndex: -1, wantCode: 413},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

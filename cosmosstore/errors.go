@@ -16,18 +16,21 @@ import (
 )
 
 // Error reports a store call that failed. It matches order.ErrAlreadyExists,
-// order.ErrNotFound, order.ErrPreconditionFailed or order.ErrTransient with
-// errors.Is when the failure is one of those (see the package documentation
-// for the mapping), and unwraps to the underlying error, such as an
-// *azcore.ResponseError or a network error, when there is one. Any other
-// failure is permanent, retrying the same call would fail the same way,
-// except a call the caller canceled, which matches context.Canceled.
+// order.ErrNotFound, order.ErrPreconditionFailed, order.ErrRejected or
+// order.ErrTransient with errors.Is when the failure is one of those (see the
+// package documentation for the mapping), and unwraps to the underlying
+// error, such as an *azcore.ResponseError or a network error, when there is
+// one. Any other failure is permanent, retrying the same call would fail the
+// same way, except a call the caller canceled, which matches
+// context.Canceled.
 type Error struct {
 	// Op is the store call: "create order", "read order", "create
-	// documents", "read document" or "replace document".
+	// documents", "read document", "replace document", or Check's and
+	// Ping's "check", "read container" and "ping".
 	Op string
 	// OrderID is the order, which is also the partition key value of every
-	// document the call addressed.
+	// document the call addressed (for Check's "read container", the
+	// container).
 	OrderID string
 	// ID is the document a single-document call (read document, replace
 	// document) addressed; empty for the other calls.
@@ -61,7 +64,11 @@ func (e *Error) Error() string {
 	if e.StatusCode != 0 {
 		fmt.Fprintf(&b, "%d %s", e.StatusCode, http.StatusText(e.StatusCode))
 		if e.SubStatus != 0 {
-			fmt.Fprintf(&b, " (sub-status %d)", e.SubStatus)
+			fmt.Fprintf(&b, " (sub-status %d", e.SubStatus)
+			if e.StatusCode == http.StatusNotFound && e.SubStatus == subStatusOwnerNotFound {
+				b.WriteString(": the database or container does not exist")
+			}
+			b.WriteString(")")
 		}
 		if e.ActivityID != "" {
 			fmt.Fprintf(&b, " (activity id %s)", e.ActivityID)
@@ -104,13 +111,25 @@ const (
 const subStatusOwnerNotFound = 1003
 
 // kindOf returns the sentinel error a status code means, or nil for a
-// permanent failure. A 404 means a missing document only on a call that
-// addresses one document (a read or a replace) and only without the
-// sub-status of a missing database or container.
+// permanent failure that is not the request's content's fault (401, 403, a
+// missing database or container, anything unknown). A 404 means a missing
+// document only on a call that addresses one document (a read or a replace)
+// and only without the sub-status of a missing database or container.
+//
+// A 400 is the request's content: the documents and ids the store sends come
+// from the message (an id Cosmos DB does not accept, two operations on one
+// id, a document whose orderId is not the batch's partition key value, a
+// "ttl" that is not -1 or a positive integer, more than 100 operations), and
+// the store sends no other input that could be malformed. A 413 is a
+// document or a batch over 2 MB. Both match order.ErrRejected. A container
+// partitioned on another path than /orderId also answers every write with
+// 400 (sub-status 1001); Store.Check refuses such a container at start.
 func kindOf(status, subStatus int, oneDocument bool) error {
 	switch status {
 	case http.StatusConflict:
 		return order.ErrAlreadyExists
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		return order.ErrRejected
 	case http.StatusNotFound:
 		if oneDocument && subStatus != subStatusOwnerNotFound {
 			return order.ErrNotFound
@@ -127,7 +146,7 @@ func kindOf(status, subStatus int, oneDocument bool) error {
 // id, so that a 404 means that document is missing.
 func addressesOneDocument(op string) bool {
 	switch op {
-	case opRead, opReadDocument, opReplaceDocument:
+	case opRead, opReadDocument, opReplaceDocument, opCheck, opPing:
 		return true
 	}
 	return false
@@ -187,6 +206,7 @@ type batchResult struct {
 	HTTPStatus  int    // status code of the whole batch: 200 when committed, 207 when not
 	Success     bool   // the SDK's verdict: HTTPStatus != 207
 	StatusCodes []int  // per operation, in batch order
+	SubStatuses []int  // per operation, in batch order; nil or shorter when the response has none
 	ActivityID  string // x-ms-activity-id of the response
 }
 
@@ -202,8 +222,12 @@ type batchResult struct {
 // v0.1.20, whose batches are not atomic, does.)
 func interpretBatch(op, orderID string, ops int, r batchResult) error {
 	fail := func(index, status int) error {
-		return &Error{Op: op, OrderID: orderID, Index: index, StatusCode: status,
-			ActivityID: r.ActivityID, kind: kindOf(status, 0, false)}
+		var sub int
+		if index < len(r.SubStatuses) {
+			sub = r.SubStatuses[index]
+		}
+		return &Error{Op: op, OrderID: orderID, Index: index, StatusCode: status, SubStatus: sub,
+			ActivityID: r.ActivityID, kind: kindOf(status, sub, false)}
 	}
 	if len(r.StatusCodes) != ops {
 		return &Error{Op: op, OrderID: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,

@@ -83,16 +83,18 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 			wantIndex: 0, wantCode: 449,
 		},
 		{
-			name:      "bad request: 400 is permanent",
+			name:      "bad request: 400 is rejected",
 			r:         batchResult{HTTPStatus: 207, StatusCodes: []int{400, 424}, ActivityID: activity},
 			ops:       2,
+			wantIs:    order.ErrRejected,
 			wantIndex: 0, wantCode: 400,
 			wantText: []string{`create order "ord-1"`, "batch operation 0", "400 Bad Request", activity},
 		},
 		{
-			name:      "too large: 413 is permanent",
+			name:      "too large: 413 is rejected",
 			r:         batchResult{HTTPStatus: 207, StatusCodes: []int{424, 413}},
 			ops:       2,
+			wantIs:    order.ErrRejected,
 			wantIndex: 1, wantCode: 413,
 			wantText: []string{"batch operation 1", "413 Request Entity Too Large"},
 		},
@@ -150,7 +152,7 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("interpretBatch = %v (%T), want an *Error", err, err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient} {
+			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient, order.ErrRejected} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, sentinel, got, want)
 				}
@@ -189,10 +191,13 @@ func TestKindOf(t *testing.T) {
 		{http.StatusServiceUnavailable, 0, true, order.ErrTransient},
 		{http.StatusRequestTimeout, 0, false, order.ErrTransient},
 		{449, 0, false, order.ErrTransient},
-		{http.StatusBadRequest, 0, false, nil},
+		{http.StatusBadRequest, 0, false, order.ErrRejected},
+		{http.StatusBadRequest, 1001, false, order.ErrRejected},
+		{http.StatusBadRequest, 0, true, order.ErrRejected},
 		{http.StatusUnauthorized, 0, true, nil},
 		{http.StatusForbidden, 0, false, nil},
-		{http.StatusRequestEntityTooLarge, 0, false, nil},
+		{http.StatusRequestEntityTooLarge, 0, false, order.ErrRejected},
+		{http.StatusRequestEntityTooLarge, 0, true, order.ErrRejected},
 		{http.StatusInternalServerError, 0, false, nil},
 	}
 	for _, tt := range tests {
@@ -268,7 +273,7 @@ func TestClassify(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("classify = %T, want *Error", err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient} {
+			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient, order.ErrRejected} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, sentinel, got, want)
 				}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
@@ -125,4 +126,43 @@ func ExampleStore_ReplaceDocument() {
 			log.Fatal(err)
 		}
 	}
+}
+
+// Before it receives the first message, the worker checks that the database
+// and container exist and that its identity may read and write them, and
+// refuses to run against a server that ignores If-Match.
+func ExampleStore_Check() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := cosmosstore.NewClient("https://ACCOUNT.documents.azure.com:443/", cred, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	store, err := cosmosstore.New(client, "orders", "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := store.Check(ctx)
+	if err != nil {
+		log.Fatal(err) // names the setting to fix, such as COSMOS_DATABASE
+	}
+	if !res.ETagsHonoured {
+		log.Fatalf("%s ignores If-Match: status changes and payment claims would not be guarded", res.Endpoint)
+	}
+}
+
+// A circuit breaker probes the store with Ping until it answers.
+func ExampleStore_Ping() {
+	var store *cosmosstore.Store // from cosmosstore.New
+	probe := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return store.Ping(ctx) == nil
+	}
+	_ = probe
 }

@@ -42,7 +42,21 @@ type gateway struct {
 	createDB   reply             // the answer to a database create
 	createColl reply             // the answer to a container create
 	readColl   reply             // the answer to a container read
+	readDB     reply             // the answer to a database read
+	createItem reply             // the answer to a single-document create
+	deleteItem reply             // the answer to a document delete
+	created    [][]byte          // the bodies of single-document creates
+	deleted    []string          // the paths of document deletes
 	bodies     map[string][]byte // the last request body per "METHOD path"
+
+	// hangAccount, when set before the first request, holds the answer to
+	// the account request until it is closed; accountRequested is closed
+	// when that request arrives, and accountDisconnected records that the
+	// client gave up on it first.
+	hangAccount         chan struct{}
+	accountRequested    chan struct{}
+	accountOnce         sync.Once
+	accountDisconnected bool
 }
 
 // reply is one canned HTTP answer.
@@ -133,6 +147,17 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 	const docs = "/dbs/orders/colls/orders/docs"
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/":
+		if g.hangAccount != nil {
+			g.accountOnce.Do(func() { close(g.accountRequested) })
+			select {
+			case <-g.hangAccount:
+			case <-r.Context().Done():
+				g.mu.Lock()
+				g.accountDisconnected = true
+				g.mu.Unlock()
+				return
+			}
+		}
 		// The account: one region, whose endpoint is this server.
 		loc := []map[string]string{{"name": "local", "databaseAccountEndpoint": g.endpoint()}}
 		_ = json.NewEncoder(w).Encode(map[string]any{
@@ -150,6 +175,27 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		g.batches = append(g.batches, br)
 		rep := g.batch
+		g.mu.Unlock()
+		g.answer(w, rep)
+	case r.Method == http.MethodPost && r.URL.Path == docs:
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			g.t.Errorf("gateway: create body: %v", err)
+		}
+		g.mu.Lock()
+		g.created = append(g.created, body)
+		rep := g.createItem
+		g.mu.Unlock()
+		g.answer(w, rep)
+	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, docs+"/"):
+		g.mu.Lock()
+		g.deleted = append(g.deleted, r.URL.Path)
+		rep := g.deleteItem
+		g.mu.Unlock()
+		g.answer(w, rep)
+	case r.Method == http.MethodGet && r.URL.Path == "/dbs/orders":
+		g.mu.Lock()
+		rep := g.readDB
 		g.mu.Unlock()
 		g.answer(w, rep)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, docs+"/"):
@@ -302,12 +348,12 @@ func TestCreateOrder_FakeGateway_StatusMapping(t *testing.T) {
 		{name: "committed", reply: batchReply(200, nil, 201, 201), wantNil: true},
 		{name: "207 conflict on the order", reply: batchReply(207, activity, 409, 424), wantIs: order.ErrAlreadyExists, wantIndex: 0, wantCode: 409},
 		{name: "207 throttled operation", reply: batchReply(207, activity, 429, 424), wantIs: order.ErrTransient, wantIndex: 0, wantCode: 429},
-		{name: "207 bad request", reply: batchReply(207, activity, 424, 400), wantIndex: 1, wantCode: 400},
+		{name: "207 bad request", reply: batchReply(207, activity, 424, 400), wantIs: order.ErrRejected, wantIndex: 1, wantCode: 400},
 		{name: "whole batch throttled", reply: reply{status: 429, header: activity, body: `{"code":"TooManyRequests"}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 429},
 		{name: "whole batch unavailable", reply: reply{status: 503, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 503},
 		{name: "whole batch timed out", reply: reply{status: 408, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 408},
 		{name: "whole batch retry-with", reply: reply{status: 449, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 449},
-		{name: "whole batch too large", reply: reply{status: 413, header: activity, body: `{}`}, wantIndex: -1, wantCode: 413},
+		{name: "whole batch too large", reply: reply{status: 413, header: activity, body: `{}`}, wantIs: order.ErrRejected, wantIndex: -1, wantCode: 413},
 		{name: "forbidden", reply: reply{status: 403, header: activity, body: `{}`}, wantIndex: -1, wantCode: 403},
 	}
 	for _, tt := range tests {
@@ -326,7 +372,7 @@ func TestCreateOrder_FakeGateway_StatusMapping(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("CreateOrder = %v (%T), want *cosmosstore.Error", err, err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient} {
+			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient, order.ErrRejected} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(err, %v) = %v, want %v; err = %v", sentinel, got, want, err)
 				}
@@ -361,7 +407,7 @@ func TestReadOrder_FakeGateway_StatusMapping(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("ReadOrder error = %v (%T), want *cosmosstore.Error", err, err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient} {
+			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient, order.ErrRejected} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(err, %v) = %v, want %v; err = %v", sentinel, got, want, err)
 				}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
@@ -26,6 +27,9 @@ const (
 	opCreateDocuments = "create documents"
 	opReadDocument    = "read document"
 	opReplaceDocument = "replace document"
+	opCheck           = "check"
+	opReadContainer   = "read container"
+	opPing            = "ping"
 )
 
 // Cosmos DB response headers the store reads.
@@ -38,7 +42,10 @@ const (
 // Store is an order.Store and an order.DocumentStore on one Cosmos DB
 // container. It is safe for concurrent use.
 type Store struct {
+	client    *azcosmos.Client
 	container *azcosmos.ContainerClient
+	database  string
+	endpoint  string
 	charge    atomic.Uint64 // math.Float64bits of the request units charged so far
 }
 
@@ -49,7 +56,7 @@ var (
 
 // New returns a Store on the container named container in the database named
 // database. It makes no request: a missing database or container shows up as
-// a permanent error of the first call.
+// a permanent error of the first call, unless Check is called first.
 func New(c *azcosmos.Client, database, container string) (*Store, error) {
 	if c == nil {
 		return nil, errors.New("cosmosstore: New needs a client")
@@ -58,7 +65,7 @@ func New(c *azcosmos.Client, database, container string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cosmosstore: container %q in database %q: %w", container, database, err)
 	}
-	return &Store{container: cc}, nil
+	return &Store{client: c, container: cc, database: database, endpoint: c.Endpoint()}, nil
 }
 
 // CreateOrder writes the order document and its OrderAccepted event in one
@@ -98,8 +105,7 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 	for _, d := range docs {
 		batch.CreateItem(d.Body, nil)
 	}
-	resp, err := s.container.ExecuteTransactionalBatch(ctx, batch, nil)
-	s.addCharge(batchCharge(resp, err))
+	resp, err := s.executeBatch(ctx, batch)
 	if err != nil {
 		return classify(op, pk, err)
 	}
@@ -112,7 +118,33 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 	for i, res := range resp.OperationResults {
 		r.StatusCodes[i] = int(res.StatusCode)
 	}
+	r.SubStatuses = batchSubStatuses(resp.RawResponse)
 	return interpretBatch(op, pk, len(docs), r)
+}
+
+// batchSubStatuses returns the "subStatusCode" of each operation of a
+// transactional batch response, which azcosmos v1.5.0 does not parse: the
+// body the SDK read is cached on the response. It returns nil when the body
+// cannot be read again or decoded.
+func batchSubStatuses(resp *http.Response) []int {
+	if resp == nil {
+		return nil
+	}
+	body, err := azruntime.Payload(resp)
+	if err != nil {
+		return nil
+	}
+	var ops []struct {
+		SubStatusCode int `json:"subStatusCode"`
+	}
+	if json.Unmarshal(body, &ops) != nil {
+		return nil
+	}
+	subs := make([]int, len(ops))
+	for i, o := range ops {
+		subs[i] = o.SubStatusCode
+	}
+	return subs
 }
 
 // ReadDocument returns the JSON body of document id in partition pk and its
@@ -120,8 +152,7 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 // ETag is what ReplaceDocument takes as ifMatch. Cosmos DB always sends one;
 // it is empty only from a server that sends none, such as cosmium.
 func (s *Store) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
-	resp, err := s.container.ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
-	s.addCharge(itemCharge(resp, err))
+	resp, err := s.readItem(ctx, pk, id)
 	if err != nil {
 		return nil, "", classifyDocument(opReadDocument, pk, id, err)
 	}
@@ -152,8 +183,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, pk string, d order.Document
 		etag := azcore.ETag(ifMatch)
 		o.IfMatchEtag = &etag
 	}
-	resp, err := s.container.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(pk), d.ID, d.Body, o)
-	s.addCharge(itemCharge(resp, err))
+	resp, err := s.replaceItem(ctx, pk, d.ID, d.Body, o)
 	if err != nil {
 		return "", classifyDocument(opReplaceDocument, pk, d.ID, err)
 	}
@@ -163,8 +193,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, pk string, d order.Document
 // ReadOrder returns the order document of orderID, or an *Error that matches
 // order.ErrNotFound if there is none.
 func (s *Store) ReadOrder(ctx context.Context, orderID string) (order.OrderDocument, error) {
-	resp, err := s.container.ReadItem(ctx, azcosmos.NewPartitionKeyString(orderID), orderID, nil)
-	s.addCharge(itemCharge(resp, err))
+	resp, err := s.readItem(ctx, orderID, orderID)
 	if err != nil {
 		return order.OrderDocument{}, classify(opRead, orderID, err)
 	}

@@ -2,7 +2,7 @@
 // the idempotent consumer relies on: documents addressed by partition key and
 // id, an atomic create that fails with a conflict when the id exists, and a
 // transactional batch that applies all of its operations or none and reports
-// the conflict on the operation that caused it (409) and 424 on the others.
+// the operation that caused a failure (409, 400, 413) and 424 on the others.
 //
 // It implements order.Store and order.DocumentStore for tests and for the
 // project's embedded default, which runs the whole pipeline with no Azure and
@@ -11,6 +11,52 @@
 // document whose JSON has a "ttl" field (seconds) that long after its last
 // write. A Store is safe for concurrent use; every operation is atomic with
 // respect to every other.
+//
+// # What it rejects
+//
+// It refuses what Cosmos DB for NoSQL refuses, with the status code Cosmos
+// DB answers, in a *StatusError that matches order.ErrRejected (400, 413),
+// order.ErrAlreadyExists (409), order.ErrNotFound (404) or
+// order.ErrPreconditionFailed (412):
+//
+//   - an id that is empty, contains /, \, ? or #, or is longer than
+//     MaxIDLength characters: 400, on every call that names it;
+//   - a document that is not a JSON object, whose "orderId" (the partition
+//     key path /orderId) is not the request's partition key value (400,
+//     sub-status 1001), or whose "ttl" is not -1 or a whole number of
+//     seconds from 1 to MaxTTL (400; 0, null, fractions and strings
+//     included);
+//   - a document over MaxDocumentBytes with the system properties Cosmos DB
+//     adds: 413;
+//   - a transactional batch with more than MaxBatchOperations operations
+//     (400) or a payload over MaxRequestBytes (413), both reported for the
+//     batch as a whole (Index -1), or with two operations on one id (400 on
+//     the second).
+//
+// A batch with a body that is not JSON at all is a plain error, not a
+// status: azcosmos marshals a batch itself and fails before it sends it (a
+// replace's body is sent as it is, and answered 400). A document ID that
+// differs from the "id" in its body is a plain error too: Cosmos DB would
+// store the document under the body's id, which is a caller's bug.
+//
+// A failed batch writes nothing. The checks run in the order listed for a
+// batch: its size first, then each operation in turn, then the conflicts
+// (409) against what is stored; the first failure is reported. Cosmos DB
+// reports one failure too, but does not document which one it picks when a
+// batch has several: a caller that depends on which is wrong either way.
+//
+// # Simplifications
+//
+// The store stands for one container partitioned on /orderId with a default
+// TTL of -1, as the Bicep template creates it; other containers are out of
+// scope. Expiry is exact (Cosmos DB deletes expired documents in the
+// background but never returns them after their TTL, which is what callers
+// see here too). A point read or replace of an illegal id answers 400, where
+// Cosmos DB's answer depends on how the escaped id reaches the gateway (400,
+// or a 401 or 404): no such document can exist in either, and callers must
+// validate ids before any store call rather than rely on the difference.
+// The id limit is stricter than or equal to the service's (see MaxIDLength),
+// so no id this store accepts is refused by Cosmos DB.
 package memstore
 
 import (
@@ -58,36 +104,64 @@ type Item struct {
 	ExpiresAt    time.Time // zero: never; set from the document's "ttl" field
 }
 
-// BatchError reports the operation that made a transactional batch fail, as
-// Cosmos DB does: the failing operation has StatusCode, every other operation
-// 424 (failed dependency), and nothing was written.
-type BatchError struct {
-	Index      int // the failing operation, 0-based
-	ID         string
-	StatusCode int // http.StatusConflict for an existing id
-}
-
-func (e *BatchError) Error() string {
-	return fmt.Sprintf("transactional batch failed: operation %d (id %q): %d %s", e.Index, e.ID, e.StatusCode, http.StatusText(e.StatusCode))
-}
-
-// Is makes a conflicting batch match order.ErrAlreadyExists.
-func (e *BatchError) Is(target error) bool {
-	return target == order.ErrAlreadyExists && e.StatusCode == http.StatusConflict
-}
-
-// CreateBatch creates every document in partition pk, atomically: if any id
-// exists, it writes nothing and returns a *BatchError for the first
-// conflicting operation.
+// CreateBatch creates every document in partition pk, atomically: it writes
+// all of them, or none and returns a *StatusError for the operation (or the
+// batch) that Cosmos DB would refuse (see the package documentation), or for
+// the first operation whose id exists (409).
 func (s *Store) CreateBatch(ctx context.Context, pk string, docs []order.Document) error {
+	return s.createBatch(ctx, opCreateDocuments, pk, docs)
+}
+
+func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Document) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if len(docs) == 0 {
+		return fmt.Errorf("memstore: %s %q: no documents to create", op, pk)
+	}
+	fail := func(i int, p *problem) error {
+		e := &StatusError{Op: op, PartitionKey: pk, Index: i, StatusCode: p.status, SubStatus: p.subStatus, Reason: p.reason}
+		if i >= 0 {
+			e.ID = docs[i].ID
+		}
+		return e
+	}
+	if len(docs) > MaxBatchOperations {
+		return fail(-1, badRequest("the batch has %d operations; the limit is %d", len(docs), MaxBatchOperations))
+	}
+	parsedDocs := make([]parsed, len(docs))
+	for i, d := range docs {
+		if !json.Valid(d.Body) {
+			// azcosmos marshals the batch itself and fails before it
+			// sends anything.
+			return fmt.Errorf("memstore: %s %q: document %d (id %q) is not valid JSON, so the SDK would send no batch", op, pk, i, d.ID)
+		}
+		p, err := parseDocument(pk, d)
+		if err != nil {
+			return err
+		}
+		parsedDocs[i] = p
+	}
+	size := batchPayloadSize(docs)
+	if size > MaxRequestBytes {
+		return fail(-1, &problem{status: http.StatusRequestEntityTooLarge,
+			reason: fmt.Sprintf("the batch request is %d bytes; the limit is %d", size, MaxRequestBytes)})
+	}
+	seen := make(map[string]bool, len(docs))
+	for i, p := range parsedDocs {
+		if p.problem != nil {
+			return fail(i, p.problem)
+		}
+		if seen[docs[i].ID] {
+			return fail(i, badRequest("the batch has more than one operation on this id"))
+		}
+		seen[docs[i].ID] = true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, d := range docs {
 		if _, ok := s.live(pk, d.ID); ok {
-			return &BatchError{Index: i, ID: d.ID, StatusCode: http.StatusConflict}
+			return fail(i, &problem{status: http.StatusConflict, reason: "a document with this id exists in the partition"})
 		}
 	}
 	part := s.parts[pk]
@@ -95,9 +169,9 @@ func (s *Store) CreateBatch(ctx context.Context, pk string, docs []order.Documen
 		part = make(map[string]*Item)
 		s.parts[pk] = part
 	}
-	for _, d := range docs {
+	for i, d := range docs {
 		it := &Item{PartitionKey: pk, ID: d.ID}
-		s.write(it, d.Body)
+		s.write(it, d.Body, parsedDocs[i].ttl)
 		part[d.ID] = it
 	}
 	return nil
@@ -108,36 +182,65 @@ func (s *Store) CreateDocuments(ctx context.Context, pk string, docs []order.Doc
 	return s.CreateBatch(ctx, pk, docs)
 }
 
-// ReadDocument implements order.DocumentStore.
+// ReadDocument implements order.DocumentStore. An id Cosmos DB does not
+// accept gives a 400 *StatusError; a missing document a 404.
 func (s *Store) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
-	if err := ctx.Err(); err != nil {
+	it, err := s.read(ctx, opReadDocument, pk, id)
+	if err != nil {
 		return nil, "", err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	it, ok := s.live(pk, id)
-	if !ok {
-		return nil, "", fmt.Errorf("read %s/%s: %w", pk, id, order.ErrNotFound)
+	return it.Body, it.ETag, nil
+}
+
+// read returns a copy of the live document pk/id, or a *StatusError.
+func (s *Store) read(ctx context.Context, op, pk, id string) (Item, error) {
+	if err := ctx.Err(); err != nil {
+		return Item{}, err
 	}
-	return append([]byte(nil), it.Body...), it.ETag, nil
+	if p := checkID(id); p != nil {
+		return Item{}, &StatusError{Op: op, PartitionKey: pk, ID: id, Index: -1, StatusCode: p.status, Reason: p.reason}
+	}
+	it, ok := s.Get(pk, id)
+	if !ok {
+		return Item{}, &StatusError{Op: op, PartitionKey: pk, ID: id, Index: -1, StatusCode: http.StatusNotFound, Reason: "no such document"}
+	}
+	return it, nil
 }
 
 // ReplaceDocument implements order.DocumentStore: it replaces d if its ETag
-// is still ifMatch (an empty ifMatch replaces unconditionally).
+// is still ifMatch (an empty ifMatch replaces unconditionally). The new
+// body is checked as a created document is (see the package documentation):
+// a refused body gives a 400 or 413 *StatusError, a missing document a 404,
+// a moved ETag a 412.
 func (s *Store) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
+	}
+	fail := func(status int, reason string) error {
+		return &StatusError{Op: opReplaceDocument, PartitionKey: pk, ID: d.ID, Index: -1, StatusCode: status, Reason: reason}
+	}
+	if p := checkID(d.ID); p != nil {
+		return "", fail(p.status, p.reason)
+	}
+	p, err := parseDocument(pk, d)
+	if err != nil {
+		return "", err
+	}
+	if p.problem != nil {
+		e := fail(p.problem.status, p.problem.reason).(*StatusError)
+		e.SubStatus = p.problem.subStatus
+		return "", e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	it, ok := s.live(pk, d.ID)
 	if !ok {
-		return "", fmt.Errorf("replace %s/%s: %w", pk, d.ID, order.ErrNotFound)
+		return "", fail(http.StatusNotFound, "no such document")
 	}
 	if ifMatch != "" && it.ETag != ifMatch {
-		return "", fmt.Errorf("replace %s/%s: ETag %s is not %s: %w", pk, d.ID, it.ETag, ifMatch, order.ErrPreconditionFailed)
+		return "", fail(http.StatusPreconditionFailed, fmt.Sprintf("ETag %s is not %s", it.ETag, ifMatch))
 	}
-	s.write(it, d.Body)
+	s.write(it, d.Body, p.ttl)
 	return it.ETag, nil
 }
 
@@ -152,19 +255,16 @@ func (s *Store) live(pk, id string) (*Item, bool) {
 	return it, ok
 }
 
-// write stores body in it with a new ETag and its time-to-live. s.mu must
-// be held.
-func (s *Store) write(it *Item, body []byte) {
+// write stores body in it with a new ETag and its time to live: ttl nil or
+// -1 never expires. s.mu must be held.
+func (s *Store) write(it *Item, body []byte, ttl *int64) {
 	s.etag++
 	it.Body = append([]byte(nil), body...)
 	it.ETag = strconv.FormatUint(s.etag, 16)
 	it.Writes++
 	it.ExpiresAt = time.Time{}
-	var ttl struct {
-		TTL *int `json:"ttl"`
-	}
-	if json.Unmarshal(body, &ttl) == nil && ttl.TTL != nil && *ttl.TTL > 0 {
-		it.ExpiresAt = s.now().Add(time.Duration(*ttl.TTL) * time.Second)
+	if ttl != nil && *ttl > 0 {
+		it.ExpiresAt = s.now().Add(time.Duration(*ttl) * time.Second)
 	}
 }
 
@@ -213,21 +313,18 @@ func (s *Store) CreateOrder(ctx context.Context, w order.Write) error {
 	if err != nil {
 		return err
 	}
-	return s.CreateBatch(ctx, w.PartitionKey(), docs)
+	return s.createBatch(ctx, opCreateOrder, w.PartitionKey(), docs)
 }
 
 // ReadOrder implements order.Store.
 func (s *Store) ReadOrder(ctx context.Context, orderID string) (order.OrderDocument, error) {
 	var doc order.OrderDocument
-	if err := ctx.Err(); err != nil {
+	it, err := s.read(ctx, opReadOrder, orderID, orderID)
+	if err != nil {
 		return doc, err
 	}
-	it, ok := s.Get(orderID, orderID)
-	if !ok {
-		return doc, fmt.Errorf("read order %q: %w", orderID, order.ErrNotFound)
-	}
 	if err := json.Unmarshal(it.Body, &doc); err != nil {
-		return doc, fmt.Errorf("read order %q: %w", orderID, err)
+		return doc, fmt.Errorf("memstore: read order %q: %w", orderID, err)
 	}
 	return doc, nil
 }

@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,10 +13,20 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
-func docs(ids ...string) []order.Document {
+// doc returns a document of partition pk, as the order package writes them:
+// its orderId field is the partition key value.
+func doc(pk, id string) order.Document {
+	b, err := json.Marshal(map[string]string{"id": id, "orderId": pk})
+	if err != nil {
+		panic(err)
+	}
+	return order.Document{ID: id, Body: b}
+}
+
+func docs(pk string, ids ...string) []order.Document {
 	var out []order.Document
 	for _, id := range ids {
-		out = append(out, order.Document{ID: id, Body: []byte(`{"id":"` + id + `"}`)})
+		out = append(out, doc(pk, id))
 	}
 	return out
 }
@@ -23,7 +34,7 @@ func docs(ids ...string) []order.Document {
 func TestCreateBatch(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	if err := s.CreateBatch(ctx, "p1", docs("a", "b")); err != nil {
+	if err := s.CreateBatch(ctx, "p1", docs("p1", "a", "b")); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -39,7 +50,7 @@ func TestCreateBatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(s.Items())
-			err := s.CreateBatch(ctx, tt.pk, docs(tt.ids...))
+			err := s.CreateBatch(ctx, tt.pk, docs(tt.pk, tt.ids...))
 			if tt.wantIndex < 0 {
 				if err != nil {
 					t.Fatal(err)
@@ -59,14 +70,15 @@ func TestCreateBatch(t *testing.T) {
 
 func TestCopiesAreIsolated(t *testing.T) {
 	s := memstore.New()
-	d := docs("a")
+	d := docs("p", "a")
+	want := string(d[0].Body)
 	if err := s.CreateBatch(context.Background(), "p", d); err != nil {
 		t.Fatal(err)
 	}
 	d[0].Body[0] = 'X'
 	it, _ := s.Get("p", "a")
 	it.Body[1] = 'Y'
-	if got, _ := s.Get("p", "a"); string(got.Body) != `{"id":"a"}` {
+	if got, _ := s.Get("p", "a"); string(got.Body) != want {
 		t.Errorf("stored body changed through a caller's slice: %s", got.Body)
 	}
 }
@@ -75,7 +87,7 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 	s := memstore.New()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := s.CreateBatch(ctx, "p", docs("a")); !errors.Is(err, context.Canceled) {
+	if err := s.CreateBatch(ctx, "p", docs("p", "a")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
 	if len(s.Items()) != 0 {
@@ -92,7 +104,7 @@ func TestConcurrentCreatesHaveOneWinner(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.CreateBatch(context.Background(), "p", docs("x", fmt.Sprint("y", i%2)))
+			err := s.CreateBatch(context.Background(), "p", docs("p", "x", fmt.Sprint("y", i%2)))
 			if err == nil {
 				mu.Lock()
 				wins++
@@ -109,24 +121,24 @@ func TestConcurrentCreatesHaveOneWinner(t *testing.T) {
 func TestReplaceIsETagConditioned(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	if err := s.CreateDocuments(ctx, "p", docs("a")); err != nil {
+	if err := s.CreateDocuments(ctx, "p", docs("p", "a")); err != nil {
 		t.Fatal(err)
 	}
 	_, etag, err := s.ReadDocument(ctx, "p", "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	newTag, err := s.ReplaceDocument(ctx, "p", order.Document{ID: "a", Body: []byte(`{"v":2}`)}, etag)
+	newTag, err := s.ReplaceDocument(ctx, "p", order.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"p","v":2}`)}, etag)
 	if err != nil || newTag == etag {
 		t.Fatalf("replace with the current ETag: %q, %v", newTag, err)
 	}
-	if _, err := s.ReplaceDocument(ctx, "p", order.Document{ID: "a", Body: []byte(`{"v":3}`)}, etag); !errors.Is(err, order.ErrPreconditionFailed) {
+	if _, err := s.ReplaceDocument(ctx, "p", order.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"p","v":3}`)}, etag); !errors.Is(err, order.ErrPreconditionFailed) {
 		t.Errorf("replace with a stale ETag = %v, want ErrPreconditionFailed", err)
 	}
-	if _, err := s.ReplaceDocument(ctx, "p", order.Document{ID: "zz", Body: []byte(`{}`)}, ""); !errors.Is(err, order.ErrNotFound) {
+	if _, err := s.ReplaceDocument(ctx, "p", doc("p", "zz"), ""); !errors.Is(err, order.ErrNotFound) {
 		t.Errorf("replace of a missing document = %v, want ErrNotFound", err)
 	}
-	if it, _ := s.Get("p", "a"); string(it.Body) != `{"v":2}` || it.Writes != 2 {
+	if it, _ := s.Get("p", "a"); string(it.Body) != `{"id":"a","orderId":"p","v":2}` || it.Writes != 2 {
 		t.Errorf("document = %s after %d writes", it.Body, it.Writes)
 	}
 }
@@ -135,7 +147,7 @@ func TestTimeToLive(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := memstore.NewWithClock(func() time.Time { return now })
-	marker := []order.Document{{ID: "m", Body: []byte(`{"id":"m","ttl":60}`)}, {ID: "keep", Body: []byte(`{"id":"keep"}`)}}
+	marker := []order.Document{{ID: "m", Body: []byte(`{"id":"m","orderId":"p","ttl":60}`)}, doc("p", "keep")}
 	if err := s.CreateDocuments(ctx, "p", marker); err != nil {
 		t.Fatal(err)
 	}

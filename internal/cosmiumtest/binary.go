@@ -15,9 +15,14 @@ import (
 // a prebuilt cosmium binary to use instead of building one.
 const BinaryEnv = "COSMIUM_BIN"
 
-// toolsPackage is the main package of cosmium's server, as the tools module
-// requires it.
-const toolsPackage = "github.com/pikami/cosmium/cmd/server"
+// toolsPackage is the command the tools module builds: cosmium's server,
+// listening only on the address -Host names (see tools/cmd/cosmium).
+const toolsPackage = "./cmd/cosmium"
+
+// buildName names the build in the cache; it changes whenever the command
+// does, so that no older build (such as cosmium's own server, which listens
+// on every interface) is reused.
+const buildName = "cosmium-" + Version + "-bound"
 
 var (
 	binaryMu   sync.Mutex
@@ -27,9 +32,11 @@ var (
 // Binary returns the path of a cosmium binary, building it on first use.
 //
 // If COSMIUM_BIN is set, Binary returns its value after checking that the file
-// exists. Otherwise it returns <user cache dir>/sbcosmos/cosmium-<Version>/cosmium,
-// building it there with the go command from the tools module beside this
-// package's source: once per machine and cosmium version, in tens of seconds
+// exists; it must be a build of tools/cmd/cosmium (cosmium's own server
+// listens on every interface). Otherwise it returns
+// <user cache dir>/sbcosmos/cosmium-<Version>-bound/cosmium, building it
+// there with the go command from the tools module beside this package's
+// source: once per machine and cosmium version, in tens of seconds
 // (about 25 s on two busy cores, up to a minute with a cold Go build cache),
 // plus downloads where the modules were never fetched. Builds are serialised across processes by a
 // lock file, so parallel test binaries build once, and the binary is moved
@@ -60,7 +67,7 @@ func binary(ctx context.Context) (path string, built time.Duration, err error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("locate the cache for the cosmium binary (or set %s): %w", BinaryEnv, err)
 	}
-	dir := filepath.Join(cache, "sbcosmos", "cosmium-"+Version)
+	dir := filepath.Join(cache, "sbcosmos", buildName)
 	bin := filepath.Join(dir, "cosmium"+exeSuffix())
 	if !isFile(bin) {
 		if built, err = lockedBuild(ctx, dir, bin); err != nil {

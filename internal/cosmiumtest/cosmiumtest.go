@@ -25,10 +25,17 @@
 //
 // # Network exposure
 //
-// Cosmium v0.1.20 listens on every interface whatever its -Host flag says; the
-// flag only sets the host name it advertises. Servers started here advertise
-// and are reached at 127.0.0.1 only, and use the well-known emulator key: they
-// hold test data only.
+// Cosmium v0.1.20's own server listens on every interface whatever its -Host
+// flag says: api/router.go line 91 listens on fmt.Sprintf(":%d", Port), and
+// -Host only sets the host name it advertises (api/config/config.go lines 19
+// and 54-56). Its account key does not protect it either: every path under
+// /cosmium, such as GET /cosmium/export, which returns every database,
+// container and document, is served without authentication
+// (api/handlers/middleware/authentication.go lines 16-18). So this package
+// does not run cosmium's server: it builds tools/cmd/cosmium, which serves
+// cosmium's own router (the same handlers and store) on a listener bound to
+// -Host, and starts it with -Host 127.0.0.1: nothing off this machine can
+// reach it. It uses the well-known emulator key, and holds test data only.
 package cosmiumtest
 
 import (
@@ -61,9 +68,9 @@ const Key = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZ
 // answers within milliseconds.
 const startTimeout = 30 * time.Second
 
-// Server is a running cosmium process serving plain HTTP, addressed on the
-// loopback interface (it listens on every interface; see the package
-// documentation). Its methods are safe for concurrent use.
+// Server is a running cosmium process serving plain HTTP on the loopback
+// interface only (see the package documentation). Its methods are safe for
+// concurrent use.
 type Server struct {
 	// Endpoint is the account endpoint, "http://127.0.0.1:PORT/", for
 	// azcosmos.NewClientWithKey together with Key.

@@ -125,7 +125,7 @@ func TestBinary_BuiltOnceAndCached(t *testing.T) {
 	if !fi.Mode().IsRegular() || runtime.GOOS != "windows" && fi.Mode()&0o111 == 0 {
 		t.Errorf("%s: mode %v, want an executable file", p1, fi.Mode())
 	}
-	if dir := filepath.Base(filepath.Dir(p1)); dir != "cosmium-"+cosmiumtest.Version {
+	if dir := filepath.Base(filepath.Dir(p1)); dir != "cosmium-"+cosmiumtest.Version+"-bound" {
 		t.Errorf("binary directory %q does not name version %s", dir, cosmiumtest.Version)
 	}
 }

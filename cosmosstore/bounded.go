@@ -1,0 +1,95 @@
+package cosmosstore
+
+import (
+	"context"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+)
+
+// bounded runs f, one call of the SDK, and returns its result, or ctx's
+// error as soon as ctx ends, whichever comes first.
+//
+// azcosmos v1.5.0 does not always honour ctx: the call that finds the
+// account's properties empty or stale (the first call of a client, every
+// five minutes after, and after some errors) fetches them under
+// context.WithoutCancel(ctx), bounded only by a 60-second timeout of its own
+// (cosmos_global_endpoint_manager.go, runLeaderFlight and
+// GetAccountProperties), so against an endpoint that does not answer, a call
+// would outlive its deadline by up to a minute. bounded returns at the
+// deadline instead and leaves f to finish in the background; f must record
+// whatever it needs (the request charge) itself. A deadline that passes
+// after a write was sent leaves its outcome unknown, as any timeout does:
+// the error matches context.DeadlineExceeded and so is transient.
+func bounded[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return f(ctx)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f(ctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-done: // finished at the same moment: keep its answer
+			return r.v, r.err
+		default:
+		}
+		var zero T
+		return zero, context.Cause(ctx)
+	}
+}
+
+// readItem reads one item, bounded by ctx, and counts its request charge.
+func (s *Store) readItem(ctx context.Context, pk, id string) (azcosmos.ItemResponse, error) {
+	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
+		resp, err := s.container.ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
+		s.addCharge(itemCharge(resp, err))
+		return resp, err
+	})
+}
+
+// replaceItem replaces one item, bounded by ctx, and counts its request
+// charge.
+func (s *Store) replaceItem(ctx context.Context, pk, id string, body []byte, o *azcosmos.ItemOptions) (azcosmos.ItemResponse, error) {
+	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
+		resp, err := s.container.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(pk), id, body, o)
+		s.addCharge(itemCharge(resp, err))
+		return resp, err
+	})
+}
+
+// createItem creates one item, bounded by ctx, and counts its request charge.
+func (s *Store) createItem(ctx context.Context, pk string, body []byte) (azcosmos.ItemResponse, error) {
+	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
+		resp, err := s.container.CreateItem(ctx, azcosmos.NewPartitionKeyString(pk), body, nil)
+		s.addCharge(itemCharge(resp, err))
+		return resp, err
+	})
+}
+
+// deleteItem deletes one item, bounded by ctx, and counts its request charge.
+func (s *Store) deleteItem(ctx context.Context, pk, id string) (azcosmos.ItemResponse, error) {
+	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
+		resp, err := s.container.DeleteItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
+		s.addCharge(itemCharge(resp, err))
+		return resp, err
+	})
+}
+
+// executeBatch executes a transactional batch, bounded by ctx, and counts its
+// request charge.
+func (s *Store) executeBatch(ctx context.Context, b azcosmos.TransactionalBatch) (azcosmos.TransactionalBatchResponse, error) {
+	return bounded(ctx, func(ctx context.Context) (azcosmos.TransactionalBatchResponse, error) {
+		resp, err := s.container.ExecuteTransactionalBatch(ctx, b, nil)
+		s.addCharge(batchCharge(resp, err))
+		return resp, err
+	})
+}

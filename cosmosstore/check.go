@@ -1,0 +1,224 @@
+package cosmosstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// The settings of the project's commands that Check's errors name, so that
+// an operator knows what to change. They are the environment variables of
+// cmd/orderworker; each also has a flag.
+const (
+	SettingEndpoint  = "COSMOS_ENDPOINT"
+	SettingKey       = "COSMOS_KEY"
+	SettingDatabase  = "COSMOS_DATABASE"
+	SettingContainer = "COSMOS_CONTAINER"
+	SettingClientID  = "AZURE_CLIENT_ID"
+)
+
+// DataContributorRole is the Cosmos DB data-plane role the worker's identity
+// needs: it may read and write items and read the account's metadata.
+const DataContributorRole = "Cosmos DB Built-in Data Contributor"
+
+// probeTTL is the time to live of Check's probe document, in seconds, in
+// case Check cannot delete it.
+const probeTTL = 300
+
+// wrongETag is an If-Match value that no document has: Cosmos DB's ETags are
+// quoted GUIDs that it never makes all zeros.
+const wrongETag = `"00000000-0000-0000-0000-000000000000"`
+
+// CheckResult is what Check found out about the store.
+type CheckResult struct {
+	Endpoint, Database, Container string
+	// ETagsHonoured reports whether a replace with an If-Match ETag that
+	// does not match fails with 412, as in Cosmos DB. False means an
+	// emulator that ignores If-Match, such as cosmium v0.1.20: every
+	// ETag-conditioned write there (status changes, payment claims) is
+	// unconditional, so concurrent deliveries can overwrite each other. A
+	// worker must refuse to start, or warn loudly, when it is false.
+	ETagsHonoured bool
+	// ProbeID is the id, and partition key value, of the document Check
+	// created in a partition of its own.
+	ProbeID string
+	// ProbeDeleted reports whether Check deleted the probe document again.
+	// If not, Cosmos DB deletes it after probeTTL seconds (the container's
+	// default TTL is -1; an emulator that ignores TTL keeps it).
+	ProbeDeleted bool
+}
+
+// Check verifies, before the first message, that the store can work: that
+// the account answers, that the database and the container exist, that the
+// container is partitioned on /orderId, that the identity may read and write
+// items, and whether the server honours If-Match ETags. It reads a missing
+// item, reads the container's properties, creates a probe document in a
+// partition of its own (a random id with a "ttl"), replaces it with a wrong
+// If-Match ETag and deletes it. Each failure names the setting to fix (see
+// SettingEndpoint and the other Setting constants) and wraps the *Error of
+// the failed call, so that order.IsTransient tells an outage from a
+// misconfiguration. A server that ignores If-Match is not an error: it is
+// reported in CheckResult.ETagsHonoured.
+//
+// ctx bounds every call; give it a deadline (tens of seconds: the SDK retries
+// a refused connection before it gives up). Check is safe to call
+// concurrently with the other methods and leaves no document behind once the
+// probe's TTL has passed.
+func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
+	res = CheckResult{Endpoint: s.endpoint, Database: s.database, Container: s.container.ID()}
+	probe, err := probeID()
+	if err != nil {
+		return res, err
+	}
+	res.ProbeID = probe
+
+	// 1. A point read of a missing item: 404 with sub-status 0 means the
+	// container exists and the identity may read it.
+	if _, err := s.readItem(ctx, probe, probe); err != nil {
+		if err = classifyDocument(opCheck, probe, probe, err); !isMissingItem(err) {
+			return res, s.checkFailure(ctx, "read an item", err)
+		}
+	}
+
+	// 2. The container's partition key path.
+	cresp, err := bounded(ctx, func(ctx context.Context) (azcosmos.ContainerResponse, error) { return s.container.Read(ctx, nil) })
+	if err != nil {
+		e := classify(opReadContainer, res.Container, err)
+		if isStatus(err, http.StatusNotFound) {
+			// A server that does not send sub-status 1003, such as
+			// cosmium, shows a missing container here.
+			return res, fmt.Errorf("cosmosstore: check: read the container's properties: %s: %w", s.whatIsMissing(ctx), e)
+		}
+		return res, s.checkFailure(ctx, "read the container's properties", e)
+	}
+	if cresp.ContainerProperties == nil {
+		return res, fmt.Errorf("cosmosstore: check: read container %q in database %q: no properties in the response", res.Container, res.Database)
+	}
+	if paths := cresp.ContainerProperties.PartitionKeyDefinition.Paths; !slices.Equal(paths, []string{PartitionKeyPath}) {
+		return res, fmt.Errorf("cosmosstore: check: container %q in database %q is partitioned on %q, not [%q], so Cosmos DB would refuse every write with 400: set %s to the container the Bicep template creates (partition key %s)",
+			res.Container, res.Database, paths, PartitionKeyPath, SettingContainer, PartitionKeyPath)
+	}
+
+	// 3. Write: create the probe document.
+	body, err := json.Marshal(map[string]any{"id": probe, "orderId": probe, "type": "startupCheck", "ttl": probeTTL})
+	if err != nil {
+		return res, err
+	}
+	created, err := s.createItem(ctx, probe, body)
+	if err != nil {
+		return res, s.checkFailure(ctx, "create a document", classifyDocument(opCheck, probe, probe, err))
+	}
+	defer func() {
+		_, derr := s.deleteItem(ctx, probe, probe)
+		res.ProbeDeleted = derr == nil
+	}()
+
+	// 4. A replace with an ETag the document does not have must fail with
+	// 412; a server that replaces anyway ignores If-Match.
+	etag := azcore.ETag(wrongETag)
+	if created.ETag == etag {
+		etag = azcore.ETag(`"ffffffff-ffff-ffff-ffff-ffffffffffff"`)
+	}
+	_, err = s.replaceItem(ctx, probe, probe, body, &azcosmos.ItemOptions{IfMatchEtag: &etag})
+	if err == nil {
+		res.ETagsHonoured = false
+		return res, nil
+	}
+	if err = classifyDocument(opCheck, probe, probe, err); !errors.Is(err, order.ErrPreconditionFailed) {
+		return res, s.checkFailure(ctx, "replace a document with an If-Match ETag", err)
+	}
+	res.ETagsHonoured = true
+	return res, nil
+}
+
+// Ping is the cheap probe of a circuit breaker: one point read of an item
+// that does not exist, which costs about one request unit. It returns nil
+// when the container answers (a 404 with sub-status 0, or the item), and
+// otherwise the *Error of the read: transient for an outage, permanent for a
+// missing container (404 with sub-status 1003), 401 or 403. ctx bounds the
+// call. It is safe for concurrent use.
+func (s *Store) Ping(ctx context.Context) error {
+	const id = "cosmosstore-ping"
+	_, err := s.readItem(ctx, id, id)
+	if err == nil {
+		return nil
+	}
+	if err = classifyDocument(opPing, id, id, err); isMissingItem(err) {
+		return nil
+	}
+	return err
+}
+
+// isMissingItem reports whether err is the 404 of a missing item in a
+// container that exists.
+func isMissingItem(err error) bool { return errors.Is(err, order.ErrNotFound) }
+
+// checkFailure explains err, the failure of Check's step, naming the setting
+// to fix. It wraps err.
+func (s *Store) checkFailure(ctx context.Context, step string, err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return fmt.Errorf("cosmosstore: check: %s: %w", step, err)
+	}
+	container := s.container.ID()
+	var hint string
+	switch {
+	case e.StatusCode == http.StatusNotFound && e.SubStatus == subStatusOwnerNotFound:
+		hint = s.whatIsMissing(ctx)
+	case e.StatusCode == http.StatusUnauthorized:
+		hint = fmt.Sprintf("the account at %s=%s refused the credential: with %s, the key is not this account's; with Microsoft Entra ID, the token is not for this account (check %s and the tenant)",
+			SettingEndpoint, s.endpoint, SettingKey, SettingClientID)
+	case e.StatusCode == http.StatusForbidden:
+		hint = fmt.Sprintf("the identity may not %s in container %q of database %q: assign it the data-plane role %q on the account (%s names the managed identity; a new role assignment takes a few minutes to apply), or the account's firewall refuses this address",
+			step, container, s.database, DataContributorRole, SettingClientID)
+	case e.StatusCode == 0 && order.IsTransient(err):
+		hint = fmt.Sprintf("cannot reach Cosmos DB at %s=%s: check the endpoint and the network", SettingEndpoint, s.endpoint)
+	default:
+		hint = fmt.Sprintf("unexpected answer from %s=%s, database %q (%s), container %q (%s)",
+			SettingEndpoint, s.endpoint, s.database, SettingDatabase, container, SettingContainer)
+	}
+	return fmt.Errorf("cosmosstore: check: %s: %s: %w", step, hint, err)
+}
+
+// whatIsMissing tells a missing database from a missing container, after a
+// 404 with sub-status 1003.
+func (s *Store) whatIsMissing(ctx context.Context) string {
+	container := s.container.ID()
+	both := fmt.Sprintf("database %q (%s) or container %q (%s) does not exist: set them to the names the Bicep template created",
+		s.database, SettingDatabase, container, SettingContainer)
+	if s.client == nil {
+		return both
+	}
+	db, err := s.client.NewDatabase(s.database)
+	if err != nil {
+		return both
+	}
+	_, err = bounded(ctx, func(ctx context.Context) (azcosmos.DatabaseResponse, error) { return db.Read(ctx, nil) })
+	switch {
+	case err == nil:
+		return fmt.Sprintf("container %q does not exist in database %q: set %s to the container the Bicep template created",
+			container, s.database, SettingContainer)
+	case isStatus(err, http.StatusNotFound):
+		return fmt.Sprintf("database %q does not exist at %s: set %s to the database the Bicep template created",
+			s.database, s.endpoint, SettingDatabase)
+	}
+	return both
+}
+
+// probeID returns a fresh id for Check's probe document.
+func probeID() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("cosmosstore: check: probe id: %w", err)
+	}
+	return "cosmosstore-check-" + hex.EncodeToString(b), nil
+}

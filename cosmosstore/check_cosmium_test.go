@@ -1,0 +1,98 @@
+package cosmosstore_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// Cosmium v0.1.20 ignores If-Match: the start-up check must see it, so that
+// the worker can refuse to run its ETag-guarded paths there, or warn.
+func TestCosmium_Check_ReportsETagsNotHonoured(t *testing.T) {
+	s, _ := cosmiumStore(t)
+	res, err := s.Check(t.Context())
+	if err != nil {
+		t.Fatalf("Check = %v", err)
+	}
+	if res.ETagsHonoured {
+		t.Errorf("Check = %+v; cosmium ignores If-Match, want ETagsHonoured false", res)
+	}
+	if !res.ProbeDeleted || res.Database != testDatabase || res.Container != testContainer {
+		t.Errorf("Check = %+v; want the probe deleted and the names", res)
+	}
+	if _, _, err := s.ReadDocument(t.Context(), res.ProbeID, res.ProbeID); !errors.Is(err, order.ErrNotFound) {
+		t.Errorf("the probe document is still there: %v", err)
+	}
+}
+
+func TestCosmium_Ping(t *testing.T) {
+	s, _ := cosmiumStore(t)
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("Ping = %v", err)
+	}
+}
+
+// Cosmium answers a missing database or container with a 404 without the
+// sub-status 1003 that Cosmos DB sends; Check still names the setting.
+func TestCosmium_Check_MissingDatabaseOrContainer_NamesTheSetting(t *testing.T) {
+	srv := cosmiumtest.Start(t)
+	c, err := cosmosstore.NewClientWithKey(srv.Endpoint, srv.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, testDatabase, testContainer); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, database, container string
+		want                      []string
+	}{
+		{"database missing", "no-such-db", testContainer, []string{"COSMOS_DATABASE", `"no-such-db"`}},
+		{"container missing", testDatabase, "no-such-container", []string{"COSMOS_CONTAINER", `"no-such-container"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := cosmosstore.New(c, tt.database, tt.container)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Check(t.Context())
+			if err == nil {
+				t.Fatal("Check succeeded")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Check error %q does not contain %q", err, w)
+				}
+			}
+			if order.IsTransient(err) {
+				t.Errorf("Check error %v is transient", err)
+			}
+			t.Logf("Check: %v", err)
+		})
+	}
+}
+
+// The one refusal for content that cosmium answers as Cosmos DB does: a
+// replace whose body is not JSON (400). Every other rule (ids, partition key
+// values, ttl, sizes, batch limits) cosmium v0.1.20 does not check; they are
+// tested on the fake gateway (TestGateway_*_ContentRefused_Rejected_NotFaithfulInCosmium)
+// and on memstore.
+func TestCosmium_ReplaceDocument_BodyNotJSON_Rejected(t *testing.T) {
+	s, _ := cosmiumStore(t)
+	d := testDoc{ID: "a", OrderID: "ord-1", Type: "t", State: "s"}
+	if err := s.CreateDocuments(t.Context(), "ord-1", []order.Document{d.document(t)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.ReplaceDocument(t.Context(), "ord-1", order.Document{ID: "a", Body: []byte(`{"id":"a",`)}, "")
+	checkSentinels(t, err, order.ErrRejected)
+	var e *cosmosstore.Error
+	if !errors.As(err, &e) || e.StatusCode != 400 {
+		t.Errorf("ReplaceDocument = %v, want a 400", err)
+	}
+}
