@@ -127,7 +127,7 @@ func TestProcessWritesOrderAndEventTogether(t *testing.T) {
 func TestCreateBatchIsAllOrNothing(t *testing.T) {
 	s := memstore.New()
 	ctx := context.Background()
-	if err := s.CreateBatch(ctx, "ord-1", []order.Document{{ID: order.EventID("ord-1"), Body: []byte(`{}`)}}); err != nil {
+	if err := s.CreateBatch(ctx, "ord-1", []order.Document{{ID: order.EventID("ord-1"), Body: []byte(`{"id":"OrderAccepted:ord-1","orderId":"ord-1"}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	o, _ := order.Decode([]byte(validBody))
