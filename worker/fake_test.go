@@ -25,6 +25,7 @@ type fakeReceiver struct {
 	renewals    map[string]int
 	receiveErrs []error // returned, in order, by the next ReceiveMessages calls
 	maxAsked    int
+	callsDone   int // ReceiveMessages calls made with a context already done
 
 	completeErr func(m *azservicebus.ReceivedMessage) error
 	renewErr    func(m *azservicebus.ReceivedMessage) error
@@ -52,6 +53,9 @@ func (r *fakeReceiver) add(id string) {
 func (r *fakeReceiver) ReceiveMessages(ctx context.Context, max int, _ *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	r.mu.Lock()
 	r.maxAsked = maxInt(r.maxAsked, max)
+	if ctx.Err() != nil {
+		r.callsDone++
+	}
 	if len(r.receiveErrs) > 0 {
 		err := r.receiveErrs[0]
 		r.receiveErrs = r.receiveErrs[1:]
@@ -65,6 +69,12 @@ func (r *fakeReceiver) ReceiveMessages(ctx context.Context, max int, _ *azservic
 	var out []*azservicebus.ReceivedMessage
 	select {
 	case m := <-r.msgs:
+		if err := ctx.Err(); err != nil {
+			// Like the SDK, a receive whose context ended hands out
+			// nothing that arrived after the end.
+			r.msgs <- m
+			return nil, err
+		}
 		out = append(out, m)
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -310,7 +310,11 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 }
 
-func TestShutdownReturnsPrefetchedMessages(t *testing.T) {
+// TestShutdownNeverReceives: once Run's context ends the worker asks for no
+// more messages, so messages that arrive afterwards are neither locked nor
+// abandoned by it (an abandon would count a delivery no handler made); with
+// the SDK its releaser gives back what arrives on leftover credit.
+func TestShutdownNeverReceives(t *testing.T) {
 	r := newFakeReceiver("first")
 	entered := make(chan struct{})
 	release := make(chan struct{})
@@ -322,13 +326,14 @@ func TestShutdownReturnsPrefetchedMessages(t *testing.T) {
 		<-release
 		return order.Result{Outcome: order.Created, OrderID: m.ID}
 	})
+	// ReturnPrefetchedFor as cmd/orderworker set it: it must not make
+	// shutdown receive.
 	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReturnPrefetchedFor: 5 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
 	wait(t, entered, "the handler to start")
 	cancel()
-	// What the broker sends on the credit left after the cancelled receive.
 	r.add("late-1")
 	r.add("late-2")
 	close(release)
@@ -336,8 +341,16 @@ func TestShutdownReturnsPrefetchedMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"late-1", "late-2"} {
-		if got := r.settlements(id); len(got) != 1 || got[0].kind != "abandon" {
-			t.Errorf("%s settled %+v, want one abandon", id, got)
+		if got := r.settlements(id); len(got) != 0 {
+			t.Errorf("%s settled %+v at shutdown, want no settlement", id, got)
 		}
+	}
+	if n := len(r.msgs); n != 2 {
+		t.Errorf("%d messages left in the queue, want the 2 that arrived after shutdown began", n)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.callsDone != 0 {
+		t.Errorf("ReceiveMessages called %d times with a done context: each call issues link credit", r.callsDone)
 	}
 }
