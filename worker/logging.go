@@ -83,7 +83,8 @@ func (w *Worker) startSummary() (stop func()) {
 			defer wg.Done()
 			t := time.NewTicker(w.opts.SummaryInterval)
 			defer t.Stop()
-			prev, prevAt := w.Stats(), start
+			var prev Stats // a Worker runs once: everything counted so far is in the first interval
+			prevAt := start
 			for {
 				select {
 				case <-done:
