@@ -17,7 +17,7 @@ import (
 
 const (
 	breakerConcurrency = 4
-	breakerThreshold   = 5 // the default
+	breakerThreshold   = 5 // what orderworker uses
 	breakerBacklog     = 100
 )
 
@@ -63,7 +63,7 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 		logs := newCapture(slog.LevelInfo)
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
 			Concurrency: breakerConcurrency, SummaryInterval: -1,
-			Breaker: worker.BreakerOptions{Probe: func(ctx context.Context) error {
+			Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: func(ctx context.Context) error {
 				probes.Add(1)
 				if h.down.Load() {
 					return errStoreDown
@@ -121,7 +121,7 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 	})
 }
 
-// TestBreakerHalfOpenWithoutProbe: without a probe (the default options)
+// TestBreakerHalfOpenWithoutProbe: without a probe
 // the breaker lets one message through after each backoff; the outage
 // costs the deliveries before it opened plus one per trial, never the
 // backlog, and the first trial after the store is back resumes receiving.
@@ -131,7 +131,8 @@ func TestBreakerHalfOpenWithoutProbe(t *testing.T) {
 		h := &storeHandler{}
 		h.down.Store(true)
 		logs := newCapture(slog.LevelInfo)
-		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{Concurrency: breakerConcurrency, SummaryInterval: -1})
+		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{Concurrency: breakerConcurrency, SummaryInterval: -1,
+			Breaker: worker.BreakerOptions{Threshold: breakerThreshold}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +177,8 @@ func TestBreakerIgnoresMessageRetries(t *testing.T) {
 		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 			return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonOrderNotYetCreated}
 		})
-		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{Concurrency: 2, SummaryInterval: -1, RetryBackoff: -1})
+		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{Concurrency: 2, SummaryInterval: -1, RetryBackoff: -1,
+			Breaker: worker.BreakerOptions{Threshold: breakerThreshold}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@
 //
 // # Circuit breaker
 //
-// When Options.Breaker.Threshold consecutive deliveries fail because a
+// When Options.Breaker.Threshold (zero disables it) consecutive deliveries fail because a
 // dependency failed (order.Result.DependencyFailed: the store or the payments
 // service), the breaker opens: the receive loop cancels the receive in
 // progress and asks for no more messages, so an outage costs the deliveries

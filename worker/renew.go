@@ -47,11 +47,15 @@ func (w *Worker) renewLock(ctx context.Context, m *azservicebus.ReceivedMessage)
 	}
 }
 
-// renewWait is how long after now the next renewal of m is due.
+// renewWait is how long after now the next renewal of m is due. A
+// LockedUntil already past by the local clock says nothing usable (the lock
+// is lost, or the clocks disagree): then only the configured rule applies.
 func (w *Worker) renewWait(m *azservicebus.ReceivedMessage, last, now time.Time) time.Duration {
 	d := w.opts.LockDuration/2 - now.Sub(last)
 	if m.LockedUntil != nil {
-		d = min(d, m.LockedUntil.Sub(now)/2)
+		if left := m.LockedUntil.Sub(now); left > 0 {
+			d = min(d, left/2)
+		}
 	}
 	return max(d, minRenewWait)
 }
@@ -65,6 +69,13 @@ func (w *Worker) checkGrantedLock(m *azservicebus.ReceivedMessage, now time.Time
 		return
 	}
 	granted := m.LockedUntil.Sub(now)
+	if granted <= 0 {
+		if w.lockWarned.CompareAndSwap(false, true) {
+			w.log.Warn("a message's lock had expired by the local clock when it was received or renewed: the local clock is ahead of the broker's; locks are renewed every half of the configured lock duration",
+				"locked_until", m.LockedUntil.UTC().Format(time.RFC3339Nano), "configured_lock", w.opts.LockDuration.String(), "message_id", m.MessageID)
+		}
+		return
+	}
 	diff := granted - w.opts.LockDuration
 	if diff < 0 {
 		diff = -diff

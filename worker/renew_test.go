@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/worker"
@@ -95,6 +97,43 @@ func TestRenewalWithoutLockedUntil(t *testing.T) {
 		defer r.mu.Unlock()
 		if n := r.renewals["long"]; n != 1 {
 			t.Errorf("%d renewals in 25 s with a 30 s lock and no LockedUntil, want 1 (every 15 s)", n)
+		}
+	})
+}
+
+// TestRenewalWithLockedUntilInThePast: a LockedUntil already past by the
+// local clock (clocks that disagree) must not make renewal spin: the
+// configured rule applies.
+func TestRenewalWithLockedUntilInThePast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFakeReceiver()
+		past := time.Now().Add(-time.Hour)
+		r.msgs <- &azservicebus.ReceivedMessage{MessageID: "skewed", DeliveryCount: 1, LockedUntil: &past}
+		done := settledN(r, 1)
+		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+			time.Sleep(25 * time.Second)
+			return order.Result{Outcome: order.Created, OrderID: m.ID}
+		})
+		logs := newCapture(slog.LevelWarn)
+		w, err := worker.New(r, h, slog.New(logs), worker.Options{LockDuration: 30 * time.Second, SummaryInterval: -1, RetryBackoff: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		<-done
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if n := r.renewals["skewed"]; n != 1 {
+			t.Errorf("%d renewals in 25 s, want 1 (every 15 s)", n)
+		}
+		if n := len(logs.matching("local clock is ahead")); n != 1 {
+			t.Errorf("%d clock warnings, want 1", n)
 		}
 	})
 }

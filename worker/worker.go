@@ -83,7 +83,7 @@ type Options struct {
 type BreakerOptions struct {
 	// Threshold is the number of consecutive deliveries failed by a
 	// dependency (order.Result.DependencyFailed) that opens the breaker.
-	// Default 5; negative disables the breaker.
+	// Zero (the default) disables the breaker; orderworker uses 5.
 	Threshold int
 	// Probe, if set, is called while the breaker is open, after each
 	// backoff, to learn whether the dependencies answer again; a nil error
@@ -168,9 +168,6 @@ func New(r Receiver, h Handler, logger *slog.Logger, o Options) (*Worker, error)
 		o.SummaryInterval = 30 * time.Second
 	}
 	b := &o.Breaker
-	if b.Threshold == 0 {
-		b.Threshold = 5
-	}
 	if b.ProbeTimeout == 0 {
 		b.ProbeTimeout = 10 * time.Second
 	}
@@ -187,8 +184,8 @@ func New(r Receiver, h Handler, logger *slog.Logger, o Options) (*Worker, error)
 		return nil, fmt.Errorf("worker: lock duration %v is below 1s", o.LockDuration)
 	case o.MessageTimeout <= 0 || o.MessageTimeout >= o.LockDuration:
 		return nil, fmt.Errorf("worker: message timeout %v must be positive and below the lock duration %v", o.MessageTimeout, o.LockDuration)
-	case b.ProbeTimeout < 0 || b.MinBackoff < 0 || b.MaxBackoff < b.MinBackoff:
-		return nil, fmt.Errorf("worker: breaker probe timeout %v, backoff %v to %v: want positive values, min at most max", b.ProbeTimeout, b.MinBackoff, b.MaxBackoff)
+	case b.Threshold < 0 || b.ProbeTimeout < 0 || b.MinBackoff < 0 || b.MaxBackoff < b.MinBackoff:
+		return nil, fmt.Errorf("worker: breaker threshold %d, probe timeout %v, backoff %v to %v: want non-negative values, min at most max", b.Threshold, b.ProbeTimeout, b.MinBackoff, b.MaxBackoff)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -303,6 +303,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{Concurrency: -1},
 		{LockDuration: time.Millisecond},
 		{LockDuration: 10 * time.Second, MessageTimeout: 10 * time.Second},
+		{Breaker: worker.BreakerOptions{Threshold: -1}},
+		{Breaker: worker.BreakerOptions{Threshold: 5, MinBackoff: time.Minute, MaxBackoff: time.Second}},
 	} {
 		if _, err := worker.New(newFakeReceiver(), worker.HandlerFunc(nil), nil, o); err == nil {
 			t.Errorf("New(%+v) succeeded, want an error", o)
