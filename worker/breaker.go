@@ -77,15 +77,16 @@ func (g grant) done() {
 }
 
 // admit blocks while the breaker is open, probing after each backoff, and
-// returns what the receive loop may do next; ok is false once ctx ends.
-func (b *breaker) admit(ctx context.Context) (g grant, ok bool) {
+// returns what the receive loop may do next, with a receive context derived
+// from rx; ok is false once ctx ends.
+func (b *breaker) admit(ctx, rx context.Context) (g grant, ok bool) {
 	if !b.enabled {
-		return grant{ctx: ctx, max: b.max}, true
+		return grant{ctx: rx, max: b.max}, true
 	}
 	for {
 		b.mu.Lock()
 		if b.state == breakerClosed || (b.state == breakerHalfOpen && !b.trial) {
-			rctx, cancel := context.WithCancel(ctx)
+			rctx, cancel := context.WithCancel(rx)
 			g = grant{ctx: rctx, max: b.max, cancel: cancel, b: b}
 			if b.state == breakerHalfOpen {
 				b.trial, g.trial, g.max = true, true, 1

@@ -34,24 +34,30 @@
 //
 // # Shutdown
 //
-// When Run's context is cancelled the worker stops receiving at once and
-// never calls ReceiveMessages again: a receive issues link credit, and
+// When Run's context is cancelled the worker stops receiving and never
+// starts another ReceiveMessages call: a receive issues link credit, and
 // anything the broker sends on it is locked, and would have to be abandoned
 // (which counts a delivery) or left to its lock's expiry (which counts one
-// too). Messages the broker sends on the credit of the receive that shutdown
-// cancelled are given back by the SDK's background releaser with the AMQP
-// released outcome, which Service Bus does not count as a delivery, until
-// the caller closes the receiver. In-flight handlers then finish and settle
-// within Options.ShutdownGrace; the rest are cancelled, logged as cut off by
+// too) by a worker that no longer handles messages. The receive call in
+// progress, whose credit was issued before shutdown began, may go on for
+// Options.ReceiveDrain to collect what the broker sends on that credit; its
+// messages are handled like any other. After that window it is cancelled,
+// and whatever the broker still sends on the credit left is given back by
+// the SDK's background releaser with the AMQP released outcome, which
+// Service Bus does not count as a delivery, until the caller closes the
+// receiver. In-flight handlers finish and settle within
+// Options.ShutdownGrace; the rest are cancelled, logged as cut off by
 // shutdown and abandoned (each settlement bounded by Options.SettleTimeout,
 // independently of the grace), and Run returns. Closing the Service Bus
 // client is the caller's job, after Run returns.
 //
-// The residual: a message whose transfer reaches the SDK after Close has
-// stopped the releaser and before the link is detached stays locked until
-// its lock expires, and that expiry counts a delivery. Only credit left by
-// the cancelled receive can bring such a transfer, and the SDK v1.11.0 has no
-// way to drain credit.
+// The residual: a message the broker sends on credit left on the link
+// (by a receive cancelled on an idle queue, or one that returned fewer
+// messages than it asked for) that the releaser has not released by the
+// time Close stops it stays locked until its lock expires, and that expiry
+// counts a delivery. The SDK v1.11.0 cannot drain credit, so no client can
+// close that window entirely; it needs a message to become available in
+// the last moments before Close.
 //
 // # Logs
 //

@@ -77,7 +77,7 @@ func TestOutcomeLogs(t *testing.T) {
 			done := settledN(r, 1)
 			logs := newCapture(slog.LevelDebug)
 			w, err := worker.New(r, worker.HandlerFunc(func(context.Context, order.Message) order.Result { return tt.res }),
-				slog.New(logs), worker.Options{RetryBackoff: -1, SummaryInterval: -1})
+				slog.New(logs), worker.Options{RetryBackoff: -1, SummaryInterval: -1, ReceiveDrain: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +130,7 @@ func TestCutOffByShutdownIsNotAnOutage(t *testing.T) {
 			Description: "capture: " + ctx.Err().Error(), Err: ctx.Err()}
 	})
 	logs := newCapture(slog.LevelDebug)
-	w, err := worker.New(r, h, slog.New(logs), worker.Options{ShutdownGrace: 50 * time.Millisecond, SummaryInterval: -1})
+	w, err := worker.New(r, h, slog.New(logs), worker.Options{ShutdownGrace: 50 * time.Millisecond, SummaryInterval: -1, ReceiveDrain: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,25 +102,30 @@ func TestShutdownCountsNoDeliveryThroughTheSDK(t *testing.T) {
 	const concurrency = 4
 	tests := []struct {
 		name      string
-		backlog   int // messages queued before the worker starts
-		handled   int // how many handlers start before the cancel
-		afterStop int // messages sent once shutdown has begun
-		released  int // how many of them the SDK's releaser gives back
+		drain     time.Duration // Options.ReceiveDrain
+		backlog   int           // messages queued before the worker starts
+		handled   int           // how many handlers start before the cancel
+		afterStop int           // messages sent once shutdown has begun
+		drained   int           // how many of them the receive in progress brings to a handler
+		released  int           // how many of them the SDK's releaser gives back
 	}{
 		// Every handler busy: the loop waits for a slot, no credit is
 		// left on the link when shutdown begins.
 		{name: "backlog", backlog: 40, handled: concurrency},
 		// Two handlers busy, the loop waits in ReceiveMessages with the
-		// credit for two more: what the broker sends on it after the
-		// cancel is released by the SDK, never locked for good.
-		{name: "leftover credit", backlog: 2, handled: 2, afterStop: 5, released: 2},
+		// credit for two more. What the broker sends on it within the
+		// drain window is handled and completed...
+		{name: "credit drained", drain: time.Minute, backlog: 2, handled: 2, afterStop: 5, drained: 2},
+		// ... and without a window it is released by the SDK, never
+		// locked for good.
+		{name: "credit released", drain: -1, backlog: 2, handled: 2, afterStop: 5, released: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSDKQueue(t, tt.backlog)
 			h := &blockingHandler{release: make(chan struct{}), seen: map[string]bool{}}
 			w, err := worker.New(s.receiver, h, nil, worker.Options{
-				Concurrency: concurrency, RetryBackoff: -1, SummaryInterval: -1,
+				Concurrency: concurrency, RetryBackoff: -1, SummaryInterval: -1, ReceiveDrain: tt.drain,
 				ReturnPrefetchedFor: time.Second, // as cmd/orderworker sets it
 			})
 			if err != nil {
@@ -132,6 +137,9 @@ func TestShutdownCountsNoDeliveryThroughTheSDK(t *testing.T) {
 			until(t, "the handlers to start", func() bool { return h.count() == tt.handled })
 			cancel()
 			s.send(t, "late", tt.afterStop)
+			until(t, "the receive in progress to bring what the broker sent on its credit", func() bool {
+				return h.count() == tt.handled+tt.drained
+			})
 			until(t, "the SDK to release what arrived on leftover credit", func() bool {
 				return s.q.Snapshot().Released == int64(tt.released)
 			})
@@ -147,8 +155,8 @@ func TestShutdownCountsNoDeliveryThroughTheSDK(t *testing.T) {
 
 			snap := s.q.Snapshot()
 			unseen := tt.backlog + tt.afterStop - h.count()
-			if h.count() != tt.handled || snap.Completed != int64(tt.handled) {
-				t.Errorf("handlers saw %d and the queue completed %d, want %d", h.count(), snap.Completed, tt.handled)
+			if want := tt.handled + tt.drained; h.count() != want || snap.Completed != int64(want) {
+				t.Errorf("handlers saw %d and the queue completed %d, want %d", h.count(), snap.Completed, want)
 			}
 			if snap.Abandoned != 0 || len(snap.Locked) != 0 {
 				t.Errorf("shutdown abandoned %d and left %d locked, want none", snap.Abandoned, len(snap.Locked))
@@ -184,4 +192,45 @@ func TestShutdownCountsNoDeliveryThroughTheSDK(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShutdownUnderLoadThroughTheSDK cancels a busy worker at an arbitrary
+// moment, as SIGTERM does: nothing may be abandoned or left locked, and
+// every message not completed must still be a first delivery.
+func TestShutdownUnderLoadThroughTheSDK(t *testing.T) {
+	const backlog = 300
+	s := newSDKQueue(t, backlog)
+	var handled sync.Map
+	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		handled.Store(m.ID, true)
+		return order.Result{Outcome: order.Created, OrderID: m.ID}
+	})
+	w, err := worker.New(s.receiver, h, nil, worker.Options{Concurrency: 16, RetryBackoff: -1, SummaryInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	until(t, "the worker to complete some messages", func() bool { return s.q.Snapshot().Completed >= 50 })
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelClose()
+	if err := s.receiver.Close(closeCtx); err != nil {
+		t.Fatal(err)
+	}
+	snap := s.q.Snapshot()
+	if snap.Abandoned != 0 || len(snap.Locked) != 0 || snap.Completed+int64(len(snap.Active)) != backlog {
+		t.Errorf("after shutdown: %d completed, %d abandoned, %d locked, %d available; want nothing abandoned or locked",
+			snap.Completed, snap.Abandoned, len(snap.Locked), len(snap.Active))
+	}
+	for _, m := range snap.Active {
+		if _, ok := handled.Load(m.MessageID); ok || m.DeliveryCount != 0 {
+			t.Errorf("message %s: delivery count %d (handled: %v), want 0", m.MessageID, m.DeliveryCount, ok)
+		}
+	}
+	t.Logf("completed %d of %d; released by the SDK: %d", snap.Completed, backlog, snap.Released)
 }

@@ -55,6 +55,17 @@ type Options struct {
 	// ShutdownGrace is how long in-flight handlers may run after Run's
 	// context is cancelled. Default 30s.
 	ShutdownGrace time.Duration
+	// ReceiveDrain is how long, once Run's context has ended, the receive
+	// call in progress may go on collecting what the broker sends on the
+	// link credit that call issued before shutdown began; what it returns is
+	// handled within the grace like any other message. Cancelling that call
+	// at once would leave the credit on the link: the broker fills it, and
+	// what the SDK's releaser has not given back by the time the receiver
+	// closes stays locked until its lock expires, a counted delivery. With
+	// a backlog the call returns within milliseconds; only on an idle queue
+	// does it wait out the window. Default 1s; negative cancels the call at
+	// once. No new receive is ever started after Run's context has ended.
+	ReceiveDrain time.Duration
 	// ReturnPrefetchedFor is ignored.
 	//
 	// Deprecated: it made shutdown receive once more and abandon what
@@ -167,6 +178,9 @@ func New(r Receiver, h Handler, logger *slog.Logger, o Options) (*Worker, error)
 	if o.SummaryInterval == 0 {
 		o.SummaryInterval = 30 * time.Second
 	}
+	if o.ReceiveDrain == 0 {
+		o.ReceiveDrain = time.Second
+	}
 	b := &o.Breaker
 	if b.ProbeTimeout == 0 {
 		b.ProbeTimeout = 10 * time.Second
@@ -229,10 +243,24 @@ func (w *Worker) Run(ctx context.Context) error {
 	handlerCtx, cancelHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelHandlers(nil)
 
+	// Receive calls outlive ctx by up to ReceiveDrain.
+	rx, cancelRx := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRx()
+	stopDrain := context.AfterFunc(ctx, func() {
+		if w.opts.ReceiveDrain < 0 {
+			cancelRx()
+			return
+		}
+		t := time.AfterFunc(w.opts.ReceiveDrain, cancelRx)
+		context.AfterFunc(rx, func() { t.Stop() })
+	})
+	defer stopDrain()
+
 	stopSummary := w.startSummary()
 	slots := make(chan struct{}, w.opts.Concurrency)
 	var inflight sync.WaitGroup
-	err := w.receiveLoop(ctx, handlerCtx, slots, &inflight)
+	err := w.receiveLoop(ctx, rx, handlerCtx, slots, &inflight)
+	cancelRx()
 
 	begun := time.Now()
 	why := "context cancelled"
@@ -262,8 +290,9 @@ func (w *Worker) Run(ctx context.Context) error {
 // free handler slot before it asks for messages, so it never holds a message
 // (and lets its lock tick) that no handler can start on, and it never calls
 // ReceiveMessages once ctx has ended: that call would issue fresh link
-// credit at shutdown.
-func (w *Worker) receiveLoop(ctx, handlerCtx context.Context, slots chan struct{}, inflight *sync.WaitGroup) error {
+// credit at shutdown. Receive calls use rx, which ends ReceiveDrain after
+// ctx.
+func (w *Worker) receiveLoop(ctx, rx, handlerCtx context.Context, slots chan struct{}, inflight *sync.WaitGroup) error {
 	backoff := time.Duration(0)
 	failures := 0
 	var failingSince time.Time
@@ -273,7 +302,7 @@ func (w *Worker) receiveLoop(ctx, handlerCtx context.Context, slots chan struct{
 		case <-ctx.Done():
 			return nil
 		}
-		grant, ok := w.breaker.admit(ctx)
+		grant, ok := w.breaker.admit(ctx, rx)
 		// A select with a free slot and a done context may pick either:
 		// check ctx before every receive.
 		if !ok || ctx.Err() != nil {

@@ -39,6 +39,9 @@ func newWorker(t *testing.T, r worker.Receiver, h worker.Handler, o worker.Optio
 	if o.RetryBackoff == 0 {
 		o.RetryBackoff = -1
 	}
+	if o.ReceiveDrain == 0 {
+		o.ReceiveDrain = -1 // the fake's idle receive would wait out the window at every stop
+	}
 	w, err := worker.New(r, h, nil, o)
 	if err != nil {
 		t.Fatal(err)
@@ -329,8 +332,8 @@ func TestShutdownNeverReceives(t *testing.T) {
 		return order.Result{Outcome: order.Created, OrderID: m.ID}
 	})
 	// ReturnPrefetchedFor as cmd/orderworker set it: it must not make
-	// shutdown receive.
-	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReturnPrefetchedFor: 5 * time.Second})
+	// shutdown receive. No drain: the receive in progress ends with ctx.
+	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReturnPrefetchedFor: 5 * time.Second, ReceiveDrain: -1})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
@@ -354,5 +357,46 @@ func TestShutdownNeverReceives(t *testing.T) {
 	defer r.mu.Unlock()
 	if r.callsDone != 0 {
 		t.Errorf("ReceiveMessages called %d times with a done context: each call issues link credit", r.callsDone)
+	}
+}
+
+// TestShutdownDrainsTheReceiveInProgress: what the receive in progress at
+// shutdown brings within ReceiveDrain (messages the broker sent on credit
+// issued before shutdown) is handled and completed, not abandoned; no new
+// receive is started.
+func TestShutdownDrainsTheReceiveInProgress(t *testing.T) {
+	r := newFakeReceiver("first")
+	entered := make(chan string, 2)
+	release := make(chan struct{})
+	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		entered <- m.ID
+		<-release
+		return order.Result{Outcome: order.Created, OrderID: m.ID}
+	})
+	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReceiveDrain: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	if id := <-entered; id != "first" {
+		t.Fatalf("first handled %s", id)
+	}
+	cancel()
+	r.add("in-flight") // sent by the broker on the credit of the receive in progress
+	if id := <-entered; id != "in-flight" {
+		t.Fatalf("then handled %s", id)
+	}
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"first", "in-flight"} {
+		if got := r.settlements(id); len(got) != 1 || got[0].kind != "complete" {
+			t.Errorf("%s settled %+v, want one complete", id, got)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.callsDone != 0 {
+		t.Errorf("ReceiveMessages called %d times with a done context", r.callsDone)
 	}
 }
