@@ -63,8 +63,11 @@ type Options struct {
 	// what the SDK's releaser has not given back by the time the receiver
 	// closes stays locked until its lock expires, a counted delivery. With
 	// a backlog the call returns within milliseconds; only on an idle queue
-	// does it wait out the window. Default 1s; negative cancels the call at
-	// once. No new receive is ever started after Run's context has ended.
+	// does it wait out the window. Default 1s when the Receiver is an
+	// *azservicebus.Receiver, which has link credit; for any other Receiver
+	// (a fake, the queue model, a wrapper: set it explicitly when it models
+	// credit) the default is no window. Negative cancels the call at once.
+	// No new receive is ever started after Run's context has ended.
 	ReceiveDrain time.Duration
 	// ReturnPrefetchedFor is ignored.
 	//
@@ -179,7 +182,10 @@ func New(r Receiver, h Handler, logger *slog.Logger, o Options) (*Worker, error)
 		o.SummaryInterval = 30 * time.Second
 	}
 	if o.ReceiveDrain == 0 {
-		o.ReceiveDrain = time.Second
+		o.ReceiveDrain = -1
+		if _, credit := r.(*azservicebus.Receiver); credit {
+			o.ReceiveDrain = time.Second
+		}
 	}
 	b := &o.Breaker
 	if b.ProbeTimeout == 0 {
