@@ -62,7 +62,7 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 		var probes atomic.Int64
 		logs := newCapture(slog.LevelInfo)
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
-			Concurrency: breakerConcurrency, SummaryInterval: -1,
+			Concurrency: breakerConcurrency, SummaryInterval: time.Minute,
 			Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: func(ctx context.Context) error {
 				probes.Add(1)
 				if h.down.Load() {
@@ -113,6 +113,18 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 			if r.level != slog.LevelWarn || r.attrs["reason"].String() != order.ReasonStoreUnavailable {
 				t.Errorf("breaker-open record %+v: want WARN with the reason", r)
 			}
+		}
+		openSummaries := 0
+		for _, r := range logs.matching("summary") {
+			if r.attrs["breaker"].String() == "open" {
+				openSummaries++
+				if r.level != slog.LevelWarn {
+					t.Errorf("summary with the breaker open logged at %v, want WARN", r.level)
+				}
+			}
+		}
+		if openSummaries < 5 {
+			t.Errorf("%d summaries report the breaker open during a 10-minute outage, want one a minute", openSummaries)
 		}
 		closed := logs.matching("circuit breaker closed")
 		if len(closed) != 1 || closed[0].level != slog.LevelInfo {
@@ -193,6 +205,43 @@ func TestBreakerIgnoresMessageRetries(t *testing.T) {
 		}
 		if st := w.Stats(); st.BreakerOpened != 0 || st.Retried < 20 {
 			t.Errorf("stats = %+v, want retries and the breaker never opened", st)
+		}
+	})
+}
+
+// TestBreakerCancelsTheReceiveInProgress: when the breaker opens while the
+// loop waits in ReceiveMessages on an idle queue, that receive is cancelled,
+// so messages sent during the outage are not received.
+func TestBreakerCancelsTheReceiveInProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := backlogQueue(t, breakerThreshold)
+		h := &storeHandler{}
+		h.down.Store(true)
+		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{
+			Concurrency: 8, SummaryInterval: -1, // free slots: the loop waits in a receive
+			Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: func(context.Context) error { return errStoreDown }},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		for i := range 50 {
+			if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprint("during-", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if s := q.Snapshot(); s.Delivered != breakerThreshold || !w.BreakerOpen() {
+			t.Errorf("%d deliveries, breaker open %v; want only the %d that opened it", s.Delivered, w.BreakerOpen(), breakerThreshold)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
 		}
 	})
 }
