@@ -12,11 +12,70 @@
 // lock was lost, the link dropped), the message comes back and the handler's
 // idempotency turns the redelivery into a harmless duplicate.
 //
+// # Lock renewal
+//
+// A handler's lock is renewed when half of the time left until the
+// message's LockedUntil has passed (the SDK updates LockedUntil on every
+// renewal), and at least every half of Options.LockDuration, so a queue whose
+// lock is shorter than the configured one does not lose every long handler's
+// lock. The first time the lock the broker grants disagrees with
+// Options.LockDuration the worker logs a warning naming both.
+//
+// # Circuit breaker
+//
+// When Options.Breaker.Threshold (zero disables it) consecutive deliveries fail because a
+// dependency failed (order.Result.DependencyFailed: the store or the payments
+// service), the breaker opens: the receive loop cancels the receive in
+// progress and asks for no more messages, so an outage costs the deliveries
+// already in flight, never the backlog. After a backoff it calls
+// Options.Breaker.Probe until it succeeds, or, without a probe, lets one
+// message through; a delivery that does not fail for a dependency closes it.
+// Worker.BreakerOpen and Stats report its state.
+//
 // # Shutdown
 //
-// When Run's context is cancelled the worker stops receiving, lets in-flight
-// handlers finish and settle within Options.ShutdownGrace, then cancels the
-// rest (their messages are abandoned or left to their lock's expiry) and
-// returns. Closing the Service Bus client is the caller's job, after Run
-// returns.
+// When Run's context is cancelled the worker stops receiving and never
+// starts another ReceiveMessages call: a receive issues link credit, and
+// anything the broker sends on it is locked, and would have to be abandoned
+// (which counts a delivery) or left to its lock's expiry (which counts one
+// too) by a worker that no longer handles messages. The receive call in
+// progress, whose credit was issued before shutdown began, may go on for
+// Options.ReceiveDrain to collect what the broker sends on that credit; its
+// messages are handled like any other. After that window it is cancelled,
+// and whatever the broker still sends on the credit left is given back by
+// the SDK's background releaser with the AMQP released outcome, which
+// Service Bus does not count as a delivery, until the caller closes the
+// receiver. In-flight handlers finish and settle within
+// Options.ShutdownGrace; the rest are cancelled, logged as cut off by
+// shutdown and abandoned (each settlement bounded by Options.SettleTimeout,
+// independently of the grace), and Run returns. Closing the Service Bus
+// client is the caller's job, after Run returns.
+//
+// The residual: a message the broker sends on credit left on the link
+// (by a receive cancelled on an idle queue, or one that returned fewer
+// messages than it asked for) that the releaser has not released by the
+// time Close stops it stays locked until its lock expires, and that expiry
+// counts a delivery. The SDK v1.11.0 cannot drain credit, so no client can
+// close that window entirely; it needs a message to become available in
+// the last moments before Close.
+//
+// # Logs
+//
+// Every delivery is logged once with the keys order_id, message_id,
+// delivery_count, outcome, duration_ms (and reason, description, error when
+// set): at INFO with the message "processed" when it was completed, at WARN
+// "dead-lettered" for an invalid message, at ERROR "dead-lettered" for a
+// reused order id, at WARN "abandoned for redelivery" for a transient
+// failure and at WARN "cut off by shutdown: abandoned" when the shutdown
+// grace cancelled it. Durations are strings (grace, backoff) or integer
+// milliseconds (keys ending in _ms), never nanoseconds.
+//
+// A summary is logged every Options.SummaryInterval with the totals, the
+// counts and rates of the interval (received_per_s, processed_per_s), the
+// number in flight, lock renewals and the breaker's state. It is logged at
+// INFO when the interval went well and at WARN when it saw retries,
+// dead-letters, lost locks, failed renewals, settlements or receives, or a
+// breaker that is not closed, so LOG_LEVEL=warn still shows every interval
+// in which something went wrong. The final summary uses the same rule over
+// the whole run.
 package worker

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -25,6 +26,7 @@ type fakeReceiver struct {
 	renewals    map[string]int
 	receiveErrs []error // returned, in order, by the next ReceiveMessages calls
 	maxAsked    int
+	callsDone   int // ReceiveMessages calls made with a context already done
 
 	completeErr func(m *azservicebus.ReceivedMessage) error
 	renewErr    func(m *azservicebus.ReceivedMessage) error
@@ -52,6 +54,9 @@ func (r *fakeReceiver) add(id string) {
 func (r *fakeReceiver) ReceiveMessages(ctx context.Context, max int, _ *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	r.mu.Lock()
 	r.maxAsked = maxInt(r.maxAsked, max)
+	if ctx.Err() != nil {
+		r.callsDone++
+	}
 	if len(r.receiveErrs) > 0 {
 		err := r.receiveErrs[0]
 		r.receiveErrs = r.receiveErrs[1:]
@@ -65,6 +70,12 @@ func (r *fakeReceiver) ReceiveMessages(ctx context.Context, max int, _ *azservic
 	var out []*azservicebus.ReceivedMessage
 	select {
 	case m := <-r.msgs:
+		if err := ctx.Err(); err != nil {
+			// Like the SDK, a receive whose context ended hands out
+			// nothing that arrived after the end.
+			r.msgs <- m
+			return nil, err
+		}
 		out = append(out, m)
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -89,7 +100,24 @@ func (r *fakeReceiver) record(m *azservicebus.ReceivedMessage, s settlement) {
 	}
 }
 
-func (r *fakeReceiver) CompleteMessage(_ context.Context, m *azservicebus.ReceivedMessage, _ *azservicebus.CompleteMessageOptions) error {
+// settleCtxErr fails a settlement the way the SDK would with a done
+// context, and refuses one without a deadline: every settlement the worker
+// makes must be bounded, even after the shutdown grace.
+func settleCtxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		return errors.New("fake: settlement without a deadline")
+	}
+	return nil
+}
+
+func (r *fakeReceiver) CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, _ *azservicebus.CompleteMessageOptions) error {
+	if err := settleCtxErr(ctx); err != nil {
+		r.record(m, settlement{kind: "complete-failed", desc: err.Error()})
+		return err
+	}
 	if r.completeErr != nil {
 		if err := r.completeErr(m); err != nil {
 			r.record(m, settlement{kind: "complete-failed"})
@@ -100,12 +128,20 @@ func (r *fakeReceiver) CompleteMessage(_ context.Context, m *azservicebus.Receiv
 	return nil
 }
 
-func (r *fakeReceiver) AbandonMessage(_ context.Context, m *azservicebus.ReceivedMessage, _ *azservicebus.AbandonMessageOptions) error {
+func (r *fakeReceiver) AbandonMessage(ctx context.Context, m *azservicebus.ReceivedMessage, _ *azservicebus.AbandonMessageOptions) error {
+	if err := settleCtxErr(ctx); err != nil {
+		r.record(m, settlement{kind: "abandon-failed", desc: err.Error()})
+		return err
+	}
 	r.record(m, settlement{kind: "abandon"})
 	return nil
 }
 
-func (r *fakeReceiver) DeadLetterMessage(_ context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeadLetterOptions) error {
+func (r *fakeReceiver) DeadLetterMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeadLetterOptions) error {
+	if err := settleCtxErr(ctx); err != nil {
+		r.record(m, settlement{kind: "deadletter-failed", desc: err.Error()})
+		return err
+	}
 	s := settlement{kind: "deadletter"}
 	if o != nil && o.Reason != nil {
 		s.reason = *o.Reason

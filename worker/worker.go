@@ -34,9 +34,11 @@ func (f HandlerFunc) Process(ctx context.Context, m order.Message) order.Result 
 type Options struct {
 	// Concurrency bounds the handlers running at once. Default 8.
 	Concurrency int
-	// LockDuration is the queue's lock duration. The lock of a message being
-	// handled is renewed every LockDuration/2. Default 60s, the Service Bus
-	// default.
+	// LockDuration is the queue's lock duration. A handler's lock is renewed
+	// when half of the time left until the message's LockedUntil has passed,
+	// and at least every LockDuration/2; when the lock the broker grants
+	// disagrees with it, the worker logs a warning once. Default 60s, the
+	// Service Bus default.
 	LockDuration time.Duration
 	// MessageTimeout is the deadline of one handler call. It must be below
 	// LockDuration. Default 80% of LockDuration.
@@ -53,16 +55,34 @@ type Options struct {
 	// ShutdownGrace is how long in-flight handlers may run after Run's
 	// context is cancelled. Default 30s.
 	ShutdownGrace time.Duration
-	// ReturnPrefetchedFor, if positive, makes Run receive once more for this
-	// long after its handlers have drained, and abandon whatever arrives.
-	// The SDK cannot drain link credit: messages the broker sends on credit
-	// left by the cancelled receive would otherwise stay locked after the
-	// receiver closes, until their locks lapse. Abandoning them gives them
-	// back at once. Zero disables it (for receivers without link credit).
+	// ReceiveDrain is how long, once Run's context has ended, the receive
+	// call in progress may go on collecting what the broker sends on the
+	// link credit that call issued before shutdown began; what it returns is
+	// handled within the grace like any other message. Cancelling that call
+	// at once would leave the credit on the link: the broker fills it, and
+	// what the SDK's releaser has not given back by the time the receiver
+	// closes stays locked until its lock expires, a counted delivery. With
+	// a backlog the call returns within milliseconds; only on an idle queue
+	// does it wait out the window. Default 1s when the Receiver is an
+	// *azservicebus.Receiver, which has link credit; for any other Receiver
+	// (a fake, the queue model, a wrapper: set it explicitly when it models
+	// credit) the default is no window. Negative cancels the call at once.
+	// No new receive is ever started after Run's context has ended.
+	ReceiveDrain time.Duration
+	// ReturnPrefetchedFor is ignored.
+	//
+	// Deprecated: it made shutdown receive once more and abandon what
+	// arrived, which issued fresh link credit and counted a delivery of
+	// messages no handler saw. Shutdown now never receives; the SDK's
+	// releaser gives back what arrives on leftover credit without counting
+	// a delivery (see the package documentation). Remove it from callers.
 	ReturnPrefetchedFor time.Duration
-	// SummaryInterval is how often Run logs a summary of outcomes. Default
-	// 30s; negative disables the periodic summary (the final one is always
-	// logged).
+	// Breaker configures the circuit breaker that stops receiving while a
+	// dependency fails.
+	Breaker BreakerOptions
+	// SummaryInterval is how often Run logs a summary (see the package
+	// documentation for its level). Default 30s; negative disables the
+	// periodic summary (the final one is always logged).
 	SummaryInterval time.Duration
 	// RequestCharge, if set, reports the store's cumulative request charge
 	// (Cosmos DB request units) for the summaries.
@@ -72,33 +92,70 @@ type Options struct {
 	Observe func(Report)
 }
 
+// BreakerOptions configure the circuit breaker. The zero value of each field
+// selects its default.
+type BreakerOptions struct {
+	// Threshold is the number of consecutive deliveries failed by a
+	// dependency (order.Result.DependencyFailed) that opens the breaker.
+	// Zero (the default) disables the breaker; orderworker uses 5.
+	Threshold int
+	// Probe, if set, is called while the breaker is open, after each
+	// backoff, to learn whether the dependencies answer again; a nil error
+	// closes the breaker and receiving resumes. It must be cheap and must
+	// not touch any message. Without a probe the breaker lets one message
+	// through after each backoff (half-open) and its result decides, which
+	// costs that message one delivery per attempt during an outage.
+	Probe func(ctx context.Context) error
+	// ProbeTimeout bounds one Probe call. Default 10s.
+	ProbeTimeout time.Duration
+	// MinBackoff is the wait after the breaker opens before the first probe
+	// or trial delivery. It doubles after each failed attempt, and with each
+	// reopening until a delivery succeeds, up to MaxBackoff. Defaults 1s
+	// and 1m.
+	MinBackoff, MaxBackoff time.Duration
+}
+
 // Report describes the handling of one delivery, for Options.Observe.
 type Report struct {
 	MessageID     string
 	DeliveryCount uint32
 	Result        order.Result
 	LockLost      bool  // the lock was lost while handling: no settlement was attempted
+	CutOff        bool  // the shutdown grace cancelled the handler; the message was abandoned
 	SettleErr     error // the settlement error, if settlement failed
 	Duration      time.Duration
 }
 
 // Stats counts what a Worker has done. Retried counts transient outcomes
-// (abandoned); LockLost counts deliveries whose lock was lost during handling
-// or settlement; SettleFailed counts settlements that failed for any reason.
+// (abandoned), including CutOff, the deliveries the shutdown grace cancelled;
+// LockLost counts deliveries whose lock was lost during handling or
+// settlement; SettleFailed counts settlements that failed for any reason.
+// Renewed and RenewFailed count lock renewals that succeeded and that failed
+// for another reason than a lost lock. ReceiveFailed counts failed receive
+// calls; BreakerOpened counts how often the breaker opened, and BreakerState
+// is its state now ("closed", "open" or "half-open").
 type Stats struct {
 	Received, Created, Duplicate, Mismatch, Invalid, Retried, LockLost, SettleFailed int64
 	Applied, Stale                                                                   int64 // status changes
+	Ignored, CutOff                                                                  int64
+	Renewed, RenewFailed, ReceiveFailed, BreakerOpened                               int64
+	BreakerState                                                                     string
 }
 
 // Worker is a PeekLock consumer. Create it with New; a Worker runs once.
 type Worker struct {
-	r    Receiver
-	h    Handler
-	log  *slog.Logger
-	opts Options
+	r       Receiver
+	h       Handler
+	log     *slog.Logger
+	opts    Options
+	breaker *breaker
 
 	received, created, duplicate, mismatch, invalid, retried, lockLost, settleFailed atomic.Int64
-	applied, stale                                                                   atomic.Int64
+	applied, stale, ignored, cutOff                                                  atomic.Int64
+	renewed, renewFailed, receiveFailed                                              atomic.Int64
+	inFlight                                                                         atomic.Int64
+
+	lockWarned atomic.Bool // the granted-lock warning was logged
 }
 
 // New returns a Worker that receives from r and hands every message to h.
@@ -124,6 +181,22 @@ func New(r Receiver, h Handler, logger *slog.Logger, o Options) (*Worker, error)
 	if o.SummaryInterval == 0 {
 		o.SummaryInterval = 30 * time.Second
 	}
+	if o.ReceiveDrain == 0 {
+		o.ReceiveDrain = -1
+		if _, credit := r.(*azservicebus.Receiver); credit {
+			o.ReceiveDrain = time.Second
+		}
+	}
+	b := &o.Breaker
+	if b.ProbeTimeout == 0 {
+		b.ProbeTimeout = 10 * time.Second
+	}
+	if b.MinBackoff == 0 {
+		b.MinBackoff = time.Second
+	}
+	if b.MaxBackoff == 0 {
+		b.MaxBackoff = time.Minute
+	}
 	switch {
 	case o.Concurrency < 1 || o.Concurrency > 5000:
 		return nil, fmt.Errorf("worker: concurrency %d is not between 1 and 5000", o.Concurrency)
@@ -131,11 +204,15 @@ func New(r Receiver, h Handler, logger *slog.Logger, o Options) (*Worker, error)
 		return nil, fmt.Errorf("worker: lock duration %v is below 1s", o.LockDuration)
 	case o.MessageTimeout <= 0 || o.MessageTimeout >= o.LockDuration:
 		return nil, fmt.Errorf("worker: message timeout %v must be positive and below the lock duration %v", o.MessageTimeout, o.LockDuration)
+	case b.Threshold < 0 || b.ProbeTimeout < 0 || b.MinBackoff < 0 || b.MaxBackoff < b.MinBackoff:
+		return nil, fmt.Errorf("worker: breaker threshold %d, probe timeout %v, backoff %v to %v: want non-negative values, min at most max", b.Threshold, b.ProbeTimeout, b.MinBackoff, b.MaxBackoff)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{r: r, h: h, log: logger, opts: o}, nil
+	w := &Worker{r: r, h: h, log: logger, opts: o}
+	w.breaker = newBreaker(o.Breaker, o.Concurrency, logger)
+	return w, nil
 }
 
 // Stats returns the counts so far. It is safe to call while Run runs.
@@ -144,9 +221,23 @@ func (w *Worker) Stats() Stats {
 		Received: w.received.Load(), Created: w.created.Load(), Duplicate: w.duplicate.Load(),
 		Mismatch: w.mismatch.Load(), Invalid: w.invalid.Load(), Retried: w.retried.Load(),
 		LockLost: w.lockLost.Load(), SettleFailed: w.settleFailed.Load(),
-		Applied: w.applied.Load(), Stale: w.stale.Load(),
+		Applied: w.applied.Load(), Stale: w.stale.Load(), Ignored: w.ignored.Load(), CutOff: w.cutOff.Load(),
+		Renewed: w.renewed.Load(), RenewFailed: w.renewFailed.Load(), ReceiveFailed: w.receiveFailed.Load(),
+		BreakerOpened: w.breaker.openedCount(), BreakerState: w.breaker.current().String(),
 	}
 }
+
+// BreakerOpen reports whether the circuit breaker is open or half-open, that
+// is, whether the worker has stopped receiving because a dependency fails. A
+// readiness probe can report it. It is safe to call while Run runs.
+func (w *Worker) BreakerOpen() bool { return w.breaker.current() != breakerClosed }
+
+// errGraceOver is the cause of the handlers' context when the shutdown grace
+// period ends.
+var errGraceOver = errors.New("worker: shutdown grace period over")
+
+// errLockLost is the cause of a handler's context when its lock was lost.
+var errLockLost = errors.New("worker: message lock lost")
 
 // Run receives and handles messages until ctx is cancelled, then shuts down
 // gracefully (see the package comment) and returns nil. It returns an error
@@ -155,89 +246,125 @@ func (w *Worker) Stats() Stats {
 func (w *Worker) Run(ctx context.Context) error {
 	// Handlers outlive ctx by up to ShutdownGrace: they get a context that
 	// is cancelled only when the grace period ends.
-	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelHandlers()
+	handlerCtx, cancelHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelHandlers(nil)
+
+	// Receive calls outlive ctx by up to ReceiveDrain.
+	rx, cancelRx := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRx()
+	stopDrain := context.AfterFunc(ctx, func() {
+		if w.opts.ReceiveDrain < 0 {
+			cancelRx()
+			return
+		}
+		t := time.AfterFunc(w.opts.ReceiveDrain, cancelRx)
+		context.AfterFunc(rx, func() { t.Stop() })
+	})
+	defer stopDrain()
 
 	stopSummary := w.startSummary()
 	slots := make(chan struct{}, w.opts.Concurrency)
 	var inflight sync.WaitGroup
-	err := w.receiveLoop(ctx, handlerCtx, slots, &inflight)
+	err := w.receiveLoop(ctx, rx, handlerCtx, slots, &inflight)
+	cancelRx()
 
+	begun := time.Now()
+	why := "context cancelled"
+	if err != nil {
+		why = "receive failed: " + err.Error()
+	}
+	w.log.Info("shutdown: stopped receiving, draining in-flight handlers",
+		"why", why, "in_flight", w.inFlight.Load(), "grace", w.opts.ShutdownGrace.String())
 	done := make(chan struct{})
 	go func() { inflight.Wait(); close(done) }()
+	grace := time.NewTimer(w.opts.ShutdownGrace)
+	defer grace.Stop()
 	select {
 	case <-done:
-	case <-time.After(w.opts.ShutdownGrace):
-		w.log.Warn("shutdown grace period over: cancelling in-flight handlers", "grace", w.opts.ShutdownGrace.String())
-		cancelHandlers()
+	case <-grace.C:
+		w.log.Warn("shutdown grace period over: cancelling in-flight handlers; their messages are abandoned",
+			"in_flight", w.inFlight.Load(), "grace", w.opts.ShutdownGrace.String())
+		cancelHandlers(errGraceOver)
 		<-done
 	}
-	if w.opts.ReturnPrefetchedFor > 0 {
-		w.returnPrefetched(handlerCtx)
-	}
 	stopSummary()
+	w.log.Info("shutdown complete", "drain_ms", time.Since(begun).Milliseconds(), "cut_off", w.cutOff.Load())
 	return err
 }
 
-// returnPrefetched takes what the broker sent on the credit left by the last
-// receive and abandons it, so that nothing stays locked after shutdown.
-// Asking for Concurrency messages issues no credit beyond what the last
-// receive already did; when the queue is busy it uses it up, and when the
-// queue is idle nothing is left to arrive.
-func (w *Worker) returnPrefetched(ctx context.Context) {
-	rctx, cancel := context.WithTimeout(ctx, w.opts.ReturnPrefetchedFor)
-	msgs, _ := w.r.ReceiveMessages(rctx, w.opts.Concurrency, nil)
-	cancel()
-	for _, m := range msgs {
-		sctx, cancel := context.WithTimeout(ctx, w.opts.SettleTimeout)
-		err := w.r.AbandonMessage(sctx, m, nil)
-		cancel()
-		w.log.Info("returned a prefetched message at shutdown", "message_id", m.MessageID, "delivery_count", m.DeliveryCount, "error", err)
-	}
-}
-
-// receiveLoop receives while ctx lives. It takes a free handler slot before
-// it asks for messages, so it never holds a message (and lets its lock tick)
-// that no handler can start on.
-func (w *Worker) receiveLoop(ctx, handlerCtx context.Context, slots chan struct{}, inflight *sync.WaitGroup) error {
+// receiveLoop receives while ctx lives and the breaker lets it. It takes a
+// free handler slot before it asks for messages, so it never holds a message
+// (and lets its lock tick) that no handler can start on, and it never calls
+// ReceiveMessages once ctx has ended: that call would issue fresh link
+// credit at shutdown. Receive calls use rx, which ends ReceiveDrain after
+// ctx.
+func (w *Worker) receiveLoop(ctx, rx, handlerCtx context.Context, slots chan struct{}, inflight *sync.WaitGroup) error {
 	backoff := time.Duration(0)
+	failures := 0
+	var failingSince time.Time
 	for {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return nil
 		}
+		grant, ok := w.breaker.admit(ctx, rx)
+		// A select with a free slot and a done context may pick either:
+		// check ctx before every receive.
+		if !ok || ctx.Err() != nil {
+			<-slots
+			grant.done()
+			return nil
+		}
 		n := 1
-		for n < cap(slots) && tryAcquire(slots) {
+		for n < grant.max && tryAcquire(slots) {
 			n++
 		}
-		msgs, err := w.r.ReceiveMessages(ctx, n, nil)
+		msgs, err := w.r.ReceiveMessages(grant.ctx, n, nil)
+		cancelledByBreaker := grant.ctx.Err() != nil && ctx.Err() == nil
+		grant.done()
 		for i := len(msgs); i < n; i++ {
 			<-slots
 		}
+		if grant.trial && len(msgs) == 0 {
+			w.breaker.trialUnused()
+		}
 		for _, m := range msgs {
 			w.received.Add(1)
+			w.inFlight.Add(1)
 			inflight.Add(1)
 			go func() {
-				defer func() { <-slots; inflight.Done() }()
-				w.handle(handlerCtx, m)
+				defer func() { w.inFlight.Add(-1); <-slots; inflight.Done() }()
+				w.handle(handlerCtx, m, grant.trial)
 			}()
 		}
-		if err == nil {
+		if err == nil || cancelledByBreaker {
+			if failures > 0 {
+				w.log.Info("receiving again", "failed_receives", failures, "failing_for_ms", time.Since(failingSince).Milliseconds())
+				failures = 0
+			}
 			backoff = 0
 			continue
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
+		w.receiveFailed.Add(1)
 		if fatalReceiveError(err) {
+			w.log.Error("receive failed permanently: stopping", "error", err)
 			return fmt.Errorf("worker: receive: %w", err)
 		}
+		if failures == 0 {
+			failingSince = time.Now()
+		}
+		failures++
 		backoff = min(max(2*backoff, time.Second), 30*time.Second)
-		w.log.Warn("receive failed; retrying", "error", err, "backoff", backoff.String())
+		w.log.Warn("receive failed; retrying", "error", err, "failed_receives", failures, "backoff", backoff.String())
+		t := time.NewTimer(backoff)
 		select {
-		case <-time.After(backoff):
+		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		}
 	}
@@ -259,17 +386,20 @@ func fatalReceiveError(err error) bool {
 }
 
 // handle processes one delivery under its own deadline, renews its lock while
-// the handler runs, and settles the result.
-func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage) {
+// the handler runs, and settles the result. trial marks the breaker's
+// half-open trial delivery.
+func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage, trial bool) {
 	start := time.Now()
-	mctx, cancel := context.WithTimeout(ctx, w.opts.MessageTimeout)
+	w.checkGrantedLock(m, start)
+	lctx, loseLock := context.WithCancelCause(ctx)
+	mctx, cancel := context.WithTimeout(lctx, w.opts.MessageTimeout)
 	var lost atomic.Bool
 	renewDone := make(chan struct{})
 	go func() {
 		defer close(renewDone)
 		if w.renewLock(mctx, m) {
 			lost.Store(true)
-			cancel()
+			loseLock(errLockLost)
 		}
 	}()
 
@@ -278,14 +408,21 @@ func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage) {
 		om.SequenceNumber = *m.SequenceNumber
 	}
 	res := w.h.Process(mctx, om)
+	// A result reached after the grace or a lost lock cancelled the handler
+	// says nothing about the dependencies.
+	cutOff := res.Outcome == order.Transient && errors.Is(context.Cause(mctx), errGraceOver)
+	w.breaker.record(res, trial, !cutOff && !lost.Load() && !errors.Is(context.Cause(mctx), errLockLost))
 	if res.Outcome == order.Transient && !lost.Load() {
 		w.backoff(mctx, m.DeliveryCount)
 	}
 	cancel()
+	loseLock(nil)
 	<-renewDone
 
-	rep := Report{MessageID: m.MessageID, DeliveryCount: m.DeliveryCount, Result: res, LockLost: lost.Load()}
+	rep := Report{MessageID: m.MessageID, DeliveryCount: m.DeliveryCount, Result: res, LockLost: lost.Load(), CutOff: cutOff}
 	if !rep.LockLost {
+		// Settlement has a deadline of its own: it runs even after the
+		// grace period cancelled the handler.
 		sctx, cancelSettle := context.WithTimeout(context.WithoutCancel(ctx), w.opts.SettleTimeout)
 		rep.SettleErr = w.settle(sctx, m, res)
 		cancelSettle()
@@ -310,30 +447,6 @@ func (w *Worker) settle(ctx context.Context, m *azservicebus.ReceivedMessage, re
 	}
 }
 
-// renewLock renews m's lock every LockDuration/2 until ctx ends. It reports
-// whether the lock was lost.
-func (w *Worker) renewLock(ctx context.Context, m *azservicebus.ReceivedMessage) bool {
-	t := time.NewTicker(w.opts.LockDuration / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-		err := w.r.RenewMessageLock(ctx, m, nil)
-		switch {
-		case err == nil:
-		case isLockLost(err):
-			return true
-		case ctx.Err() != nil:
-			return false
-		default:
-			w.log.Warn("lock renewal failed; will try again", "message_id", m.MessageID, "error", err)
-		}
-	}
-}
-
 // backoff waits before a transient failure is abandoned: RetryBackoff
 // doubled per earlier delivery, at most LockDuration/4.
 func (w *Worker) backoff(ctx context.Context, deliveryCount uint32) {
@@ -353,96 +466,6 @@ func (w *Worker) backoff(ctx context.Context, deliveryCount uint32) {
 func isLockLost(err error) bool {
 	var sbErr *azservicebus.Error
 	return errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeLockLost
-}
-
-// record counts and logs one delivery with the project's stable keys.
-func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
-	res := rep.Result
-	attrs := []any{
-		"order_id", res.OrderID, "message_id", m.MessageID, "delivery_count", m.DeliveryCount,
-		"outcome", res.Outcome.String(), "duration_ms", rep.Duration.Milliseconds(),
-	}
-	if res.Reason != "" {
-		attrs = append(attrs, "reason", res.Reason)
-	}
-	if res.Description != "" {
-		attrs = append(attrs, "description", res.Description)
-	}
-	switch res.Outcome {
-	case order.Created:
-		w.created.Add(1)
-		w.log.Info("order created", attrs...)
-	case order.Duplicate:
-		w.duplicate.Add(1)
-		w.log.Info("duplicate completed", attrs...)
-	case order.Applied:
-		w.applied.Add(1)
-		w.log.Info("status change applied", attrs...)
-	case order.Stale:
-		w.stale.Add(1)
-		w.log.Info("stale status change completed as a no-op", attrs...)
-	case order.Mismatch:
-		w.mismatch.Add(1)
-		w.log.Error("order id reused for other content: dead-lettered", attrs...)
-	case order.Invalid:
-		w.invalid.Add(1)
-		w.log.Warn("invalid message dead-lettered", attrs...)
-	default:
-		w.retried.Add(1)
-		w.log.Warn("transient failure: abandoned for redelivery", append(attrs, "error", res.Err)...)
-	}
-	switch {
-	case rep.LockLost:
-		w.lockLost.Add(1)
-		w.log.Warn("lock lost while handling: not settled; the redelivery will be a duplicate", attrs...)
-	case rep.SettleErr != nil:
-		w.settleFailed.Add(1)
-		if isLockLost(rep.SettleErr) {
-			w.lockLost.Add(1)
-		}
-		w.log.Warn("settlement failed; the message will be redelivered and must then be a duplicate", append(attrs, "error", rep.SettleErr)...)
-	}
-}
-
-// startSummary logs a summary every SummaryInterval; the returned function
-// stops it and logs the final summary.
-func (w *Worker) startSummary() (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	if w.opts.SummaryInterval > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(w.opts.SummaryInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-t.C:
-					w.logSummary("summary")
-				}
-			}
-		}()
-	}
-	return func() {
-		close(done)
-		wg.Wait()
-		w.logSummary("final summary")
-	}
-}
-
-func (w *Worker) logSummary(msg string) {
-	s := w.Stats()
-	attrs := []any{
-		"received", s.Received, "created", s.Created, "duplicate", s.Duplicate, "mismatch", s.Mismatch,
-		"invalid", s.Invalid, "retried", s.Retried, "lock_lost", s.LockLost, "settle_failed", s.SettleFailed,
-		"applied", s.Applied, "stale", s.Stale,
-	}
-	if w.opts.RequestCharge != nil {
-		attrs = append(attrs, "request_units", w.opts.RequestCharge())
-	}
-	w.log.Info(msg, attrs...)
 }
 
 func deref(s *string) string {

@@ -39,6 +39,9 @@ func newWorker(t *testing.T, r worker.Receiver, h worker.Handler, o worker.Optio
 	if o.RetryBackoff == 0 {
 		o.RetryBackoff = -1
 	}
+	if o.ReceiveDrain == 0 {
+		o.ReceiveDrain = -1 // the fake's idle receive would wait out the window at every stop
+	}
 	w, err := worker.New(r, h, nil, o)
 	if err != nil {
 		t.Fatal(err)
@@ -303,6 +306,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{Concurrency: -1},
 		{LockDuration: time.Millisecond},
 		{LockDuration: 10 * time.Second, MessageTimeout: 10 * time.Second},
+		{Breaker: worker.BreakerOptions{Threshold: -1}},
+		{Breaker: worker.BreakerOptions{Threshold: 5, MinBackoff: time.Minute, MaxBackoff: time.Second}},
 	} {
 		if _, err := worker.New(newFakeReceiver(), worker.HandlerFunc(nil), nil, o); err == nil {
 			t.Errorf("New(%+v) succeeded, want an error", o)
@@ -310,7 +315,11 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 }
 
-func TestShutdownReturnsPrefetchedMessages(t *testing.T) {
+// TestShutdownNeverReceives: once Run's context ends the worker asks for no
+// more messages, so messages that arrive afterwards are neither locked nor
+// abandoned by it (an abandon would count a delivery no handler made); with
+// the SDK its releaser gives back what arrives on leftover credit.
+func TestShutdownNeverReceives(t *testing.T) {
 	r := newFakeReceiver("first")
 	entered := make(chan struct{})
 	release := make(chan struct{})
@@ -322,13 +331,14 @@ func TestShutdownReturnsPrefetchedMessages(t *testing.T) {
 		<-release
 		return order.Result{Outcome: order.Created, OrderID: m.ID}
 	})
-	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReturnPrefetchedFor: 5 * time.Second})
+	// ReturnPrefetchedFor as cmd/orderworker set it: it must not make
+	// shutdown receive. No drain: the receive in progress ends with ctx.
+	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReturnPrefetchedFor: 5 * time.Second, ReceiveDrain: -1})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
 	wait(t, entered, "the handler to start")
 	cancel()
-	// What the broker sends on the credit left after the cancelled receive.
 	r.add("late-1")
 	r.add("late-2")
 	close(release)
@@ -336,8 +346,57 @@ func TestShutdownReturnsPrefetchedMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"late-1", "late-2"} {
-		if got := r.settlements(id); len(got) != 1 || got[0].kind != "abandon" {
-			t.Errorf("%s settled %+v, want one abandon", id, got)
+		if got := r.settlements(id); len(got) != 0 {
+			t.Errorf("%s settled %+v at shutdown, want no settlement", id, got)
 		}
+	}
+	if n := len(r.msgs); n != 2 {
+		t.Errorf("%d messages left in the queue, want the 2 that arrived after shutdown began", n)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.callsDone != 0 {
+		t.Errorf("ReceiveMessages called %d times with a done context: each call issues link credit", r.callsDone)
+	}
+}
+
+// TestShutdownDrainsTheReceiveInProgress: what the receive in progress at
+// shutdown brings within ReceiveDrain (messages the broker sent on credit
+// issued before shutdown) is handled and completed, not abandoned; no new
+// receive is started.
+func TestShutdownDrainsTheReceiveInProgress(t *testing.T) {
+	r := newFakeReceiver("first")
+	entered := make(chan string, 2)
+	release := make(chan struct{})
+	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		entered <- m.ID
+		<-release
+		return order.Result{Outcome: order.Created, OrderID: m.ID}
+	})
+	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReceiveDrain: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	if id := <-entered; id != "first" {
+		t.Fatalf("first handled %s", id)
+	}
+	cancel()
+	r.add("in-flight") // sent by the broker on the credit of the receive in progress
+	if id := <-entered; id != "in-flight" {
+		t.Fatalf("then handled %s", id)
+	}
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"first", "in-flight"} {
+		if got := r.settlements(id); len(got) != 1 || got[0].kind != "complete" {
+			t.Errorf("%s settled %+v, want one complete", id, got)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.callsDone != 0 {
+		t.Errorf("ReceiveMessages called %d times with a done context", r.callsDone)
 	}
 }

@@ -1,0 +1,247 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+const (
+	breakerConcurrency = 4
+	breakerThreshold   = 5 // what orderworker uses
+	breakerBacklog     = 100
+)
+
+// storeHandler fails every message with a store outage while down is set.
+type storeHandler struct{ down atomic.Bool }
+
+var errStoreDown = errors.New("503 service unavailable")
+
+func (h *storeHandler) Process(ctx context.Context, m order.Message) order.Result {
+	if h.down.Load() {
+		return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonStoreUnavailable, Err: errStoreDown}
+	}
+	return order.Result{Outcome: order.Created, OrderID: m.ID}
+}
+
+// backlogQueue is the queue model holding n messages; abandoning one makes
+// it available again with its delivery counted, as Service Bus does.
+func backlogQueue(t *testing.T, n int) *sbqueue.Queue {
+	t.Helper()
+	q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("orders", sbqueue.QueueOptions{LockDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf("m-%03d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return q
+}
+
+// TestBreakerStopsReceivingWhileStoreDown: with the store down, a worker
+// with a probe makes at most Concurrency + Threshold deliveries however long
+// the outage lasts, and never receives the rest of the backlog; once the
+// probe succeeds every message is processed. The real timers (retry
+// backoff, breaker backoff) run on synctest's virtual clock.
+func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := backlogQueue(t, breakerBacklog)
+		h := &storeHandler{}
+		h.down.Store(true)
+		var probes atomic.Int64
+		logs := newCapture(slog.LevelInfo)
+		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
+			Concurrency: breakerConcurrency, SummaryInterval: time.Minute,
+			Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: func(ctx context.Context) error {
+				probes.Add(1)
+				if h.down.Load() {
+					return errStoreDown
+				}
+				return nil
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+
+		time.Sleep(10 * time.Minute) // a long outage
+		synctest.Wait()
+		s := q.Snapshot()
+		if s.Delivered > breakerConcurrency+breakerThreshold {
+			t.Errorf("%d deliveries during the outage, want at most concurrency %d + threshold %d", s.Delivered, breakerConcurrency, breakerThreshold)
+		}
+		if len(s.Active)+len(s.Locked) != breakerBacklog || s.DeadLettered != 0 {
+			t.Errorf("queue during the outage: %d active, %d locked, %d dead-lettered; want all %d back in the queue", len(s.Active), len(s.Locked), s.DeadLettered, breakerBacklog)
+		}
+		if !w.BreakerOpen() || w.Stats().BreakerState != "open" || w.Stats().BreakerOpened != 1 {
+			t.Errorf("breaker open %v, stats %+v; want open once", w.BreakerOpen(), w.Stats())
+		}
+		t.Logf("outage: %d deliveries, %d probes", s.Delivered, probes.Load())
+		if probes.Load() < 5 {
+			t.Errorf("%d probes in 10 minutes, want the probe retried", probes.Load())
+		}
+
+		h.down.Store(false)
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		s = q.Snapshot()
+		if s.Completed != breakerBacklog || w.BreakerOpen() {
+			t.Errorf("after the store came back: %d completed, breaker open %v; want all %d completed and the breaker closed", s.Completed, w.BreakerOpen(), breakerBacklog)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if n := len(logs.matching("circuit breaker open:")); n != 1 {
+			t.Errorf("%d breaker-open records, want 1", n)
+		}
+		for _, r := range logs.matching("circuit breaker open:") {
+			if r.level != slog.LevelWarn || r.attrs["reason"].String() != order.ReasonStoreUnavailable {
+				t.Errorf("breaker-open record %+v: want WARN with the reason", r)
+			}
+		}
+		openSummaries := 0
+		for _, r := range logs.matching("summary") {
+			if r.attrs["breaker"].String() == "open" {
+				openSummaries++
+				if r.level != slog.LevelWarn {
+					t.Errorf("summary with the breaker open logged at %v, want WARN", r.level)
+				}
+			}
+		}
+		if openSummaries < 5 {
+			t.Errorf("%d summaries report the breaker open during a 10-minute outage, want one a minute", openSummaries)
+		}
+		closed := logs.matching("circuit breaker closed")
+		if len(closed) != 1 || closed[0].level != slog.LevelInfo {
+			t.Errorf("breaker-closed records %+v, want one at INFO", closed)
+		}
+	})
+}
+
+// TestBreakerHalfOpenWithoutProbe: without a probe
+// the breaker lets one message through after each backoff; the outage
+// costs the deliveries before it opened plus one per trial, never the
+// backlog, and the first trial after the store is back resumes receiving.
+func TestBreakerHalfOpenWithoutProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := backlogQueue(t, breakerBacklog)
+		h := &storeHandler{}
+		h.down.Store(true)
+		logs := newCapture(slog.LevelInfo)
+		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{Concurrency: breakerConcurrency, SummaryInterval: -1,
+			Breaker: worker.BreakerOptions{Threshold: breakerThreshold}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		s := q.Snapshot()
+		trials := int64(len(logs.matching("half-open")))
+		t.Logf("outage: %d deliveries, %d trials", s.Delivered, trials)
+		if trials == 0 || trials > 7 { // backoffs 1, 2, 4, ... 64 s within 90 s
+			t.Errorf("%d trial deliveries in 90 s, want between 1 and 7", trials)
+		}
+		if s.Delivered > breakerConcurrency+breakerThreshold+trials {
+			t.Errorf("%d deliveries during the outage, want at most concurrency %d + threshold %d + %d trials",
+				s.Delivered, breakerConcurrency, breakerThreshold, trials)
+		}
+
+		h.down.Store(false)
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		s = q.Snapshot()
+		if s.Completed != breakerBacklog || s.DeadLettered != 0 || w.BreakerOpen() {
+			t.Errorf("after the store came back: %d completed, %d dead-lettered, breaker open %v; want all %d completed",
+				s.Completed, s.DeadLettered, w.BreakerOpen(), breakerBacklog)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestBreakerIgnoresMessageRetries: a retry for the message's own sake
+// (its order not yet created) says the store answers: it never opens the
+// breaker.
+func TestBreakerIgnoresMessageRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := backlogQueue(t, 20)
+		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+			return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonOrderNotYetCreated}
+		})
+		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{Concurrency: 2, SummaryInterval: -1, RetryBackoff: -1,
+			Breaker: worker.BreakerOptions{Threshold: breakerThreshold}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if st := w.Stats(); st.BreakerOpened != 0 || st.Retried < 20 {
+			t.Errorf("stats = %+v, want retries and the breaker never opened", st)
+		}
+	})
+}
+
+// TestBreakerCancelsTheReceiveInProgress: when the breaker opens while the
+// loop waits in ReceiveMessages on an idle queue, that receive is cancelled,
+// so messages sent during the outage are not received.
+func TestBreakerCancelsTheReceiveInProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := backlogQueue(t, breakerThreshold)
+		h := &storeHandler{}
+		h.down.Store(true)
+		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{
+			Concurrency: 8, SummaryInterval: -1, // free slots: the loop waits in a receive
+			Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: func(context.Context) error { return errStoreDown }},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		for i := range 50 {
+			if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprint("during-", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if s := q.Snapshot(); s.Delivered != breakerThreshold || !w.BreakerOpen() {
+			t.Errorf("%d deliveries, breaker open %v; want only the %d that opened it", s.Delivered, w.BreakerOpen(), breakerThreshold)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,58 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+// ExampleBreakerOptions runs a worker whose circuit breaker probes the
+// store while it is open. Here the store answers, so every message is
+// processed and the breaker stays closed; see the package documentation
+// for what happens during an outage.
+func ExampleBreakerOptions() {
+	q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("orders", sbqueue.QueueOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, id := range []string{"o-1", "o-2", "o-3"} {
+		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: id}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	ping := func(ctx context.Context) error { return nil } // e.g. a cheap read of the store
+	ctx, cancel := context.WithCancel(context.Background())
+	var w *worker.Worker
+	w, err = worker.New(q.NewReceiver(), worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		return order.Result{Outcome: order.Created, OrderID: m.ID}
+	}), nil, worker.Options{
+		Concurrency:     2,
+		SummaryInterval: -1,
+		Breaker: worker.BreakerOptions{
+			Threshold:  5,
+			Probe:      ping,
+			MinBackoff: time.Second,
+			MaxBackoff: time.Minute,
+		},
+		Observe: func(worker.Report) {
+			if w.Stats().Created == 3 {
+				cancel()
+			}
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+	s := w.Stats()
+	fmt.Println("created:", s.Created, "breaker:", s.BreakerState, "open:", w.BreakerOpen())
+	// Output:
+	// created: 3 breaker: closed open: false
+}

@@ -1,0 +1,150 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// record counts and logs one delivery with the project's stable keys (see
+// the package documentation).
+func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
+	res := rep.Result
+	attrs := make([]any, 0, 16)
+	if res.OrderID != "" {
+		attrs = append(attrs, "order_id", res.OrderID)
+	}
+	attrs = append(attrs, "message_id", m.MessageID, "delivery_count", m.DeliveryCount,
+		"outcome", res.Outcome.String(), "duration_ms", rep.Duration.Milliseconds())
+	if res.Reason != "" {
+		attrs = append(attrs, "reason", res.Reason)
+	}
+	if res.Description != "" {
+		attrs = append(attrs, "description", res.Description)
+	}
+	level, msg := slog.LevelInfo, "processed"
+	switch res.Outcome {
+	case order.Created:
+		w.created.Add(1)
+	case order.Duplicate:
+		w.duplicate.Add(1)
+	case order.Applied:
+		w.applied.Add(1)
+	case order.Stale:
+		w.stale.Add(1)
+	case order.Ignored:
+		w.ignored.Add(1)
+	case order.Mismatch:
+		w.mismatch.Add(1)
+		level, msg = slog.LevelError, "dead-lettered"
+	case order.Invalid:
+		w.invalid.Add(1)
+		level, msg = slog.LevelWarn, "dead-lettered"
+	default:
+		w.retried.Add(1)
+		level, msg = slog.LevelWarn, "abandoned for redelivery"
+		if rep.CutOff {
+			w.cutOff.Add(1)
+			msg = "cut off by shutdown: abandoned"
+		} else if res.Err != nil {
+			attrs = append(attrs, "error", res.Err.Error())
+		}
+	}
+	if rep.LockLost {
+		w.lockLost.Add(1)
+		w.log.Warn("lock lost while handling: not settled; the redelivery will be a duplicate", attrs...)
+		return
+	}
+	w.log.Log(context.Background(), level, msg, attrs...)
+	if rep.SettleErr != nil {
+		w.settleFailed.Add(1)
+		if isLockLost(rep.SettleErr) {
+			w.lockLost.Add(1)
+		}
+		w.log.Warn("settlement failed; the message will be redelivered and must then be a duplicate", append(attrs, "error", rep.SettleErr.Error())...)
+	}
+}
+
+// startSummary logs a summary every SummaryInterval; the returned function
+// stops it and logs the final summary.
+func (w *Worker) startSummary() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	start := time.Now()
+	if w.opts.SummaryInterval > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(w.opts.SummaryInterval)
+			defer t.Stop()
+			var prev Stats // a Worker runs once: everything counted so far is in the first interval
+			prevAt := start
+			for {
+				select {
+				case <-done:
+					return
+				case now := <-t.C:
+					s := w.Stats()
+					w.logSummary("summary", prev, s, now.Sub(prevAt))
+					prev, prevAt = s, now
+				}
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		wg.Wait()
+		w.logSummary("final summary", Stats{}, w.Stats(), time.Since(start))
+	}
+}
+
+// processed counts the deliveries whose handling ended, whatever the outcome.
+func (s Stats) processed() int64 {
+	return s.Created + s.Duplicate + s.Mismatch + s.Invalid + s.Retried + s.Applied + s.Stale + s.Ignored
+}
+
+// logSummary logs the totals in cur and what changed since prev, over d.
+// It logs at WARN when the change shows trouble, else at INFO.
+func (w *Worker) logSummary(msg string, prev, cur Stats, d time.Duration) {
+	delta := Stats{
+		Received: cur.Received - prev.Received, Retried: cur.Retried - prev.Retried,
+		Mismatch: cur.Mismatch - prev.Mismatch, Invalid: cur.Invalid - prev.Invalid,
+		LockLost: cur.LockLost - prev.LockLost, SettleFailed: cur.SettleFailed - prev.SettleFailed,
+		Renewed: cur.Renewed - prev.Renewed, RenewFailed: cur.RenewFailed - prev.RenewFailed,
+		ReceiveFailed: cur.ReceiveFailed - prev.ReceiveFailed, BreakerOpened: cur.BreakerOpened - prev.BreakerOpened,
+	}
+	processed := cur.processed() - prev.processed()
+	secs := max(d.Seconds(), 1e-3)
+	attrs := []any{
+		"received", cur.Received, "created", cur.Created, "duplicate", cur.Duplicate, "mismatch", cur.Mismatch,
+		"invalid", cur.Invalid, "retried", cur.Retried, "lock_lost", cur.LockLost, "settle_failed", cur.SettleFailed,
+		"applied", cur.Applied, "stale", cur.Stale, "ignored", cur.Ignored, "cut_off", cur.CutOff,
+		"renewed", cur.Renewed, "renew_failed", cur.RenewFailed, "receive_failed", cur.ReceiveFailed,
+		"breaker_opened", cur.BreakerOpened, "breaker", cur.BreakerState,
+		"in_flight", w.inFlight.Load(),
+		slog.Group("interval",
+			"length", d.Round(time.Millisecond).String(),
+			"received", delta.Received, "processed", processed,
+			"received_per_s", round1(float64(delta.Received)/secs), "processed_per_s", round1(float64(processed)/secs),
+			"retried", delta.Retried, "dead_lettered", delta.Mismatch+delta.Invalid, "lock_lost", delta.LockLost,
+			"renewed", delta.Renewed, "renew_failed", delta.RenewFailed, "settle_failed", delta.SettleFailed,
+			"receive_failed", delta.ReceiveFailed),
+	}
+	if w.opts.RequestCharge != nil {
+		attrs = append(attrs, "request_units", w.opts.RequestCharge())
+	}
+	level := slog.LevelInfo
+	if delta.Retried+delta.Mismatch+delta.Invalid+delta.LockLost+delta.RenewFailed+delta.SettleFailed+delta.ReceiveFailed+delta.BreakerOpened > 0 ||
+		cur.BreakerState != breakerClosed.String() {
+		level = slog.LevelWarn
+	}
+	w.log.Log(context.Background(), level, msg, attrs...)
+}
+
+func round1(f float64) float64 { return math.Round(f*10) / 10 }

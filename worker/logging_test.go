@@ -1,0 +1,296 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+// checkNoDurations fails the test for any attribute logged as a
+// time.Duration, which JSON handlers write as raw nanoseconds.
+func checkNoDurations(t *testing.T, logs *captureHandler) {
+	t.Helper()
+	for _, r := range logs.records() {
+		for k, v := range r.attrs {
+			if v.Kind() == slog.KindDuration {
+				t.Errorf("record %q logs %s as a time.Duration (raw nanoseconds in JSON)", r.msg, k)
+			}
+		}
+	}
+}
+
+// deliveryRecord returns the one record about message id that is not a
+// summary.
+func deliveryRecord(t *testing.T, logs *captureHandler, id string) captured {
+	t.Helper()
+	var out []captured
+	for _, r := range logs.records() {
+		if v, ok := r.attrs["message_id"]; ok && v.String() == id {
+			out = append(out, r)
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("%d records for message %s, want 1: %+v", len(out), id, out)
+	}
+	return out[0]
+}
+
+func TestOutcomeLogs(t *testing.T) {
+	base := []string{"message_id", "delivery_count", "outcome", "duration_ms"}
+	tests := []struct {
+		res     order.Result
+		level   slog.Level
+		msg     string
+		keys    []string // besides base
+		without []string
+		stat    func(worker.Stats) int64
+	}{
+		{order.Result{Outcome: order.Created, OrderID: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"error", "reason"},
+			func(s worker.Stats) int64 { return s.Created }},
+		{order.Result{Outcome: order.Duplicate, OrderID: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
+			func(s worker.Stats) int64 { return s.Duplicate }},
+		{order.Result{Outcome: order.Applied, OrderID: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
+			func(s worker.Stats) int64 { return s.Applied }},
+		{order.Result{Outcome: order.Stale, OrderID: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
+			func(s worker.Stats) int64 { return s.Stale }},
+		{order.Result{Outcome: order.Ignored, OrderID: "o1", Reason: order.ReasonUnsupportedMessage}, slog.LevelInfo, "processed", []string{"order_id", "reason"}, []string{"error"},
+			func(s worker.Stats) int64 { return s.Ignored }},
+		{order.Result{Outcome: order.Mismatch, OrderID: "o1", Reason: order.ReasonOrderIDReused, Description: "hashes differ"}, slog.LevelError, "dead-lettered",
+			[]string{"order_id", "reason", "description"}, nil, func(s worker.Stats) int64 { return s.Mismatch }},
+		{order.Result{Outcome: order.Invalid, Reason: order.ReasonInvalidMessage, Description: "not JSON"}, slog.LevelWarn, "dead-lettered",
+			[]string{"reason", "description"}, []string{"order_id"}, func(s worker.Stats) int64 { return s.Invalid }},
+		{order.Result{Outcome: order.Transient, OrderID: "o1", Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}, slog.LevelWarn, "abandoned for redelivery",
+			[]string{"order_id", "reason", "error"}, nil, func(s worker.Stats) int64 { return s.Retried }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.res.Outcome.String(), func(t *testing.T) {
+			r := newFakeReceiver("m1")
+			done := settledN(r, 1)
+			logs := newCapture(slog.LevelDebug)
+			w, err := worker.New(r, worker.HandlerFunc(func(context.Context, order.Message) order.Result { return tt.res }),
+				slog.New(logs), worker.Options{RetryBackoff: -1, SummaryInterval: -1, ReceiveDrain: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := start(t, w)
+			wait(t, done, "settlement")
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			rec := deliveryRecord(t, logs, "m1")
+			if rec.level != tt.level || rec.msg != tt.msg {
+				t.Errorf("logged %v %q, want %v %q", rec.level, rec.msg, tt.level, tt.msg)
+			}
+			for _, k := range append(base, tt.keys...) {
+				if _, ok := rec.attrs[k]; !ok {
+					t.Errorf("record lacks %s: %+v", k, rec.attrs)
+				}
+			}
+			for _, k := range tt.without {
+				if _, ok := rec.attrs[k]; ok {
+					t.Errorf("record has %s: %+v", k, rec.attrs)
+				}
+			}
+			if got := rec.attrs["outcome"].String(); got != tt.res.Outcome.String() {
+				t.Errorf("outcome = %q, want %q", got, tt.res.Outcome)
+			}
+			if n := tt.stat(w.Stats()); n != 1 {
+				t.Errorf("the outcome's counter is %d, want 1: %+v", n, w.Stats())
+			}
+			for _, r := range logs.records() {
+				if strings.Contains(r.msg, "order created") {
+					t.Errorf("record %q: outcome messages must be neutral (an inbox consumer creates no order)", r.msg)
+				}
+			}
+			checkNoDurations(t, logs)
+		})
+	}
+}
+
+// TestCutOffByShutdownIsNotAnOutage: a handler the shutdown grace cancels
+// returns what a cancelled payment call returns (PaymentUnavailable,
+// context canceled); it must be logged as cut off by shutdown, not as an
+// outage, and still be abandoned.
+func TestCutOffByShutdownIsNotAnOutage(t *testing.T) {
+	r := newFakeReceiver("stuck")
+	entered := make(chan struct{})
+	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		close(entered)
+		<-ctx.Done()
+		return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonPaymentUnavailable,
+			Description: "capture: " + ctx.Err().Error(), Err: ctx.Err()}
+	})
+	logs := newCapture(slog.LevelDebug)
+	w, err := worker.New(r, h, slog.New(logs), worker.Options{ShutdownGrace: 50 * time.Millisecond, SummaryInterval: -1, ReceiveDrain: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, w)
+	wait(t, entered, "the handler to start")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	rec := deliveryRecord(t, logs, "stuck")
+	if rec.level != slog.LevelWarn || rec.msg != "cut off by shutdown: abandoned" {
+		t.Errorf("logged %v %q, want WARN cut off by shutdown", rec.level, rec.msg)
+	}
+	if got := r.settlements("stuck"); len(got) != 1 || got[0].kind != "abandon" {
+		t.Errorf("settled %+v, want one abandon", got)
+	}
+	if s := w.Stats(); s.CutOff != 1 || s.Retried != 1 {
+		t.Errorf("stats = %+v, want 1 cut off (counted as a retry)", s)
+	}
+	began := logs.matching("shutdown: stopped receiving")
+	if len(began) != 1 || began[0].level != slog.LevelInfo || began[0].attrs["in_flight"].Int64() != 1 || began[0].attrs["grace"].String() != "50ms" {
+		t.Errorf("shutdown start records %+v, want one INFO with in_flight 1 and grace 50ms", began)
+	}
+	if over := logs.matching("shutdown grace period over"); len(over) != 1 || over[0].level != slog.LevelWarn {
+		t.Errorf("grace records %+v, want one WARN", over)
+	}
+	if len(logs.matching("shutdown complete")) != 1 {
+		t.Error("no shutdown complete record")
+	}
+	checkNoDurations(t, logs)
+}
+
+// TestSummaryLevel: with the handler at WARN (LOG_LEVEL=warn) a clean
+// interval's summary is not shown and an interval with a retry is, with
+// the interval's counts and rates.
+func TestSummaryLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFakeReceiver("good")
+		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+			if m.ID == "bad" {
+				return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}
+			}
+			return order.Result{Outcome: order.Created, OrderID: m.ID}
+		})
+		all := newCapture(slog.LevelDebug)
+		warn := newCapture(slog.LevelWarn)
+		w, err := worker.New(r, h, slog.New(teeHandler{all, warn}), worker.Options{RetryBackoff: -1, SummaryInterval: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		time.Sleep(15 * time.Second) // summary at 10 s: "good" created
+		r.add("bad")
+		time.Sleep(10 * time.Second) // summary at 20 s: "bad" retried
+		time.Sleep(10 * time.Second) // summary at 30 s: nothing
+		synctest.Wait()
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+
+		sums := all.matching("summary")
+		if len(sums) != 4 { // three periodic, one final
+			t.Fatalf("%d summaries, want 3 periodic and the final one", len(sums))
+		}
+		wantLevels := []slog.Level{slog.LevelInfo, slog.LevelWarn, slog.LevelInfo, slog.LevelWarn}
+		for i, s := range sums {
+			if s.level != wantLevels[i] {
+				t.Errorf("summary %d (%s) at %v, want %v", i, s.msg, s.level, wantLevels[i])
+			}
+		}
+		first := sums[0].attrs
+		if first["interval.received"].Int64() != 1 || first["interval.processed"].Int64() != 1 || first["interval.received_per_s"].Float64() != 0.1 ||
+			first["interval.length"].String() != "10s" || first["breaker"].String() != "closed" || first["in_flight"].Int64() != 0 {
+			t.Errorf("first summary %+v: want 1 received and processed in 10s (0.1/s), breaker closed, none in flight", first)
+		}
+		shown := warn.matching("summary")
+		if len(shown) != 2 || shown[0].msg != "summary" || shown[0].attrs["interval.retried"].Int64() != 1 || shown[0].attrs["retried"].Int64() != 1 {
+			t.Errorf("summaries shown at WARN: %+v; want the retry interval's and the final one", shown)
+		}
+		if shown[1].msg != "final summary" || shown[1].attrs["received"].Int64() != 2 || shown[1].attrs["created"].Int64() != 1 {
+			t.Errorf("final summary %+v: want the totals", shown[1].attrs)
+		}
+		checkNoDurations(t, all)
+	})
+}
+
+// TestReceiveFailureLoggedAtOnce: the first failed receive is logged at
+// WARN before any backoff has passed, and recovery at INFO.
+func TestReceiveFailureLoggedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFakeReceiver("after")
+		r.receiveErrs = []error{&azservicebus.Error{Code: azservicebus.CodeConnectionLost}}
+		logs := newCapture(slog.LevelDebug)
+		w, err := worker.New(r, worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+			return order.Result{Outcome: order.Created, OrderID: m.ID}
+		}), slog.New(logs), worker.Options{SummaryInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		synctest.Wait() // the loop now waits out its backoff; no time has passed
+		failed := logs.matching("receive failed")
+		if len(failed) != 1 || failed[0].level != slog.LevelWarn || failed[0].attrs["failed_receives"].Int64() != 1 || failed[0].attrs["backoff"].String() != "1s" {
+			t.Fatalf("records at once after the failure: %+v; want one WARN with failed_receives 1 and backoff 1s", failed)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if again := logs.matching("receiving again"); len(again) != 1 || again[0].level != slog.LevelInfo {
+			t.Errorf("recovery records %+v, want one INFO", again)
+		}
+		if s := w.Stats(); s.ReceiveFailed != 1 || s.Created != 1 {
+			t.Errorf("stats = %+v, want 1 failed receive and the message created", s)
+		}
+		checkNoDurations(t, logs)
+	})
+}
+
+// teeHandler sends every record to each handler that is enabled for it.
+type teeHandler []slog.Handler
+
+func (t teeHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	for _, h := range t {
+		if h.Enabled(ctx, l) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t teeHandler) Handle(ctx context.Context, r slog.Record) error {
+	for _, h := range t {
+		if h.Enabled(ctx, r.Level) {
+			if err := h.Handle(ctx, r.Clone()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (t teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	out := make(teeHandler, len(t))
+	for i, h := range t {
+		out[i] = h.WithAttrs(as)
+	}
+	return out
+}
+
+func (t teeHandler) WithGroup(name string) slog.Handler {
+	out := make(teeHandler, len(t))
+	for i, h := range t {
+		out[i] = h.WithGroup(name)
+	}
+	return out
+}

@@ -1,0 +1,139 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+// TestRenewalFollowsTheGrantedLock: the queue grants 10 s locks while the
+// worker is configured (by default) for 60 s. Renewing every 30 s from the
+// configuration loses the lock of every handler that runs longer than
+// 10 s; renewing from LockedUntil keeps it. The mismatch is reported once.
+// It runs the real timers on synctest's virtual clock against the queue
+// model, whose locks expire as Service Bus's do.
+func TestRenewalFollowsTheGrantedLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const granted = 10 * time.Second
+		q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("orders", sbqueue.QueueOptions{LockDuration: granted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprint("long-", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+			select {
+			case <-time.After(40 * time.Second): // four granted locks long
+				return order.Result{Outcome: order.Created, OrderID: m.ID}
+			case <-ctx.Done():
+				return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonStoreUnavailable, Err: ctx.Err()}
+			}
+		})
+		logs := newCapture(slog.LevelWarn)
+		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{Concurrency: 2, SummaryInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+
+		s := q.Snapshot()
+		if s.Completed != 2 || s.LockExpired != 0 || s.LockLost != 0 {
+			t.Errorf("queue: completed %d, locks expired %d, lost %d; want 2 completed and no lock expired or lost", s.Completed, s.LockExpired, s.LockLost)
+		}
+		if st := w.Stats(); st.LockLost != 0 || st.Created != 2 {
+			t.Errorf("stats = %+v, want 2 created and no lock lost", st)
+		}
+		warned := logs.matching("lock duration disagrees")
+		if len(warned) != 1 {
+			t.Fatalf("%d lock-duration warnings, want exactly 1 per worker", len(warned))
+		}
+		if g, c := warned[0].attrs["granted_lock"].String(), warned[0].attrs["configured_lock"].String(); g != "10s" || c != "1m0s" {
+			t.Errorf("warning says granted %q, configured %q; want 10s and 1m0s", g, c)
+		}
+	})
+}
+
+// TestRenewalWithoutLockedUntil: a receiver that reports no LockedUntil
+// gets its locks renewed every half of the configured duration.
+func TestRenewalWithoutLockedUntil(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFakeReceiver("long")
+		done := settledN(r, 1)
+		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+			time.Sleep(25 * time.Second)
+			return order.Result{Outcome: order.Created, OrderID: m.ID}
+		})
+		w := newWorker(t, r, h, worker.Options{LockDuration: 30 * time.Second, SummaryInterval: -1})
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		<-done
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		// 25 s of handling, renewed at 15 s: one renewal.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if n := r.renewals["long"]; n != 1 {
+			t.Errorf("%d renewals in 25 s with a 30 s lock and no LockedUntil, want 1 (every 15 s)", n)
+		}
+	})
+}
+
+// TestRenewalWithLockedUntilInThePast: a LockedUntil already past by the
+// local clock (clocks that disagree) must not make renewal spin: the
+// configured rule applies.
+func TestRenewalWithLockedUntilInThePast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFakeReceiver()
+		past := time.Now().Add(-time.Hour)
+		r.msgs <- &azservicebus.ReceivedMessage{MessageID: "skewed", DeliveryCount: 1, LockedUntil: &past}
+		done := settledN(r, 1)
+		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+			time.Sleep(25 * time.Second)
+			return order.Result{Outcome: order.Created, OrderID: m.ID}
+		})
+		logs := newCapture(slog.LevelWarn)
+		w, err := worker.New(r, h, slog.New(logs), worker.Options{LockDuration: 30 * time.Second, SummaryInterval: -1, RetryBackoff: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		<-done
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if n := r.renewals["skewed"]; n != 1 {
+			t.Errorf("%d renewals in 25 s, want 1 (every 15 s)", n)
+		}
+		if n := len(logs.matching("local clock is ahead")); n != 1 {
+			t.Errorf("%d clock warnings, want 1", n)
+		}
+	})
+}
