@@ -2,6 +2,7 @@ package infra_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -255,5 +256,22 @@ func TestTypeDataDecodes(t *testing.T) {
 func TestOpenTypeDataMissing(t *testing.T) {
 	if _, err := infra.OpenTypeData(filepath.Join(t.TempDir(), "absent")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("OpenTypeData(absent) error = %v, want fs.ErrNotExist", err)
+	}
+}
+
+func ExampleTypeData_CheckResource() {
+	td, err := infra.OpenTypeData(os.Getenv("BICEP_TYPES_DIR"))
+	if err != nil {
+		fmt.Println("no type data:", err)
+		return
+	}
+	f := infra.File{Path: "q.bicep", Text: "resource q 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {\n  name: 'orders'\n  properties: {\n    requiresDuplicateDetection: 'yes'\n    lockDurations: 'PT1M'\n  }\n}\n"}
+	diags, _, err := td.Check([]infra.File{f})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, d := range diags {
+		fmt.Println(d.Code, d.Path)
 	}
 }
