@@ -6,7 +6,9 @@
 // AZURE_CLIENT_ID) and the producer as the producer identity. The KEDA rule
 // authenticates with a third, scaler identity that is attached to the worker
 // app only because Container Apps requires a scale rule's identity to be
-// attached to the app; the worker process never selects it.
+// attached to the app; its identitySettings lifecycle None keeps it out of
+// the containers, so the worker process could not select it even if it
+// tried.
 //
 // Logs: the programs write JSON logs to stderr. The environment sends each
 // container's stdout and stderr to Azure Monitor, and a diagnostic setting
