@@ -149,8 +149,8 @@ var workerImage = workerExists ? existingWorker.properties.template.containers[0
 // The producer job always gets the bootstrap image from provisioning, and
 // `azd deploy` (the second half of every `azd up`) sets the real one. Keeping
 // the deployed image would need azd's SERVICE_PRODUCER_RESOURCE_EXISTS flag,
-// which azd has not set reliably for jobs; a flag that says "exists" before
-// the job does fails the whole deployment. The job only runs when started, so
+// and azd's resource-exists flags have shipped broken in several releases: a
+// flag that says "exists" before the job does fails the whole deployment. The job only runs when started, so
 // the bootstrap image between `azd provision` and `azd deploy` costs nothing.
 var producerImage = bootstrapProducerImage
 
