@@ -26,6 +26,18 @@ func allRules() []rule { return append(append([]rule(nil), rules...), deployRule
 
 var deployRules = []rule{
 	{
+		name:  "every module call passes exactly parameters the module declares, all it requires, of the declared type",
+		check: bicepRule(checkModuleCalls),
+		mutations: []mutation{
+			// A misspelled parameter (the compiler's BCP037).
+			{mainFile, "    receiverPrincipalId: workerIdentity.outputs.principalId\n", "    receivePrincipalId: workerIdentity.outputs.principalId\n"},
+			// A required parameter left out (BCP035).
+			{mainFile, "    logAnalyticsWorkspaceName: monitoring.outputs.name\n", ""},
+			// A literal of the wrong type (BCP036).
+			{mainFile, "    name: 'log-${resourceToken}'\n", "    name: 'log-${resourceToken}'\n    retentionInDays: '30'\n"},
+		},
+	},
+	{
 		name:  "control-plane writes under the Cosmos DB account run one after another",
 		check: bicepRule(checkCosmosChain),
 		mutations: []mutation{
@@ -390,4 +402,72 @@ func parametersFile(text string) (map[string]any, error) {
 		out[k] = v.Value
 	}
 	return out, nil
+}
+
+// checkModuleCalls checks each module declaration's params against the
+// module's param declarations: no unknown name, every param without a
+// default supplied, and literal values of the declared type.
+func checkModuleCalls(b *bicep) error {
+	for _, m := range b.all(infra.Module, "") {
+		target := path.Join(path.Dir(m.file), m.Type)
+		if _, ok := b.decls[target]; !ok {
+			return fmt.Errorf("%v: module %s is not among the templates", m, target)
+		}
+		params := map[string]decl{}
+		for _, p := range b.all(infra.Param, "") {
+			if p.file == target {
+				params[p.Name] = p
+			}
+		}
+		passedExpr, ok := infra.Lookup(m.Body, "params")
+		if !ok {
+			passedExpr = "{\n}"
+		}
+		passed, err := infra.ParseObject(passedExpr)
+		if err != nil {
+			return fmt.Errorf("%v: params: %w", m, err)
+		}
+		seen := map[string]bool{}
+		for _, a := range passed {
+			p, ok := params[a.Key]
+			if !ok {
+				return fmt.Errorf("%v: passes %s, which %s does not declare", m, a.Key, target)
+			}
+			seen[a.Key] = true
+			if got := literalType(a.Value); got != "" && got != p.Type {
+				return fmt.Errorf("%v: %s = %s is a %s literal; %s declares it %s", m, a.Key, a.Value, got, target, p.Type)
+			}
+		}
+		var missing []string
+		for name, p := range params {
+			if p.Value == "" && !seen[name] {
+				missing = append(missing, name)
+			}
+		}
+		sort.Strings(missing)
+		if len(missing) > 0 {
+			return fmt.Errorf("%v: does not pass %v, which %s requires (no default)", m, missing, target)
+		}
+	}
+	return nil
+}
+
+// literalType is the Bicep type of a literal expression, or "" when expr is
+// not a literal.
+func literalType(expr string) string {
+	switch {
+	case expr == "true" || expr == "false":
+		return "bool"
+	case regexp.MustCompile(`^-?[0-9]+$`).MatchString(expr):
+		return "int"
+	case regexp.MustCompile(`^'[^']*'$`).MatchString(expr):
+		// A plain or interpolated string without quotes inside; anything
+		// else (a ternary of strings, escaped quotes) is not checked.
+		return "string"
+	case strings.HasPrefix(expr, "{"):
+		return "object"
+	case strings.HasPrefix(expr, "[") && !strings.HasPrefix(expr, "[for"):
+		return "array"
+	}
+	return ""
 }
