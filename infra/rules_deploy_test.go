@@ -365,9 +365,29 @@ func resourceRefs(b *bicep, d decl) ([]string, error) {
 	return out, nil
 }
 
-// dockerignored returns the .dockerignore pattern that leaves name out of
-// the build context, or "" when name stays in (a later !pattern re-includes).
+// dockerignored returns the .dockerignore line that leaves the file name (a
+// slash-separated path in the build context) out of the context, or "" when
+// it stays in. As Docker does, a pattern that matches a directory leaves out
+// everything under it, "**/" matches any number of directories, and a later
+// !pattern re-includes.
 func dockerignored(ignore, name string) string {
+	parts := strings.Split(name, "/")
+	matches := func(p string) bool {
+		for i := 1; i <= len(parts); i++ {
+			prefix := strings.Join(parts[:i], "/")
+			if ok, _ := path.Match(p, prefix); ok {
+				return true
+			}
+			if rest, ok := strings.CutPrefix(p, "**/"); ok {
+				for j := 0; j < i; j++ {
+					if ok, _ := path.Match(rest, strings.Join(parts[j:i], "/")); ok {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
 	excludedBy := ""
 	for _, line := range strings.Split(ignore, "\n") {
 		p := strings.TrimSpace(line)
@@ -376,7 +396,7 @@ func dockerignored(ignore, name string) string {
 		}
 		neg := strings.HasPrefix(p, "!")
 		p = strings.TrimPrefix(strings.TrimPrefix(p, "!"), "/")
-		if ok, _ := path.Match(p, name); ok {
+		if matches(p) {
 			if neg {
 				excludedBy = ""
 			} else {
