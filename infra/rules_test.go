@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,7 +66,33 @@ type bicep struct {
 	files []string                // sorted
 }
 
+// parsed memoizes parse by the templates' text: TestRulesCatch runs every
+// rule over every mutated copy, and the rules only read the result.
+var parsed sync.Map // string -> *bicep
+
 func parse(r repo) (*bicep, error) {
+	var key strings.Builder
+	var paths []string
+	for path := range r {
+		if strings.HasSuffix(path, ".bicep") {
+			paths = append(paths, path)
+		}
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		fmt.Fprintf(&key, "%s\x00%d\x00%s\x00", p, len(r[p]), r[p])
+	}
+	if b, ok := parsed.Load(key.String()); ok {
+		return b.(*bicep), nil
+	}
+	b, err := parseUncached(r)
+	if err == nil {
+		parsed.Store(key.String(), b)
+	}
+	return b, err
+}
+
+func parseUncached(r repo) (*bicep, error) {
 	b := &bicep{decls: map[string][]infra.Decl{}}
 	for path, text := range r {
 		if !strings.HasSuffix(path, ".bicep") {
