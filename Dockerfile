@@ -1,33 +1,40 @@
-# syntax=docker/dockerfile:1
-#
-# Builds one of the project's commands as a static binary in a small,
+# Builds one of the project's commands as a static binary in a minimal,
 # non-root image. azd builds it once per service (see azure.yaml):
 #
 #   docker build -t orderworker .
 #   docker build --build-arg CMD=orderproducer -t orderproducer .
 #
-# The binary is built on the build platform and cross-compiled for the target
-# (CGO is off), so multi-platform builds do not run the compiler under
-# emulation.
+# The file uses no BuildKit-only feature (no `# syntax` directive, no
+# `RUN --mount`, no `--platform=$BUILDPLATFORM`, no heredocs), so the classic
+# builder and registry-side builds (`docker.remoteBuild: true` in azure.yaml,
+# which builds with ACR Tasks) build it as they build it locally.
+#
+# Base images are pinned by exact version tag. A tag can still be re-pushed;
+# to pin the bytes, append the digest (see infra/README.md, "Base images"):
+#   FROM golang:1.26.8-trixie@sha256:<digest> AS build
 
-ARG GO_VERSION=1.26
+# GO_VERSION is the exact Go release to build with (at least go.mod's).
+ARG GO_VERSION=1.26.8
 
-FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
+FROM golang:${GO_VERSION}-trixie AS build
 # CMD names the directory under ./cmd to build: orderworker or orderproducer.
 ARG CMD=orderworker
-ARG TARGETOS
+# TARGETARCH is set by BuildKit from --platform; the classic builder leaves it
+# empty, and Container Apps runs linux/amd64.
 ARG TARGETARCH
 WORKDIR /src
 COPY go.mod go.sum ./
-RUN --mount=type=cache,target=/go/pkg/mod go mod download
+RUN go mod download
 COPY . .
-RUN --mount=type=cache,target=/go/pkg/mod \
-    --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
+RUN CGO_ENABLED=0 GOOS=linux GOARCH=${TARGETARCH:-amd64} \
     go build -trimpath -ldflags='-s -w' -o /out/app ./cmd/${CMD}
 
-# distroless/static: CA certificates and tzdata, no shell, no package manager.
-FROM gcr.io/distroless/static-debian12:nonroot
+# scratch: nothing but the binary and the CA certificates it needs to reach
+# Azure over TLS (taken from the pinned build image). No shell, no package
+# manager, and no base image that could move under a tag.
+FROM scratch
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/app /app
-USER nonroot:nonroot
+# 65532 is the conventional unprivileged "nonroot" uid and gid.
+USER 65532:65532
 ENTRYPOINT ["/app"]

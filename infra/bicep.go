@@ -383,3 +383,45 @@ func lex(text string) (plain, structural string, depth []int, err error) {
 	}
 	return string(p), string(s), depth, nil
 }
+
+var identRE = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+
+// References returns the symbols an expression can refer to: the
+// identifiers in its code (string contents excluded, interpolations
+// included) that are neither a property access (after '.'), a function name
+// (before '('), nor an object key (before ':'; so `c ? a : b` does not report
+// a, which errs towards reporting fewer references). Each is reported once,
+// in order of first appearance. Keywords true, false, null, for, in and if
+// are not reported.
+func References(expr string) ([]string, error) {
+	_, code, _, err := lex(expr)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range identRE.FindAllStringIndex(code, -1) {
+		id := code[m[0]:m[1]]
+		if strings.Trim(id, "_") == "" {
+			continue // blanked string contents
+		}
+		if m[0] > 0 && (code[m[0]-1] == '.' || isDigit(code[m[0]-1])) {
+			continue
+		}
+		rest := strings.TrimLeft(code[m[1]:], " \t")
+		if strings.HasPrefix(rest, "(") || (strings.HasPrefix(rest, ":") && !strings.HasPrefix(rest, "::")) {
+			continue
+		}
+		switch id {
+		case "true", "false", "null", "for", "in", "if":
+			continue
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }

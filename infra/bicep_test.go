@@ -243,3 +243,41 @@ func ExampleParseDuration() {
 	fmt.Println(d, err)
 	// Output: 1m30s <nil>
 }
+
+func TestReferences(t *testing.T) {
+	tests := []struct {
+		expr string
+		want []string
+	}{
+		{"account.id", []string{"account"}},
+		{"'${account.id}/dbs/${databaseName}'", []string{"account", "databaseName"}},
+		{"'database container'", nil},
+		{"guid(queue.id, principalId, roleId)", []string{"queue", "principalId", "roleId"}},
+		{"{\n  parent: account\n  dependsOn: [\n    container\n  ]\n}", []string{"account", "container"}},
+		{"x ? true : null", []string{"x"}},
+		{"a.b.c", []string{"a"}},
+		// Before ':' reads as an object key: a loop's collection is not
+		// reported (fewer references, never invented ones).
+		{"[for p in ps: p]", []string{"p"}},
+		{"'don\\'t ${x}'", []string{"x"}},
+	}
+	for _, tt := range tests {
+		got, err := infra.References(tt.expr)
+		if err != nil {
+			t.Errorf("References(%q): %v", tt.expr, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("References(%q) = %q, want %q", tt.expr, got, tt.want)
+		}
+	}
+	if _, err := infra.References("'open"); !errors.Is(err, infra.ErrUnsupported) {
+		t.Errorf("References of an unterminated string: %v, want ErrUnsupported", err)
+	}
+}
+
+func ExampleReferences() {
+	refs, _ := infra.References("'${account.id}/dbs/${databaseName}'")
+	fmt.Println(refs)
+	// Output: [account databaseName]
+}

@@ -40,7 +40,7 @@ var roleNames = map[string]string{
 	"7f951dda-4ed3-4680-a7ca-43fe172d538d": "AcrPull",
 	"00000000-0000-0000-0000-000000000001": "Cosmos DB Built-in Data Reader",
 	"00000000-0000-0000-0000-000000000002": "Cosmos DB Built-in Data Contributor",
-	"8e3af657-a8ff-404c-9c6c-86f2dd6dd1d7": "Owner",
+	"8e3af657-a8ff-443c-a75c-2fe8c4bcb635": "Owner",
 	"b24988ac-6180-42a0-ab88-20f7382dd24c": "Contributor",
 }
 

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func loadRepo(t *testing.T) repo {
 	for _, f := range files {
 		r[bicepDir+f.Path] = f.Text
 	}
-	for _, p := range []string{"infra/bicep/main.parameters.json", "azure.yaml", "Dockerfile"} {
+	for _, p := range []string{"infra/bicep/main.parameters.json", "azure.yaml", "Dockerfile", ".dockerignore"} {
 		b, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(p)))
 		if err != nil {
 			t.Fatal(err)
@@ -65,7 +66,33 @@ type bicep struct {
 	files []string                // sorted
 }
 
+// parsed memoizes parse by the templates' text: TestRulesCatch runs every
+// rule over every mutated copy, and the rules only read the result.
+var parsed sync.Map // string -> *bicep
+
 func parse(r repo) (*bicep, error) {
+	var key strings.Builder
+	var paths []string
+	for path := range r {
+		if strings.HasSuffix(path, ".bicep") {
+			paths = append(paths, path)
+		}
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		fmt.Fprintf(&key, "%s\x00%d\x00%s\x00", p, len(r[p]), r[p])
+	}
+	if b, ok := parsed.Load(key.String()); ok {
+		return b.(*bicep), nil
+	}
+	b, err := parseUncached(r)
+	if err == nil {
+		parsed.Store(key.String(), b)
+	}
+	return b, err
+}
+
+func parseUncached(r repo) (*bicep, error) {
 	b := &bicep{decls: map[string][]infra.Decl{}}
 	for path, text := range r {
 		if !strings.HasSuffix(path, ".bicep") {
@@ -433,7 +460,7 @@ var rules = []rule{
 		name: "no subscription-wide Owner, Contributor or User Access Administrator role, and no custom roles",
 		check: func(r repo) error {
 			broad := map[string]string{
-				"8e3af657-a8ff-404c-9c6c-86f2dd6dd1d7": "Owner",
+				ownerRoleID:                            "Owner",
 				"b24988ac-6180-42a0-ab88-20f7382dd24c": "Contributor",
 				"18d7d88d-d35e-4fb5-a5c3-7773c20a72d9": "User Access Administrator",
 			}
@@ -451,7 +478,12 @@ var rules = []rule{
 			return nil
 		},
 		mutations: []mutation{
-			{bicepDir + "modules/servicebus.bicep", "var dataOwnerRoleId = '090c5cfd-751d-490a-894a-3ce6f1109419'", "var dataOwnerRoleId = '8e3af657-a8ff-404c-9c6c-86f2dd6dd1d7'"},
+			// Owner in place of Data Owner for the scaler (also breaks the grants rule).
+			{bicepDir + "modules/servicebus.bicep", "var dataOwnerRoleId = '090c5cfd-751d-490a-894a-3ce6f1109419'", "var dataOwnerRoleId = '" + ownerRoleID + "'"},
+			// Only this rule: an Owner id anywhere, in upper case, even unused.
+			{bicepDir + "modules/servicebus.bicep", "var dataOwnerRoleId = '090c5cfd-751d-490a-894a-3ce6f1109419'\n", "var dataOwnerRoleId = '090c5cfd-751d-490a-894a-3ce6f1109419'\nvar ownerRoleId = '" + strings.ToUpper(ownerRoleID) + "'\n"},
+			// Only this rule: User Access Administrator, unused.
+			{bicepDir + "modules/registry.bicep", "var acrPullRoleId = '7f951dda-4ed3-4680-a7ca-43fe172d538d'\n", "var acrPullRoleId = '7f951dda-4ed3-4680-a7ca-43fe172d538d'\nvar uaaRoleId = '18d7d88d-d35e-4fb5-a5c3-7773c20a72d9'\n"},
 			{bicepDir + "modules/cosmos.bicep", "@description('Account endpoint", "resource anything 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions@2024-11-15' = {\n  parent: account\n  name: guid('all')\n}\n\n@description('Account endpoint"},
 		},
 	},
@@ -608,7 +640,7 @@ var rules = []rule{
 			return nil
 		}),
 		mutations: []mutation{
-			{bicepDir + "modules/containerapps.bicep", "identity: scalerIdentityId\n", "identity: workerIdentityId\n"},
+			{bicepDir + "modules/containerapps.bicep", "              identity: scalerIdentityId\n", "              identity: workerIdentityId\n"},
 			{bicepDir + "modules/containerapps.bicep", "              identity: scalerIdentityId\n", ""},
 			{bicepDir + "modules/containerapps.bicep", "type: 'azure-servicebus'", "type: 'azure-queue'"},
 			{bicepDir + "modules/containerapps.bicep", "      '${scalerIdentityId}': {}\n", ""},
@@ -740,7 +772,7 @@ var rules = []rule{
 			if len(users) == 0 {
 				return errors.New("Dockerfile sets no USER: the image would run as root")
 			}
-			if u := users[len(users)-1][1]; u == "root" || u == "0" || strings.HasPrefix(u, "0:") || strings.HasPrefix(u, "root:") {
+			if u := users[len(users)-1][1]; u == "root" || u == "0" || strings.HasPrefix(u, "0:") || strings.HasPrefix(u, "root:") || strings.HasSuffix(u, ":0") || strings.HasSuffix(u, ":root") {
 				return fmt.Errorf("Dockerfile runs as %s", u)
 			}
 			if !regexp.MustCompile(`(?m)^ARG CMD=orderworker$`).MatchString(df) || !strings.Contains(df, "./cmd/${CMD}") {
@@ -749,10 +781,11 @@ var rules = []rule{
 			return nil
 		},
 		mutations: []mutation{
-			{"Dockerfile", "USER nonroot:nonroot\n", ""},
-			{"Dockerfile", "USER nonroot:nonroot", "USER root"},
+			{"Dockerfile", "USER 65532:65532\n", ""},
+			{"Dockerfile", "USER 65532:65532", "USER root"},
+			{"Dockerfile", "USER 65532:65532", "USER 65532:0"},
 			{"Dockerfile", "CGO_ENABLED=0", "CGO_ENABLED=1"},
-			{"Dockerfile", "FROM gcr.io/distroless/static-debian12:nonroot", "FROM debian:12"},
+			{"Dockerfile", "FROM scratch", "FROM debian:12.8"},
 			{"Dockerfile", "ARG CMD=orderworker", "ARG CMD=orderproducer"},
 		},
 	},
@@ -943,7 +976,6 @@ func checkParametersFile(b *bicep, text string) error {
 		"location":        "${AZURE_LOCATION}",
 		"principalId":     "${AZURE_PRINCIPAL_ID}",
 		"workerExists":    "${SERVICE_WORKER_RESOURCE_EXISTS=false}",
-		"producerExists":  "${SERVICE_PRODUCER_RESOURCE_EXISTS=false}",
 	} {
 		if got := f.Parameters[name].Value; got != v {
 			return fmt.Errorf("main.parameters.json: %s = %v, want %s", name, got, v)
@@ -972,7 +1004,7 @@ func checkAzureYAML(text string) error {
 
 func TestRules(t *testing.T) {
 	r := loadRepo(t)
-	for _, rl := range rules {
+	for _, rl := range allRules() {
 		t.Run(rl.name, func(t *testing.T) {
 			if err := rl.check(r); err != nil {
 				t.Error(err)
@@ -981,37 +1013,67 @@ func TestRules(t *testing.T) {
 	}
 }
 
+// TestRulesCatch runs each rule over copies of the files with one deliberate
+// mutation each and requires the rule to fail on every one. It also runs
+// every other rule over each mutated copy, and requires each rule to have at
+// least one mutation that breaks it alone: a rule that only ever fails
+// together with another could be vacuous without anyone noticing.
 func TestRulesCatch(t *testing.T) {
 	r := loadRepo(t)
-	for _, rl := range rules {
+	all := allRules()
+	for _, rl := range all {
 		if len(rl.mutations) == 0 {
 			t.Errorf("rule %q has no mutation proving it can fail", rl.name)
+			continue
 		}
+		isolated := 0
 		for i, m := range rl.mutations {
 			t.Run(fmt.Sprintf("%s/%d", rl.name, i), func(t *testing.T) {
-				text, ok := r[m.file]
-				if !ok {
-					t.Fatalf("no file %s", m.file)
-				}
-				if strings.Count(text, m.old) != 1 {
-					t.Fatalf("%s contains %q %d times, want once: update the mutation", m.file, m.old, strings.Count(text, m.old))
-				}
-				mutated := repo{}
-				for k, v := range r {
-					mutated[k] = v
-				}
-				mutated[m.file] = strings.Replace(text, m.old, m.new, 1)
-				// The mutation must leave readable templates, so that the rule
-				// fails on its own terms and not because the text broke.
-				if _, err := parse(mutated); err != nil {
-					t.Fatalf("mutated templates do not parse: %v", err)
-				}
+				mutated := mutate(t, r, m)
 				err := rl.check(mutated)
 				if err == nil {
 					t.Fatalf("rule passed after replacing %q with %q in %s", m.old, m.new, m.file)
 				}
 				t.Logf("caught: %v", err)
+				var others []string
+				for _, o := range all {
+					if o.name != rl.name && o.check(mutated) != nil {
+						others = append(others, o.name)
+					}
+				}
+				if len(others) == 0 {
+					isolated++
+				} else {
+					t.Logf("also breaks: %q", others)
+				}
 			})
 		}
+		if isolated == 0 {
+			t.Errorf("rule %q: no mutation breaks it alone; add one that breaks exactly this rule", rl.name)
+		}
 	}
+}
+
+// mutate returns a copy of r with m applied, failing unless m.old occurs
+// exactly once and the result still parses.
+func mutate(t *testing.T, r repo, m mutation) repo {
+	t.Helper()
+	text, ok := r[m.file]
+	if !ok {
+		t.Fatalf("no file %s", m.file)
+	}
+	if n := strings.Count(text, m.old); n != 1 {
+		t.Fatalf("%s contains %q %d times, want once: update the mutation", m.file, m.old, n)
+	}
+	mutated := repo{}
+	for k, v := range r {
+		mutated[k] = v
+	}
+	mutated[m.file] = strings.Replace(text, m.old, m.new, 1)
+	// The mutation must leave readable templates, so that the rule fails on
+	// its own terms and not because the text broke.
+	if _, err := parse(mutated); err != nil {
+		t.Fatalf("mutated templates do not parse: %v", err)
+	}
+	return mutated
 }

@@ -21,15 +21,16 @@ param environmentName string
 @description('Azure region for every resource.')
 param location string
 
-@description('Object id of the developer running azd (AZURE_PRINCIPAL_ID). When set, that user may send to and receive from the queue and read and write orders, so the binaries can run locally. Leave empty to grant nothing.')
+@description('Object id of the principal running azd (AZURE_PRINCIPAL_ID: the signed-in user, or the service principal of a pipeline). That principal may send to and receive from the queue and read and write orders, so the binaries can run locally. Empty grants nothing.')
 param principalId string = ''
 
 @allowed([
+  ''
   'User'
   'ServicePrincipal'
 ])
-@description('Kind of principal that principalId names.')
-param principalType string = 'User'
+@description('Kind of principal that principalId names, as azd reports it (AZURE_PRINCIPAL_TYPE). Empty leaves principalType off the role assignments, and Azure looks the principal up itself.')
+param principalType string = ''
 
 @description('Name of the Service Bus queue that carries orders.')
 param queueName string = 'orders'
@@ -56,9 +57,6 @@ param cosmosContainerName string = 'orders'
 
 @description('Whether azd has already deployed the worker (SERVICE_WORKER_RESOURCE_EXISTS). When true, provisioning keeps the image azd deployed instead of resetting it to the bootstrap image.')
 param workerExists bool = false
-
-@description('Whether azd has already deployed the producer job (SERVICE_PRODUCER_RESOURCE_EXISTS).')
-param producerExists bool = false
 
 @minValue(0)
 @maxValue(30)
@@ -185,7 +183,6 @@ module apps 'modules/containerapps.bicep' = {
     logAnalyticsWorkspaceName: monitoring.outputs.name
     registryServer: registry.outputs.loginServer
     workerExists: workerExists
-    producerExists: producerExists
     workerIdentityId: workerIdentity.outputs.id
     workerClientId: workerIdentity.outputs.clientId
     producerIdentityId: producerIdentity.outputs.id

@@ -281,12 +281,21 @@ func TestComposeWiring(t *testing.T) {
 		{"Cosmos DB vNext image", `(?m)^\s+image: mcr\.microsoft\.com/cosmosdb/linux/azure-cosmos-emulator:vnext`, compose},
 		{"AMQP port on loopback", `(?m)^\s+- "127\.0\.0\.1:5672:5672"$`, compose},
 		{"Cosmos gateway on loopback", `(?m)^\s+- "127\.0\.0\.1:8081:8081"$`, compose},
-		{"SQL password from .env", `MSSQL_SA_PASSWORD: \$\{MSSQL_SA_PASSWORD`, compose},
-		{".env.example names the password", `(?m)^MSSQL_SA_PASSWORD=$`, env},
+		{"SQL password from .env", `MSSQL_SA_PASSWORD: \$\{MSSQL_SA_PASSWORD:\?`, compose},
+		{"licence acceptance from .env", `ACCEPT_EULA: \$\{ACCEPT_EULA:\?`, compose},
+		{".env.example sets the password", `(?m)^MSSQL_SA_PASSWORD=\S`, env},
+		{".env.example sets ACCEPT_EULA", `(?m)^ACCEPT_EULA=`, env},
 	}
 	for _, c := range checks {
 		if !regexp.MustCompile(c.re).MatchString(c.text) {
 			t.Errorf("%s: no line matches %s", c.what, c.re)
+		}
+	}
+	// Every ACCEPT_EULA and MSSQL_SA_PASSWORD the services set comes from
+	// .env, as in the official compose file: none is written into this file.
+	for _, m := range regexp.MustCompile(`(?m)^\s+(ACCEPT_EULA|MSSQL_SA_PASSWORD):\s*(.*)$`).FindAllStringSubmatch(compose, -1) {
+		if !strings.HasPrefix(m[2], "${"+m[1]+":?") {
+			t.Errorf("%s: %s is not taken from .env with ${%s:?...}", m[1], m[2], m[1])
 		}
 	}
 	// Every published port is bound to loopback only.
@@ -344,4 +353,12 @@ func ExampleConfig_Validate() {
 	lock, window, ttl, _ := q.Properties.Durations()
 	fmt.Println(c.Validate(), q.Properties.RequiresDuplicateDetection, lock, window, ttl, q.Properties.MaxDeliveryCountOrDefault())
 	// Output: <nil> true 1m0s 5m0s 1h0m0s 10
+}
+
+func regexpAll(re, text string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(re).FindAllStringSubmatch(text, -1) {
+		out = append(out, m[1])
+	}
+	return out
 }

@@ -1,7 +1,10 @@
 // Package emulator holds the configuration for running the project against
 // the official Azure Service Bus and Cosmos DB emulators with Docker
 // (docker-compose.yaml, Config.json), and reads and checks the Service Bus
-// emulator's Config.json.
+// emulator's Config.json. It also holds what the integration tests use to
+// wait for the emulators to be ready (WaitReady, HTTPHealthProbe,
+// CosmosProbe) and the SQL Server password policy that .env.example must
+// meet (CheckSAPassword).
 //
 // The tests in this directory that need no Docker run with plain `go test`:
 // they check that Config.json stays inside the emulator's documented limits

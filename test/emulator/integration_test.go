@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/internal/e2etest"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/emulator"
 )
 
 // The integration tests run the real binaries against the official emulators
@@ -46,8 +48,21 @@ func envOr(name, def string) string {
 	return def
 }
 
-// reachable returns the emulators' settings, or skips the test, saying how to
-// start them, when either is not listening.
+// readyTimeout bounds the wait for emulators that accept connections but
+// are still starting: the Service Bus emulator waits for SQL Edge, which
+// takes tens of seconds on a cold start.
+const readyTimeout = 3 * time.Minute
+
+// reachable returns the emulators' settings. It skips the test, saying how
+// to start them, when nothing listens on either port; it then waits until
+// each emulator answers a real request, because Docker's port proxy accepts
+// TCP connections on a published port before the emulator in the container
+// is up, and fails the test if one is not ready within readyTimeout.
+//
+// Readiness: the Service Bus emulator's GET /health on its management port
+// (5300 on the AMQP host; SERVICEBUS_EMULATOR_HEALTH_URL overrides it, and
+// "off" skips it for a stand-in broker that has no such endpoint), and a
+// database read answered by the Cosmos DB gateway (see emulator.CosmosProbe).
 func reachable(t *testing.T) emulators {
 	t.Helper()
 	e := emulators{
@@ -76,6 +91,32 @@ func reachable(t *testing.T) emulators {
 			t.Skipf("SKIP: the %s is not reachable at %s (%v); start the emulators with `docker compose up -d` in test/emulator (see its README)", what, addr, err)
 		}
 		c.Close()
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	host, _, err := net.SplitHostPort(sbHost)
+	if err != nil {
+		t.Fatalf("Service Bus endpoint %q: %v", sbHost, err)
+	}
+	health := envOr("SERVICEBUS_EMULATOR_HEALTH_URL", "http://"+net.JoinHostPort(host, "5300")+"/health")
+	if health != "off" {
+		probe := emulator.HTTPHealthProbe(&http.Client{Timeout: 5 * time.Second}, health)
+		if err := emulator.WaitReady(ctx, 2*time.Second, probe); err != nil {
+			t.Fatalf("the Service Bus emulator accepts connections on %s but is not healthy at %s: %v; see `docker compose logs servicebus sqledge` (a stand-in broker without /health: set SERVICEBUS_EMULATOR_HEALTH_URL=off)", sbHost, health, err)
+		}
+	}
+	client, err := cosmosstore.NewClientWithKey(e.cosmosEndpoint, e.cosmosKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := func(ctx context.Context) error {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return emulator.CosmosProbe(client)(pctx)
+	}
+	if err := emulator.WaitReady(ctx, 2*time.Second, probe); err != nil {
+		t.Fatalf("the Cosmos DB emulator accepts connections on %s but its gateway does not answer: %v; see `docker compose logs cosmos`", u.Host, err)
 	}
 	return e
 }

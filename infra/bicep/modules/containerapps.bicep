@@ -6,11 +6,16 @@
 // AZURE_CLIENT_ID) and the producer as the producer identity. The KEDA rule
 // authenticates with a third, scaler identity that is attached to the worker
 // app only because Container Apps requires a scale rule's identity to be
-// attached to the app; the worker process never selects it.
+// attached to the app; its identitySettings lifecycle None keeps it out of
+// the containers, so the worker process could not select it even if it
+// tried.
 //
-// Logs: the environment sends stdout to Azure Monitor, and a diagnostic
-// setting routes it to the Log Analytics workspace. That needs no workspace
-// shared key, so nothing here reads a key.
+// Logs: the programs write JSON logs to stderr. The environment sends each
+// container's stdout and stderr to Azure Monitor, and a diagnostic setting
+// routes them to the Log Analytics workspace (table ContainerAppConsoleLogs;
+// the _CL tables belong to the log-analytics destination, which needs the
+// workspace's shared key). Nothing here reads a key, and the workspace has
+// local (shared key) auth disabled.
 
 @description('Container Apps environment name.')
 param environmentName string
@@ -35,9 +40,6 @@ param registryServer string
 
 @description('Whether azd already deployed the worker; if so its current image is kept.')
 param workerExists bool = false
-
-@description('Whether azd already deployed the producer; if so its current image is kept.')
-param producerExists bool = false
 
 @description('Resource id of the worker identity.')
 param workerIdentityId string
@@ -143,12 +145,14 @@ resource existingWorker 'Microsoft.App/containerApps@2025-01-01' existing = if (
   name: workerName
 }
 
-resource existingProducer 'Microsoft.App/jobs@2025-01-01' existing = if (producerExists) {
-  name: producerName
-}
-
 var workerImage = workerExists ? existingWorker.properties.template.containers[0].image : bootstrapWorkerImage
-var producerImage = producerExists ? existingProducer.properties.template.containers[0].image : bootstrapProducerImage
+// The producer job always gets the bootstrap image from provisioning, and
+// `azd deploy` (the second half of every `azd up`) sets the real one. Keeping
+// the deployed image would need azd's SERVICE_PRODUCER_RESOURCE_EXISTS flag,
+// and azd's resource-exists flags have shipped broken in several releases: a
+// flag that says "exists" before the job does fails the whole deployment. The job only runs when started, so
+// the bootstrap image between `azd provision` and `azd deploy` costs nothing.
+var producerImage = bootstrapProducerImage
 
 resource worker 'Microsoft.App/containerApps@2025-01-01' = {
   name: workerName
@@ -172,6 +176,16 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
         {
           server: registryServer
           identity: workerIdentityId
+        }
+      ]
+      // The scaler identity is attached only so the KEDA rule can use it;
+      // lifecycle None keeps it out of the containers, so the worker
+      // process (or anything else running in its container) cannot get a
+      // token for it. The worker identity keeps the default (All).
+      identitySettings: [
+        {
+          identity: scalerIdentityId
+          lifecycle: 'None'
         }
       ]
     }

@@ -111,6 +111,11 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
 
 // The role is scoped to the database, not the account. A narrower container
 // scope breaks SDK calls that read the database's metadata.
+//
+// Cosmos DB runs one control-plane write per account at a time and answers a
+// concurrent one with "another operation is in progress", so the database,
+// the container and both role assignments are chained: database -> container
+// -> worker's assignment -> developer's assignment.
 var dataScope = '${account.id}/dbs/${databaseName}'
 
 resource workerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
@@ -122,7 +127,7 @@ resource workerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleA
     scope: dataScope
   }
   dependsOn: [
-    database
+    container
   ]
 }
 
@@ -135,7 +140,7 @@ resource developerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRo
     scope: dataScope
   }
   dependsOn: [
-    database
+    workerReadsWritesOrders
   ]
 }
 

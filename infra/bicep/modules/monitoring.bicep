@@ -1,6 +1,12 @@
 // monitoring.bicep creates the Log Analytics workspace that receives the
-// container apps' stdout. The programs write JSON logs (LOG_FORMAT=json), so
-// each field becomes queryable in ContainerAppConsoleLogs_CL.
+// container apps' console output (stdout and stderr; the programs log JSON to
+// stderr with LOG_FORMAT=json). The Container Apps environment's azure-monitor
+// destination and its diagnostic setting write it to the resource-specific
+// table ContainerAppConsoleLogs (not ContainerAppConsoleLogs_CL, which is the
+// log-analytics destination's table).
+//
+// Local auth is disabled: nothing may ingest or query with the workspace's
+// shared keys, only with Microsoft Entra identities and Azure RBAC.
 
 @description('Workspace name.')
 param name string
@@ -25,6 +31,9 @@ resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
       name: 'PerGB2018'
     }
     retentionInDays: retentionInDays
+    features: {
+      disableLocalAuth: true
+    }
   }
 }
 

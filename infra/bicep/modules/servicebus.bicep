@@ -45,8 +45,8 @@ param scalerPrincipalId string
 @description('Optional developer principal that gets Data Sender and Data Receiver on the queue. Empty grants nothing.')
 param developerPrincipalId string = ''
 
-@description('Kind of principal that developerPrincipalId names.')
-param developerPrincipalType string = 'User'
+@description('Kind of principal that developerPrincipalId names (User or ServicePrincipal, from azd\'s AZURE_PRINCIPAL_TYPE). Empty leaves principalType off, so a wrong guess cannot fail the deployment with UnmatchedPrincipalType.')
+param developerPrincipalType string = ''
 
 // Built-in role definition ids (Azure built-in roles; they never change).
 var dataReceiverRoleId = '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
@@ -119,7 +119,7 @@ resource developerSends 'Microsoft.Authorization/roleAssignments@2022-04-01' = i
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataSenderRoleId)
     principalId: developerPrincipalId
-    principalType: developerPrincipalType
+    principalType: empty(developerPrincipalType) ? null : developerPrincipalType
   }
 }
 
@@ -129,7 +129,7 @@ resource developerReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' 
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
     principalId: developerPrincipalId
-    principalType: developerPrincipalType
+    principalType: empty(developerPrincipalType) ? null : developerPrincipalType
   }
 }
 
