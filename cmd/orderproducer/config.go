@@ -59,14 +59,18 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := env.Parse(args); err != nil {
+	err := env.Parse(args)
+	var usageErr *cli.UsageError
+	if errors.Is(err, flag.ErrHelp) || errors.As(err, &usageErr) {
 		return c, err
 	}
+	errs := []error{err}
 	if seed < 0 {
-		return c, fmt.Errorf("-seed %d is negative", seed)
+		errs = append(errs, fmt.Errorf("-seed %d is negative", seed))
+	} else {
+		c.Seed = uint64(seed)
 	}
-	c.Seed = uint64(seed)
-	return c, c.Validate()
+	return c, errors.Join(append(errs, c.Validate())...)
 }
 
 // Validate reports every missing or inconsistent setting at once.
