@@ -1,7 +1,11 @@
 // Package cli holds what the project's commands share: configuration from
-// environment variables with flag overrides, ISO 8601 and Go durations,
+// environment variables with flag overrides, durations in the notations the
+// documentation uses (Go, days, ISO 8601, with TimeSpan.MaxValue as
+// Unlimited), command-line errors printed on one line (ParseFlags, Exit),
+// the two stages of a shutdown on signals (Stages, Force, RunUntilForced),
 // secret masking, the slog set-up (tint on a terminal, JSON otherwise) and the
-// Service Bus client constructor.
+// Service Bus client constructor with retry options that surface a
+// connection failure within seconds.
 package cli
 
 import (
