@@ -212,3 +212,63 @@ func TestNewLogger(t *testing.T) {
 		t.Error("level loud accepted")
 	}
 }
+
+func TestServiceBusValidateNamesTheVariable(t *testing.T) {
+	tests := []struct {
+		name string
+		sb   cli.ServiceBus
+		want []string // substrings of the error; none for a valid setting
+	}{
+		{"test broker", cli.ServiceBus{Queue: "orders", ConnectionString: "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"}, nil},
+		{"emulator", cli.ServiceBus{Queue: "orders", ConnectionString: "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;"}, nil},
+		{"sas", cli.ServiceBus{Queue: "orders", ConnectionString: "Endpoint=sb://x.servicebus.windows.net/;SharedAccessSignature=SharedAccessSignature sr=x&sig=y&se=1&skn=k"}, nil},
+		{"namespace", cli.ServiceBus{Queue: "orders", Namespace: "sb-x"}, nil},
+		{"http endpoint", cli.ServiceBus{Queue: "orders", ConnectionString: "Endpoint=http://127.0.0.1:5672;SharedAccessKeyName=k;SharedAccessKey=v"},
+			[]string{"SERVICEBUS_CONNECTION_STRING", `Endpoint "http://127.0.0.1:5672" is not sb://`}},
+		{"no key", cli.ServiceBus{Queue: "orders", ConnectionString: "Endpoint=sb://127.0.0.1:5672"},
+			[]string{"SERVICEBUS_CONNECTION_STRING", "SharedAccessKey"}},
+		{"not key=value", cli.ServiceBus{Queue: "orders", ConnectionString: "sb://127.0.0.1:5672"},
+			[]string{"SERVICEBUS_CONNECTION_STRING", "without '='"}},
+		{"namespace with a path", cli.ServiceBus{Queue: "orders", Namespace: "https://sb-x.servicebus.windows.net/orders"},
+			[]string{"SERVICEBUS_NAMESPACE"}},
+		{"secret not echoed", cli.ServiceBus{Queue: "orders", ConnectionString: "Endpoint=ftp://h;SharedAccessKeyName=k;SharedAccessKey=TOPSECRET"},
+			[]string{"SERVICEBUS_CONNECTION_STRING"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.sb.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want one naming %v", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "TOPSECRET") {
+				t.Errorf("the error reveals the key: %v", err)
+			}
+		})
+	}
+}
+
+func TestCheckEndpoint(t *testing.T) {
+	for in, ok := range map[string]bool{
+		"https://x.documents.azure.com:443/": true,
+		"http://127.0.0.1:8081/":             true,
+		"127.0.0.1:8081":                     false,
+		"localhost":                          false,
+		"https://":                           false,
+		"ftp://x/":                           false,
+	} {
+		if err := cli.CheckEndpoint(in); (err == nil) != ok {
+			t.Errorf("CheckEndpoint(%q) = %v, want ok=%v", in, err, ok)
+		}
+	}
+}
