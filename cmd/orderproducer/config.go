@@ -110,7 +110,7 @@ func (c config) LogValue() slog.Value {
 		slog.Float64("reused", c.Reused),
 		slog.Float64("malformed", c.Malformed),
 		slog.Float64("status_changes", c.StatusChanges),
-		slog.String("resend_delay", c.ResendDelay.String()),
+		slog.String("resend_delay", cli.FormatDuration(c.ResendDelay)),
 		slog.Uint64("seed", c.Seed),
 		slog.String("id_prefix", c.IDPrefix),
 	)...)

@@ -104,6 +104,8 @@ In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a man
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_CREATE_CONTAINER=true
 No Azure:     orderworker -simulate runs everything in-process under injected faults (-simulate -h)
 
+Durations: Go (90s, 1h30m), days (35d, 1d12h) or ISO 8601 (PT1M, P14D).
+
 Flags:
 `)
 	fs.PrintDefaults()
@@ -175,7 +177,7 @@ func (c *config) horizon() order.RedeliveryHorizon {
 // LogValue logs the configuration once at start-up, with secrets masked.
 func (c config) LogValue() slog.Value {
 	return slog.GroupValue(append(c.ServiceBus.LogAttrs(),
-		slog.String("lock_duration", c.LockDuration.String()),
+		slog.String("lock_duration", cli.FormatDuration(c.LockDuration)),
 		slog.String("cosmos_endpoint", c.CosmosEndpoint),
 		slog.String("cosmos_key", cli.Mask(c.CosmosKey)),
 		slog.String("cosmos_database", c.CosmosDatabase),
@@ -184,9 +186,9 @@ func (c config) LogValue() slog.Value {
 		slog.Bool("cosmos_create_container", c.CosmosCreateContainer),
 		slog.String("payments_url", c.PaymentsURL),
 		slog.String("inbox_consumer", c.InboxConsumer),
-		slog.String("inbox_ttl", c.InboxTTL.String()),
+		slog.String("inbox_ttl", cli.FormatDuration(c.InboxTTL)),
 		slog.Int("concurrency", c.Concurrency),
-		slog.String("message_timeout", c.MessageTimeout.String()),
-		slog.String("shutdown_grace", c.ShutdownGrace.String()),
+		slog.String("message_timeout", cli.FormatDuration(c.MessageTimeout)),
+		slog.String("shutdown_grace", cli.FormatDuration(c.ShutdownGrace)),
 	)...)
 }
