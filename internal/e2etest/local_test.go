@@ -48,13 +48,19 @@ func TestLocalScript(t *testing.T) {
 		"LOCAL_DIR="+dir, "COSMIUM_BIN="+cosmium, "LOCAL_ORDERS=100", "LOCAL_SEED=3",
 		"LOCAL_BROKER_PORT="+freePort(t), "LOCAL_COSMOS_PORT="+freePort(t), "LOCAL_PAYMENTS_PORT="+freePort(t))
 	script := filepath.Join("..", "..", "scripts", "local.sh")
-	sh := func(arg string) (string, error) {
+	shCtx := func(ctx context.Context, arg string) (string, error) {
 		cmd := exec.CommandContext(ctx, "bash", script, arg)
 		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	t.Cleanup(func() { sh("down") })
+	sh := func(arg string) (string, error) { return shCtx(ctx, arg) }
+	t.Cleanup(func() {
+		// Stop whatever is left after a failure; ctx is over by now.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		shCtx(ctx, "down")
+	})
 
 	if out, err := sh("up"); err != nil {
 		t.Fatalf("up: %v\n%s", err, out)
