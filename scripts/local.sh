@@ -111,7 +111,7 @@ up() {
 	done
 	build
 	mkdir -p "$dir/log" "$dir/run"
-	(umask 077 && head -c 64 /dev/urandom | base64 -w0 >"$dir/cosmos.key")
+	(umask 077 && head -c 64 /dev/urandom | base64 | tr -d '\n' >"$dir/cosmos.key")
 	eval "$(env_lines)"
 
 	start cosmium "$bin/cosmium" -Host 127.0.0.1 -Port "$cosmos_port" -AccountKey "$COSMOS_KEY" -DisableTls -LogLevel error
