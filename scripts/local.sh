@@ -120,7 +120,7 @@ up() {
 		-lock-duration "$lock" -duplicate-detection-window "$dup_window"
 	wait_for sbbroker 30 grep -q '^Endpoint=' "$dir/log/sbbroker.log"
 	PAYMENTS_ADDR=127.0.0.1:$payments_port start paymentservice "$bin/paymentservice" -log-format json
-	wait_for paymentservice 30 curl -fsS -o /dev/null "$PAYMENTS_URL/healthz"
+	wait_for paymentservice 30 curl -fs -o /dev/null "$PAYMENTS_URL/healthz"
 	LOG_FORMAT=json WORKER_SUMMARY_INTERVAL=5s start orderworker "$bin/orderworker"
 	wait_for orderworker 30 grep -q '"orderworker starting"' "$dir/log/orderworker.log"
 	sleep 1
