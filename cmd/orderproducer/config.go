@@ -59,14 +59,18 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := env.Parse(args); err != nil {
+	err := env.Parse(args)
+	var usageErr *cli.UsageError
+	if errors.Is(err, flag.ErrHelp) || errors.As(err, &usageErr) {
 		return c, err
 	}
+	errs := []error{err}
 	if seed < 0 {
-		return c, fmt.Errorf("-seed %d is negative", seed)
+		errs = append(errs, fmt.Errorf("-seed %d is negative", seed))
+	} else {
+		c.Seed = uint64(seed)
 	}
-	c.Seed = uint64(seed)
-	return c, c.Validate()
+	return c, errors.Join(append(errs, c.Validate())...)
 }
 
 // Validate reports every missing or inconsistent setting at once.
@@ -106,7 +110,7 @@ func (c config) LogValue() slog.Value {
 		slog.Float64("reused", c.Reused),
 		slog.Float64("malformed", c.Malformed),
 		slog.Float64("status_changes", c.StatusChanges),
-		slog.String("resend_delay", c.ResendDelay.String()),
+		slog.String("resend_delay", cli.FormatDuration(c.ResendDelay)),
 		slog.Uint64("seed", c.Seed),
 		slog.String("id_prefix", c.IDPrefix),
 	)...)

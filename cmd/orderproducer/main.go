@@ -6,22 +6,26 @@
 // and can deliberately send exact duplicates (a producer retry), reused ids
 // with other content (the mismatch case) and malformed bodies, so that every
 // path of the worker can be shown on a real queue. Run `orderproducer -h`.
+//
+// SIGINT or SIGTERM stops sending (logged) and prints what was sent; a
+// second signal exits at once. A mistake on the command line prints one line
+// and exits 2; -h prints the usage and exits 0.
 package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cli.Stages(context.Background(), sigs)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "orderproducer:", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.Exit("orderproducer", err, os.Stderr))
 }

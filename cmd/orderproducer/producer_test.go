@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -253,5 +255,30 @@ func TestPlanStatusChanges(t *testing.T) {
 	}
 	if m := newMessage(outgoing{id: "o"}); m.Subject != nil {
 		t.Errorf("an order placement has subject %q", *m.Subject)
+	}
+}
+
+// TestProgressFirstRate checks the first rate reading of the progress bar:
+// it may not exceed the messages added divided by the time since the bar
+// was made (it read 38,550,501 msg/s when the bar's clock started at the
+// first render).
+func TestProgressFirstRate(t *testing.T) {
+	var out strings.Builder
+	made := time.Now()
+	bar := newProgress("always", &out, 1000)
+	time.Sleep(10 * time.Millisecond)
+	elapsed := time.Since(made)
+	if err := bar.Add(100); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(\d+) msg/(s|min|hr)`).FindAllStringSubmatch(out.String(), -1)
+	if len(m) == 0 {
+		t.Fatalf("no rate in %q", out.String())
+	}
+	last := m[len(m)-1]
+	rate, _ := strconv.ParseFloat(last[1], 64)
+	rate /= map[string]float64{"s": 1, "min": 60, "hr": 3600}[last[2]]
+	if bound := 100 / elapsed.Seconds(); rate > bound*1.01+1 {
+		t.Errorf("first rate %v msg/s exceeds 100 messages over %v (%.0f msg/s)", rate, elapsed, bound)
 	}
 }

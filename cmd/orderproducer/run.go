@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 )
 
 // run is the whole program; main only supplies the process's context,
@@ -57,6 +60,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	first, second := plan(cfg, orders, now)
 	logger.Info("orderproducer starting", "config", cfg, "messages", len(first)+len(second))
 
+	stopLog := context.AfterFunc(ctx, func() {
+		logger.Warn("stopping: no more messages are sent; a second signal exits at once", "cause", context.Cause(ctx).Error())
+	})
+	defer stopLog()
+	return cli.RunUntilForced(ctx, func(ctx context.Context) error { return send(ctx, cfg, logger, first, second, stdout, stderr) })
+}
+
+// send sends first, waits the resend delay, sends second, and prints what
+// was sent to stdout.
+func send(ctx context.Context, cfg config, logger *slog.Logger, first, second []outgoing, stdout, stderr io.Writer) error {
 	sb, err := cfg.ServiceBus.NewClient()
 	if err != nil {
 		return err
@@ -107,13 +120,16 @@ type progressBar interface {
 }
 
 // newProgress returns a progress bar on w when mode asks for one ("always",
-// or "auto" on a terminal), else one that shows nothing.
+// or "auto" on a terminal), else one that shows nothing. The bar starts its
+// clock now: progressbar starts it at the first render otherwise, so that
+// the first rate reading divides the first batch by the microseconds since
+// that render (38,550,501 msg/s).
 func newProgress(mode string, w io.Writer, total int) progressBar {
 	f, isFile := w.(*os.File)
 	if mode == "never" || mode == "auto" && !(isFile && term.IsTerminal(int(f.Fd()))) {
 		return progressbar.DefaultSilent(int64(total))
 	}
-	return progressbar.NewOptions(total,
+	bar := progressbar.NewOptions(total,
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription("sending"),
 		progressbar.OptionShowCount(),
@@ -122,6 +138,8 @@ func newProgress(mode string, w io.Writer, total int) progressBar {
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
 	)
+	_ = bar.RenderBlank() // starts the clock; a failed write only loses the bar
+	return bar
 }
 
 func closeWithTimeout(closeFn func(context.Context) error) {

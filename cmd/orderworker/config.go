@@ -41,24 +41,39 @@ type config struct {
 	cli.Logging
 }
 
+// The defaults of the names and queue settings are what infra/bicep/main.bicep
+// creates with its own defaults (TestDefaultsAgreeWithBicep checks them), so
+// that the variables azd writes and the defaults never disagree.
+const (
+	defaultCosmosDatabase   = "orders"
+	defaultCosmosContainer  = "orders"
+	defaultLockDuration     = time.Minute
+	defaultMaxDeliveryCount = 10
+	defaultMessageTTL       = 14 * 24 * time.Hour
+	defaultDuplicateWindow  = 10 * time.Minute
+)
+
 // parseConfig reads the environment through getenv, then the flags in args.
+// A flag mistake is returned alone (a *cli.UsageError, or flag.ErrHelp for
+// -h); otherwise every unparsable variable and every missing or inconsistent
+// setting is reported at once, each naming its variable.
 func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (config, error) {
 	var c config
 	env := cli.NewEnv(fs, getenv)
 	c.ServiceBus.Define(env, "queue to receive from")
-	env.Duration(&c.LockDuration, "lock-duration", "SERVICEBUS_LOCK_DURATION", time.Minute, "the queue's lock duration; locks are renewed every half of it")
+	env.Duration(&c.LockDuration, "lock-duration", "SERVICEBUS_LOCK_DURATION", defaultLockDuration, "the queue's lock duration; locks are renewed every half of it")
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint, such as https://x.documents.azure.com:443/")
 	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
-	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", "ordersdb", "Cosmos DB database")
-	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "Cosmos DB container, partitioned on /orderId")
+	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", defaultCosmosDatabase, "Cosmos DB database")
+	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", defaultCosmosContainer, "Cosmos DB container, partitioned on /orderId")
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
 	env.Bool(&c.CosmosCreateContainer, "cosmos-create-container", "COSMOS_CREATE_CONTAINER", false, "create the database and container first; for emulators only")
 	env.String(&c.PaymentsURL, "payments-url", "PAYMENTS_URL", "", "base URL of the payments service; when set, each accepted order's payment is captured once")
 	env.String(&c.InboxConsumer, "inbox-consumer", "WORKER_INBOX_CONSUMER", "", "run the inbox-marker variant as this named consumer (awards loyalty points once per order) instead of the order writer")
 	env.Duration(&c.InboxTTL, "inbox-ttl", "WORKER_INBOX_TTL", 36*24*time.Hour, "time-to-live of inbox markers; refused below the queue's redelivery horizon")
-	env.Int(&c.MaxDeliveryCount, "max-delivery-count", "SERVICEBUS_MAX_DELIVERY_COUNT", 10, "the queue's max delivery count (for the inbox retention check)")
-	env.Duration(&c.MessageTTL, "message-ttl", "SERVICEBUS_MESSAGE_TTL", 14*24*time.Hour, "the queue's default message time-to-live, 0 for unlimited (for the inbox retention check)")
-	env.Duration(&c.DuplicateWindow, "duplicate-detection-window", "SERVICEBUS_DUPLICATE_DETECTION_WINDOW", 10*time.Minute, "the queue's duplicate-detection window (for the inbox retention check)")
+	env.Int(&c.MaxDeliveryCount, "max-delivery-count", "SERVICEBUS_MAX_DELIVERY_COUNT", defaultMaxDeliveryCount, "the queue's max delivery count (for the inbox retention check)")
+	env.Duration(&c.MessageTTL, "message-ttl", "SERVICEBUS_MESSAGE_TTL", defaultMessageTTL, "the queue's default message time-to-live, 0 or unlimited (or P10675199DT2H48M5.4775807S, as Service Bus reports it) for none (for the inbox retention check)")
+	env.Duration(&c.DuplicateWindow, "duplicate-detection-window", "SERVICEBUS_DUPLICATE_DETECTION_WINDOW", defaultDuplicateWindow, "the queue's duplicate-detection window (for the inbox retention check)")
 	env.Duration(&c.ResubmissionHorizon, "resubmission-horizon", "WORKER_RESUBMISSION_HORIZON", 7*24*time.Hour, "how long after dead-lettering an operator may resubmit a message (for the inbox retention check)")
 	env.Int(&c.Concurrency, "concurrency", "WORKER_CONCURRENCY", 8, "messages handled at once")
 	env.Duration(&c.MessageTimeout, "message-timeout", "WORKER_MESSAGE_TIMEOUT", 0, "deadline of one message's handling; 0 means 80% of the lock duration")
@@ -66,10 +81,15 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Duration(&c.SummaryInterval, "summary-interval", "WORKER_SUMMARY_INTERVAL", 30*time.Second, "how often to log a summary of outcomes")
 	c.Logging.Define(env)
 	fs.Usage = func() { usage(fs) }
-	if err := env.Parse(args); err != nil {
+	err := env.Parse(args)
+	var usageErr *cli.UsageError
+	if errors.Is(err, flag.ErrHelp) || errors.As(err, &usageErr) {
 		return c, err
 	}
-	return c, c.Validate()
+	if c.MessageTTL == cli.Unlimited {
+		c.MessageTTL = 0 // order.RedeliveryHorizon's "unlimited"
+	}
+	return c, errors.Join(err, c.Validate())
 }
 
 func usage(fs *flag.FlagSet) {
@@ -84,6 +104,8 @@ In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a man
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_CREATE_CONTAINER=true
 No Azure:     orderworker -simulate runs everything in-process under injected faults (-simulate -h)
 
+Durations: Go (90s, 1h30m), days (35d, 1d12h) or ISO 8601 (PT1M, P14D).
+
 Flags:
 `)
 	fs.PrintDefaults()
@@ -95,6 +117,13 @@ func (c *config) Validate() error {
 	errs := []error{c.ServiceBus.Validate()}
 	if c.CosmosEndpoint == "" {
 		errs = append(errs, errors.New("set COSMOS_ENDPOINT (-cosmos-endpoint)"))
+	} else if err := cli.CheckEndpoint(c.CosmosEndpoint); err != nil {
+		errs = append(errs, fmt.Errorf("COSMOS_ENDPOINT (-cosmos-endpoint): %w", err))
+	}
+	if c.PaymentsURL != "" {
+		if err := cli.CheckEndpoint(c.PaymentsURL); err != nil {
+			errs = append(errs, fmt.Errorf("PAYMENTS_URL (-payments-url): %w", err))
+		}
 	}
 	if c.CosmosDatabase == "" || c.CosmosContainer == "" {
 		errs = append(errs, errors.New("set COSMOS_DATABASE (-cosmos-database) and COSMOS_CONTAINER (-cosmos-container)"))
@@ -148,7 +177,7 @@ func (c *config) horizon() order.RedeliveryHorizon {
 // LogValue logs the configuration once at start-up, with secrets masked.
 func (c config) LogValue() slog.Value {
 	return slog.GroupValue(append(c.ServiceBus.LogAttrs(),
-		slog.String("lock_duration", c.LockDuration.String()),
+		slog.String("lock_duration", cli.FormatDuration(c.LockDuration)),
 		slog.String("cosmos_endpoint", c.CosmosEndpoint),
 		slog.String("cosmos_key", cli.Mask(c.CosmosKey)),
 		slog.String("cosmos_database", c.CosmosDatabase),
@@ -157,9 +186,9 @@ func (c config) LogValue() slog.Value {
 		slog.Bool("cosmos_create_container", c.CosmosCreateContainer),
 		slog.String("payments_url", c.PaymentsURL),
 		slog.String("inbox_consumer", c.InboxConsumer),
-		slog.String("inbox_ttl", c.InboxTTL.String()),
+		slog.String("inbox_ttl", cli.FormatDuration(c.InboxTTL)),
 		slog.Int("concurrency", c.Concurrency),
-		slog.String("message_timeout", c.MessageTimeout.String()),
-		slog.String("shutdown_grace", c.ShutdownGrace.String()),
+		slog.String("message_timeout", cli.FormatDuration(c.MessageTimeout)),
+		slog.String("shutdown_grace", cli.FormatDuration(c.ShutdownGrace)),
 	)...)
 }

@@ -2,13 +2,22 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
-	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -57,6 +66,32 @@ func TestConfig(t *testing.T) {
 			wantErr: []string{"COSMOS_CREATE_CONTAINER", "COSMOS_INSECURE_SKIP_VERIFY"}},
 		{name: "two Service Bus identities", env: with("SERVICEBUS_CONNECTION_STRING", "Endpoint=sb://x"), wantErr: []string{"only one"}},
 		{name: "stray argument", env: azure, args: []string{"extra"}, wantErr: []string{"unexpected arguments"}},
+		{name: "an unparsable variable does not hide the missing ones", env: map[string]string{"WORKER_CONCURRENCY": "many"},
+			wantErr: []string{`WORKER_CONCURRENCY="many"`, "SERVICEBUS_NAMESPACE", "COSMOS_ENDPOINT"}},
+		{name: "every problem at once, each named", env: map[string]string{
+			"SERVICEBUS_CONNECTION_STRING": "Endpoint=http://127.0.0.1:5672;SharedAccessKeyName=k",
+			"COSMOS_ENDPOINT":              "127.0.0.1:8081", "PAYMENTS_URL": "localhost:8090",
+			"SERVICEBUS_LOCK_DURATION": "a minute", "WORKER_SHUTDOWN_GRACE": "P213504D",
+		}, wantErr: []string{
+			"SERVICEBUS_CONNECTION_STRING (-servicebus-connection-string): " + `Endpoint "http://127.0.0.1:5672" is not sb://`,
+			"SharedAccessKey", "COSMOS_ENDPOINT (-cosmos-endpoint)", "PAYMENTS_URL (-payments-url)",
+			"SERVICEBUS_LOCK_DURATION", "WORKER_SHUTDOWN_GRACE: \"P213504D\"",
+		}},
+		{name: "namespace that is not a host", env: with("SERVICEBUS_NAMESPACE", "https://sb-x.servicebus.windows.net/orders"),
+			wantErr: []string{"SERVICEBUS_NAMESPACE (-namespace)"}},
+		{name: "days notation of the docs", env: with("WORKER_INBOX_TTL", "35d", "WORKER_SHUTDOWN_GRACE", "1d12h"), check: func(t *testing.T, c config) {
+			if c.InboxTTL != 35*24*time.Hour || c.ShutdownGrace != 36*time.Hour {
+				t.Errorf("config = %+v", c)
+			}
+		}},
+		{name: "TTL as Service Bus reports unlimited", env: with("SERVICEBUS_MESSAGE_TTL", "P10675199DT2H48M5.4775807S"), check: func(t *testing.T, c config) {
+			if c.MessageTTL != 0 {
+				t.Errorf("MessageTTL = %v, want 0 (unlimited)", c.MessageTTL)
+			}
+		}},
+		{name: "emulator connection string", env: with("SERVICEBUS_NAMESPACE", "", "SERVICEBUS_CONNECTION_STRING",
+			"Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"),
+			check: func(t *testing.T, c config) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,6 +115,141 @@ func TestConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDefaultsAgreeWithBicep reads the defaults of infra/bicep/main.bicep,
+// what `azd up` creates, and compares them with the worker's own defaults,
+// which apply whenever a variable is not set.
+func TestDefaultsAgreeWithBicep(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "infra", "bicep", "main.bicep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^param (\w+) (?:string|int) = '?([^'\n]*?)'?\s*$`).FindAllStringSubmatch(string(src), -1) {
+		params[m[1]] = m[2]
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c, err := parseConfig(fs, nil, envOf(map[string]string{"SERVICEBUS_NAMESPACE": "sb", "COSMOS_ENDPOINT": "https://x/"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dur := func(s string) time.Duration {
+		d, err := cli.ParseISO8601(s)
+		if err != nil {
+			t.Fatalf("main.bicep: %v", err)
+		}
+		return d
+	}
+	for _, p := range []struct {
+		param, got string
+		want       func(string) string
+	}{
+		{"queueName", c.Queue, nil},
+		{"cosmosDatabaseName", c.CosmosDatabase, nil},
+		{"cosmosContainerName", c.CosmosContainer, nil},
+		{"maxDeliveryCount", strconv.Itoa(c.MaxDeliveryCount), nil},
+		{"lockDuration", c.LockDuration.String(), func(s string) string { return dur(s).String() }},
+		{"duplicateDetectionWindow", c.DuplicateWindow.String(), func(s string) string { return dur(s).String() }},
+		{"messageTimeToLive", c.MessageTTL.String(), func(s string) string { return dur(s).String() }},
+	} {
+		v, ok := params[p.param]
+		if !ok {
+			t.Errorf("main.bicep has no default for param %s", p.param)
+			continue
+		}
+		if p.want != nil {
+			v = p.want(v)
+		}
+		if p.got != v {
+			t.Errorf("param %s: Bicep creates %q, the worker defaults to %q", p.param, v, p.got)
+		}
+	}
+}
+
+func TestSimulateInAnyPosition(t *testing.T) {
+	for _, tt := range []struct {
+		args, rest []string
+		ok         bool
+	}{
+		{[]string{"-simulate"}, nil, true},
+		{[]string{"-orders", "20", "-simulate", "-seed", "7"}, []string{"-orders", "20", "-seed", "7"}, true},
+		{[]string{"-seed", "7", "--simulate"}, []string{"-seed", "7"}, true},
+		{[]string{"-queue", "orders"}, []string{"-queue", "orders"}, false},
+		{[]string{"--", "-simulate"}, []string{"--", "-simulate"}, false},
+	} {
+		rest, ok := simulateArgs(tt.args)
+		if ok != tt.ok || strings.Join(rest, " ") != strings.Join(tt.rest, " ") {
+			t.Errorf("simulateArgs(%q) = %q, %v; want %q, %v", tt.args, rest, ok, tt.rest, tt.ok)
+		}
+	}
+}
+
+func TestRunFlagMistakeIsOneLine(t *testing.T) {
+	var stderr strings.Builder
+	err := run(context.Background(), []string{"-no-such-flag"}, envOf(nil), io.Discard, &stderr)
+	var ue *cli.UsageError
+	if !errors.As(err, &ue) {
+		t.Fatalf("err = %v, want a *cli.UsageError", err)
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("the usage was printed for a mistake:\n%s", stderr.String())
+	}
+	var out strings.Builder
+	if got := cli.Exit("orderworker", err, &out); got != 2 || strings.Count(out.String(), "\n") != 2 || !strings.HasPrefix(out.String(), "orderworker: flag provided but not defined: -no-such-flag") {
+		t.Errorf("exit %d, printed %q", got, out.String())
+	}
+}
+
+func TestShutdownStagesAreLogged(t *testing.T) {
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	sigs := make(chan os.Signal, 2)
+	ctx, stop := cli.Stages(context.Background(), sigs)
+	defer stop()
+	defer logShutdownStages(ctx, logger, 30*time.Second)()
+	release := make(chan struct{})
+	defer close(release)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- cli.RunUntilForced(ctx, func(ctx context.Context) error { <-ctx.Done(); <-release; return nil })
+	}()
+	sigs <- os.Interrupt
+	<-ctx.Done()
+	sigs <- syscall.SIGTERM
+	if err := <-errc; !errors.Is(err, cli.ErrForced) {
+		t.Fatalf("err = %v, want ErrForced", err)
+	}
+	<-cli.Force(ctx).Done()
+	// AfterFunc runs the log calls in goroutines of their own: wait for both lines.
+	for !strings.Contains(logs.String(), "stopping at once") {
+		runtime.Gosched()
+	}
+	for _, want := range []string{"level=WARN msg=\"shutting down: draining", `cause="interrupt signal received"`, "shutdown_grace=30s",
+		"level=ERROR msg=\"stopping at once", `cause="second signal (terminated) received"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+// syncBuffer is a strings.Builder safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func TestConfigLogMasksSecrets(t *testing.T) {

@@ -5,22 +5,27 @@
 //
 // Configuration comes from the environment variables that `azd up` outputs,
 // each overridable by a flag; run `orderworker -h` for the list.
+//
+// SIGINT or SIGTERM starts a drain (logged): no new messages, in-flight ones
+// finish within the shutdown grace, exit status 0. A second signal stops it
+// at once with exit status 1. A mistake on the command line prints one line
+// and exits 2; -h prints the usage and exits 0.
 package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cli.Stages(context.Background(), sigs)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "orderworker:", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.Exit("orderworker", err, os.Stderr))
 }

@@ -19,10 +19,14 @@ import (
 )
 
 // run is the whole program; main only supplies the process's context,
-// arguments, environment and output streams.
+// arguments, environment and output streams. ctx ends at the first signal,
+// which starts the drain; the second stage of ctx (cli.Force, set by
+// cli.Stages in main) ends at the second, which makes run return at once
+// with an error wrapping cli.ErrForced. -h returns nil, a flag mistake a
+// *cli.UsageError.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && (args[0] == "-simulate" || args[0] == "--simulate") {
-		return runSimulation(ctx, args[1:], stdout, stderr)
+	if rest, ok := simulateArgs(args); ok {
+		return runSimulation(ctx, rest, stdout, stderr)
 	}
 	fs := flag.NewFlagSet("orderworker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -38,6 +42,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	logger.Info("orderworker starting", "config", cfg)
+	defer logShutdownStages(ctx, logger, cfg.ShutdownGrace)()
 
 	store, err := openStore(ctx, cfg, logger)
 	if err != nil {
@@ -47,12 +52,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	defer closeWithTimeout(logger, "service bus client", sb.Close)
+	defer closeWithTimeout(ctx, logger, "service bus client", sb.Close)
 	receiver, err := sb.NewReceiverForQueue(cfg.Queue, nil) // PeekLock is the default mode
 	if err != nil {
 		return fmt.Errorf("receiver for queue %q: %w", cfg.Queue, err)
 	}
-	defer closeWithTimeout(logger, "receiver", receiver.Close)
+	defer closeWithTimeout(ctx, logger, "receiver", receiver.Close)
 
 	handler, err := newHandler(cfg, store)
 	if err != nil {
@@ -72,9 +77,45 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	err = w.Run(ctx)
+	err = cli.RunUntilForced(ctx, w.Run)
+	if errors.Is(err, cli.ErrForced) {
+		logger.Error("orderworker stopped at once: in-flight messages were not settled; their locks lapse and they are redelivered", "error", err)
+		return err
+	}
 	logger.Info("orderworker stopped")
 	return err
+}
+
+// simulateArgs reports whether args ask for the simulation (-simulate or
+// --simulate anywhere before a "--"), and returns the other arguments, the
+// simulation's flags.
+func simulateArgs(args []string) (rest []string, ok bool) {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-simulate" || a == "--simulate" {
+			rest = append(append(rest, args[:i]...), args[i+1:]...)
+			return rest, true
+		}
+	}
+	return args, false
+}
+
+// logShutdownStages logs the start of the drain when ctx ends (at the first
+// signal: the worker logs the drain's details) and the forced stop when its
+// second stage ends, at warn and error so that LOG_LEVEL=warn shows them.
+// The returned function stops both.
+func logShutdownStages(ctx context.Context, logger *slog.Logger, grace time.Duration) func() {
+	stopDrain := context.AfterFunc(ctx, func() {
+		logger.Warn("shutting down: draining, no new messages; in-flight messages may finish within the shutdown grace; a second signal stops at once",
+			"cause", context.Cause(ctx).Error(), "shutdown_grace", grace.String())
+	})
+	force := cli.Force(ctx)
+	stopForce := context.AfterFunc(force, func() {
+		logger.Error("stopping at once: not waiting for in-flight messages", "cause", context.Cause(force).Error())
+	})
+	return func() { stopDrain(); stopForce() }
 }
 
 // newHandler returns what processes each message: the inbox-marker variant
@@ -125,8 +166,12 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (*cosmossto
 }
 
 // closeWithTimeout closes a Service Bus object with a deadline of its own,
-// since the run's context is already cancelled at shutdown.
-func closeWithTimeout(logger *slog.Logger, what string, closeFn func(context.Context) error) {
+// since the run's context is already cancelled at shutdown; after a second
+// signal (cli.Force(runCtx) ended) it closes nothing, to exit at once.
+func closeWithTimeout(runCtx context.Context, logger *slog.Logger, what string, closeFn func(context.Context) error) {
+	if cli.Force(runCtx).Err() != nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := closeFn(ctx); err != nil {

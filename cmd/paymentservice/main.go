@@ -16,18 +16,16 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "paymentservice:", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.Exit("paymentservice", err, os.Stderr)) // a flag mistake: one line and status 2
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -21,12 +22,31 @@ func Credential() (azcore.TokenCredential, error) {
 	return cred, nil
 }
 
+// RetryOptions are the Service Bus client's retry settings. The SDK's
+// defaults (3 retries, 4 s initial delay doubling up to 120 s, with jitter)
+// keep a receive or a send retrying for about 40 s before it reports a
+// connection failure, while the worker's summaries look healthy and nothing
+// is logged. These surface an unreachable broker within about 2 s (retries
+// after ≈ 0.5 s and ≈ 1.5 s), so the caller logs it at once; the caller's
+// own loop keeps trying (the worker receives again after a pause, the
+// producer fails with the error), so giving up sooner loses nothing.
+var RetryOptions = azservicebus.RetryOptions{
+	MaxRetries:    2,
+	RetryDelay:    500 * time.Millisecond,
+	MaxRetryDelay: 5 * time.Second,
+}
+
+// ClientOptions returns the options NewServiceBusClient uses: RetryOptions.
+func ClientOptions() *azservicebus.ClientOptions {
+	return &azservicebus.ClientOptions{RetryOptions: RetryOptions}
+}
+
 // NewServiceBusClient returns a client for the connection string connStr
 // when it is set (the Service Bus emulator or the project's test broker), or
 // else for the fully qualified namespace with an Entra ID credential.
 func NewServiceBusClient(namespace, connStr string) (*azservicebus.Client, error) {
 	if connStr != "" {
-		c, err := azservicebus.NewClientFromConnectionString(connStr, nil)
+		c, err := azservicebus.NewClientFromConnectionString(connStr, ClientOptions())
 		if err != nil {
 			return nil, fmt.Errorf("service bus connection string: %w", err)
 		}
@@ -36,7 +56,7 @@ func NewServiceBusClient(namespace, connStr string) (*azservicebus.Client, error
 	if err != nil {
 		return nil, err
 	}
-	c, err := azservicebus.NewClient(NamespaceHost(namespace), cred, nil)
+	c, err := azservicebus.NewClient(NamespaceHost(namespace), cred, ClientOptions())
 	if err != nil {
 		return nil, fmt.Errorf("service bus namespace %q: %w", namespace, err)
 	}

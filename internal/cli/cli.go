@@ -1,7 +1,11 @@
 // Package cli holds what the project's commands share: configuration from
-// environment variables with flag overrides, ISO 8601 and Go durations,
+// environment variables with flag overrides, durations in the notations the
+// documentation uses (Go, days, ISO 8601, with TimeSpan.MaxValue as
+// Unlimited), command-line errors printed on one line (ParseFlags, Exit),
+// the two stages of a shutdown on signals (Stages, Force, RunUntilForced),
 // secret masking, the slog set-up (tint on a terminal, JSON otherwise) and the
-// Service Bus client constructor.
+// Service Bus client constructor with retry options that surface a
+// connection failure within seconds.
 package cli
 
 import (
@@ -10,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"math/big"
 	"os"
 	"regexp"
 	"strconv"
@@ -98,8 +104,9 @@ func (e *Env) Bool(p *bool, name, env string, def bool, usage string) {
 }
 
 // Duration defines a duration flag name whose default is $env or else def.
-// Both the variable and the flag accept Go durations ("90s") and ISO 8601
-// durations ("PT1M30S"), the form Service Bus and Bicep use.
+// Both the variable and the flag accept every notation ParseDuration does
+// (Go "90s", days "35d", ISO 8601 "PT1M30S", the form Service Bus and Bicep
+// use), and the usage text prints the default in one of them.
 func (e *Env) Duration(p *time.Duration, name, env string, def time.Duration, usage string) {
 	if v, ok := e.lookup(env); ok {
 		d, err := ParseDuration(v)
@@ -110,7 +117,7 @@ func (e *Env) Duration(p *time.Duration, name, env string, def time.Duration, us
 		}
 	}
 	*p = def
-	e.fs.Func(name, e.usage(name, env, usage+" (default "+def.String()+")"), func(s string) error {
+	e.fs.Func(name, e.usage(name, env, usage+" (default "+FormatDuration(def)+")"), func(s string) error {
 		d, err := ParseDuration(s)
 		if err != nil {
 			return err
@@ -123,47 +130,129 @@ func (e *Env) Duration(p *time.Duration, name, env string, def time.Duration, us
 // Err reports every environment variable that could not be parsed.
 func (e *Env) Err() error { return errors.Join(e.errs...) }
 
-var iso8601 = regexp.MustCompile(`^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$`)
+// Unlimited is the duration ParseDuration and ParseISO8601 return, with a
+// nil error, for TimeSpan.MaxValue (P10675199DT2H48M5.4775807S), the value
+// Service Bus reports for a time-to-live or a window that never ends, for
+// anything longer, and for the word "unlimited". It is math.MaxInt64
+// nanoseconds: callers compare with it (d == cli.Unlimited) before any
+// arithmetic, which would overflow. No finite setting parses to it: a
+// finite value too long for a time.Duration (about 292 years) is an error.
+const Unlimited = time.Duration(math.MaxInt64)
 
-// ParseDuration parses a Go duration ("1m30s") or an ISO 8601 duration
-// ("P1DT2H", "PT1M30S"), the form Service Bus and Bicep use.
+// ErrOverflow is wrapped by the error for a finite duration longer than a
+// time.Duration holds (about 292 years) and shorter than TimeSpan.MaxValue.
+var ErrOverflow = errors.New("longer than a time.Duration holds (about 292 years)")
+
+// timeSpanMaxNanos is TimeSpan.MaxValue, 2^63-1 ticks of 100 ns, in
+// nanoseconds.
+var timeSpanMaxNanos = new(big.Int).Mul(big.NewInt(math.MaxInt64), big.NewInt(100))
+
+var (
+	iso8601  = regexp.MustCompile(`^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)(?:\.(\d+))?S)?)?$`)
+	daysForm = regexp.MustCompile(`^(\d+)d(.*)$`)
+)
+
+// ParseDuration parses the duration notations the project's documentation
+// uses: a Go duration ("90s", "1h30m"), days followed by an optional Go
+// duration ("35d", "1d12h"), an ISO 8601 duration ("PT1M30S", "P14D"), the
+// form Service Bus and Bicep use, or "unlimited". TimeSpan.MaxValue and
+// "unlimited" give Unlimited; see ParseISO8601 for overflow.
 func ParseDuration(s string) (time.Duration, error) {
-	if strings.HasPrefix(s, "P") {
+	switch {
+	case s == "unlimited":
+		return Unlimited, nil
+	case strings.HasPrefix(s, "P"):
 		return ParseISO8601(s)
+	}
+	if m := daysForm.FindStringSubmatch(s); m != nil {
+		days, err := strconv.ParseInt(m[1], 10, 64)
+		if err != nil || days > int64(Unlimited/(24*time.Hour)) {
+			return 0, fmt.Errorf("%q: %w", s, ErrOverflow)
+		}
+		d := time.Duration(days) * 24 * time.Hour
+		if m[2] != "" {
+			rest, err := time.ParseDuration(m[2])
+			if err != nil || rest < 0 {
+				return 0, fmt.Errorf("%q: after the days, %q is not a Go duration such as 12h or 30m", s, m[2])
+			}
+			if d > Unlimited-1-rest {
+				return 0, fmt.Errorf("%q: %w", s, ErrOverflow)
+			}
+			d += rest
+		}
+		return d, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("%q is neither a Go duration (90s) nor an ISO 8601 duration (PT1M30S)", s)
+		return 0, fmt.Errorf("%q is not a duration: use Go (90s, 1h30m), days (35d, 1d12h) or ISO 8601 (PT1M30S, P14D)", s)
 	}
 	return d, nil
 }
 
 // ParseISO8601 parses an ISO 8601 duration of weeks, days, hours, minutes
 // and seconds, such as PT1M, PT30S, P14D or P1DT12H. Years and months are
-// refused: their length depends on the calendar.
+// refused: their length depends on the calendar. Fractions of a second
+// finer than a nanosecond are truncated.
+//
+// TimeSpan.MaxValue (P10675199DT2H48M5.4775807S), which Service Bus reports
+// for "never", and anything at least as long give Unlimited and a nil
+// error. A shorter value that a time.Duration cannot hold is an error
+// wrapping ErrOverflow that names the value; it never wraps around.
 func ParseISO8601(s string) (time.Duration, error) {
 	m := iso8601.FindStringSubmatch(s)
 	if m == nil || s == "P" || strings.HasSuffix(s, "T") {
 		return 0, fmt.Errorf("%q is not an ISO 8601 duration of weeks, days, hours, minutes and seconds (PT1M30S)", s)
 	}
-	var d time.Duration
-	for i, unit := range []time.Duration{7 * 24 * time.Hour, 24 * time.Hour, time.Hour, time.Minute} {
-		if m[i+1] != "" {
-			n, err := strconv.ParseInt(m[i+1], 10, 32)
-			if err != nil {
-				return 0, fmt.Errorf("%q: %w", s, err)
-			}
-			d += time.Duration(n) * unit
+	total := new(big.Int)
+	for i, unit := range []time.Duration{7 * 24 * time.Hour, 24 * time.Hour, time.Hour, time.Minute, time.Second} {
+		if m[i+1] == "" {
+			continue
 		}
+		n, _ := new(big.Int).SetString(m[i+1], 10) // the pattern admits digits only
+		total.Add(total, n.Mul(n, big.NewInt(int64(unit))))
 	}
-	if m[5] != "" {
-		f, err := strconv.ParseFloat(m[5], 64)
-		if err != nil {
-			return 0, fmt.Errorf("%q: %w", s, err)
-		}
-		d += time.Duration(f * float64(time.Second))
+	if frac := m[6]; frac != "" {
+		frac = (frac + "000000000")[:9] // nanoseconds, finer digits truncated
+		n, _ := new(big.Int).SetString(frac, 10)
+		total.Add(total, n)
 	}
-	return d, nil
+	switch {
+	case total.Cmp(timeSpanMaxNanos) >= 0:
+		return Unlimited, nil
+	case !total.IsInt64() || total.Int64() == int64(Unlimited):
+		return 0, fmt.Errorf("%q: %w; Service Bus's value for no limit is P10675199DT2H48M5.4775807S", s, ErrOverflow)
+	}
+	return time.Duration(total.Int64()), nil
+}
+
+// FormatDuration writes d in a notation ParseDuration accepts, the one the
+// documentation uses: whole days as "35d", days and a rest as "1d12h",
+// shorter durations as Go does ("10m", "30s", "1.5s"), and Unlimited as
+// "unlimited".
+func FormatDuration(d time.Duration) string {
+	if d == Unlimited {
+		return "unlimited"
+	}
+	if d < 24*time.Hour {
+		return trimZeroUnits(d.String())
+	}
+	days, rest := d/(24*time.Hour), d%(24*time.Hour)
+	s := strconv.FormatInt(int64(days), 10) + "d"
+	if rest != 0 {
+		s += trimZeroUnits(rest.String())
+	}
+	return s
+}
+
+// trimZeroUnits turns Go's "12h0m0s" into "12h" and "10m0s" into "10m".
+func trimZeroUnits(s string) string {
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // Mask hides a secret for logging, keeping only whether it is set.
@@ -200,17 +289,77 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
 }
 
-// Parse parses args into the flags, then reports, in this order, a flag
-// error (flag.ErrHelp for -h), stray arguments, and every environment
-// variable that could not be parsed.
+// Parse parses args into the flags with ParseFlags, then reports every
+// environment variable that could not be parsed. A command that validates
+// its configuration should, on an error that is not a *UsageError or
+// flag.ErrHelp, join it with its own validation, so that a bad variable does
+// not hide a missing one.
 func (e *Env) Parse(args []string) error {
-	if err := e.fs.Parse(args); err != nil {
+	if err := ParseFlags(e.fs, args); err != nil {
 		return err
 	}
-	if e.fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", e.fs.Args())
-	}
 	return e.Err()
+}
+
+// UsageError is a mistake on the command line: an unknown flag, a flag
+// value that does not parse, or a stray argument. Exit prints it on one line
+// with a hint to run the command with -h, and exits with status 2.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// ParseFlags parses args into fs without letting the flag package print
+// anything on an error: for -h or -help it prints fs.Usage (or the flag
+// defaults) to fs.Output() and returns flag.ErrHelp; for a mistake it
+// returns a *UsageError and prints nothing, so that the caller shows the
+// error first, on one line (Exit does). Arguments left after the flags are a
+// mistake too: the commands take none.
+func ParseFlags(fs *flag.FlagSet, args []string) error {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		if usage != nil {
+			usage()
+		} else {
+			fmt.Fprintf(out, "Usage of %s:\n", fs.Name())
+			fs.PrintDefaults()
+		}
+		return flag.ErrHelp
+	case err != nil:
+		return &UsageError{Err: err}
+	case fs.NArg() > 0:
+		return &UsageError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	return nil
+}
+
+// Exit returns the exit status for a command's result err, after writing
+// err to w: 0 for nil and flag.ErrHelp (the usage was asked for and
+// printed); 2 for a *UsageError, printed as "name: error" and a line that
+// points to "name -h"; 1 for anything else, printed as "name: error" with
+// one line per joined error. main is then os.Exit(cli.Exit(name, run(...),
+// os.Stderr)).
+func Exit(name string, err error, w io.Writer) int {
+	var ue *UsageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(w, "%s: %v\nRun '%s -h' for the flags and the environment variables they default to.\n", name, err, name)
+		return 2
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") {
+		msg = "\n  " + strings.ReplaceAll(msg, "\n", "\n  ")
+	}
+	fmt.Fprintf(w, "%s: %s\n", name, msg)
+	return 1
 }
 
 // Logging is the logging part of a command's configuration.

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
@@ -34,10 +37,77 @@ func (s *ServiceBus) Validate() error {
 	if s.Namespace != "" && s.ConnectionString != "" {
 		errs = append(errs, errors.New("set only one of SERVICEBUS_NAMESPACE and SERVICEBUS_CONNECTION_STRING"))
 	}
+	if s.Namespace != "" {
+		if err := checkNamespace(s.Namespace); err != nil {
+			errs = append(errs, fmt.Errorf("SERVICEBUS_NAMESPACE (-namespace): %w", err))
+		}
+	}
+	if s.ConnectionString != "" {
+		if err := CheckConnectionString(s.ConnectionString); err != nil {
+			errs = append(errs, fmt.Errorf("SERVICEBUS_CONNECTION_STRING (-servicebus-connection-string): %w", err))
+		}
+	}
 	if s.Queue == "" {
 		errs = append(errs, errors.New("set SERVICEBUS_QUEUE (-queue)"))
 	}
 	return errors.Join(errs...)
+}
+
+// checkNamespace reports a namespace that NamespaceHost cannot turn into a
+// host name: a URL with a path, a port, white space or an empty label.
+func checkNamespace(ns string) error {
+	host := NamespaceHost(ns)
+	if strings.ContainsAny(host, " /:?#@;=") || strings.Contains(host, "..") || strings.HasPrefix(host, ".") || strings.HasSuffix(host, ".") {
+		return fmt.Errorf("%q is not a namespace host such as sb-x.servicebus.windows.net", ns)
+	}
+	return nil
+}
+
+// CheckConnectionString reports what keeps cs from being a Service Bus
+// connection string the SDK can use, without revealing the secret: it needs
+// Endpoint=sb://<host>[:port][/], and either SharedAccessKeyName with
+// SharedAccessKey or a SharedAccessSignature. The SDK checks the same only
+// when it connects, and without naming the variable.
+func CheckConnectionString(cs string) error {
+	fields := map[string]string{}
+	for _, part := range strings.Split(cs, ";") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return fmt.Errorf("a part without '=' (want Key=Value;Key=Value)")
+		}
+		fields[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+	}
+	var errs []error
+	switch ep := fields["endpoint"]; {
+	case ep == "":
+		errs = append(errs, errors.New("no Endpoint=sb://<host>"))
+	default:
+		u, err := url.Parse(ep)
+		if err != nil || u.Scheme != "sb" || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+			errs = append(errs, fmt.Errorf("Endpoint %q is not sb://<host>[:port]", ep))
+		}
+	}
+	_, sas := fields["sharedaccesssignature"]
+	if !sas && (fields["sharedaccesskeyname"] == "" || fields["sharedaccesskey"] == "") {
+		errs = append(errs, errors.New("needs SharedAccessKeyName and SharedAccessKey (or SharedAccessSignature)"))
+	}
+	return errors.Join(errs...)
+}
+
+// CheckEndpoint reports an HTTP endpoint that is not an absolute http or
+// https URL with a host, such as https://x.documents.azure.com:443/.
+func CheckEndpoint(endpoint string) error {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %w", endpoint, err)
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s)://host[:port]/ URL", endpoint)
+	}
+	return nil
 }
 
 // NewClient returns a client for the connection string or, without one, for

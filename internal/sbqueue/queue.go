@@ -166,6 +166,19 @@ func (q *Queue) Send(ctx context.Context, m Message) (enqueued bool, err error) 
 // It returns how many were enqueued rather than dropped as duplicates. If it
 // returns an error, nothing was enqueued.
 func (q *Queue) SendBatch(ctx context.Context, ms []Message) (enqueued int, err error) {
+	return q.sendBatch(ctx, ms, nil)
+}
+
+// SendBatchReport is SendBatch that also reports each message duplicate
+// detection dropped: dropped holds their indexes in ms, and window is the
+// queue's duplicate-detection window, for the report. The test broker logs
+// and counts them (Service Bus itself tells nobody).
+func (q *Queue) SendBatchReport(ctx context.Context, ms []Message) (dropped []int, window time.Duration, err error) {
+	_, err = q.sendBatch(ctx, ms, &dropped)
+	return dropped, q.opts.DuplicateDetectionWindow, err
+}
+
+func (q *Queue) sendBatch(ctx context.Context, ms []Message, dropped *[]int) (enqueued int, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -190,9 +203,12 @@ func (q *Queue) SendBatch(ctx context.Context, ms []Message) (enqueued int, err 
 	q.s.mu.Lock()
 	defer q.s.mu.Unlock()
 	now := q.sweep()
-	for _, e := range entries {
+	for i, e := range entries {
 		if q.isDuplicate(e.msg.MessageID, now) {
 			q.counters.DuplicatesDropped++
+			if dropped != nil {
+				*dropped = append(*dropped, i)
+			}
 			continue
 		}
 		q.nextSeq++

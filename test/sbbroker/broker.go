@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/test/sbbroker/internal/wire"
 )
 
 // The Service Bus emulator's well-known credentials, which the broker
@@ -59,7 +60,61 @@ type Broker struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	faults    map[string]*dispositionFault
+	drops     map[string]*Dropped
 	wg        sync.WaitGroup
+}
+
+// Dropped counts what the broker took from senders of one queue without
+// enqueueing it, by reason.
+type Dropped struct {
+	// Duplicates were accepted (the sender saw success) and dropped by
+	// duplicate detection: their MessageId was sent less than the queue's
+	// window ago. Service Bus drops them just as silently; the broker also
+	// logs each one.
+	Duplicates int64
+	// Rejected sends failed, and the sender got the error: a MessageId over
+	// MaxMessageIDLength, a body that does not decode, a scheduled message.
+	Rejected int64
+}
+
+// Dropped returns, per queue name, what the broker did not enqueue and
+// why; queues with nothing dropped are absent. Safe for concurrent use.
+func (b *Broker) Dropped() map[string]Dropped {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]Dropped, len(b.drops))
+	for q, d := range b.drops {
+		out[q] = *d
+	}
+	return out
+}
+
+// dropped records and logs one duplicate dropped by duplicate detection.
+func (b *Broker) dropped(entity, messageID string, window time.Duration) {
+	b.mu.Lock()
+	b.dropsFor(entity).Duplicates++
+	b.mu.Unlock()
+	b.log.Info("duplicate dropped by duplicate detection: the sender was told it was accepted",
+		"queue", entity, "message_id", messageID, "window", window.String())
+}
+
+// reject records and logs a refused send and returns its outcome.
+func (b *Broker) reject(entity string, cond wire.Symbol, desc string) wire.Rejected {
+	b.mu.Lock()
+	b.dropsFor(entity).Rejected++
+	b.mu.Unlock()
+	b.log.Warn("send rejected", "queue", entity, "condition", string(cond), "reason", desc)
+	return wire.Rejected{Error: &wire.Error{Condition: cond, Description: desc}}
+}
+
+// dropsFor returns entity's counts, creating them. Requires b.mu.
+func (b *Broker) dropsFor(entity string) *Dropped {
+	d, ok := b.drops[entity]
+	if !ok {
+		d = &Dropped{}
+		b.drops[entity] = d
+	}
+	return d
 }
 
 // dispositionFault is the injected misbehaviour for one entity's
@@ -95,6 +150,7 @@ func New(ns *sbqueue.Namespace, o Options) *Broker {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		faults:    make(map[string]*dispositionFault),
+		drops:     make(map[string]*Dropped),
 	}
 }
 

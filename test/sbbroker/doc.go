@@ -24,8 +24,14 @@
 //     (CodeNotFound), a good one 202.
 //   - Sending: single messages and batches (format 0x80013700, one inner
 //     message per data section), settled with accepted; duplicates dropped by
-//     duplicate detection are accepted too, as Service Bus does; the link
-//     announces a 256 KiB max-message-size (Options.MaxMessageSize).
+//     duplicate detection are accepted too, as Service Bus does, but each
+//     drop is logged (queue, message_id, window) and counted (Dropped); the
+//     link announces a 256 KiB max-message-size (Options.MaxMessageSize). A
+//     MessageId over 128 characters (MaxMessageIDLength) rejects the send,
+//     for a batch the whole batch, with com.microsoft:argument-out-of-range.
+//     Service Bus refuses such ids; the exact condition it uses is not
+//     documented, and the SDK maps neither it nor this one, so it retries
+//     and then returns the error to the sender either way.
 //   - PeekLock receiving, driven by link credit: 16-byte lock tokens as
 //     delivery tags in .NET Guid byte order; x-opt-locked-until,
 //     x-opt-sequence-number, x-opt-enqueued-time (and x-opt-partition-key,
@@ -44,7 +50,9 @@
 //     SDK then settles through $management.
 //   - $management: com.microsoft:renew-lock (200 with expirations, 410 for a
 //     lost lock), com.microsoft:update-disposition (completed, abandoned,
-//     suspended; 410 for a lost lock) and com.microsoft:peek-message. The
+//     suspended; 410 for a lost lock) and com.microsoft:peek-message. A
+//     reply larger than one frame goes out as a multi-frame transfer, as
+//     from Service Bus. The
 //     dead-letter sub-queue is addressed as "<queue>/$DeadLetterQueue" for
 //     receiving, settling and management.
 //   - Fault controls for tests: DropConnections, DetachReceivers (detach with

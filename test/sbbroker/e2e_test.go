@@ -2,9 +2,13 @@ package sbbroker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -28,7 +32,7 @@ import (
 
 const (
 	e2eLock      = 3 * time.Second // short, so a killed worker's locks lapse quickly
-	e2eDatabase  = "ordersdb"
+	e2eDatabase  = "orders"
 	e2eContainer = "orders"
 )
 
@@ -379,4 +383,55 @@ func rawCreateRate(tb testing.TB, ctx context.Context, s *cosmosstore.Store, n, 
 	close(next)
 	wg.Wait()
 	return float64(n) / time.Since(start).Seconds()
+}
+
+// TestEndToEndSecondSignalStopsAtOnce: the first SIGINT starts the drain
+// (logged), and while a handler is still in flight (its payment call hangs)
+// a second SIGINT makes the worker exit at once with a non-zero status
+// instead of waiting out the shutdown grace; it used to ignore the second
+// signal and log nothing.
+func TestEndToEndSecondSignalStopsAtOnce(t *testing.T) {
+	e := newE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	called := make(chan struct{}, 100)
+	hang := make(chan struct{})
+	paySrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		called <- struct{}{}
+		select { // never answers: the capture stays in flight
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer func() { close(hang); paySrv.Close() }() // release the handler first: Close waits for it
+	e.baseEnv = append(e.baseEnv, "PAYMENTS_URL="+paySrv.URL, "WORKER_SHUTDOWN_GRACE=90s")
+	// A long configured lock, so that the message deadline (80 % of it)
+	// keeps the handler in flight for the whole test.
+	w := e.start(t, "worker", "orderworker", "-concurrency", "1", "-lock-duration", "90s")
+	runProducer(t, ctx, e, "-count", "1", "-id-prefix", "sig", "-seed", "1")
+	select {
+	case <-called:
+	case <-ctx.Done():
+		t.Fatal("the worker never called the payments service")
+	}
+
+	if err := w.Cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	e2etest.Until(t, ctx, "the drain logged", func() bool {
+		return strings.Contains(w.Output(), "shutting down: draining")
+	})
+	if err := w.Cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := w.Wait(ctx)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("worker after a second SIGINT: %v, want exit status 1", err)
+	}
+	for _, want := range []string{`"cause":"interrupt signal received"`, "stopping at once", "second signal (interrupt) received"} {
+		if !strings.Contains(w.Output(), want) {
+			t.Errorf("the worker's output lacks %q", want)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/Azure/go-amqp"
 	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
@@ -177,24 +178,42 @@ func decodeSend(format uint32, data []byte) ([]sbqueue.Message, error) {
 	return ms, nil
 }
 
+// MaxMessageIDLength is the longest MessageId Service Bus accepts, in
+// characters. A longer one fails the send (for a batch, the whole batch).
+const MaxMessageIDLength = 128
+
+// condArgumentOutOfRange is the condition the broker rejects a too-long
+// MessageId with: the one Service Bus uses for an argument outside its
+// limits (com.microsoft:argument-out-of-range). The SDK does not map it, so
+// it retries the send (RetryOptions) and then returns the error to the
+// sender.
+const condArgumentOutOfRange wire.Symbol = "com.microsoft:argument-out-of-range"
+
 // enqueue stores what a client sender transferred and returns the outcome
 // to settle the transfer with. Duplicates dropped by duplicate detection
-// are accepted, as Service Bus does.
+// are accepted, as Service Bus does, but unlike Service Bus the broker
+// logs each one with its MessageId and the window, and counts it (see
+// Broker.Dropped).
 func (c *conn) enqueue(l *link, format uint32, data []byte) any {
 	ms, err := decodeSend(format, data)
 	if errors.Is(err, errScheduled) {
-		return wire.Rejected{Error: &wire.Error{Condition: condNotAllowed, Description: err.Error()}}
+		return c.b.reject(l.entity, condNotAllowed, err.Error())
 	}
 	if err != nil {
-		return wire.Rejected{Error: &wire.Error{Condition: condDecodeError, Description: err.Error()}}
+		return c.b.reject(l.entity, condDecodeError, err.Error())
 	}
-	if len(ms) == 1 {
-		_, err = l.queue.Send(context.Background(), ms[0])
-	} else {
-		_, err = l.queue.SendBatch(context.Background(), ms)
+	for i, m := range ms {
+		if n := utf8.RuneCountInString(m.MessageID); n > MaxMessageIDLength {
+			return c.b.reject(l.entity, condArgumentOutOfRange, fmt.Sprintf(
+				"message %d: the MessageId is %d characters long; the maximum is %d", i, n, MaxMessageIDLength))
+		}
 	}
+	dropped, window, err := l.queue.SendBatchReport(context.Background(), ms)
 	if err != nil {
-		return wire.Rejected{Error: &wire.Error{Condition: condNotAllowed, Description: err.Error()}}
+		return c.b.reject(l.entity, condNotAllowed, err.Error())
+	}
+	for _, i := range dropped {
+		c.b.dropped(l.entity, ms[i].MessageID, window)
 	}
 	return wire.Accepted{}
 }

@@ -662,27 +662,40 @@ func (c *conn) request(l *link, data []byte) any {
 }
 
 // flushReplies sends queued replies on the session's reply links while
-// they have credit and the session window allows. c.mu must be held.
+// they have credit and the session window allows. A reply larger than one
+// frame (a peek of big or many messages) goes out as a multi-frame transfer,
+// as Service Bus sends it: chunks of the peer's max frame size less the
+// transfer's own overhead, more=true on every chunk but the last, the
+// delivery id, tag and format on the first. A reply waits, in order, until
+// the peer's incoming window holds all of its frames. c.mu must be held.
 func (s *session) flushReplies() error {
+	chunk := int(s.c.peerMaxFrame) - transferMargin
 	for _, l := range s.links {
-		for len(l.replies) > 0 && l.credit > 0 && s.remoteIncomingWindow > 0 && !l.closed {
+		for len(l.replies) > 0 && l.credit > 0 && !l.closed {
 			payload := l.replies[0]
-			if len(payload) > int(s.c.peerMaxFrame)-transferMargin {
-				l.replies = l.replies[1:]
-				continue // replies are small; a peer with a tiny frame size gets none
+			frames := max(1, (len(payload)+chunk-1)/chunk)
+			if s.remoteIncomingWindow < uint32(frames) {
+				break // sent when the peer's flow widens the window
 			}
 			id, format := s.nextDeliveryID, uint32(0)
 			s.nextDeliveryID++
-			t := &wire.Transfer{Handle: l.handle, DeliveryID: &id, DeliveryTag: []byte{byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}, MessageFormat: &format, Settled: true}
-			if err := s.c.writeTransfer(s.ch, t, payload); err != nil {
-				return err
+			for i := 0; i < frames; i++ {
+				part := payload[min(i*chunk, len(payload)):min((i+1)*chunk, len(payload))]
+				t := &wire.Transfer{Handle: l.handle, More: i < frames-1}
+				if i == 0 {
+					t.DeliveryID, t.MessageFormat, t.Settled = &id, &format, true
+					t.DeliveryTag = []byte{byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}
+				}
+				if err := s.c.writeTransfer(s.ch, t, part); err != nil {
+					return err
+				}
+				s.nextOutgoingID++
+				s.remoteIncomingWindow--
 			}
 			l.replies[0] = nil
 			l.replies = l.replies[1:]
 			l.credit--
 			l.sent++
-			s.nextOutgoingID++
-			s.remoteIncomingWindow--
 		}
 	}
 	return nil

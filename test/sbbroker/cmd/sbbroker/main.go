@@ -14,6 +14,11 @@
 //
 // Environment variables SBBROKER_ADDR and SBBROKER_QUEUES supply defaults
 // for -addr and -queue.
+//
+// Duplicate detection drops a resend silently, as Service Bus does, but the
+// broker logs each drop (queue, message_id, window) and counts the drops in
+// the queue summary it logs at exit. -h prints the usage and exits 0; a
+// mistake on the command line prints one line and exits 2.
 package main
 
 import (
@@ -29,19 +34,16 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "sbbroker:", err)
-		}
-		os.Exit(2)
-	}
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(cli.Exit("sbbroker", err, os.Stderr))
 }
 
 // queueList is a repeatable, comma-separated -queue flag.
@@ -69,17 +71,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.Var(&queues, "queue", "queue `name`s to create, comma-separated or repeated (default orders, or $SBBROKER_QUEUES)")
 	lock := fs.Duration("lock-duration", sbqueue.DefaultLockDuration, "message lock `duration`")
 	maxDeliveries := fs.Int("max-delivery-count", sbqueue.DefaultMaxDeliveryCount, "deliveries before a message is dead-lettered")
-	dupWindow := fs.Duration("duplicate-detection-window", sbqueue.DefaultDuplicateDetectionWindow, "duplicate-detection `window`; 0 disables duplicate detection")
+	dupWindow := fs.Duration("duplicate-detection-window", sbqueue.DefaultDuplicateDetectionWindow, "duplicate-detection `window` (a resend inside it is dropped and logged); 0 disables duplicate detection")
 	ttl := fs.Duration("ttl", 0, "default message time-to-live; 0 means messages never expire")
 	dlqOnExpiry := fs.Bool("dead-letter-on-expiration", false, "dead-letter expired messages instead of dropping them")
 	keyName := fs.String("key-name", sbbroker.DefaultKeyName, "shared access key `name` clients must sign with")
 	key := fs.String("key", sbbroker.DefaultKey, "shared access `key` clients must sign with")
 	verbose := fs.Bool("v", false, "log connection-level debug events")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if len(queues) == 0 {
 		queues.Set(envOr(getenv, "SBBROKER_QUEUES", "orders"))
@@ -132,13 +131,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	<-ctx.Done()
 	log.Info("stopping", "cause", context.Cause(ctx))
+	logSummary(log, ns, b, queues)
+	return nil
+}
+
+// logSummary logs, per queue, what it holds and what happened to what was
+// sent to it, including what the broker dropped and why.
+func logSummary(log *slog.Logger, ns *sbqueue.Namespace, b *sbbroker.Broker, queues []string) {
+	dropped := b.Dropped()
 	for _, name := range queues {
 		q, _ := ns.Queue(name)
 		s := q.Snapshot()
 		log.Info("queue at exit", "queue", name, "active", len(s.Active), "locked", len(s.Locked),
-			"dead_letters", len(s.DeadLetters), "sent", s.Counters.Sent, "completed", s.Counters.Completed)
+			"dead_letters", len(s.DeadLetters), "enqueued", s.Counters.Sent, "completed", s.Counters.Completed,
+			"dropped_duplicates", dropped[name].Duplicates, "rejected_sends", dropped[name].Rejected,
+			"expired", s.Counters.Expired)
 	}
-	return nil
 }
 
 func envOr(getenv func(string) string, key, def string) string {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 )
 
 func noEnv(string) string { return "" }
@@ -118,5 +120,80 @@ func TestCheckLoopback(t *testing.T) {
 		if err := checkLoopback(tt.addr); (err == nil) != tt.ok {
 			t.Errorf("checkLoopback(%q) = %v, want ok=%v", tt.addr, err, tt.ok)
 		}
+	}
+}
+
+func TestHelpAndFlagMistakes(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		status     int
+		wantStderr string // what run and Exit wrote together
+		maxLines   int
+	}{
+		{"-h prints the usage and exits 0", []string{"-h"}, 0, "-duplicate-detection-window", 0},
+		{"an unknown flag is one line and a hint", []string{"-nope"}, 2, "sbbroker: flag provided but not defined: -nope\nRun 'sbbroker -h'", 2},
+		{"a bad value is one line and a hint", []string{"-lock-duration", "soon"}, 2, `sbbroker: invalid value "soon" for flag -lock-duration`, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			err := run(context.Background(), tt.args, noEnv, &stdout, &stderr)
+			status := cli.Exit("sbbroker", err, &stderr)
+			if status != tt.status {
+				t.Errorf("exit status %d, want %d (err %v)", status, tt.status, err)
+			}
+			if !strings.Contains(stderr.String(), tt.wantStderr) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), tt.wantStderr)
+			}
+			if n := strings.Count(stderr.String(), "\n"); tt.maxLines > 0 && n > tt.maxLines {
+				t.Errorf("stderr has %d lines, want at most %d:\n%s", n, tt.maxLines, stderr.String())
+			}
+		})
+	}
+}
+
+// TestRunReportsDroppedDuplicates: the standalone broker logs every resend
+// that duplicate detection drops, and the counts at exit.
+func TestRunReportsDroppedDuplicates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	stdout, w := io.Pipe()
+	var stderr strings.Builder
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, []string{"-addr", "127.0.0.1:0", "-duplicate-detection-window", "2m"}, noEnv, w, &stderr)
+		w.Close()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the connection string: %v", err)
+	}
+	go io.Copy(io.Discard, stdout)
+	client, err := azservicebus.NewClientFromConnectionString(strings.TrimSpace(line), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(ctx)
+	s, err := client.NewSender("orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "a", "a"} {
+		if err := s.SendMessage(ctx, &azservicebus.Message{MessageID: &id}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	logs := stderr.String()
+	if n := strings.Count(logs, "duplicate dropped by duplicate detection"); n != 2 || !strings.Contains(logs, "message_id=a window=2m0s") {
+		t.Errorf("%d drops logged, want 2 naming message_id=a and the window:\n%s", n, logs)
+	}
+	if !strings.Contains(logs, "enqueued=2") || !strings.Contains(logs, "dropped_duplicates=2") {
+		t.Errorf("the summary at exit does not count the drops:\n%s", logs)
 	}
 }

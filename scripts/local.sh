@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# local.sh starts and stops the whole local stack without Docker or Azure:
+# the Service Bus test broker (test/sbbroker), the cosmium Cosmos DB emulator,
+# the reference payments service and the order worker, as built binaries whose
+# process ids it keeps, so that `down` stops exactly what `up` started (a
+# `go run … &` leaves its child running when the go command is killed).
+#
+#   scripts/local.sh up       build everything, start the stack, print how to use it
+#   scripts/local.sh demo     send orders that take every outcome path, then show what happened
+#   scripts/local.sh env      print the export lines for the stack (eval "$(scripts/local.sh env)")
+#   scripts/local.sh status   which processes run
+#   scripts/local.sh logs     the last lines of each log
+#   scripts/local.sh down     stop the worker (a graceful drain), then the rest
+#
+# Settings (environment): LOCAL_DIR (state, default .cache/local in the
+# repository), LOCAL_BROKER_PORT (5672), LOCAL_COSMOS_PORT (8081),
+# LOCAL_PAYMENTS_PORT (8090), LOCAL_DUP_WINDOW (the broker's duplicate-detection
+# window, default 5s: short, so that the demo's late resends reach the worker
+# and `go test -tags emulator` finds the queue orders-itest it expects),
+# LOCAL_LOCK_DURATION (30s), LOCAL_ORDERS (the demo's orders per run, 500),
+# LOCAL_SEED (the demo producers' -seed; 0 picks one from the clock),
+# COSMIUM_BIN (a prebuilt cosmium to use instead of building one).
+#
+# What cosmium cannot show: it ignores If-Match (no ETags), so the worker's
+# conditional writes are not guarded: a status change can be overwritten by an
+# older one (versions can end at v2 instead of v3) and an inbox duplicate can
+# write twice; its transactional batch is not atomic and it ignores TTL. The
+# in-memory model (go run ./cmd/orderworker -simulate) and the tests cover those.
+#
+# cosmium listens on every network interface whatever -Host says (it binds
+# ":<port>"), so this script never uses the emulator's well-known key: `up`
+# generates a random account key (kept in $LOCAL_DIR/cosmos.key, mode 0600).
+# Anyone who can reach the port still sees plain HTTP; on a shared network,
+# block the port with a firewall or stop the stack when done.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=${LOCAL_DIR:-$root/.cache/local}
+bin=$dir/bin
+broker_port=${LOCAL_BROKER_PORT:-5672}
+cosmos_port=${LOCAL_COSMOS_PORT:-8081}
+payments_port=${LOCAL_PAYMENTS_PORT:-8090}
+dup_window=${LOCAL_DUP_WINDOW:-5s}
+lock=${LOCAL_LOCK_DURATION:-30s}
+orders=${LOCAL_ORDERS:-500}
+seed=${LOCAL_SEED:-0}
+services=(cosmium sbbroker paymentservice orderworker) # start order; down stops in reverse
+
+die() { echo "local.sh: $*" >&2; exit 1; }
+
+pidof_svc() { [[ -f $dir/run/$1.pid ]] && cat "$dir/run/$1.pid"; }
+
+alive() {
+	local pid
+	pid=$(pidof_svc "$1") || return 1
+	kill -0 "$pid" 2>/dev/null
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# wait_for what seconds command…: polls the command every 0.2 s.
+wait_for() {
+	local what=$1 secs=$2
+	shift 2
+	local i
+	for ((i = 0; i < secs * 5; i++)); do
+		if "$@"; then return 0; fi
+		sleep 0.2
+	done
+	die "$what did not come up within ${secs}s; see $dir/log"
+}
+
+env_lines() {
+	local key
+	key=$(cat "$dir/cosmos.key" 2>/dev/null) || die "the stack was never started: run scripts/local.sh up"
+	cat <<EOF
+export SERVICEBUS_CONNECTION_STRING='Endpoint=sb://127.0.0.1:$broker_port;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;'
+export SERVICEBUS_QUEUE=orders SERVICEBUS_LOCK_DURATION=$lock SERVICEBUS_DUPLICATE_DETECTION_WINDOW=$dup_window
+export COSMOS_ENDPOINT=http://127.0.0.1:$cosmos_port/ COSMOS_KEY='$key' COSMOS_DATABASE=orders COSMOS_CONTAINER=orders COSMOS_CREATE_CONTAINER=true
+export PAYMENTS_URL=http://127.0.0.1:$payments_port
+EOF
+}
+
+build() {
+	mkdir -p "$bin"
+	echo "building orderworker, orderproducer, paymentservice, sbbroker into $bin"
+	(cd "$root" && go build -o "$bin" ./cmd/orderworker ./cmd/orderproducer ./cmd/paymentservice ./test/sbbroker/cmd/sbbroker)
+	if [[ -n ${COSMIUM_BIN:-} ]]; then
+		cp "$COSMIUM_BIN" "$bin/cosmium" # a prebuilt one, as internal/cosmiumtest accepts
+	elif [[ ! -x $bin/cosmium ]]; then
+		echo "building cosmium once (from internal/cosmiumtest/tools; about half a minute)"
+		go -C "$root/internal/cosmiumtest/tools" build -o "$bin/cosmium" github.com/pikami/cosmium/cmd/server
+	fi
+}
+
+# start name command…: runs the binary in the background with its output in
+# $dir/log/name.log and its pid in $dir/run/name.pid.
+start() {
+	local name=$1
+	shift
+	"$@" >"$dir/log/$name.log" 2>&1 &
+	echo $! >"$dir/run/$name.pid"
+}
+
+up() {
+	for s in "${services[@]}"; do
+		if alive "$s"; then die "$s is already running (pid $(pidof_svc "$s")): scripts/local.sh down first"; fi
+	done
+	for p in "$broker_port" "$cosmos_port" "$payments_port"; do
+		port_free "$p" || die "port $p is in use; free it or set LOCAL_BROKER_PORT, LOCAL_COSMOS_PORT, LOCAL_PAYMENTS_PORT"
+	done
+	build
+	mkdir -p "$dir/log" "$dir/run"
+	(umask 077 && head -c 64 /dev/urandom | base64 | tr -d '\n' >"$dir/cosmos.key")
+	eval "$(env_lines)"
+
+	start cosmium "$bin/cosmium" -Host 127.0.0.1 -Port "$cosmos_port" -AccountKey "$COSMOS_KEY" -DisableTls -LogLevel error
+	wait_for cosmium 30 eval '! port_free $cosmos_port'
+	start sbbroker "$bin/sbbroker" -addr "127.0.0.1:$broker_port" -queue orders,orders-itest \
+		-lock-duration "$lock" -duplicate-detection-window "$dup_window"
+	wait_for sbbroker 30 grep -q '^Endpoint=' "$dir/log/sbbroker.log"
+	PAYMENTS_ADDR=127.0.0.1:$payments_port start paymentservice "$bin/paymentservice" -log-format json
+	wait_for paymentservice 30 curl -fs -o /dev/null "$PAYMENTS_URL/healthz"
+	LOG_FORMAT=json WORKER_SUMMARY_INTERVAL=5s start orderworker "$bin/orderworker"
+	wait_for orderworker 30 grep -q '"orderworker starting"' "$dir/log/orderworker.log"
+	sleep 1
+	alive orderworker || die "the worker exited at start:\n$(tail -n 20 "$dir/log/orderworker.log")"
+	cat <<EOF
+
+The local stack runs (logs in $dir/log):
+  sbbroker        127.0.0.1:$broker_port  queues orders, orders-itest; duplicate-detection window $dup_window (each drop is logged)
+  cosmium         127.0.0.1:$cosmos_port  database orders, container orders; random account key in $dir/cosmos.key
+  paymentservice  127.0.0.1:$payments_port
+  orderworker     consumes orders, captures payments
+
+cosmium is not Cosmos DB: it ignores If-Match, so status versions can end at v2 and an
+inbox duplicate can write twice; its batch is not atomic and it ignores TTL.
+
+Next:
+  scripts/local.sh demo                         orders through every outcome path
+  eval "\$(scripts/local.sh env)" && $bin/orderproducer -count 100    your own orders
+  scripts/local.sh down                         stop everything
+EOF
+}
+
+# drained waits until the worker's summaries stop changing.
+drained() {
+	local last="" cur i
+	for ((i = 0; i < 120; i++)); do
+		sleep 6
+		cur=$(grep '"msg":"summary"' "$dir/log/orderworker.log" | tail -n 1 | sed 's/"time":"[^"]*",//')
+		if [[ -n $cur && $cur == "$last" ]]; then return 0; fi
+		last=$cur
+	done
+	echo "the worker was still busy after 12 minutes" >&2
+}
+
+demo() {
+	alive orderworker && alive sbbroker || die "the stack is not running: scripts/local.sh up"
+	eval "$(env_lines)"
+	local run drops_before
+	run=demo-$(date +%H%M%S)
+	drops_before=$(grep -c 'duplicate dropped' "$dir/log/sbbroker.log" || true)
+	echo "1/2 resends at once, inside the broker's $dup_window window: the broker drops them (and logs each drop)"
+	"$bin/orderproducer" -count "$orders" -duplicates 0.1 -reused 0.05 -malformed 0.01 -status-changes 0.1 \
+		-seed "$seed" -id-prefix "$run-a" -progress never -log-level warn
+	echo "2/2 resends after 8s, beyond the window: they reach the worker, whose database check catches them"
+	"$bin/orderproducer" -count "$orders" -duplicates 0.1 -reused 0.05 -resend-delay 8s \
+		-seed "$seed" -id-prefix "$run-b" -progress never -log-level warn
+	echo "waiting for the worker to finish…"
+	drained
+	echo
+	echo "broker: $(($(grep -c 'duplicate dropped' "$dir/log/sbbroker.log") - drops_before)) resends dropped by duplicate detection in this demo (grep 'duplicate dropped' $dir/log/sbbroker.log)"
+	echo "worker, last summary (created, duplicate = caught by the database, mismatch = reused id, invalid = malformed):"
+	grep '"msg":"summary"' "$dir/log/orderworker.log" | tail -n 1
+}
+
+down() {
+	local i n s pid
+	for ((i = ${#services[@]} - 1; i >= 0; i--)); do
+		s=${services[i]}
+		pid=$(pidof_svc "$s") || continue
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -TERM "$pid"
+			# The worker drains within its shutdown grace (30 s by default).
+			n=0
+			while kill -0 "$pid" 2>/dev/null && ((n++ < 200)); do sleep 0.2; done
+			if kill -0 "$pid" 2>/dev/null; then
+				echo "$s (pid $pid) did not stop within 40s: killing it" >&2
+				kill -KILL "$pid" 2>/dev/null || true
+			fi
+			echo "stopped $s (pid $pid)"
+		fi
+		rm -f "$dir/run/$s.pid"
+	done
+	if [[ -f $dir/log/orderworker.log ]]; then
+		grep '"msg":"final summary"' "$dir/log/orderworker.log" | tail -n 1 || true
+	fi
+	if [[ -f $dir/log/sbbroker.log ]]; then
+		grep 'queue at exit' "$dir/log/sbbroker.log" | tail -n 2 || true
+	fi
+}
+
+status() {
+	for s in "${services[@]}"; do
+		if alive "$s"; then echo "$s running (pid $(pidof_svc "$s"))"; else echo "$s stopped"; fi
+	done
+}
+
+logs() {
+	for s in "${services[@]}"; do
+		[[ -f $dir/log/$s.log ]] || continue
+		echo "== $s ($dir/log/$s.log)"
+		tail -n "${LINES_PER_LOG:-5}" "$dir/log/$s.log"
+	done
+}
+
+case ${1:-} in
+up) up ;;
+demo) demo ;;
+env) env_lines ;;
+status) status ;;
+logs) logs ;;
+down) down ;;
+*)
+	echo "usage: scripts/local.sh up|demo|env|status|logs|down" >&2
+	exit 2
+	;;
+esac
