@@ -200,7 +200,7 @@ func TestHelpAgreesWithTheDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	help := stderr.String()
-	for _, want := range []string{"(default " + payments.DefaultKeyRetention.String() + ")", "GET /payments?orderId=", "must never assume longer"} {
+	for _, want := range []string{"(default " + cli.FormatDuration(payments.DefaultKeyRetention) + ")", "GET /payments?orderId=", "must never assume longer"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help text does not contain %q:\n%s", want, help)
 		}
