@@ -131,6 +131,7 @@ type ClientOptions struct {
 // service may see more requests than the client made attempts.
 type Client struct {
 	endpoint       string
+	health         string
 	http           Doer
 	attemptTimeout time.Duration
 	maxAttempts    int
@@ -157,6 +158,7 @@ func NewClient(baseURL string, o *ClientOptions) (*Client, error) {
 	}
 	c := &Client{
 		endpoint:       u.JoinPath("payments").String(),
+		health:         u.JoinPath("healthz").String(),
 		http:           o.HTTPClient,
 		attemptTimeout: orDefault(o.AttemptTimeout, DefaultAttemptTimeout),
 		maxAttempts:    orDefault(o.MaxAttempts, DefaultMaxAttempts),
@@ -250,6 +252,15 @@ func (c *Client) Lookup(ctx context.Context, orderID string) ([]Payment, error) 
 	return list.Payments, nil
 }
 
+// Ping asks the service whether it answers (GET /healthz), once, without
+// retrying: the probe of a circuit breaker, which has a backoff of its own.
+// A service that does not answer 200 in time gives an error matching
+// ErrUnavailable.
+func (c *Client) Ping(ctx context.Context) error {
+	_, _, err := c.attempt(ctx, http.MethodGet, c.health, "", nil, nil)
+	return err
+}
+
 // retry calls attempt until it succeeds, fails in a way a retry cannot
 // help, runs out of attempts or ctx ends, waiting with backoff in between.
 // what names the request in the errors.
@@ -307,6 +318,9 @@ func (c *Client) attempt(ctx context.Context, method, target, key string, body [
 	}
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusCreated:
+		if v == nil {
+			return false, -1, nil
+		}
 		if err := json.Unmarshal(data, v); err != nil {
 			// For a capture, the charge happened but the answer is
 			// unreadable; a retry gets the stored answer again.

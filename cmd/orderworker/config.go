@@ -9,6 +9,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/payments"
 )
 
 // config is the worker's configuration. Every field comes from an environment
@@ -24,7 +25,8 @@ type config struct {
 	CosmosInsecureSkipVerify bool // emulators' self-signed certificate only
 	CosmosCreateContainer    bool // emulators only: in Azure, Bicep creates them
 
-	PaymentsURL string // enables the payment capture step
+	PaymentsURL          string        // enables the payment capture step
+	PaymentsKeyRetention time.Duration // how long the payments service remembers an idempotency key
 
 	InboxConsumer       string        // run the inbox-marker variant as this named consumer
 	InboxTTL            time.Duration // the inbox markers' time-to-live
@@ -61,7 +63,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	var c config
 	env := cli.NewEnv(fs, getenv)
 	c.ServiceBus.Define(env, "queue to receive from")
-	env.Duration(&c.LockDuration, "lock-duration", "SERVICEBUS_LOCK_DURATION", defaultLockDuration, "the queue's lock duration; locks are renewed every half of it")
+	env.Duration(&c.LockDuration, "lock-duration", "SERVICEBUS_LOCK_DURATION", defaultLockDuration, "the queue's lock duration; a lock is renewed when half of the time the broker granted it has passed, and the worker warns if the broker grants another duration")
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint, such as https://x.documents.azure.com:443/")
 	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
 	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", defaultCosmosDatabase, "Cosmos DB database")
@@ -69,6 +71,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
 	env.Bool(&c.CosmosCreateContainer, "cosmos-create-container", "COSMOS_CREATE_CONTAINER", false, "create the database and container first; for emulators only")
 	env.String(&c.PaymentsURL, "payments-url", "PAYMENTS_URL", "", "base URL of the payments service; when set, each accepted order's payment is captured once")
+	env.Duration(&c.PaymentsKeyRetention, "payments-key-retention", "PAYMENTS_KEY_RETENTION", payments.DefaultKeyRetention, "how long the payments service remembers an idempotency key: never more than it really does; a payment claim whose key may be forgotten is resolved by looking the payment up, never by a blind capture")
 	env.String(&c.InboxConsumer, "inbox-consumer", "WORKER_INBOX_CONSUMER", "", "run the inbox-marker variant as this named consumer (awards loyalty points once per order) instead of the order writer")
 	env.Duration(&c.InboxTTL, "inbox-ttl", "WORKER_INBOX_TTL", 36*24*time.Hour, "time-to-live of inbox markers; refused below the queue's redelivery horizon")
 	env.Int(&c.MaxDeliveryCount, "max-delivery-count", "SERVICEBUS_MAX_DELIVERY_COUNT", defaultMaxDeliveryCount, "the queue's max delivery count (for the inbox retention check)")
@@ -124,6 +127,9 @@ func (c *config) Validate() error {
 		if err := cli.CheckEndpoint(c.PaymentsURL); err != nil {
 			errs = append(errs, fmt.Errorf("PAYMENTS_URL (-payments-url): %w", err))
 		}
+		if c.PaymentsKeyRetention <= 0 {
+			errs = append(errs, fmt.Errorf("PAYMENTS_KEY_RETENTION (-payments-key-retention) %v must be positive", c.PaymentsKeyRetention))
+		}
 	}
 	if c.CosmosDatabase == "" || c.CosmosContainer == "" {
 		errs = append(errs, errors.New("set COSMOS_DATABASE (-cosmos-database) and COSMOS_CONTAINER (-cosmos-container)"))
@@ -147,6 +153,9 @@ func (c *config) Validate() error {
 		if c.PaymentsURL != "" {
 			errs = append(errs, errors.New("WORKER_INBOX_CONSUMER runs the loyalty consumer, which captures no payments: unset PAYMENTS_URL"))
 		}
+		if err := order.ValidateConsumerName(c.InboxConsumer); err != nil {
+			errs = append(errs, fmt.Errorf("WORKER_INBOX_CONSUMER (-inbox-consumer): %w", err))
+		}
 		if err := c.horizon().CheckRetention(c.InboxTTL); err != nil {
 			errs = append(errs, fmt.Errorf("WORKER_INBOX_TTL (-inbox-ttl): %w", err))
 		}
@@ -155,6 +164,28 @@ func (c *config) Validate() error {
 		errs = append(errs, fmt.Errorf("WORKER_SHUTDOWN_GRACE (-shutdown-grace) %v must be positive", c.ShutdownGrace))
 	}
 	return errors.Join(errs...)
+}
+
+// paymentOptions returns the payment step's options for gateway g: the
+// queue's lock duration as the lease of a claim held by another copy of a
+// message, and the payments service's key retention.
+func (c *config) paymentOptions(g order.PaymentGateway, owner string) order.PaymentOptions {
+	return order.PaymentOptions{Gateway: g, Lease: c.LockDuration, Owner: owner, KeyRetention: c.PaymentsKeyRetention}
+}
+
+// notices returns what the configuration makes the worker do that an
+// operator should know at start, though it is safe: payment keys the
+// payments service forgets before the redelivery horizon ends.
+func (c *config) notices() []string {
+	if c.PaymentsURL == "" {
+		return nil
+	}
+	if err := c.horizon().CheckRetentionOf("payment idempotency keys", c.PaymentsKeyRetention); err != nil {
+		age := c.paymentOptions(payments.Gateway{}, "").BlindRetryAge()
+		return []string{fmt.Sprintf("%v; so a payment claim whose key was first sent more than %s ago is resolved by looking the payment up (GET /payments?orderId=), and dead-lettered %s if the lookup cannot settle it",
+			err, cli.FormatDuration(age), order.ReasonPaymentNeedsReconciliation)}
+	}
+	return nil
 }
 
 // messageTimeout is the deadline of one message: the configured one, or 80%
@@ -185,6 +216,7 @@ func (c config) LogValue() slog.Value {
 		slog.Bool("cosmos_insecure_skip_verify", c.CosmosInsecureSkipVerify),
 		slog.Bool("cosmos_create_container", c.CosmosCreateContainer),
 		slog.String("payments_url", c.PaymentsURL),
+		slog.String("payments_key_retention", cli.FormatDuration(c.PaymentsKeyRetention)),
 		slog.String("inbox_consumer", c.InboxConsumer),
 		slog.String("inbox_ttl", cli.FormatDuration(c.InboxTTL)),
 		slog.Int("concurrency", c.Concurrency),

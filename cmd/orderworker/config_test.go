@@ -66,6 +66,19 @@ func TestConfig(t *testing.T) {
 			wantErr: []string{"COSMOS_CREATE_CONTAINER", "COSMOS_INSECURE_SKIP_VERIFY"}},
 		{name: "two Service Bus identities", env: with("SERVICEBUS_CONNECTION_STRING", "Endpoint=sb://x"), wantErr: []string{"only one"}},
 		{name: "stray argument", env: azure, args: []string{"extra"}, wantErr: []string{"unexpected arguments"}},
+		{name: "inbox consumer name illegal in Cosmos ids", env: with("WORKER_INBOX_CONSUMER", "loy/alty", "WORKER_INBOX_TTL", "P36D"),
+			wantErr: []string{"WORKER_INBOX_CONSUMER"}},
+		{name: "payments key retention must be positive", env: with("PAYMENTS_URL", "http://127.0.0.1:8090", "PAYMENTS_KEY_RETENTION", "0s"),
+			wantErr: []string{"PAYMENTS_KEY_RETENTION"}},
+		{name: "payments key retention is read", env: with("PAYMENTS_URL", "http://127.0.0.1:8090", "PAYMENTS_KEY_RETENTION", "1d"),
+			check: func(t *testing.T, c config) {
+				if c.PaymentsKeyRetention != 24*time.Hour {
+					t.Errorf("PaymentsKeyRetention = %v, want 24h", c.PaymentsKeyRetention)
+				}
+				if err := c.paymentOptions(nil, "w").Validate(); err == nil || !strings.Contains(err.Error(), "gateway") {
+					t.Errorf("paymentOptions without a gateway validated: %v", err)
+				}
+			}},
 		{name: "an unparsable variable does not hide the missing ones", env: map[string]string{"WORKER_CONCURRENCY": "many"},
 			wantErr: []string{`WORKER_CONCURRENCY="many"`, "SERVICEBUS_NAMESPACE", "COSMOS_ENDPOINT"}},
 		{name: "every problem at once, each named", env: map[string]string{
@@ -273,6 +286,36 @@ func TestRunHelpDocumentsVariables(t *testing.T) {
 	}
 	if err := run(context.Background(), nil, envOf(nil), io.Discard, io.Discard); err == nil {
 		t.Error("run with no configuration succeeded")
+	}
+}
+
+// A payments service that forgets keys before the redelivery horizon is
+// safe (old claims are looked up), but the worker says so at start, with
+// the age beyond which it looks payments up.
+func TestPaymentKeyRetentionNotice(t *testing.T) {
+	base := map[string]string{
+		"SERVICEBUS_NAMESPACE": "sb", "COSMOS_ENDPOINT": "https://x/", "PAYMENTS_URL": "http://127.0.0.1:8090",
+		"SERVICEBUS_LOCK_DURATION": "PT1M", "SERVICEBUS_MAX_DELIVERY_COUNT": "10", "SERVICEBUS_MESSAGE_TTL": "P14D",
+		"SERVICEBUS_DUPLICATE_DETECTION_WINDOW": "PT10M", "WORKER_RESUBMISSION_HORIZON": "P7D",
+	}
+	for retention, wantNotice := range map[string]bool{"P30D": true, "P1D": true, "P90D": false} {
+		env := map[string]string{"PAYMENTS_KEY_RETENTION": retention}
+		for k, v := range base {
+			env[k] = v
+		}
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c, err := parseConfig(fs, nil, envOf(env))
+		if err != nil {
+			t.Fatalf("PAYMENTS_KEY_RETENTION=%s: %v", retention, err)
+		}
+		notices := c.notices()
+		if wantNotice != (len(notices) == 1) {
+			t.Errorf("PAYMENTS_KEY_RETENTION=%s: notices = %q, want one: %v", retention, notices, wantNotice)
+		}
+		if wantNotice && (!strings.Contains(notices[0], "payment idempotency keys") || !strings.Contains(notices[0], "looking the payment up")) {
+			t.Errorf("PAYMENTS_KEY_RETENTION=%s: the notice does not explain the lookup: %s", retention, notices[0])
+		}
 	}
 }
 

@@ -42,10 +42,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	logger.Info("orderworker starting", "config", cfg)
+	for _, n := range cfg.notices() {
+		logger.Info(n)
+	}
 	defer logShutdownStages(ctx, logger, cfg.ShutdownGrace)()
 
 	store, err := openStore(ctx, cfg, logger)
 	if err != nil {
+		return err
+	}
+	if err := checkStore(ctx, cfg, store, logger); err != nil {
 		return err
 	}
 	sb, err := cfg.ServiceBus.NewClient()
@@ -59,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer closeWithTimeout(ctx, logger, "receiver", receiver.Close)
 
-	handler, err := newHandler(cfg, store)
+	handler, probe, err := newHandler(cfg, store)
 	if err != nil {
 		return err
 	}
@@ -70,9 +76,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ShutdownGrace:   cfg.ShutdownGrace,
 		SummaryInterval: cfg.SummaryInterval,
 		RequestCharge:   store.RequestCharge,
-		// Abandon what the SDK prefetched on leftover link credit, so that
-		// nothing stays locked after SIGTERM.
-		ReturnPrefetchedFor: time.Second,
+		// Stop receiving after five consecutive deliveries failed by the
+		// store or the payments service, and probe them until they
+		// answer: an outage costs the in-flight deliveries, not the
+		// backlog.
+		Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: probe},
 	})
 	if err != nil {
 		return err
@@ -118,25 +126,60 @@ func logShutdownStages(ctx context.Context, logger *slog.Logger, grace time.Dura
 	return func() { stopDrain(); stopForce() }
 }
 
-// newHandler returns what processes each message: the inbox-marker variant
+// breakerThreshold is how many consecutive deliveries failed by a
+// dependency open the worker's circuit breaker.
+const breakerThreshold = 5
+
+// newHandler returns what processes each message — the inbox-marker variant
 // when a consumer name is configured, else the order writer, which uses the
 // order document as its marker, applies status changes and, with a payments
-// service, captures each order's payment once.
-func newHandler(cfg config, store *cosmosstore.Store) (worker.Handler, error) {
+// service, captures each order's payment once — and the probe of the
+// dependencies it needs, for the circuit breaker.
+func newHandler(cfg config, store *cosmosstore.Store) (worker.Handler, func(context.Context) error, error) {
 	if cfg.InboxConsumer != "" {
-		return &order.InboxConsumer{Name: cfg.InboxConsumer, Store: store, MarkerTTL: cfg.InboxTTL}, nil
+		c, err := order.NewInboxConsumer(cfg.InboxConsumer, store, cfg.InboxTTL, nil)
+		return c, store.Ping, err
 	}
 	opts := []order.Option{order.WithDocuments(store)}
+	probe := store.Ping
 	if cfg.PaymentsURL != "" {
 		gw, err := newPaymentGateway(cfg.PaymentsURL)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		host, _ := os.Hostname()
-		opts = append(opts, order.WithPayments(gw, cfg.messageTimeout(), host))
+		popts := cfg.paymentOptions(gw, host)
+		if err := popts.Validate(); err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, order.WithPaymentOptions(popts))
+		probe = func(ctx context.Context) error { return errors.Join(store.Ping(ctx), gw.Client.Ping(ctx)) }
 	}
-	return order.NewProcessor(store, nil, opts...), nil
+	return order.NewProcessor(store, nil, opts...), probe, nil
 }
+
+// checkStore verifies at start that the database and container exist and
+// that this identity can read and write them; its errors name the setting
+// to fix. An emulator that ignores If-Match (cosmium) cannot show what the
+// ETag guards protect, which the worker says at once.
+func checkStore(ctx context.Context, cfg config, store *cosmosstore.Store, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	res, err := store.Check(ctx)
+	if err != nil {
+		return fmt.Errorf("start-up check of Cosmos DB: %w", err)
+	}
+	if !res.ETagsHonoured {
+		logger.Warn("this Cosmos DB endpoint ignores If-Match (an emulator such as cosmium): a replace with a wrong ETag succeeded. "+
+			"Status versions may be overwritten by older ones, and payment claims and inbox markers lose their fencing; "+
+			"real Cosmos DB and the official emulator honour ETags",
+			"cosmos_endpoint", cfg.CosmosEndpoint)
+	}
+	return nil
+}
+
+// storeCheckTimeout bounds the start-up check of the store.
+const storeCheckTimeout = 30 * time.Second
 
 // openStore connects to Cosmos DB: with an account key on an emulator, with
 // Entra ID in Azure.
