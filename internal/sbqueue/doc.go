@@ -11,22 +11,32 @@
 //     available again, and its next delivery has DeliveryCount one higher.
 //     Releasing it (the AMQP "released" outcome) makes it available again
 //     without counting the delivery.
+//
 //   - A message delivered MaxDeliveryCount times whose lock then expires or
 //     is abandoned moves to the dead-letter queue with reason
 //     "MaxDeliveryCountExceeded".
+//
 //   - A message whose time-to-live passes while it is available is removed,
 //     or dead-lettered with reason "TTLExpiredException" when the queue has
 //     DeadLetteringOnMessageExpiration. A locked message expires only once
 //     its lock ends.
+//
 //   - With RequiresDuplicateDetection, a message whose MessageID was
 //     accepted less than DuplicateDetectionWindow ago is accepted and
 //     silently dropped, whatever its content.
 //
+//   - A Receiver has the SDK's link credit: the broker sends on credit
+//     whether or not a handler waits, a message sent is locked and its
+//     delivery counted from that moment, leftover credit stays on the link
+//     and what arrives on it between calls is released (see Receiver).
+//
 // Time comes from a Clock. Every deadline is evaluated lazily against
-// Clock.Now on each operation, so with a VirtualClock tests move time with
-// VirtualClock.Advance instead of sleeping; receivers blocked in Receive
-// are woken when a message becomes available or the next lock or TTL
-// deadline is reached.
+// Clock.Now on each operation; receivers blocked in Receive or
+// ReceiveMessages are woken when a message becomes available or the next
+// lock or TTL deadline is reached. RealClock inside a testing/synctest
+// bubble runs every deadline on the bubble's virtual time, together with
+// the timers of the code under test; with a VirtualClock tests move time
+// with VirtualClock.Advance instead.
 //
 // Namespace, Queue, Receiver, Sender and VirtualClock are safe for
 // concurrent use.
