@@ -5,26 +5,21 @@
 // (such as an AMQP test broker) can drive a Queue directly.
 //
 // The model follows Service Bus where it matters to an idempotent consumer:
-//
 //   - A received message is locked for the queue's LockDuration. Completing
 //     it removes it; abandoning it or letting the lock expire makes it
 //     available again, and its next delivery has DeliveryCount one higher.
 //     Releasing it (the AMQP "released" outcome) makes it available again
 //     without counting the delivery.
-//
 //   - A message delivered MaxDeliveryCount times whose lock then expires or
 //     is abandoned moves to the dead-letter queue with reason
 //     "MaxDeliveryCountExceeded".
-//
 //   - A message whose time-to-live passes while it is available is removed,
 //     or dead-lettered with reason "TTLExpiredException" when the queue has
 //     DeadLetteringOnMessageExpiration. A locked message expires only once
 //     its lock ends.
-//
 //   - With RequiresDuplicateDetection, a message whose MessageID was
 //     accepted less than DuplicateDetectionWindow ago is accepted and
 //     silently dropped, whatever its content.
-//
 //   - A Receiver has the SDK's link credit: the broker sends on credit
 //     whether or not a handler waits, a message sent is locked and its
 //     delivery counted from that moment, leftover credit stays on the link
