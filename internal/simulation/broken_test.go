@@ -83,9 +83,9 @@ func TestBrokenConsumersFailTheChecker(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			const seed = 3
-			rep, err := simulation.Run(context.Background(), simulation.Config{
+			rep, err := runSim(t, simulation.Config{
 				Orders: 60, Workers: 3, Concurrency: 4, Seed: seed, Faults: tt.faults, Consumer: tt.consumer,
-			}, nil)
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +186,7 @@ func TestBrokenPatternsFailTheChecker(t *testing.T) {
 			const seed = 3
 			cfg := tt.cfg
 			cfg.Orders, cfg.Workers, cfg.Concurrency, cfg.Seed = 60, 3, 4, seed
-			rep, err := simulation.Run(context.Background(), cfg, nil)
+			rep, err := runSim(t, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,7 +213,7 @@ func TestCorrectPatternsHoldUnderTheSameFaults(t *testing.T) {
 		{Faults: simulation.FaultRates{RetryOutsideWindow: 0.3}},
 	} {
 		cfg.Orders, cfg.Workers, cfg.Concurrency, cfg.Seed = 60, 3, 4, 3
-		rep, err := simulation.Run(context.Background(), cfg, nil)
+		rep, err := runSim(t, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,13 +235,13 @@ func (downForGood) Capture(context.Context, string, order.Capture) (string, erro
 // every order message is dead-lettered after MaxDeliveryCount (to be
 // resubmitted), never completed: the checker accepts that, and only that.
 func TestPaymentNeverCompletingIsDeadLetteredNotLost(t *testing.T) {
-	rep, err := simulation.Run(context.Background(), simulation.Config{
+	rep, err := runSim(t, simulation.Config{
 		Orders: 40, Seed: 5, DisableInbox: true,
 		Consumer: func(e simulation.Env) worker.Handler {
 			e.Payments = downForGood{}
 			return simulation.DefaultConsumer(e)
 		},
-	}, nil)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
