@@ -299,7 +299,9 @@ type ResubmissionCounts struct {
 // MessageId and body (without the dead-letter properties), then completes
 // the dead-lettered message. Which messages it resubmits in which round is
 // the plan's decision; the others it abandons back to the dead-letter
-// queue.
+// queue. It resubmits one message per MessageId per round: a second copy
+// sent within the duplicate-detection window would be dropped, and the
+// dead-lettered message it completes lost.
 type operator struct {
 	out       *outlet
 	plan      *plan
@@ -333,13 +335,14 @@ func (o *operator) resubmit(ctx context.Context, round int) (int, error) {
 		got = append(got, ms...)
 	}
 	resubmitted := 0
+	sentIDs := make(map[string]bool) // a second copy of an id within the window would be dropped
 	for _, m := range got {
 		seq := *m.SequenceNumber
 		orderID := m.MessageID
 		if m.CorrelationID != nil {
 			orderID = *m.CorrelationID
 		}
-		if !o.plan.resubmits(m.MessageID, seq, round) {
+		if !o.plan.resubmits(m.MessageID, seq, round) || sentIDs[m.MessageID] {
 			if err := r.AbandonMessage(ctx, m, nil); err != nil {
 				return resubmitted, fmt.Errorf("simulation: abandon dead-lettered #%d: %w", seq, err)
 			}
@@ -370,6 +373,7 @@ func (o *operator) resubmit(ctx context.Context, round int) (int, error) {
 		if err := o.out.send(ctx, s, msg); err != nil {
 			return resubmitted, err
 		}
+		sentIDs[m.MessageID] = true
 		orig = &o.out.sent[i] // send appended: o.out.sent may have moved
 		copySent := o.out.sent[len(o.out.sent)-1]
 		orig.Resubmitted, orig.ResubmittedAs = true, copySent.Seq

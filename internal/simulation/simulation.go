@@ -117,9 +117,10 @@ type Config struct {
 
 // CompressedTimeScale returns c with the time scale that `orderworker
 // -simulate` uses on the wall clock: 1 s locks (the shortest Service Bus
-// allows), a 2 s duplicate-detection window, a 6 s key retention, and
-// resubmissions 4 s and 7 s after the queues drained; the worker's shutdown
-// grace is 2 s. Fields already set are kept.
+// allows), a 1 s duplicate-detection window, a 3 s key retention, and
+// resubmissions 1.5 s and 3.5 s after the queues drained; the worker's shutdown
+// grace is 2 s; store calls take 1 ms and payment requests 3 ms. Fields
+// already set are kept.
 func (c Config) CompressedTimeScale() Config {
 	def := func(p *time.Duration, v time.Duration) {
 		if *p == 0 {
@@ -127,11 +128,13 @@ func (c Config) CompressedTimeScale() Config {
 		}
 	}
 	def(&c.LockDuration, time.Second)
-	def(&c.DuplicateDetectionWindow, 2*time.Second)
-	def(&c.KeyRetention, 6*time.Second)
-	def(&c.ResubmitEarly, 4*time.Second)
-	def(&c.ResubmitLate, c.KeyRetention+time.Second)
+	def(&c.DuplicateDetectionWindow, time.Second)
+	def(&c.KeyRetention, 3*time.Second)
+	def(&c.ResubmitEarly, 1500*time.Millisecond)
+	def(&c.ResubmitLate, c.KeyRetention+500*time.Millisecond)
 	def(&c.ShutdownGrace, 2*time.Second)
+	def(&c.StoreLatency, time.Millisecond)
+	def(&c.PaymentLatency, 3*time.Millisecond)
 	return c
 }
 
