@@ -31,6 +31,19 @@ type State struct {
 	// time-to-live of their markers.
 	Inbox     []Subscription
 	MarkerTTL time.Duration
+
+	// Untouched are the deliveries a worker took from the broker and never
+	// handed to a handler, as the receiver (the broker's end) saw them.
+	Untouched []Untouched
+}
+
+// Untouched is a delivery a worker received and never handled.
+type Untouched struct {
+	Consumer      string // "" for the order writers' queue
+	MessageID     string
+	OrderID       string
+	Seq           int64
+	DeliveryCount uint32
 }
 
 // Subscription is the queue of one inbox consumer and what the producer
@@ -75,6 +88,7 @@ const (
 	OneChargePerOrder       = "one-charge-per-order"
 	StatusIsHighestVersion  = "status-is-highest-version"
 	InboxOncePerConsumer    = "inbox-once-per-consumer"
+	NoUntouchedDelivery     = "no-untouched-delivery"
 )
 
 // Invariants returns the invariants Check verifies, in the order it checks
@@ -94,6 +108,7 @@ func Invariants() []Invariant {
 		{DuplicatesChangeNothing, "duplicates write nothing: events, inbox markers and loyalty entries are written once; an order document keeps its creation fields and is written at most once more per status version sent; a payment record at most twice per claim, plus its completion", checkDuplicatesChangeNothing},
 		{OneChargePerOrder, "the payments service charged every stored order exactly once (at most once if all its messages were dead-lettered) and nothing else; every completed order message has a completed payment record naming that charge, for the order's amount", checkOneChargePerOrder},
 		{StatusIsHighestVersion, "every stored order's status and version are those of the highest version sent for it; every status change was completed with a version at least its own stored, dead-lettered because its order was never stored, or resubmitted by the operator", checkStatusIsHighestVersion},
+		{NoUntouchedDelivery, "no worker took a message from the broker without handing it to a handler: a received message is locked, and abandoning it or letting its lock lapse raises its delivery count, so a shutdown must not receive what it will not handle", checkNoUntouchedDelivery},
 		{InboxOncePerConsumer, "every inbox consumer wrote exactly one loyalty entry for every valid order and none for anything else, with its marker, which recorded content sent for the order and is gone only after its TTL; one consumer never suppresses another", checkInboxOncePerConsumer},
 	}
 }
@@ -691,6 +706,19 @@ func checkStatusIsHighestVersion(idx *index) []Violation {
 		case d.Version < m.Version:
 			add(m.OrderID, m.Seq, "status change to version %d completed, but the order is at version %d: lost", m.Version, d.Version)
 		}
+	}
+	return out
+}
+
+func checkNoUntouchedDelivery(idx *index) []Violation {
+	var out []Violation
+	for _, u := range idx.s.Untouched {
+		where := ""
+		if u.Consumer != "" {
+			where = " on " + u.Consumer + "'s queue"
+		}
+		out = append(out, Violation{Invariant: NoUntouchedDelivery, OrderID: u.OrderID, Seq: u.Seq,
+			Detail: fmt.Sprintf("delivery %d of %s was received and never handed to a handler%s", u.DeliveryCount, u.MessageID, where)})
 	}
 	return out
 }

@@ -439,7 +439,7 @@ func TestInvariantsAreNamedAndStated(t *testing.T) {
 		}
 		seen[inv.Name] = true
 	}
-	if len(seen) != 8 {
-		t.Errorf("%d invariants, want 8", len(seen))
+	if len(seen) != 9 {
+		t.Errorf("%d invariants, want 9", len(seen))
 	}
 }

@@ -68,3 +68,31 @@ func TestSimulationFindsDefect2(t *testing.T) {
 	checkDefectSeeds(t, []uint64{1, 2, 3}, func(seed uint64) simulation.Config { return defectConfig(seed, 1, 0) },
 		simulation.NoMessageLost, "dead-lettered as MaxDeliveryCountExceeded")
 }
+
+// TestSimulationFindsDefect6: workers restart (shut down as on SIGTERM and
+// replaced) while messages are waiting. The worker's shutdown asks the
+// receiver for Concurrency messages after its handlers drained, which
+// issues fresh link credit: the broker sends and locks messages on it, and
+// the worker abandons them, raising the delivery count of messages no
+// handler saw.
+func TestSimulationFindsDefect6(t *testing.T) {
+	defect6Seeds := []uint64{0, 1, 2}
+	for _, seed := range defect6Seeds {
+		rep, err := runSim(t, simulation.Config{Orders: 200, Workers: 2, Concurrency: 2, Seed: seed, DisableInbox: true,
+			Faults: simulation.FaultRates{WorkerRestart: 0.1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Restarts == 0 {
+			t.Fatalf("seed %d: no worker restarted: the run cannot show the defect", seed)
+		}
+		var b strings.Builder
+		rep.WriteTo(&b)
+		switch {
+		case shutdownFixed && rep.Verdict() != nil:
+			t.Errorf("seed %d: %v\n%s", seed, rep.Verdict(), b.String())
+		case !shutdownFixed && !slices.Contains(rep.InvariantsFailed, simulation.NoUntouchedDelivery):
+			t.Errorf("seed %d: the unfixed shutdown did not show %s (set shutdownFixed if it is fixed):\n%s", seed, simulation.NoUntouchedDelivery, b.String())
+		}
+	}
+}

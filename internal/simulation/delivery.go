@@ -26,6 +26,7 @@ type delivery struct {
 	lostSettlement bool // LostSettlement struck its settlement
 	ambiguous      bool // its write committed and was reported as a timeout
 	paymentCrash   bool // PaymentCrash struck after its capture: it dies at its next payment record write
+	started        bool // the handler started
 	handled        bool // the handler returned
 	result         order.Result
 }
@@ -97,7 +98,22 @@ func (t *tracker) handlerStarted(body []byte) *delivery {
 		return nil
 	}
 	delete(t.byBody, &body[0])
+	d.started = true
 	return d
+}
+
+// untouched returns the deliveries whose handler never started, for the
+// subscription of consumer ("" for the order writers').
+func (t *tracker) untouched(consumer string) []Untouched {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Untouched
+	for _, d := range t.all {
+		if !d.started {
+			out = append(out, Untouched{Consumer: consumer, MessageID: d.messageID, OrderID: d.orderID, Seq: d.seq, DeliveryCount: d.deliveryCount})
+		}
+	}
+	return out
 }
 
 func (t *tracker) handled(d *delivery, res order.Result) {

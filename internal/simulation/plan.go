@@ -75,6 +75,13 @@ type FaultRates struct {
 	// incident sets ResubmitLate to 1.
 	ResubmitEarly float64
 	ResubmitLate  float64
+
+	// WorkerRestart: after a settlement on the order writers' queue, the
+	// worker that settled it is shut down as on SIGTERM (its context
+	// cancelled, its handlers given the shutdown grace, its receiver
+	// closed) and replaced by a new worker on a new receiver; at most
+	// twice per worker.
+	WorkerRestart float64
 }
 
 // DefaultFaultRates returns rates that exercise every fault in a run of a
@@ -96,6 +103,7 @@ func DefaultFaultRates() FaultRates {
 		PaymentTimeout:     0.03,
 		PaymentCrash:       0.02,
 		PaymentMarkFailure: 0.02,
+		WorkerRestart:      0.002,
 		ResubmitEarly:      0.5,
 		ResubmitLate:       1,
 	}
@@ -124,6 +132,7 @@ func (r FaultRates) fields() []namedRate {
 		{"Reuse", r.Reuse}, {"Malformed", r.Malformed}, {"OutOfOrder", r.OutOfOrder},
 		{"PaymentFailure", r.PaymentFailure}, {"PaymentTimeout", r.PaymentTimeout}, {"PaymentCrash", r.PaymentCrash},
 		{"PaymentMarkFailure", r.PaymentMarkFailure}, {"ResubmitEarly", r.ResubmitEarly}, {"ResubmitLate", r.ResubmitLate},
+		{"WorkerRestart", r.WorkerRestart},
 	}
 }
 
@@ -145,6 +154,7 @@ const (
 	faultPaymentCrash
 	faultMarkFailure
 	faultResubmit // not charged to the budget: see resubmits
+	faultRestart  // not charged to the budget: see restarts
 )
 
 // orderPlan is what the plan decides for one order before anything is sent.
@@ -287,6 +297,13 @@ func (p *plan) resubmits(id string, seq int64, round int) bool {
 		rate = p.rates.ResubmitLate
 	}
 	return p.roll(faultResubmit, id, uint64(seq), uint64(round)) < rate
+}
+
+// restarts reports whether the worker in slot restarts after its n-th
+// settlement. It is not charged to any order's budget: a restart costs no
+// delivery of a correct worker.
+func (p *plan) restarts(slot string, n uint64) bool {
+	return p.roll(faultRestart, slot, n, 0) < p.rates.WorkerRestart
 }
 
 func (p *plan) rate(f fault) float64 {

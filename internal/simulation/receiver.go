@@ -47,6 +47,8 @@ type faultReceiver struct {
 	tr    *tracker
 	hist  *history
 	queue string // the inbox consumer's name, "" for the order writers
+	// afterSettle, if set, is called after every settlement call returns.
+	afterSettle func()
 }
 
 var _ worker.Receiver = (*faultReceiver)(nil)
@@ -139,10 +141,18 @@ func (r *faultReceiver) settle(m *azservicebus.ReceivedMessage, what string, app
 	if d == nil { // not received through this simulation: nothing to inject
 		return apply()
 	}
-	defer r.tr.settled(d)
+	defer func() {
+		r.tr.settled(d)
+		if r.afterSettle != nil {
+			r.afterSettle()
+		}
+	}()
 	r.tr.mu.Lock()
-	expired, crashed := d.lockExpired, d.crashed
+	expired, crashed, started := d.lockExpired, d.crashed, d.started
 	r.tr.mu.Unlock()
+	if !started {
+		what += " (no handler saw this delivery)"
+	}
 	logged := func(err error) error {
 		res := "ok"
 		if err != nil {

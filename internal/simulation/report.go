@@ -38,6 +38,8 @@ type Report struct {
 	Accounting Accounting
 	// Resubmissions counts the operator's resubmissions.
 	Resubmissions ResubmissionCounts
+	// Restarts counts the workers shut down (as on SIGTERM) and replaced.
+	Restarts int
 
 	// What happened. These depend on the goroutine interleaving as well
 	// as on the seed.
@@ -338,6 +340,9 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		row("payment answers lost after charging", f.PaymentDrop+f.PaymentTimeout, fmt.Sprintf("%d dropped connections, %d client timeouts", f.PaymentDrop, f.PaymentTimeout))
 		row("crashes before the payment mark", f.PaymentCrash, "record left in progress")
 		row("payment marks failed once", f.PaymentMarkFailure, "record left claimed")
+	}
+	if c.Faults.WorkerRestart > 0 {
+		row("workers restarted*", r.Restarts, "shut down as on SIGTERM and replaced")
 	}
 	if rs := r.Resubmissions; c.Faults.ResubmitEarly > 0 || c.Faults.ResubmitLate > 0 {
 		row("resubmissions early / late*", fmt.Sprintf("%d / %d", rs.Early, rs.Late), fmt.Sprintf("%d after their order's key retention, %d dropped as duplicates", rs.AfterKeyRetention, rs.Dropped))

@@ -403,36 +403,18 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		logger = slog.New(slog.DiscardHandler)
 	}
 
-	var workers []*worker.Worker
-	var receivers []*sbqueue.Receiver
+	pool := &workerPool{cfg: cfg, logger: logger, gateway: gateway, hist: hist, restart: make(chan *workerSlot, 64)}
 	for i, s := range subs {
 		for w := range cfg.Workers {
-			env := Env{Store: s.store, Now: time.Now, Payments: gateway, Lease: cfg.messageTimeout(), KeyRetention: cfg.KeyRetention,
-				Owner: fmt.Sprintf("%s-worker-%d", names[i], w), MarkerTTL: cfg.MarkerTTL}
-			var h worker.Handler
-			if i == 0 {
-				h = cfg.Consumer(env)
-			} else {
-				h = cfg.InboxConsumer(names[i], env)
-			}
-			r := s.out.q.NewReceiver()
-			receivers = append(receivers, r)
-			wk, err := worker.New(&faultReceiver{inner: r, q: s.out.q, plan: s.plan, tr: s.tr, hist: hist, queue: s.out.consumer},
-				&trackingHandler{inner: h, tr: s.tr, hist: hist, queue: s.out.consumer},
-				logger.With("queue", names[i], "worker", w), cfg.workerOptions())
-			if err != nil {
+			sl := &workerSlot{name: fmt.Sprintf("%s-worker-%d", names[i], w), sub: s, orders: i == 0, index: w}
+			if err := pool.start(sl); err != nil {
+				pool.stopAll()
 				return nil, err
 			}
-			workers = append(workers, wk)
+			pool.slots = append(pool.slots, sl)
 		}
 	}
-	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWorkers()
-	var wg sync.WaitGroup
-	werrs := make([]error, len(workers))
-	for i, w := range workers {
-		wg.Go(func() { werrs[i] = w.Run(wctx) })
-	}
+	go pool.supervise()
 
 	d := &driver{cfg: cfg, subs: subs, changed: changed, start: start, progress: progress}
 	d.setPhase("sending")
@@ -473,15 +455,11 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 			err = d.drain(ctx)
 		}
 	}
-	stopWorkers()
-	wg.Wait()
-	for _, r := range receivers { // as cmd/orderworker closes its receiver
-		_ = r.Close(context.Background())
-	}
+	werr := pool.stopAll()
 	d.setPhase("checking")
 	stopProgress()
 	if err == nil {
-		err = errors.Join(werrs...)
+		err = werr
 	}
 	for _, s := range subs {
 		if _, unmatched := s.tr.outcomes(); err == nil && unmatched > 0 {
@@ -493,6 +471,10 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	}
 
 	state := State{Sent: subs[0].out.sent, Queue: subs[0].out.q.Snapshot(), Documents: mem.Items(), Now: time.Now(), MarkerTTL: cfg.MarkerTTL}
+	for _, s := range subs {
+		state.Untouched = append(state.Untouched, s.tr.untouched(s.out.consumer)...)
+	}
+	rep.Restarts = pool.restarts
 	for _, s := range subs[1:] {
 		state.Inbox = append(state.Inbox, Subscription{Consumer: s.out.consumer, Sent: s.out.sent, Queue: s.out.q.Snapshot()})
 	}
@@ -769,4 +751,175 @@ func (d *driver) drain(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// workerSlot is one of the run's workers, which a WorkerRestart replaces
+// by a new worker on a new receiver.
+type workerSlot struct {
+	name   string
+	sub    *subscription
+	orders bool // on the order writers' queue: the only one with restarts
+	index  int
+
+	// Guarded by workerPool.mu.
+	generation int
+	restarting bool
+	cancel     context.CancelFunc
+	done       chan struct{}
+	recv       *sbqueue.Receiver
+	settled    uint64
+	errs       []error
+}
+
+// workerPool runs the workers and restarts them as the plan says: it
+// cancels the worker's context as SIGTERM does, waits for Run to return
+// (the worker drains its handlers within its shutdown grace), closes its
+// receiver as cmd/orderworker does, and starts a new worker on a new
+// receiver.
+type workerPool struct {
+	cfg     Config
+	logger  *slog.Logger
+	gateway order.PaymentGateway
+	hist    *history
+	restart chan *workerSlot
+
+	mu       sync.Mutex
+	slots    []*workerSlot
+	stopping bool
+	restarts int
+}
+
+// maxRestartsPerWorker bounds the restarts of one worker slot.
+const maxRestartsPerWorker = 2
+
+// start starts a worker in sl. Requires that sl runs none.
+func (p *workerPool) start(sl *workerSlot) error {
+	s := p.sub(sl)
+	owner := sl.name
+	if sl.generation > 0 {
+		owner = fmt.Sprintf("%s.%d", sl.name, sl.generation)
+	}
+	env := Env{Store: s.store, Now: time.Now, Payments: p.gateway, Lease: p.cfg.messageTimeout(), KeyRetention: p.cfg.KeyRetention,
+		Owner: owner, MarkerTTL: p.cfg.MarkerTTL}
+	var h worker.Handler
+	if sl.orders {
+		h = p.cfg.Consumer(env)
+	} else {
+		h = p.cfg.InboxConsumer(s.name, env)
+	}
+	r := s.out.q.NewReceiver()
+	fr := &faultReceiver{inner: r, q: s.out.q, plan: s.plan, tr: s.tr, hist: p.hist, queue: s.out.consumer}
+	if sl.orders {
+		fr.afterSettle = func() { p.settled(sl) }
+	}
+	wk, err := worker.New(fr, &trackingHandler{inner: h, tr: s.tr, hist: p.hist, queue: s.out.consumer},
+		p.logger.With("queue", s.name, "worker", sl.index, "generation", sl.generation), p.cfg.workerOptions())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	p.mu.Lock()
+	sl.cancel, sl.done, sl.recv = cancel, done, r
+	p.mu.Unlock()
+	go func() {
+		defer close(done)
+		if err := wk.Run(ctx); err != nil {
+			p.mu.Lock()
+			sl.errs = append(sl.errs, err)
+			p.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+func (p *workerPool) sub(sl *workerSlot) *subscription { return sl.sub }
+
+// settled counts a settlement of sl's worker and asks for its restart if
+// the plan says so. It never blocks: it runs on a handler goroutine.
+func (p *workerPool) settled(sl *workerSlot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sl.settled++
+	if p.stopping || sl.restarting || sl.generation >= maxRestartsPerWorker || !sl.sub.plan.restarts(sl.name, sl.settled) {
+		return
+	}
+	select {
+	case p.restart <- sl:
+		sl.restarting = true
+	default:
+	}
+}
+
+// supervise restarts the slots asked for until stopAll.
+func (p *workerPool) supervise() {
+	for sl := range p.restart {
+		p.mu.Lock()
+		stopping := p.stopping
+		cancel, done, recv := sl.cancel, sl.done, sl.recv
+		p.mu.Unlock()
+		if stopping {
+			p.mu.Lock()
+			sl.restarting = false
+			p.mu.Unlock()
+			continue
+		}
+		cancel()
+		<-done
+		_ = recv.Close(context.Background())
+		p.mu.Lock()
+		sl.generation++
+		p.restarts++
+		stopping = p.stopping
+		p.mu.Unlock()
+		if !stopping {
+			if err := p.start(sl); err != nil {
+				p.mu.Lock()
+				sl.errs = append(sl.errs, err)
+				p.mu.Unlock()
+			}
+		}
+		p.mu.Lock()
+		sl.restarting = false
+		p.mu.Unlock()
+	}
+}
+
+// stopAll stops every worker, as at the end of the run, closes their
+// receivers and returns their errors.
+func (p *workerPool) stopAll() error {
+	p.mu.Lock()
+	p.stopping = true
+	p.mu.Unlock()
+	var errs []error
+	for {
+		// A restart in progress finishes (and starts nothing) first.
+		p.mu.Lock()
+		busy := slices.ContainsFunc(p.slots, func(sl *workerSlot) bool { return sl.restarting })
+		p.mu.Unlock()
+		if !busy {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.mu.Lock()
+	slots := slices.Clone(p.slots)
+	p.mu.Unlock()
+	for _, sl := range slots { // every worker gets SIGTERM at once
+		p.mu.Lock()
+		sl.cancel()
+		p.mu.Unlock()
+	}
+	for _, sl := range slots {
+		p.mu.Lock()
+		done, recv := sl.done, sl.recv
+		p.mu.Unlock()
+		<-done
+		_ = recv.Close(context.Background()) // as cmd/orderworker closes its receiver
+		p.mu.Lock()
+		errs = append(errs, sl.errs...)
+		p.mu.Unlock()
+	}
+	close(p.restart)
+	return errors.Join(errs...)
 }

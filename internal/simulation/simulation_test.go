@@ -33,8 +33,8 @@ func TestSeededScenarios(t *testing.T) {
 			if err := rep.Verdict(); err != nil {
 				var b strings.Builder
 				rep.WriteTo(&b)
-				if !paymentStepFixed && onlyPaymentStepDefects(rep) {
-					t.Skipf("known defect 1 or 2 of issue 9 (the payment step), to be fixed:\n%v\n%s", err, b.String())
+				if onlyKnownDefects(rep) {
+					t.Skipf("known defect 1, 2 or 6 of issue 9 (payment step, worker shutdown), to be fixed:\n%v\n%s", err, b.String())
 				}
 				t.Fatalf("%v\n%s", err, b.String())
 			}
@@ -53,15 +53,27 @@ func TestSeededScenarios(t *testing.T) {
 // them, and TestSimulationFindsDefect1 and 2 require their seeds to pass.
 const paymentStepFixed = false
 
-// onlyPaymentStepDefects reports whether every violation of rep is one
-// that defects 1 and 2 produce: an order charged more than once, or an
-// order message dead-lettered for MaxDeliveryCountExceeded while its order
-// was stored.
-func onlyPaymentStepDefects(rep *simulation.Report) bool {
+// shutdownFixed is false while main's worker still has defect 6 of issue 9:
+// at shutdown it asks the receiver for Concurrency messages, which issues
+// fresh link credit, and abandons what arrives, raising the delivery count
+// of messages no handler saw. Set it to true when the worker fix is
+// merged: TestSeededScenarios then fails on it, and
+// TestSimulationFindsDefect6 requires its seeds to pass.
+const shutdownFixed = false
+
+// onlyKnownDefects reports whether every violation of rep is one that the
+// unfixed defects 1, 2 (paymentStepFixed) and 6 (shutdownFixed) produce: an
+// order charged more than once, an order message dead-lettered for
+// MaxDeliveryCountExceeded while its order was stored (both paths spend
+// deliveries: the payment claim's and the shutdown's), a delivery no
+// handler saw.
+func onlyKnownDefects(rep *simulation.Report) bool {
 	for _, v := range rep.Violations {
 		switch {
-		case v.Invariant == simulation.OneChargePerOrder && strings.Contains(v.Detail, "charged 2 times"):
-		case v.Invariant == simulation.NoMessageLost && strings.Contains(v.Detail, "dead-lettered as MaxDeliveryCountExceeded") && v.Seq != 0:
+		case !paymentStepFixed && v.Invariant == simulation.OneChargePerOrder && strings.Contains(v.Detail, "charged 2 times"):
+		case !(paymentStepFixed && shutdownFixed) && v.Invariant == simulation.NoMessageLost &&
+			strings.Contains(v.Detail, "dead-lettered as MaxDeliveryCountExceeded") && v.Seq != 0:
+		case !shutdownFixed && v.Invariant == simulation.NoUntouchedDelivery:
 		default:
 			return false
 		}
@@ -86,17 +98,22 @@ func scenario(seed uint64) simulation.Config {
 		}
 		return 0.05 + float64(next()%26)/100
 	}
+	orders, workers, concurrency := 30+int(next()%31), 2+int(next()%3), 1+int(next()%6)
+	restart := 0.0
+	if seed%4 == 3 { // a quarter of the seeds restart workers
+		restart = 0.01
+	}
 	return simulation.Config{
-		Orders:      30 + int(next()%31),
-		Workers:     2 + int(next()%3),
-		Concurrency: 1 + int(next()%6),
+		Orders:      orders,
+		Workers:     workers,
+		Concurrency: concurrency,
 		Seed:        seed,
 		Faults: simulation.FaultRates{
 			ProducerRetry: rate(), RetryOutsideWindow: rate(), Crash: rate(), LostSettlement: rate(),
 			LockExpiry: rate(), Transient: rate(), Ambiguous: rate(), Outage: rate() / 3,
 			Reuse: rate(), Malformed: rate(),
 			OutOfOrder: rate() * 3, PaymentFailure: rate(), PaymentTimeout: rate(), PaymentCrash: rate(),
-			PaymentMarkFailure: rate(), ResubmitEarly: 2 * rate(), ResubmitLate: 1,
+			PaymentMarkFailure: rate(), ResubmitEarly: 2 * rate(), ResubmitLate: 1, WorkerRestart: restart,
 		},
 	}
 }
@@ -117,10 +134,10 @@ func TestEveryFaultOccurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := rep.Verdict(); err != nil {
-		if paymentStepFixed || !onlyPaymentStepDefects(rep) {
+		if !onlyKnownDefects(rep) {
 			t.Fatal(err)
 		}
-		t.Logf("known defect 1 or 2 of issue 9: %v", err)
+		t.Logf("known defect 1, 2 or 6 of issue 9: %v", err)
 	}
 	f, dc := rep.Faults, rep.DuplicateCauses
 	if len(rep.Inbox) != 2 {
