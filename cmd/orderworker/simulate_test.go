@@ -22,12 +22,13 @@ func TestSimulate(t *testing.T) {
 		wantErr     error // nil: the run passes
 	}{
 		{
-			// Payment marks never fail and nothing is resubmitted, so that
-			// defects 1 and 2 of issue 9 (main's payment step) stay out of
-			// this run; internal/simulation's tests reach them.
+			// Payment marks never fail, nothing is resubmitted and no worker
+			// restarts, so that defects 1, 2 and 6 of issue 9 (main's
+			// payment step and worker shutdown) stay out of this run;
+			// internal/simulation's tests reach them.
 			name: "faults on",
 			args: []string{"-simulate", "-orders", "300", "-seed", "5", "-progress", "never", "-payment-mark-failure", "0", "-payment-crash", "0",
-				"-crash", "0", "-resubmit-early", "0", "-resubmit-late", "0"},
+				"-crash", "0", "-resubmit-early", "0", "-resubmit-late", "0", "-worker-restart", "0"},
 			wantOut: []string{"seed 5: 300 orders, 3 workers x 8 handlers, faults on",
 				"Time scale: lock 1s, duplicate-detection window 1s, payment key retention 3s",
 				"The seed fixes the plan", "each sent message followed to its end", "dropped by duplicate detection",
@@ -39,8 +40,9 @@ func TestSimulate(t *testing.T) {
 				"Inbox consumers", "loyalty: created", "audit: created", "ok   inbox-once-per-consumer"},
 		},
 		{
-			name:        "parts off",
-			args:        []string{"-simulate", "-orders", "100", "-seed", "3", "-payments=false", "-status-changes=false", "-inbox=false", "-progress", "never"},
+			name: "parts off",
+			args: []string{"-simulate", "-orders", "100", "-seed", "3", "-payments=false", "-status-changes=false", "-inbox=false", "-progress", "never",
+				"-worker-restart", "0", "-resubmit-early", "0", "-resubmit-late", "0"},
 			wantOut:     []string{"Verdict: PASS", "ok   one-charge-per-order"},
 			notInStdout: []string{"\nPayments\n", "\nStatus changes\n", "Inbox consumers", "FAIL"},
 		},
@@ -58,7 +60,7 @@ func TestSimulate(t *testing.T) {
 		},
 		{
 			name:       "progress lines when asked for",
-			args:       []string{"-simulate", "-orders", "50", "-progress", "always", "-resubmit-early", "0", "-resubmit-late", "0"},
+			args:       []string{"-simulate", "-orders", "50", "-progress", "always", "-faults=false"},
 			wantOut:    []string{"Verdict: PASS"},
 			wantStderr: []string{"sending", "draining", "done", "settled"},
 		},
@@ -90,7 +92,7 @@ func TestSimulate(t *testing.T) {
 
 func TestSimulateSeedFromClockIsPrinted(t *testing.T) {
 	var stdout strings.Builder
-	if err := run(context.Background(), []string{"-simulate", "-orders", "20", "-progress", "never", "-resubmit-early", "0", "-resubmit-late", "0"}, envOf(nil), &stdout, io.Discard); err != nil {
+	if err := run(context.Background(), []string{"-simulate", "-orders", "20", "-progress", "never", "-faults=false"}, envOf(nil), &stdout, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(stdout.String(), "seed 0:") || !strings.Contains(stdout.String(), "Simulation, seed ") {

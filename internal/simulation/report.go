@@ -379,6 +379,12 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 			row("  duplicates completed", in.Outcomes.Duplicate, "marker found: nothing written")
 			row("  loyalty entries / live markers", fmt.Sprintf("%d / %d", in.Entries, in.Markers), "")
 			row("  dead-lettered", in.DeadLettered, "")
+			a := in.Accounting
+			note := fmt.Sprintf("%d sent = %d enqueued + %d dropped; %d completed, %d dead-lettered", a.Sent, a.Enqueued, a.Dropped, a.Completed, in.DeadLettered)
+			if !a.Balanced() {
+				note = "NOT BALANCED: " + note
+			}
+			row("  messages accounted for", "", note)
 		}
 		line("")
 	}
