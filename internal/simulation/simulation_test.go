@@ -274,11 +274,24 @@ func TestRunRejectsBadConfig(t *testing.T) {
 }
 
 func TestRunStopsWithContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := simulation.Run(ctx, simulation.Config{Orders: 50}, nil)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run with a cancelled context: %v, want context.Canceled", err)
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := simulation.Run(ctx, simulation.Config{Orders: 50}, nil)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run with a cancelled context: %v, want context.Canceled", err)
+		}
+	})
+}
+
+// TestRunStopsAtItsTimeLimit: a run that cannot finish (every store call
+// fails, and the stall timeout is longer than the time limit) ends at its
+// time limit, on the bubble's clock, with an error that says so.
+func TestRunStopsAtItsTimeLimit(t *testing.T) {
+	_, err := runSim(t, simulation.Config{Orders: 20, DisableInbox: true, TimeLimit: time.Minute, StallTimeout: time.Hour,
+		Faults: simulation.FaultRates{Outage: 1}, MaxDeliveryCount: 1000, MaxFaultsPerMessage: 1})
+	if err == nil || !strings.Contains(err.Error(), "time limit") {
+		t.Fatalf("Run = %v, want the time limit", err)
 	}
 }
 
