@@ -33,8 +33,9 @@ type Store interface {
 //   - Outage: every call for the order fails as Transient does;
 //   - PaymentCrash: the delivery marked by the payment gateway dies at its
 //     next payment record write, which never happens (see faultGateway);
-//   - PaymentMarkFailure: the write that marks a payment record completed
-//     fails with 503 before writing.
+//   - PaymentMarkFailure: the first write that marks an order's payment
+//     record completed fails with 503 before writing (or, if the plan spares
+//     it, none does).
 //
 // It records every call and its result in the run's history.
 // It tells the tracker which delivery committed each order (or, for an
@@ -53,13 +54,26 @@ type faultStore struct {
 	reads    map[string]uint64 // read calls so far, by order id
 	docCalls map[string]uint64 // document calls so far, by order id
 	outages  map[string]bool   // orders under a permanent outage
+	marked   map[string]bool   // orders whose completed-mark was offered to PaymentMarkFailure
+}
+
+// markFailOnce reports whether order id's completed-mark may still fail:
+// PaymentMarkFailure strikes each order's mark at most once.
+func (s *faultStore) markFailOnce(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.marked[id] {
+		return false
+	}
+	s.marked[id] = true
+	return true
 }
 
 var _ Store = (*faultStore)(nil)
 
 func newFaultStore(mem *memstore.Store, p *plan, tr *tracker, outages map[string]bool, inbox bool) *faultStore {
 	return &faultStore{mem: mem, plan: p, tr: tr, inbox: inbox, outages: outages,
-		creates: make(map[string]uint64), reads: make(map[string]uint64), docCalls: make(map[string]uint64)}
+		creates: make(map[string]uint64), reads: make(map[string]uint64), docCalls: make(map[string]uint64), marked: make(map[string]bool)}
 }
 
 // errThrottled and errUnavailable are the transient failures the store
@@ -235,7 +249,7 @@ func (s *faultStore) replaceDocument(ctx context.Context, pk string, d order.Doc
 	if err := s.fail("replace "+d.ID, pk, n, outage); err != nil {
 		return "", err
 	}
-	if completes && d.ID == order.PaymentRecordID(pk) && s.plan.inject(faultMarkFailure, pk, n, 2) {
+	if completes && d.ID == order.PaymentRecordID(pk) && s.markFailOnce(pk) && s.plan.inject(faultMarkFailure, pk, n, 2) {
 		s.tr.count(func(c *FaultCounts) { c.PaymentMarkFailure++ })
 		return "", fmt.Errorf("fault: mark payment record completed in partition %q: %w", pk, errUnavailable)
 	}
