@@ -63,7 +63,10 @@
 // an operator resubmits dead-lettered order messages (DESIGN.md §5: receive
 // from the dead-letter queue, send a copy with the same MessageId, complete
 // the dead-lettered message), once soon after the queues drained and once
-// after the payments service's key retention has passed. Every fault is
+// after the payments service's key retention has passed; and an order
+// writer is shut down mid-run as on SIGTERM (its context cancelled, its
+// handlers given the shutdown grace, its receiver closed, with whatever
+// link credit it left) and replaced by a new worker. Every fault is
 // switchable and rate-controlled (FaultRates) and planned from the seed:
 // whether a fault strikes a given opportunity (the n-th delivery of a
 // queued message, the n-th store call for an order) is a function of the
@@ -82,6 +85,9 @@
 //
 // # What is simplified, and why it cannot hide a defect
 //
+//   - A restart stops one worker at a time, at a settlement of its own;
+//     a rolling deployment stops them one by one too, and SIGTERM at any
+//     other moment is a settlement later or earlier on the same path.
 //   - A crash is one delivery's: the crashed delivery sends nothing more
 //     (no settlement, no renewal) while the worker's other deliveries go
 //     on. A real crash ends all of them at once; each of those is a
@@ -138,7 +144,10 @@
 // every stored order was charged exactly once, and its payment record
 // names that charge; every order ends at the highest status version sent;
 // every inbox consumer processed every valid order exactly once, whatever
-// the other did. The report accounts for every message sent (sent =
+// the other did; and no worker took a message from the broker without
+// handing it to a handler (every receive locks a message and, once it is
+// abandoned or its lock lapses, raises its delivery count). The report
+// accounts for every message sent (sent =
 // enqueued + dropped; every enqueued message completed, dead-lettered with
 // a reason, or resubmitted), and a report with a violation names the seed
 // and the orders involved and prints each one's full history: sends,
@@ -152,7 +161,9 @@
 // before the redelivery horizon) make the checker fail, and that the
 // simulation reaches defects 1 and 2 of issue 9 in the payment step (a
 // claim captured again after the key retention: a second charge; a claim
-// left by a failed completed-mark waited out until MaxDeliveryCount).
+// left by a failed completed-mark waited out until MaxDeliveryCount) and
+// defect 6 in the worker's shutdown (a receive at shutdown on fresh link
+// credit, whose messages are abandoned unhandled).
 //
 // The report also explains every duplicate the consumer suppressed by its
 // cause (a producer retry, a redelivery after a lost lock or settlement, a
