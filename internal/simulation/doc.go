@@ -85,9 +85,11 @@
 //
 // # What is simplified, and why it cannot hide a defect
 //
-//   - A restart stops one worker at a time, at a settlement of its own;
-//     a rolling deployment stops them one by one too, and SIGTERM at any
-//     other moment is a settlement later or earlier on the same path.
+//   - A restart stops one worker at a time, right after one of its
+//     settlements, as a rolling deployment stops them one by one; its
+//     other handlers are then anywhere in their work, and its receive loop
+//     waits with its leftover credit, so the shutdown meets every state a
+//     SIGTERM at another moment would.
 //   - A crash is one delivery's: the crashed delivery sends nothing more
 //     (no settlement, no renewal) while the worker's other deliveries go
 //     on. A real crash ends all of them at once; each of those is a
