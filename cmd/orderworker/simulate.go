@@ -49,6 +49,10 @@ func runSimulation(ctx context.Context, args []string, stdout, stderr io.Writer)
 		{&r.PaymentFailure, "payment-failure", "rate of capture requests failing with 5xx/429 before charging"},
 		{&r.PaymentTimeout, "payment-timeout", "rate of capture requests charged whose answer is lost (dropped connection or client timeout)"},
 		{&r.PaymentCrash, "payment-crash", "rate of captures after which the worker dies before marking the payment completed"},
+		{&r.PaymentMarkFailure, "payment-mark-failure", "rate of completed-marks of a payment record that fail once (503) after the capture"},
+		{&r.ResubmitEarly, "resubmit-early", "rate of dead-lettered order messages the operator resubmits before the payment key retention passes"},
+		{&r.ResubmitLate, "resubmit-late", "rate of the dead-lettered order messages left that the operator resubmits after the key retention"},
+		{&r.WorkerRestart, "worker-restart", "rate of settlements after which the order writer that settled restarts (SIGTERM, then a new worker)"},
 	} {
 		fs.Float64Var(f.p, f.name, *f.p, f.help)
 	}
@@ -56,20 +60,26 @@ func runSimulation(ctx context.Context, args []string, stdout, stderr io.Writer)
 	statuses := fs.Bool("status-changes", true, "send status changes for some orders; -status-changes=false turns them off")
 	inbox := fs.Bool("inbox", true, `run two inbox consumers ("loyalty" and "audit") on subscriptions of their own; -inbox=false turns them off`)
 	fs.Float64Var(&cfg.StatusChanges, "status-rate", 0.3, "fraction of valid orders that get 1 to 3 status changes")
-	fs.DurationVar(&cfg.MarkerTTL, "marker-ttl", 0, "inbox marker TTL on the virtual clock; 0 is the minimum retention the queue settings require (a shorter one shows what it breaks)")
+	fs.DurationVar(&cfg.MarkerTTL, "marker-ttl", 0, "inbox marker TTL; 0 is the minimum retention the queue settings require (a shorter one shows what it breaks)")
 	logLevel := fs.String("log-level", "off", "worker log level: off, debug, info, warn or error (logs go to stderr)")
 	progress := fs.String("progress", "auto", "progress line on stderr: auto (on a terminal), always or never")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: orderworker -simulate [flags]
 
-Runs the worker's receive loop and decision code against an in-process model
-of Service Bus queues, an in-memory Cosmos DB and an in-process payments
-service, with no Azure and no Docker. It injects the delivery faults of an
-at-least-once queue (producer retries, crashes, lost settlements, lapsed
-locks, store errors, reused ids, malformed messages), payment faults (5xx,
-answers lost after the charge, crashes before the payment is marked) and
-out-of-order status changes, and runs two inbox consumers on subscriptions
-of their own. Then it proves from the final state of the queues, their
+Runs the worker's receive loop and decision code, with the worker's real
+timing (retry backoff, lock renewal, message deadline, shutdown grace),
+against an in-process model of Service Bus queues (with the SDK's link
+credit), an in-memory Cosmos DB and an in-process payments service that
+forgets idempotency keys after its retention, with no Azure and no Docker.
+It injects the delivery faults of an at-least-once queue (producer retries,
+crashes, lost settlements, lapsed locks, store errors, reused ids, malformed
+messages), payment faults (5xx, answers lost after the charge, crashes and
+failed marks before the payment is marked completed), out-of-order status
+changes and an operator's dead-letter resubmissions, and runs two inbox
+consumers on subscriptions of their own. It runs on the wall clock at a
+compressed time scale, which the report states (1 s locks, a 1 s
+duplicate-detection window, a 3 s key retention, resubmissions seconds
+later). Then it proves from the final state of the queues, their
 dead-letter queues, the store and the payments service that every order was
 written and charged exactly once, ends at its highest status version, was
 processed once by each inbox consumer, and that no message was lost. Exits
@@ -87,6 +97,16 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	// A zero would select Run's default silently: refuse it, as a
+	// negative.
+	for _, f := range []struct {
+		name   string
+		n, max int
+	}{{"orders", cfg.Orders, 1 << 30}, {"workers", cfg.Workers, 64}, {"concurrency", cfg.Concurrency, 5000}} {
+		if f.n < 1 || f.n > f.max {
+			return fmt.Errorf("-%s %d: want a number from 1 to %d", f.name, f.n, f.max)
+		}
 	}
 	if !*faults {
 		cfg.Faults = simulation.FaultRates{}
@@ -108,7 +128,7 @@ Flags:
 		cfg.Logger = logger
 	}
 
-	return simulate(ctx, cfg, *progress, stdout, stderr)
+	return simulate(ctx, cfg.CompressedTimeScale(), *progress, stdout, stderr)
 }
 
 // simulate runs the simulation cfg, shows progress on stderr as mode says,

@@ -5,7 +5,6 @@
 // (such as an AMQP test broker) can drive a Queue directly.
 //
 // The model follows Service Bus where it matters to an idempotent consumer:
-//
 //   - A received message is locked for the queue's LockDuration. Completing
 //     it removes it; abandoning it or letting the lock expire makes it
 //     available again, and its next delivery has DeliveryCount one higher.
@@ -21,12 +20,18 @@
 //   - With RequiresDuplicateDetection, a message whose MessageID was
 //     accepted less than DuplicateDetectionWindow ago is accepted and
 //     silently dropped, whatever its content.
+//   - A Receiver has the SDK's link credit: the broker sends on credit
+//     whether or not a handler waits, a message sent is locked and its
+//     delivery counted from that moment, leftover credit stays on the link
+//     and what arrives on it between calls is released (see Receiver).
 //
 // Time comes from a Clock. Every deadline is evaluated lazily against
-// Clock.Now on each operation, so with a VirtualClock tests move time with
-// VirtualClock.Advance instead of sleeping; receivers blocked in Receive
-// are woken when a message becomes available or the next lock or TTL
-// deadline is reached.
+// Clock.Now on each operation; receivers blocked in Receive or
+// ReceiveMessages are woken when a message becomes available or the next
+// lock or TTL deadline is reached. RealClock inside a testing/synctest
+// bubble runs every deadline on the bubble's virtual time, together with
+// the timers of the code under test; with a VirtualClock tests move time
+// with VirtualClock.Advance instead.
 //
 // Namespace, Queue, Receiver, Sender and VirtualClock are safe for
 // concurrent use.

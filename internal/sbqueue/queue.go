@@ -96,7 +96,9 @@ type Queue struct {
 	seenLog      []seenRecord // accepted IDs in acceptance order, for pruning
 	seenLogHead  int
 	counters     Counters
-	blocked      int // Receive calls waiting for a message
+	blocked      int     // Receive calls waiting for a message
+	links        []*link // receive links of Receivers, in attach order
+	nextLink     int     // where dispatch starts looking for credit
 }
 
 type seenRecord struct {
@@ -221,6 +223,7 @@ func (q *Queue) sendBatch(ctx context.Context, ms []Message, dropped *[]int) (en
 		q.makeAvailable(e, now)
 		enqueued++
 	}
+	q.dispatchPair(now)
 	return enqueued, nil
 }
 
@@ -321,15 +324,7 @@ func (q *Queue) take(max int, now time.Time) []ReceivedMessage {
 		if e.expiryIdx >= 0 {
 			heap.Remove(&q.expiring, e.expiryIdx)
 		}
-		e.deliveries++
-		e.token = newUUID()
-		e.lockedUntil = now.Add(q.opts.LockDuration)
-		q.locked[e.token] = e
-		if len(q.locked) == 1 || e.lockedUntil.Before(q.earliestLock) {
-			q.earliestLock = e.lockedUntil
-		}
-		q.counters.Delivered++
-		out = append(out, e.view(true))
+		out = append(out, q.lock(e, now))
 	}
 	return out
 }
@@ -362,6 +357,7 @@ func (q *Queue) Abandon(token [16]byte, propertiesToModify map[string]any) error
 	mergeProperties(&e.msg, propertiesToModify)
 	q.counters.Abandoned++
 	q.returnCounted(e, now)
+	q.dispatchPair(now)
 	return nil
 }
 
@@ -379,6 +375,7 @@ func (q *Queue) Release(token [16]byte) error {
 	e.deliveries--
 	q.counters.Released++
 	q.makeAvailable(e, now)
+	q.dispatchPair(now)
 	return nil
 }
 
@@ -405,6 +402,7 @@ func (q *Queue) DeadLetter(token [16]byte, reason, description string, propertie
 	}
 	mergeProperties(&e.msg, propertiesToModify)
 	q.deadLetter(e, reason, description, now)
+	q.dispatchPair(now)
 	return nil
 }
 
@@ -436,6 +434,7 @@ func (q *Queue) ExpireLock(token [16]byte) bool {
 		return false
 	}
 	q.expireLock(e, now)
+	q.dispatchPair(now)
 	return true
 }
 
@@ -447,6 +446,7 @@ func (q *Queue) ExpireLocks() {
 	for _, e := range q.locked {
 		q.expireLock(e, now)
 	}
+	q.dispatchPair(now)
 }
 
 // Peek returns up to max messages, available and locked, in sequence-number
@@ -587,6 +587,7 @@ func (q *Queue) sweep() time.Time {
 	}
 	main.sweepEntity(now)
 	main.dlq.sweepEntity(now)
+	q.dispatchPair(now)
 	return now
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,37 @@ var errConcurrentReceive = errors.New("receiver is already receiving messages. R
 // the method set of *azservicebus.Receiver that the worker uses, so the real
 // worker loop runs against the model unchanged.
 //
+// It models the SDK's (v1.11.0) link credit, which the worker's shutdown
+// depends on:
+//
+//   - ReceiveMessages(ctx, n) first issues credit so that n messages can
+//     arrive: n minus the credit the SDK counts on the link (issued and not
+//     yet taken, which includes messages sent and not yet handed out). The
+//     broker sends available messages on that credit at once; each one is
+//     locked, and its delivery counted, from the moment it is sent.
+//   - The call returns as soon as at least one message has arrived, with up
+//     to n of them, oldest first; or, with nothing arrived, when ctx ends,
+//     with (nil, ctx.Err()). With ctx already done it still issues the
+//     credit, as the SDK does, and returns (nil, ctx.Err()): the SDK's
+//     buffer is empty between calls (the releaser empties it) and the
+//     transfers on the new credit arrive after the flow's round trip, when
+//     the releaser already runs. The credit left when a call returns stays
+//     on the link: the SDK never drains it.
+//   - Between two calls the SDK runs a releaser: whatever arrives on the
+//     leftover credit, and whatever the last call left in the buffer, is
+//     released (the AMQP "released" outcome, which Service Bus does not
+//     count as a delivery), each using one credit. The next call stops it.
+//   - Close detaches the link: its credit is gone, and messages sent on it
+//     and never handed out keep their locks until they lapse (a counted
+//     delivery). Settlement goes by lock token and still works after Close.
+//
+// The SDK, after the first message, waits TimeAfterFirstMessage (20 ms) for
+// more; the model returns what has arrived by then without waiting, since
+// the broker sends in process at once. A message that would have arrived
+// within those 20 ms arrives after the call instead and is released by the
+// releaser: redelivered later, its delivery count unchanged, so the
+// difference cannot raise a count the real SDK would not raise.
+//
 // As with the SDK, ReceiveMessages must not be called concurrently on one
 // Receiver (an overlapping call fails); the settlement methods and
 // RenewMessageLock are safe to call concurrently with anything. Settlement
@@ -30,17 +62,23 @@ var errConcurrentReceive = errors.New("receiver is already receiving messages. R
 type Receiver struct {
 	q         *Queue
 	receiving atomic.Bool
+	l         *link // attached on the first ReceiveMessages; guarded by q.s.mu
 }
 
 // NewReceiver returns a PeekLock receiver on q. To receive dead-lettered
-// messages, call it on q.DeadLetterQueue().
+// messages, call it on q.DeadLetterQueue(). Its link attaches on the first
+// ReceiveMessages call.
 func (q *Queue) NewReceiver() *Receiver { return &Receiver{q: q} }
 
-// ReceiveMessages blocks until at least one message is available or ctx is
-// done, then locks and returns up to maxMessages of the messages available
-// at that moment. When ctx ends first it returns (nil, ctx.Err()), as the
-// SDK does. The options are accepted and ignored: the model does not wait
-// TimeAfterFirstMessage for more messages, since that would need real time.
+// ErrClosed is returned by ReceiveMessages on a closed Receiver, wrapped in
+// an error that errors.As reports as an *azservicebus.Error with Code
+// azservicebus.CodeClosed.
+var ErrClosed = errors.New("sbqueue: receiver closed")
+
+// ReceiveMessages issues credit and returns up to maxMessages messages sent
+// on the link's credit, as described on Receiver. Only
+// TimeAfterFirstMessage of the options exists, and the model does not wait
+// it.
 func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, _ *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	if !r.receiving.CompareAndSwap(false, true) {
 		return nil, errConcurrentReceive
@@ -53,15 +91,102 @@ func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, _ *azse
 	if maxMessages > maxReceiveMessages {
 		return nil, fmt.Errorf("maxMessages cannot exceed %d", maxReceiveMessages)
 	}
-	msgs, err := r.q.Receive(ctx, maxMessages)
-	if err != nil {
+	q := r.q
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	if r.l == nil {
+		r.l = &link{}
+		q.links = append(q.links, r.l)
+	}
+	l := r.l
+	if l.closed {
+		return nil, &sbError{code: azservicebus.CodeClosed, err: ErrClosed}
+	}
+	l.releasing = false // the call stops the releaser
+	if add := maxMessages - l.localCredit(); add > 0 {
+		l.credit += add
+	}
+	if err := ctx.Err(); err != nil {
+		r.startReleaser()
 		return nil, err
 	}
-	out := make([]*azservicebus.ReceivedMessage, len(msgs))
-	for i := range msgs {
-		out[i] = toSDK(&msgs[i])
+	for {
+		q.sweep() // dispatches on the new credit, and what lapsed meanwhile
+		if len(l.buf) > 0 {
+			n := min(maxMessages, len(l.buf))
+			out := make([]*azservicebus.ReceivedMessage, n)
+			for i := range n {
+				out[i] = toSDK(&l.buf[i])
+			}
+			l.buf = l.buf[n:]
+			r.startReleaser()
+			return out, nil
+		}
+		if err := ctx.Err(); err != nil {
+			r.startReleaser()
+			return nil, err
+		}
+		wake := l.waitBuf()
+		var timer <-chan struct{}
+		stop := func() bool { return false }
+		if next, ok := q.nextDeadline(); ok {
+			c := make(chan struct{})
+			timer = c
+			stop = q.clock.AtFunc(next, func() { close(c) })
+		}
+		q.blocked++
+		q.s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-timer:
+		}
+		stop()
+		q.s.mu.Lock()
+		q.blocked--
 	}
-	return out, nil
+}
+
+// startReleaser starts the SDK's releaser as a call returns: it releases
+// what the call left in the buffer, and from now on every arrival. Requires
+// q.s.mu.
+func (r *Receiver) startReleaser() {
+	now := r.q.clock.Now()
+	r.l.releasing = true
+	r.q.releaseBuffered(r.l, now)
+	r.q.dispatchPair(now)
+}
+
+// Close detaches the receiver's link, as *azservicebus.Receiver.Close
+// does: its credit is gone, and messages sent on it and not handed out keep
+// their locks until they lapse. Later ReceiveMessages calls fail with
+// CodeClosed; settlements still work.
+func (r *Receiver) Close(_ context.Context) error {
+	q := r.q
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	if r.l == nil {
+		r.l = &link{}
+	}
+	if r.l.closed {
+		return nil
+	}
+	r.l.closed, r.l.credit, r.l.releasing, r.l.buf = true, 0, false, nil
+	r.l.signal()
+	q.links = slices.DeleteFunc(q.links, func(l *link) bool { return l == r.l })
+	q.nextLink = 0
+	return nil
+}
+
+// Credit reports the credit the broker holds for the receiver's link and
+// the messages sent on it not yet handed out, for tests.
+func (r *Receiver) Credit() (credit, buffered int) {
+	r.q.s.mu.Lock()
+	defer r.q.s.mu.Unlock()
+	if r.l == nil {
+		return 0, 0
+	}
+	return r.l.credit, len(r.l.buf)
 }
 
 // CompleteMessage completes m. A lost lock is reported as an

@@ -1,7 +1,6 @@
 package simulation_test
 
 import (
-	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -36,7 +35,7 @@ func BenchmarkPipeline(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				cfg.Seed = uint64(i)
 				start := time.Now()
-				rep, err := simulation.Run(context.Background(), cfg, nil)
+				rep, err := runSim(b, cfg)
 				elapsed += time.Since(start)
 				if err != nil {
 					b.Fatal(err)

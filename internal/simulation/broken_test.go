@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,9 +85,9 @@ func TestBrokenConsumersFailTheChecker(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			const seed = 3
-			rep, err := simulation.Run(context.Background(), simulation.Config{
+			rep, err := runSim(t, simulation.Config{
 				Orders: 60, Workers: 3, Concurrency: 4, Seed: seed, Faults: tt.faults, Consumer: tt.consumer,
-			}, nil)
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +188,7 @@ func TestBrokenPatternsFailTheChecker(t *testing.T) {
 			const seed = 3
 			cfg := tt.cfg
 			cfg.Orders, cfg.Workers, cfg.Concurrency, cfg.Seed = 60, 3, 4, seed
-			rep, err := simulation.Run(context.Background(), cfg, nil)
+			rep, err := runSim(t, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,7 +215,7 @@ func TestCorrectPatternsHoldUnderTheSameFaults(t *testing.T) {
 		{Faults: simulation.FaultRates{RetryOutsideWindow: 0.3}},
 	} {
 		cfg.Orders, cfg.Workers, cfg.Concurrency, cfg.Seed = 60, 3, 4, 3
-		rep, err := simulation.Run(context.Background(), cfg, nil)
+		rep, err := runSim(t, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,13 +237,13 @@ func (downForGood) Capture(context.Context, string, order.Capture) (string, erro
 // every order message is dead-lettered after MaxDeliveryCount (to be
 // resubmitted), never completed: the checker accepts that, and only that.
 func TestPaymentNeverCompletingIsDeadLetteredNotLost(t *testing.T) {
-	rep, err := simulation.Run(context.Background(), simulation.Config{
+	rep, err := runSim(t, simulation.Config{
 		Orders: 40, Seed: 5, DisableInbox: true,
 		Consumer: func(e simulation.Env) worker.Handler {
 			e.Payments = downForGood{}
 			return simulation.DefaultConsumer(e)
 		},
-	}, nil)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,5 +255,47 @@ func TestPaymentNeverCompletingIsDeadLetteredNotLost(t *testing.T) {
 	}
 	if rep.Payments.Charges != 0 || rep.Payments.Completed != 0 {
 		t.Errorf("%d charges, %d payment records completed, want none", rep.Payments.Charges, rep.Payments.Completed)
+	}
+}
+
+// TestFailingReportCarriesHistories: the report of a broken consumer shows,
+// for the orders involved, every delivery (with its delivery count and lock
+// token), the handler's outcomes, the settlements, the store calls and the
+// payment calls, so that the violation can be understood without a
+// replay.
+func TestFailingReportCarriesHistories(t *testing.T) {
+	rep, err := runSim(t, simulation.Config{
+		Orders: 40, Workers: 2, Concurrency: 2, Seed: 3, DisableInbox: true,
+		Consumer: overrule(map[order.Outcome]order.Outcome{order.Duplicate: order.Transient}),
+		Faults:   simulation.FaultRates{Crash: 0.3, LostSettlement: 0.3},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict() == nil || len(rep.Histories) == 0 {
+		t.Fatalf("verdict %v, %d histories: want a failure with histories", rep.Verdict(), len(rep.Histories))
+	}
+	var b strings.Builder
+	rep.WriteTo(&b)
+	out := b.String()
+	h := rep.Histories[0]
+	if !strings.Contains(out, "History of order "+h.OrderID) {
+		t.Errorf("the report does not print the history of %s:\n%s", h.OrderID, out)
+	}
+	events := strings.Join(h.Events, "\n")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`sent ` + h.OrderID + ` as #\d+ \(original\)`),
+		regexp.MustCompile(`delivered ` + h.OrderID + ` #\d+, delivery count 1, lock [0-9a-f]{8}`),
+		regexp.MustCompile(`delivered ` + h.OrderID + ` #\d+, delivery count [2-9]`),
+		regexp.MustCompile(`store: create order and its event: ok`),
+		regexp.MustCompile(`handled #\d+ \(count \d+\): created`),
+		regexp.MustCompile(`handled #\d+ \(count \d+\): transient StoreError`),
+		regexp.MustCompile(`settle #\d+ lock [0-9a-f]{8}: (complete|abandon): `),
+		regexp.MustCompile(`capture call 1, key capture:` + h.OrderID + `: payment pay_`),
+		regexp.MustCompile(`payments service: POST /payments, key capture:` + h.OrderID + `: 201`),
+	} {
+		if !want.MatchString(events) {
+			t.Errorf("history of %s lacks %s:\n%s", h.OrderID, want, events)
+		}
 	}
 }

@@ -31,6 +31,19 @@ type State struct {
 	// time-to-live of their markers.
 	Inbox     []Subscription
 	MarkerTTL time.Duration
+
+	// Untouched are the deliveries a worker took from the broker and never
+	// handed to a handler, as the receiver (the broker's end) saw them.
+	Untouched []Untouched
+}
+
+// Untouched is a delivery a worker received and never handled.
+type Untouched struct {
+	Consumer      string // "" for the order writers' queue
+	MessageID     string
+	OrderID       string
+	Seq           int64
+	DeliveryCount uint32
 }
 
 // Subscription is the queue of one inbox consumer and what the producer
@@ -75,6 +88,7 @@ const (
 	OneChargePerOrder       = "one-charge-per-order"
 	StatusIsHighestVersion  = "status-is-highest-version"
 	InboxOncePerConsumer    = "inbox-once-per-consumer"
+	NoUntouchedDelivery     = "no-untouched-delivery"
 )
 
 // Invariants returns the invariants Check verifies, in the order it checks
@@ -93,7 +107,8 @@ func Invariants() []Invariant {
 		{RejectsDeadLettered, "every message whose id was reused for other content, and every invalid message, is in the dead-letter queue with its reason, on every queue", checkRejectsDeadLettered},
 		{DuplicatesChangeNothing, "duplicates write nothing: events, inbox markers and loyalty entries are written once; an order document keeps its creation fields and is written at most once more per status version sent; a payment record at most twice per claim, plus its completion", checkDuplicatesChangeNothing},
 		{OneChargePerOrder, "the payments service charged every stored order exactly once (at most once if all its messages were dead-lettered) and nothing else; every completed order message has a completed payment record naming that charge, for the order's amount", checkOneChargePerOrder},
-		{StatusIsHighestVersion, "every stored order's status and version are those of the highest version sent for it; every status change was completed with a version at least its own stored, or dead-lettered because its order was never stored", checkStatusIsHighestVersion},
+		{StatusIsHighestVersion, "every stored order's status and version are those of the highest version sent for it; every status change was completed with a version at least its own stored, dead-lettered because its order was never stored, or resubmitted by the operator", checkStatusIsHighestVersion},
+		{NoUntouchedDelivery, "no worker took a message from the broker without handing it to a handler: a received message is locked, and abandoning it or letting its lock lapse raises its delivery count, so a shutdown must not receive what it will not handle", checkNoUntouchedDelivery},
 		{InboxOncePerConsumer, "every inbox consumer wrote exactly one loyalty entry for every valid order and none for anything else, with its marker, which recorded content sent for the order and is gone only after its TTL; one consumer never suppresses another", checkInboxOncePerConsumer},
 	}
 }
@@ -145,6 +160,14 @@ func newView(consumer string, sent []Sent, q sbqueue.Snapshot, stored func(strin
 	slices.SortFunc(v.enqueued, func(a, b Sent) int { return cmp.Compare(a.Seq, b.Seq) })
 	for _, m := range q.DeadLetters {
 		v.dead[m.SequenceNumber] = m
+	}
+	// A message the operator resubmitted was dead-lettered with the reason
+	// recorded at the resubmission; its copy is a message of its own.
+	for _, m := range v.enqueued {
+		if _, still := v.dead[m.Seq]; m.Resubmitted && !still {
+			v.dead[m.Seq] = sbqueue.ReceivedMessage{Message: sbqueue.Message{MessageID: m.MessageID},
+				SequenceNumber: m.Seq, DeadLetterReason: m.DeadLetterReason, DeadLetterErrorDescription: m.DeadLetterDescription}
+		}
 	}
 	for _, m := range q.Active {
 		v.pending[m.SequenceNumber] = true
@@ -262,6 +285,25 @@ func (idx *index) paymentDone(id string) bool {
 		return true
 	}
 	return slices.ContainsFunc(idx.payments[id], func(d doc) bool { return d.state == order.PaymentCompleted })
+}
+
+// charges returns how often the payments service charged order id.
+func (idx *index) charges(id string) int {
+	if idx.s.Payments == nil {
+		return 0
+	}
+	return idx.s.Payments.Charges[id]
+}
+
+// paymentState describes order id's payment record, for a violation.
+func (idx *index) paymentState(id string) string {
+	for _, d := range idx.payments[id] {
+		var rec order.PaymentRecord
+		if json.Unmarshal(d.item.Body, &rec) == nil {
+			return fmt.Sprintf("record %s, owner %s, claimed at %s, %d claims", rec.State, rec.Owner, rec.ClaimedAt.Format(time.RFC3339Nano), rec.Attempts)
+		}
+	}
+	return "no payment record"
 }
 
 // stored returns the request hash of the order document of id: the one
@@ -382,11 +424,28 @@ func (v *view) noMessageLost(idx *index) []Violation {
 					add(m, "dead-lettered as %s, but the stored effect has the message's own content: a duplicate surfaced as an error", dl.DeadLetterReason)
 				}
 			case sbqueue.ReasonMaxDeliveryCountExceeded:
-				// A stored order whose payment never completed is
-				// dead-lettered, not lost: one-charge-per-order holds the
-				// charge to at most one, and a resubmission finishes it.
-				if stored && hash == m.RequestHash && (v.consumer != "" || idx.paymentDone(m.MessageID)) {
+				// A stored order whose payment never succeeded (the
+				// payments service down for good) is dead-lettered, not
+				// lost: a resubmission finishes it. But faults are bounded
+				// per order so that a correct consumer always reaches a
+				// clean delivery: once the service has charged the order,
+				// a dead-letter for MaxDeliveryCountExceeded means the
+				// consumer spent the message's deliveries without
+				// finishing what it could finish.
+				switch {
+				case !stored || hash != m.RequestHash:
+				case v.consumer != "" || idx.paymentDone(m.MessageID):
 					add(m, "dead-lettered as %s although its effect is stored: a duplicate surfaced as an error", dl.DeadLetterReason)
+				case idx.charges(m.MessageID) > 0:
+					add(m, "dead-lettered as %s with its payment record unfinished although the payments service had charged the order: its deliveries were spent waiting on a payment claim (%s)", dl.DeadLetterReason, idx.paymentState(m.MessageID))
+				}
+			case order.ReasonPaymentNeedsReconciliation:
+				// The consumer could not tell whether an old claim's capture
+				// charged, and handed the order to a person: explained for
+				// a stored order (one-charge-per-order checks that it was
+				// charged at most once; a resubmission may finish it).
+				if !stored {
+					add(m, "dead-lettered as %s, but its order is not stored", dl.DeadLetterReason)
 				}
 			default:
 				add(m, "valid order dead-lettered with reason %q (%s)", dl.DeadLetterReason, dl.DeadLetterErrorDescription)
@@ -627,6 +686,13 @@ func checkStatusIsHighestVersion(idx *index) []Violation {
 		if m.Kind != Status || idx.pending[m.Seq] { // pending: checkNoMessageLost
 			continue
 		}
+		if m.Resubmitted && m.DeadLetterReason == sbqueue.ReasonMaxDeliveryCountExceeded {
+			// Dead-lettered while its order was not yet stored, or before
+			// the order's own retries got it stored, and resubmitted: the
+			// copy is checked as a message of its own, and the order's
+			// version above shows whether it was applied.
+			continue
+		}
 		d, stored := version(m.OrderID)
 		dl, dead := idx.dead[m.Seq]
 		switch {
@@ -640,6 +706,19 @@ func checkStatusIsHighestVersion(idx *index) []Violation {
 		case d.Version < m.Version:
 			add(m.OrderID, m.Seq, "status change to version %d completed, but the order is at version %d: lost", m.Version, d.Version)
 		}
+	}
+	return out
+}
+
+func checkNoUntouchedDelivery(idx *index) []Violation {
+	var out []Violation
+	for _, u := range idx.s.Untouched {
+		where := ""
+		if u.Consumer != "" {
+			where = " on " + u.Consumer + "'s queue"
+		}
+		out = append(out, Violation{Invariant: NoUntouchedDelivery, OrderID: u.OrderID, Seq: u.Seq,
+			Detail: fmt.Sprintf("delivery %d of %s was received and never handed to a handler%s", u.DeliveryCount, u.MessageID, where)})
 	}
 	return out
 }

@@ -294,7 +294,9 @@ func TestCheck(t *testing.T) {
 			p.AmountMinor++
 			s.Payments.Payments["pay_2"] = p
 		}, []string{simulation.OneChargePerOrder}},
-		{"an order whose messages were all dead-lettered, charged once, its record in progress", func(t *testing.T, s *simulation.State) {
+		// Defect 2 of issue 9: the consumer waited out its own claim until
+		// the broker gave up, although the charge had succeeded.
+		{"an order charged once, its message dead-lettered after MaxDeliveryCount, its record in progress", func(t *testing.T, s *simulation.State) {
 			s.Documents = append(s.Documents, documents(t, "E", "e")...)
 			s.Documents = append(s.Documents, paymentRecord(t, "E", ""))
 			change(t, &s.Documents[len(s.Documents)-1], func(r *order.PaymentRecord) { r.State = order.PaymentInProgress })
@@ -302,6 +304,40 @@ func TestCheck(t *testing.T) {
 			// E's status change found E stored, so it was applied.
 			change(t, &s.Documents[len(s.Documents)-3], func(d *order.OrderDocument) { d.Status, d.Version = "paid", 2 })
 			withoutDeadLetter(s, 9)
+		}, []string{simulation.NoMessageLost}},
+		{"an order never charged (the payments service down), its message dead-lettered after MaxDeliveryCount", func(t *testing.T, s *simulation.State) {
+			s.Documents = append(s.Documents, documents(t, "E", "e")...)
+			s.Documents = append(s.Documents, paymentRecord(t, "E", ""))
+			change(t, &s.Documents[len(s.Documents)-1], func(r *order.PaymentRecord) { r.State, r.PaymentID = order.PaymentInProgress, "" })
+			change(t, &s.Documents[len(s.Documents)-3], func(d *order.OrderDocument) { d.Status, d.Version = "paid", 2 })
+			withoutDeadLetter(s, 9)
+		}, nil},
+		{"an order charged once, handed to a person as PaymentNeedsReconciliation", func(t *testing.T, s *simulation.State) {
+			s.Documents = append(s.Documents, documents(t, "E", "e")...)
+			s.Documents = append(s.Documents, paymentRecord(t, "E", ""))
+			change(t, &s.Documents[len(s.Documents)-1], func(r *order.PaymentRecord) { r.State = order.PaymentInProgress })
+			s.Payments.Charges["E"] = 1
+			change(t, &s.Documents[len(s.Documents)-3], func(d *order.OrderDocument) { d.Status, d.Version = "paid", 2 })
+			withoutDeadLetter(s, 9)
+			withoutDeadLetter(s, 5)
+			withDeadLetter(s, deadLetter(5, "E", order.ReasonPaymentNeedsReconciliation))
+		}, nil},
+		{"a resubmitted message: its dead-letter recorded, its copy completed", func(t *testing.T, s *simulation.State) {
+			s.Documents = append(s.Documents, documents(t, "E", "e")...)
+			s.Documents = append(s.Documents, paymentRecord(t, "E", ""))
+			s.Payments.Charges["E"] = 1
+			s.Payments.Payments["pay_E"] = payments.Payment{PaymentID: "pay_E", OrderID: "E", AmountMinor: 500, Currency: "EUR"}
+			change(t, &s.Documents[len(s.Documents)-1], func(r *order.PaymentRecord) { r.PaymentID = "pay_E" })
+			change(t, &s.Documents[len(s.Documents)-3], func(d *order.OrderDocument) { d.Status, d.Version = "paid", 2 })
+			withoutDeadLetter(s, 9)
+			withoutDeadLetter(s, 5)
+			i := slices.IndexFunc(s.Sent, func(m simulation.Sent) bool { return m.Seq == 5 })
+			orig := &s.Sent[i]
+			orig.Resubmitted, orig.ResubmittedAs, orig.DeadLetterReason, orig.DeadLetterDescription = true, 10, order.ReasonPaymentNeedsReconciliation, "reconcile"
+			cp := *orig
+			cp.Resubmitted, cp.ResubmittedAs, cp.Resubmission, cp.ResubmittedOf, cp.Seq = false, 0, true, 5, 10
+			s.Sent = append(s.Sent, cp)
+			s.Queue.Sent++
 		}, nil},
 
 		{"status left below the highest version", func(t *testing.T, s *simulation.State) {
@@ -403,7 +439,7 @@ func TestInvariantsAreNamedAndStated(t *testing.T) {
 		}
 		seen[inv.Name] = true
 	}
-	if len(seen) != 8 {
-		t.Errorf("%d invariants, want 8", len(seen))
+	if len(seen) != 9 {
+		t.Errorf("%d invariants, want 9", len(seen))
 	}
 }

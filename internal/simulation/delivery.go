@@ -26,22 +26,21 @@ type delivery struct {
 	lostSettlement bool // LostSettlement struck its settlement
 	ambiguous      bool // its write committed and was reported as a timeout
 	paymentCrash   bool // PaymentCrash struck after its capture: it dies at its next payment record write
-	backoff        bool // its abandon was withheld, so its lock lapses (see faultReceiver)
+	started        bool // the handler started
 	handled        bool // the handler returned
 	result         order.Result
 }
 
 // tracker joins the three views of a delivery the simulation has: the
 // receiver's (token, sequence number), the handler's (the order.Message) and
-// the store's (the write). It also tells the driver when the system may have
-// become quiescent. It is safe for concurrent use.
+// the store's (the write). It also tells the driver when a delivery ends.
+// It is safe for concurrent use.
 type tracker struct {
 	mu         sync.Mutex
 	tick       uint64
 	all        []*delivery
 	byToken    map[[16]byte]*delivery
 	byBody     map[*byte]*delivery // deliveries whose handler has not started
-	crashed    map[[16]byte]bool   // locks left to lapse by crashed or backing-off deliveries
 	inflight   int                 // received, settlement not yet returned
 	creators   map[string]*delivery
 	unmatched  int // handler calls the tracker could not match to a delivery
@@ -56,7 +55,6 @@ func newTracker(changed chan struct{}) *tracker {
 	return &tracker{
 		byToken:  make(map[[16]byte]*delivery),
 		byBody:   make(map[*byte]*delivery),
-		crashed:  make(map[[16]byte]bool),
 		creators: make(map[string]*delivery),
 		changed:  changed,
 	}
@@ -100,7 +98,22 @@ func (t *tracker) handlerStarted(body []byte) *delivery {
 		return nil
 	}
 	delete(t.byBody, &body[0])
+	d.started = true
 	return d
+}
+
+// untouched returns the deliveries whose handler never started, for the
+// subscription of consumer ("" for the order writers').
+func (t *tracker) untouched(consumer string) []Untouched {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Untouched
+	for _, d := range t.all {
+		if !d.started {
+			out = append(out, Untouched{Consumer: consumer, MessageID: d.messageID, OrderID: d.orderID, Seq: d.seq, DeliveryCount: d.deliveryCount})
+		}
+	}
+	return out
 }
 
 func (t *tracker) handled(d *delivery, res order.Result) {
@@ -126,16 +139,18 @@ func (t *tracker) wrote(d *delivery, orderID string, ambiguous bool) {
 	}
 }
 
-// settled records the end of d's settlement call.
+// settled records the end of d: its settlement call returned, or its lock
+// renewal found the lock lost (the worker then settles nothing). A second
+// call for d does nothing.
 func (t *tracker) settled(d *delivery) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if d.settled != 0 {
+		return
+	}
 	t.tick++
 	d.settled = t.tick
 	delete(t.byToken, d.token)
-	if d.crashed || d.backoff {
-		t.crashed[d.token] = true
-	}
 	t.inflight--
 	t.signal()
 }
@@ -163,31 +178,6 @@ func (t *tracker) busy() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.inflight > 0
-}
-
-// idle reports whether no delivery is in flight and every lock in locked
-// was left by a crashed delivery: then nothing will happen until the
-// driver moves the clock. locked are the lock tokens of the queue's locked
-// messages, taken before the call (see driver.drain).
-func (t *tracker) idle(locked [][16]byte) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.inflight > 0 {
-		return false
-	}
-	for _, tok := range locked {
-		if !t.crashed[tok] {
-			return false
-		}
-	}
-	return true
-}
-
-// forgetCrashed drops the crashed locks once the driver has let them lapse.
-func (t *tracker) forgetCrashed() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	clear(t.crashed)
 }
 
 // markPaymentCrash records that d dies before its payment record is marked

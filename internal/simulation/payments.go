@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
@@ -21,37 +20,39 @@ import (
 // request leaves the process: paymentLink hands each one to the service.
 const paymentsURL = "http://payments.simulation.invalid"
 
-// newPayments returns the reference payments service, on the virtual clock
-// and with the plan's service-side faults, and the consumer's gateway to
-// it: a payments.Client over paymentLink, wrapped in a faultGateway.
-func newPayments(clock *sbqueue.VirtualClock, p *plan, tr *tracker) (*payments.Service, *faultGateway, error) {
-	svc := payments.NewService(&payments.ServiceOptions{Now: clock.Now, Faults: serviceFaults(p, tr)})
-	link := &paymentLink{service: svc, plan: p, tr: tr, requests: make(map[string]uint64)}
-	client, err := payments.NewClient(paymentsURL, &payments.ClientOptions{
-		HTTPClient:  &http.Client{Transport: link},
-		MaxAttempts: 2,
-		// Backoff is instant, as redeliveries are on the virtual clock.
-		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
-	})
+// newPayments returns the reference payments service, which forgets each
+// key retention after its charge, on time.Now and with the plan's
+// service-side faults, and the consumer's gateway to it: a payments.Client
+// with the options cmd/orderworker uses (the defaults: per-attempt
+// timeout, retries with jittered backoff on real timers) over paymentLink,
+// wrapped in a faultGateway.
+func newPayments(retention, latency time.Duration, p *plan, tr *tracker, h *history) (*payments.Service, *faultGateway, error) {
+	svc := payments.NewService(&payments.ServiceOptions{KeyRetention: retention, Now: time.Now, Faults: serviceFaults(p, tr, h)})
+	link := &paymentLink{service: svc, plan: p, tr: tr, hist: h, latency: latency, requests: make(map[string]uint64)}
+	client, err := payments.NewClient(paymentsURL, &payments.ClientOptions{HTTPClient: &http.Client{Transport: link}})
 	if err != nil {
 		return nil, nil, err
 	}
-	return svc, &faultGateway{inner: payments.Gateway{Client: client}, plan: p, tr: tr, calls: make(map[string]uint64)}, nil
+	return svc, &faultGateway{inner: payments.Gateway{Client: client}, plan: p, tr: tr, hist: h,
+		calls: make(map[string]uint64), charged: make(map[string]time.Time)}, nil
 }
 
 // serviceFaults returns the payments service's fault function: for the
 // n-th request with an order's key, PaymentFailure answers 500, 503 or 429
 // before charging, and half of PaymentTimeout charges (or replays) and then
 // drops the connection. The other half is paymentLink's.
-func serviceFaults(p *plan, tr *tracker) func(payments.FaultRequest) payments.Fault {
+func serviceFaults(p *plan, tr *tracker, h *history) func(payments.FaultRequest) payments.Fault {
 	return func(r payments.FaultRequest) payments.Fault {
 		id, n := r.Request.OrderID, uint64(r.Attempt)
 		switch {
 		case p.inject(faultPaymentFailure, id, n, 0):
 			tr.count(func(c *FaultCounts) { c.PaymentFailure++ })
-			return payments.Fault{Kind: payments.FaultFail, Status: [...]int{http.StatusServiceUnavailable, http.StatusInternalServerError, http.StatusTooManyRequests}[n%3]}
+			status := [...]int{http.StatusServiceUnavailable, http.StatusInternalServerError, http.StatusTooManyRequests}[n%3]
+			h.add(id, "", "fault: payments service answers request %d with %d before charging", n, status)
+			return payments.Fault{Kind: payments.FaultFail, Status: status}
 		case p.inject(faultPaymentDrop, id, n, 0):
 			tr.count(func(c *FaultCounts) { c.PaymentDrop++ })
+			h.add(id, "", "fault: payments service drops the connection of request %d after deciding it", n)
 			return payments.Fault{Kind: payments.FaultDrop}
 		}
 		return payments.Fault{}
@@ -60,7 +61,7 @@ func serviceFaults(p *plan, tr *tracker) func(payments.FaultRequest) payments.Fa
 
 // paymentLink is the network between the consumer and the payments service:
 // an http.RoundTripper that hands each request to the service in process,
-// with no socket. The service's FaultDrop aborts its handler, which the
+// with no socket, after a round trip's latency. The service's FaultDrop aborts its handler, which the
 // link turns into a connection error, as a dropped connection is. The link
 // injects the other half of PaymentTimeout itself: the service answered
 // (having charged or replayed), and the answer is lost as the client's
@@ -71,6 +72,8 @@ type paymentLink struct {
 	service http.Handler
 	plan    *plan
 	tr      *tracker
+	hist    *history
+	latency time.Duration
 
 	mu       sync.Mutex
 	requests map[string]uint64 // requests so far, by order id
@@ -107,6 +110,15 @@ func (l *paymentLink) RoundTrip(r *http.Request) (resp *http.Response, err error
 	l.requests[id]++
 	n := l.requests[id]
 	l.mu.Unlock()
+	if l.latency > 0 { // the round trip, both ways
+		t := time.NewTimer(l.latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return nil, r.Context().Err()
+		}
+	}
 
 	rec := httptest.NewRecorder()
 	if aborted := serve(l.service, rec, r); aborted {
@@ -114,11 +126,15 @@ func (l *paymentLink) RoundTrip(r *http.Request) (resp *http.Response, err error
 	}
 	res := rec.Result()
 	ok := res.StatusCode == http.StatusOK || res.StatusCode == http.StatusCreated
+	replayed := ok && res.Header.Get(payments.HeaderIdempotentReplayed) == "true"
+	l.hist.add(id, "", "payments service: %s %s, key %s: %d%s", r.Method, r.URL.Path, r.Header.Get(payments.HeaderIdempotencyKey), res.StatusCode,
+		map[bool]string{true: " (replayed from the key store: no charge)", false: ""}[replayed])
 	if ok && id != "" && l.plan.inject(faultPaymentTimeout, id, n, 0) {
 		l.tr.count(func(c *FaultCounts) { c.PaymentTimeout++ })
+		l.hist.add(id, "", "fault: the answer is lost; the client's attempt times out")
 		return nil, errAnswerTimedOut
 	}
-	if ok && res.Header.Get(payments.HeaderIdempotentReplayed) == "true" {
+	if replayed {
 		l.tr.countPayment(func(c *paymentCounts) { c.Replays++ })
 	}
 	return res, nil
@@ -152,9 +168,11 @@ type faultGateway struct {
 	inner order.PaymentGateway
 	plan  *plan
 	tr    *tracker
+	hist  *history
 
-	mu    sync.Mutex
-	calls map[string]uint64 // capture calls so far, by order id
+	mu      sync.Mutex
+	calls   map[string]uint64    // capture calls so far, by order id
+	charged map[string]time.Time // when a capture call first succeeded, by order id
 }
 
 var _ order.PaymentGateway = (*faultGateway)(nil)
@@ -173,12 +191,28 @@ func (g *faultGateway) Capture(ctx context.Context, key string, c order.Capture)
 		}
 	})
 	if err != nil {
+		g.hist.add(c.OrderID, "", "capture call %d, key %s: %v", n, key, err)
 		return "", err
 	}
+	g.hist.add(c.OrderID, "", "capture call %d, key %s: payment %s", n, key, id)
+	g.mu.Lock()
+	if _, ok := g.charged[c.OrderID]; !ok {
+		g.charged[c.OrderID] = time.Now()
+	}
+	g.mu.Unlock()
 	if d := deliveryFrom(ctx); d != nil && g.plan.inject(faultPaymentCrash, c.OrderID, n, 0) {
 		g.tr.markPaymentCrash(d)
+		g.hist.add(c.OrderID, "", "fault: the worker of #%d dies before marking the payment completed", d.seq)
 	}
 	return id, nil
+}
+
+// firstCharge returns when a capture call for order id first succeeded.
+func (g *faultGateway) firstCharge(id string) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.charged[id]
+	return t, ok
 }
 
 // Ledger is the payments service's view of the run: the ground truth the

@@ -57,6 +57,31 @@ type FaultRates struct {
 	// progress and the message locked until the lock (and with it the
 	// claim's lease) lapses.
 	PaymentCrash float64
+	// PaymentMarkFailure: the write that marks a payment record completed,
+	// after a successful capture, fails once with 503 before writing. The
+	// record stays claimed (in progress) by the delivery, which is
+	// abandoned.
+	PaymentMarkFailure float64
+
+	// ResubmitEarly and ResubmitLate: an operator resubmits a message from
+	// the order writers' dead-letter queue (receives it, sends a copy with
+	// the same MessageId, completes the dead-lettered message), per
+	// message: in the early round (Config.ResubmitEarly after the queues
+	// drained, before the payments service forgets most keys) with
+	// probability ResubmitEarly, and of what is in the dead-letter queue
+	// then, in the late one (Config.ResubmitLate after they drained again,
+	// after the key retention) with probability ResubmitLate. An operator
+	// who resubmits every MaxDeliveryCountExceeded message after an
+	// incident sets ResubmitLate to 1.
+	ResubmitEarly float64
+	ResubmitLate  float64
+
+	// WorkerRestart: after a settlement on the order writers' queue, the
+	// worker that settled it is shut down as on SIGTERM (its context
+	// cancelled, its handlers given the shutdown grace, its receiver
+	// closed) and replaced by a new worker on a new receiver; at most
+	// twice per worker.
+	WorkerRestart float64
 }
 
 // DefaultFaultRates returns rates that exercise every fault in a run of a
@@ -68,15 +93,19 @@ func DefaultFaultRates() FaultRates {
 		Crash:              0.03,
 		LostSettlement:     0.03,
 		LockExpiry:         0.03,
-		Transient:          0.05,
+		Transient:          0.02,
 		Ambiguous:          0.02,
-		Outage:             0.005,
+		Outage:             0.002,
 		Reuse:              0.02,
 		Malformed:          0.02,
 		OutOfOrder:         0.5,
 		PaymentFailure:     0.03,
 		PaymentTimeout:     0.03,
 		PaymentCrash:       0.02,
+		PaymentMarkFailure: 0.02,
+		WorkerRestart:      0.002,
+		ResubmitEarly:      0.5,
+		ResubmitLate:       1,
 	}
 }
 
@@ -102,6 +131,8 @@ func (r FaultRates) fields() []namedRate {
 		{"Transient", r.Transient}, {"Ambiguous", r.Ambiguous}, {"Outage", r.Outage},
 		{"Reuse", r.Reuse}, {"Malformed", r.Malformed}, {"OutOfOrder", r.OutOfOrder},
 		{"PaymentFailure", r.PaymentFailure}, {"PaymentTimeout", r.PaymentTimeout}, {"PaymentCrash", r.PaymentCrash},
+		{"PaymentMarkFailure", r.PaymentMarkFailure}, {"ResubmitEarly", r.ResubmitEarly}, {"ResubmitLate", r.ResubmitLate},
+		{"WorkerRestart", r.WorkerRestart},
 	}
 }
 
@@ -121,6 +152,9 @@ const (
 	faultPaymentTimeout // the link's half of PaymentTimeout
 	faultPaymentDrop    // the service's half of PaymentTimeout
 	faultPaymentCrash
+	faultMarkFailure
+	faultResubmit // not charged to the budget: see resubmits
+	faultRestart  // not charged to the budget: see restarts
 )
 
 // orderPlan is what the plan decides for one order before anything is sent.
@@ -254,6 +288,24 @@ func (p *plan) inject(f fault, id string, a, b uint64) bool {
 	return true
 }
 
+// resubmits reports whether the operator resubmits the dead-lettered
+// message with sequence number seq in round (1 early, 2 late). It is an
+// operator's decision, not a fault: it spends no budget.
+func (p *plan) resubmits(id string, seq int64, round int) bool {
+	rate := p.rates.ResubmitEarly
+	if round == 2 {
+		rate = p.rates.ResubmitLate
+	}
+	return p.roll(faultResubmit, id, uint64(seq), uint64(round)) < rate
+}
+
+// restarts reports whether the worker in slot restarts after its n-th
+// settlement. It is not charged to any order's budget: a restart costs no
+// delivery of a correct worker.
+func (p *plan) restarts(slot string, n uint64) bool {
+	return p.roll(faultRestart, slot, n, 0) < p.rates.WorkerRestart
+}
+
 func (p *plan) rate(f fault) float64 {
 	switch f {
 	case faultLockExpiry:
@@ -274,6 +326,8 @@ func (p *plan) rate(f fault) float64 {
 		return p.rates.PaymentTimeout / 2
 	case faultPaymentCrash:
 		return p.rates.PaymentCrash
+	case faultMarkFailure:
+		return p.rates.PaymentMarkFailure
 	}
 	return 0
 }

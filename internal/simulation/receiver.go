@@ -3,6 +3,8 @@ package simulation
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
@@ -15,13 +17,13 @@ import (
 // injects the plan's delivery faults:
 //
 //   - LockExpiry: as a delivery is handed to the worker its lock lapses
-//     (sbqueue.Queue.ExpireLock), so the message is available again while the
-//     handler runs and a competing handler may receive it concurrently; the
-//     first handler's settlement then fails with lock lost.
+//     (sbqueue.Queue.ExpireLock), as when a handler overruns its lock, so
+//     the message is available again while the handler runs and a competing
+//     handler may receive it concurrently; the first handler's lock renewal
+//     or settlement then fails with lock lost.
 //   - Crash: the worker dies between handling and settling. The settlement
 //     never reaches the broker, the call fails, and the message stays locked
-//     until its lock lapses, which the driver brings about by moving the
-//     virtual clock once nothing else can happen.
+//     until its lock lapses on its own timer.
 //   - LostSettlement: the settlement is not applied and is reported as
 //     azservicebus.CodeLockLost; the lock ends at once, so the broker
 //     redelivers the message.
@@ -29,30 +31,32 @@ import (
 //     and before the payment record was marked completed (see faultStore);
 //     its settlement never reaches the broker, as for Crash.
 //
-// Settlement faults are drawn for every kind of settlement (complete,
-// abandon, dead-letter), and charged to the message's order (its
-// CorrelationId), which its status changes share.
+// A delivery that crashed renews nothing: its renewals fail (not with lock
+// lost), as a dead process's would never be sent. Settlement faults are
+// drawn for every kind of settlement (complete, abandon, dead-letter), and
+// charged to the message's order (its CorrelationId), which its status
+// changes share. Abandons reach the broker as the worker sends them, after
+// its real retry backoff.
 //
-// It also models the worker's retry backoff where the backoff is the point:
-// a delivery abandoned because a status change arrived before its order
-// (order.ReasonOrderNotYetCreated) or because another delivery holds the
-// payment claim (order.ReasonPaymentInProgress) is not abandoned at once,
-// which on the virtual clock would redeliver it before anything changed and
-// burn its deliveries; its lock is left to lapse instead, so the broker
-// redelivers it one lock duration later, after the claim's lease. Like *azservicebus.Receiver, ReceiveMessages must
-// not be called concurrently; the other methods may be.
+// Like *azservicebus.Receiver, ReceiveMessages must not be called
+// concurrently; the other methods may be.
 type faultReceiver struct {
 	inner *sbqueue.Receiver
 	q     *sbqueue.Queue
 	plan  *plan
 	tr    *tracker
+	hist  *history
+	queue string // the inbox consumer's name, "" for the order writers
+	// afterSettle, if set, is called after every settlement call returns.
+	afterSettle func()
 }
 
 var _ worker.Receiver = (*faultReceiver)(nil)
 
-// errCrashed is what a settlement returns when the worker "died" before it:
-// in a real crash the call would never return, and the broker sees the same.
-var errCrashed = errors.New("simulated crash: the worker died before the settlement reached the broker")
+// errCrashed is what a settlement or renewal returns when the worker "died"
+// before it: in a real crash the call would never be made, and the broker
+// sees the same.
+var errCrashed = errors.New("simulated crash: the worker died before the call reached the broker")
 
 // ReceiveMessages implements worker.Receiver.
 func (r *faultReceiver) ReceiveMessages(ctx context.Context, maxMessages int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
@@ -66,57 +70,102 @@ func (r *faultReceiver) ReceiveMessages(ctx context.Context, maxMessages int, o 
 			d.seq = *m.SequenceNumber
 		}
 		r.tr.received(d, m.Body)
+		r.hist.add(d.orderID, r.queue, "delivered %s #%d, delivery count %d, lock %s, locked until +%v", d.messageID, d.seq, d.deliveryCount,
+			shortToken(d.token), time.Until(deref(m.LockedUntil)).Round(time.Millisecond))
 		if r.plan.inject(faultLockExpiry, d.orderID, uint64(d.seq), uint64(d.deliveryCount)) && r.q.ExpireLock(d.token) {
 			r.tr.count(func(c *FaultCounts) { c.LockExpiry++ })
 			r.tr.mu.Lock()
 			d.lockExpired = true
 			r.tr.mu.Unlock()
+			r.hist.add(d.orderID, r.queue, "fault: lock %s lapsed as the handler starts", shortToken(d.token))
 		}
 	}
 	return msgs, err
 }
 
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
 // CompleteMessage implements worker.Receiver.
 func (r *faultReceiver) CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.CompleteMessageOptions) error {
-	return r.settle(m, false, func() error { return r.inner.CompleteMessage(ctx, m, o) })
+	return r.settle(m, "complete", func() error { return r.inner.CompleteMessage(ctx, m, o) })
 }
 
 // AbandonMessage implements worker.Receiver.
 func (r *faultReceiver) AbandonMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.AbandonMessageOptions) error {
-	return r.settle(m, true, func() error { return r.inner.AbandonMessage(ctx, m, o) })
+	return r.settle(m, "abandon", func() error { return r.inner.AbandonMessage(ctx, m, o) })
 }
 
 // DeadLetterMessage implements worker.Receiver.
 func (r *faultReceiver) DeadLetterMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeadLetterOptions) error {
-	return r.settle(m, false, func() error { return r.inner.DeadLetterMessage(ctx, m, o) })
+	what := "dead-letter"
+	if o != nil && o.Reason != nil {
+		what += " (" + *o.Reason + ")"
+	}
+	return r.settle(m, what, func() error { return r.inner.DeadLetterMessage(ctx, m, o) })
 }
 
-// RenewMessageLock implements worker.Receiver. It injects nothing.
+// RenewMessageLock implements worker.Receiver. A renewal that finds the
+// lock lost ends the delivery for the tracker: the worker then cancels the
+// handler and settles nothing.
 func (r *faultReceiver) RenewMessageLock(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.RenewMessageLockOptions) error {
-	return r.inner.RenewMessageLock(ctx, m, o)
+	d := r.tr.byLockToken(m.LockToken)
+	if d == nil {
+		return r.inner.RenewMessageLock(ctx, m, o)
+	}
+	r.tr.mu.Lock()
+	crashed := d.crashed
+	r.tr.mu.Unlock()
+	if crashed {
+		return errCrashed
+	}
+	err := r.inner.RenewMessageLock(ctx, m, o)
+	switch {
+	case err == nil:
+		r.hist.add(d.orderID, r.queue, "renewed lock %s of #%d until +%v", shortToken(d.token), d.seq, time.Until(deref(m.LockedUntil)).Round(time.Millisecond))
+	case errors.Is(err, sbqueue.ErrLockLost):
+		r.hist.add(d.orderID, r.queue, "renewal of lock %s of #%d: lock lost; the worker cancels the handler and settles nothing", shortToken(d.token), d.seq)
+		r.tr.settled(d)
+	}
+	return err
 }
 
 // settle applies the plan's settlement fault to m's settlement, or applies
 // the settlement.
-func (r *faultReceiver) settle(m *azservicebus.ReceivedMessage, abandon bool, apply func() error) error {
+func (r *faultReceiver) settle(m *azservicebus.ReceivedMessage, what string, apply func() error) error {
 	d := r.tr.byLockToken(m.LockToken)
 	if d == nil { // not received through this simulation: nothing to inject
 		return apply()
 	}
-	defer r.tr.settled(d)
+	defer func() {
+		r.tr.settled(d)
+		if r.afterSettle != nil {
+			r.afterSettle()
+		}
+	}()
 	r.tr.mu.Lock()
-	expired, crashed := d.lockExpired, d.crashed
-	backoff := abandon && !expired && d.handled && d.result.Outcome == order.Transient &&
-		(d.result.Reason == order.ReasonOrderNotYetCreated || d.result.Reason == order.ReasonPaymentInProgress)
-	d.backoff = backoff
+	expired, crashed, started := d.lockExpired, d.crashed, d.started
 	r.tr.mu.Unlock()
+	if !started {
+		what += " (no handler saw this delivery)"
+	}
+	logged := func(err error) error {
+		res := "ok"
+		if err != nil {
+			res = err.Error()
+		}
+		r.hist.add(d.orderID, r.queue, "settle #%d lock %s: %s: %s", d.seq, shortToken(d.token), what, res)
+		return err
+	}
 	switch {
 	case crashed: // the worker died in the handler: nothing reaches the broker
-		return errCrashed
+		return logged(errCrashed)
 	case expired: // the settlement fails anyway: spend no fault on it
-		return apply()
-	case backoff: // the lock lapses instead: see the type's comment
-		return nil
+		return logged(apply())
 	}
 	seq, dc := uint64(d.seq), uint64(d.deliveryCount)
 	switch {
@@ -125,16 +174,16 @@ func (r *faultReceiver) settle(m *azservicebus.ReceivedMessage, abandon bool, ap
 		r.tr.mu.Lock()
 		d.crashed = true
 		r.tr.mu.Unlock()
-		return errCrashed
+		return logged(fmt.Errorf("fault: %w", errCrashed))
 	case r.plan.inject(faultLostSettlement, d.orderID, seq, dc):
 		r.tr.count(func(c *FaultCounts) { c.LostSettlement++ })
 		r.tr.mu.Lock()
 		d.lostSettlement = true
 		r.tr.mu.Unlock()
 		r.q.ExpireLock(d.token)
-		return &azservicebus.Error{Code: azservicebus.CodeLockLost}
+		return logged(&azservicebus.Error{Code: azservicebus.CodeLockLost})
 	}
-	return apply()
+	return logged(apply())
 }
 
 // trackingHandler hands each delivery to the consumer under test with the
@@ -143,6 +192,8 @@ func (r *faultReceiver) settle(m *azservicebus.ReceivedMessage, abandon bool, ap
 type trackingHandler struct {
 	inner worker.Handler
 	tr    *tracker
+	hist  *history
+	queue string
 }
 
 var _ worker.Handler = (*trackingHandler)(nil)
@@ -153,6 +204,16 @@ func (h *trackingHandler) Process(ctx context.Context, m order.Message) order.Re
 	res := h.inner.Process(withDelivery(ctx, d), m)
 	if d != nil {
 		h.tr.handled(d, res)
+		line := fmt.Sprintf("handled #%d (count %d): %s", d.seq, d.deliveryCount, res.Outcome)
+		if res.Reason != "" {
+			line += " " + res.Reason
+		}
+		if res.Description != "" {
+			line += ": " + res.Description
+		} else if res.Err != nil {
+			line += ": " + res.Err.Error()
+		}
+		h.hist.add(d.orderID, h.queue, "%s", line)
 	}
 	return res
 }

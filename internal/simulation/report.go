@@ -16,24 +16,36 @@ import (
 type Report struct {
 	Config Config // the configuration run, with defaults applied
 
-	// Ground truth: what the producer sent.
+	// Ground truth: what the producer sent. The order counts are fixed by
+	// the seed; the message counts of the order writers' queue (Sends,
+	// Enqueued, Dropped) are too, except for the operator's resubmissions,
+	// which depend on what was dead-lettered.
 	Orders       int // orders planned
 	Valid        int // orders sent as valid messages
 	Malformed    int // orders sent as invalid messages (malformed or orderId ≠ MessageId)
 	ReusedIDs    int // valid orders whose id was sent again with other content
 	OutageOrders int // valid orders whose every store call failed
-	Sends        int // Send calls, retries included
-	Enqueued     int // messages the queue accepted
-	Dropped      int // sends dropped by duplicate detection: producer retries inside the window, and DroppedReuses
+	Sends        int // messages sent to the order writers' queue (Send calls), retries and resubmissions included
+	Enqueued     int // of them, messages the queue accepted
+	Dropped      int // of them, dropped by duplicate detection: producer retries inside the window, and DroppedReuses
 	// DroppedReuses are reused ids the broker dropped because the id was
 	// sent (by a late retry) less than a window earlier: duplicate detection
 	// compares MessageIds only, never content.
 	DroppedReuses int
 
-	// What happened.
-	Deliveries       int64 // deliveries by the queue, redeliveries included
-	LockLost         int64 // settlements and renewals the queue rejected for a lost lock
-	Outcomes         Outcomes
+	// Accounting follows every message sent to the order writers' queue
+	// to its end: the proof that nothing was lost.
+	Accounting Accounting
+	// Resubmissions counts the operator's resubmissions.
+	Resubmissions ResubmissionCounts
+	// Restarts counts the workers shut down (as on SIGTERM) and replaced.
+	Restarts int
+
+	// What happened. These depend on the goroutine interleaving as well
+	// as on the seed.
+	Deliveries       int64    // messages the queue sent (on link credit), redeliveries and releases included
+	LockLost         int64    // settlements and renewals the queue rejected for a lost lock
+	Outcomes         Outcomes // per delivery handled, not per message or order
 	DuplicateCauses  DuplicateCauses
 	DeadLetters      map[string]int // messages in the dead-letter queue, by reason
 	Faults           FaultCounts
@@ -42,12 +54,73 @@ type Report struct {
 	Payments         PaymentReport
 	Status           StatusReport
 	Inbox            []InboxReport // one per inbox consumer
-	VirtualTime      time.Duration // how far the queue's clock moved
-	Elapsed          time.Duration // wall time of the run
+	Elapsed          time.Duration // the run's duration on its clock: virtual inside a synctest bubble
 	InvariantsHeld   []string      // names of the invariants with no violation
 	InvariantsFailed []string      // names of the invariants with a violation
 
 	Violations []Violation
+	// Histories holds the history of each order involved in a violation
+	// (at most 10): every send, delivery, outcome, settlement, store call,
+	// payment call and resubmission of its messages.
+	Histories []OrderHistory
+}
+
+// Accounting follows the messages sent to one queue to their ends:
+// Sent = Enqueued + Dropped, and every enqueued message ended completed,
+// dead-lettered (by reason) or resubmitted from the dead-letter queue (its
+// copy is a message of its own, counted as sent), none pending. Completed
+// is derived from the ground truth and the final queue; QueueCompleted is
+// the queue's own count of completions, which must equal it.
+type Accounting struct {
+	Sent, Dropped, Enqueued int // messages
+	Completed               int
+	DeadLettered            map[string]int // still in the dead-letter queue, by reason
+	Resubmitted             int            // dead-lettered, then resubmitted by the operator
+	Pending                 int            // still in the queue: must be 0
+	QueueCompleted          int64
+}
+
+// Balanced reports whether every message is accounted for.
+func (a Accounting) Balanced() bool {
+	dead := 0
+	for _, n := range a.DeadLettered {
+		dead += n
+	}
+	return a.Sent == a.Enqueued+a.Dropped && a.Enqueued == a.Completed+dead+a.Resubmitted && a.Pending == 0 &&
+		int64(a.Completed) == a.QueueCompleted
+}
+
+// account follows sent through the final state q.
+func account(sent []Sent, q sbqueue.Snapshot) Accounting {
+	a := Accounting{DeadLettered: make(map[string]int), QueueCompleted: q.Completed}
+	dead := make(map[int64]string, len(q.DeadLetters))
+	for _, m := range q.DeadLetters {
+		dead[m.SequenceNumber] = m.DeadLetterReason
+	}
+	pending := make(map[int64]bool)
+	for _, m := range append(slices.Clone(q.Active), q.Locked...) {
+		pending[m.SequenceNumber] = true
+	}
+	for _, m := range sent {
+		a.Sent++
+		if !m.Enqueued {
+			a.Dropped++
+			continue
+		}
+		a.Enqueued++
+		reason, isDead := dead[m.Seq]
+		switch {
+		case pending[m.Seq]:
+			a.Pending++
+		case isDead:
+			a.DeadLettered[reason]++
+		case m.Resubmitted:
+			a.Resubmitted++
+		default:
+			a.Completed++
+		}
+	}
+	return a
 }
 
 // Outcomes counts the handler's decisions, one per delivery handled.
@@ -94,6 +167,7 @@ type InboxReport struct {
 	Markers         int // live markers
 	DeadLettered    int
 	Faults          int // delivery and store faults injected into its queue and store
+	Accounting      Accounting
 }
 
 // paymentCounts counts the consumer's capture calls as the simulation sees
@@ -137,6 +211,9 @@ type FaultCounts struct {
 	PaymentDrop    int // capture requests answered by a dropped connection after the charge
 	PaymentTimeout int // capture requests whose answer was lost to a client timeout
 	PaymentCrash   int // workers that died between the capture and the completed mark
+	// PaymentMarkFailure counts completed marks of payment records that
+	// failed once before writing.
+	PaymentMarkFailure int
 }
 
 // ErrViolations is matched by Verdict's error when an invariant failed.
@@ -186,18 +263,39 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		fmt.Fprintln(cw, strings.TrimRight(fmt.Sprintf("  %-34s %9v  %s", label, n, note), " "))
 	}
 	line("Simulation, seed %d: %d orders, %d workers x %d handlers, faults %s", c.Seed, r.Orders, c.Workers, c.Concurrency, faults)
-	line("  %d valid, %d invalid, %d ids reused, %d under a store outage; wall time %v, virtual time %v",
-		r.Valid, r.Malformed, r.ReusedIDs, r.OutageOrders, r.Elapsed.Round(time.Millisecond), r.VirtualTime)
+	line("  %d valid, %d invalid, %d ids reused, %d under a store outage; %v on the run's clock",
+		r.Valid, r.Malformed, r.ReusedIDs, r.OutageOrders, r.Elapsed.Round(time.Millisecond))
+	line("  Time scale: lock %v, duplicate-detection window %v, payment key retention %v, resubmissions %v and %v after the queues drained",
+		c.LockDuration, c.DuplicateDetectionWindow, c.KeyRetention, c.ResubmitEarly, c.ResubmitLate)
+	line("  The seed fixes the plan: the orders, what is sent, and which delivery, settlement, store call or")
+	line("  payment call each fault strikes. It does not fix how the workers' goroutines interleave, so the")
+	line("  figures marked * vary between replays of one seed; the invariants must hold under every interleaving.")
 	line("")
-	line("Queue")
-	row("messages sent", r.Sends, "")
-	row("dropped by duplicate detection", r.Dropped, fmt.Sprintf("%d producer retries inside the window, %d reused ids", r.Dropped-r.DroppedReuses, r.DroppedReuses))
-	row("enqueued", r.Enqueued, "")
-	row("deliveries", r.Deliveries, "")
-	row("settlements rejected, lock lost", r.LockLost, "")
+	a := r.Accounting
+	line("Messages on the order writers' queue (each sent message followed to its end)")
+	row("sent", a.Sent, fmt.Sprintf("producer sends, retries included, and %d resubmissions*", r.Resubmissions.Early+r.Resubmissions.Late))
+	row("  dropped by duplicate detection", a.Dropped, fmt.Sprintf("%d producer retries inside the window, %d reused ids", r.Dropped-r.DroppedReuses, r.DroppedReuses))
+	row("  enqueued", a.Enqueued, "")
+	row("    completed", a.Completed, fmt.Sprintf("the queue counted %d completions", a.QueueCompleted))
+	dead := 0
+	for _, reason := range sortedKeys(a.DeadLettered) {
+		row("    dead-lettered, "+reason, a.DeadLettered[reason], "")
+		dead += a.DeadLettered[reason]
+	}
+	row("    resubmitted from dead letters", a.Resubmitted, "each copy counted as sent")
+	row("    still in the queue", a.Pending, "")
+	balance := "balanced: sent = enqueued + dropped; enqueued = completed + dead-lettered + resubmitted"
+	if !a.Balanced() {
+		balance = "NOT BALANCED"
+	}
+	row("  accounting", "", balance)
 	line("")
-	line("Outcomes")
-	row("created", r.Outcomes.Created, "")
+	line("Deliveries*")
+	row("sent by the queue", r.Deliveries, "on link credit, redeliveries and releases included")
+	row("settlements lost to a lost lock", r.LockLost, "")
+	line("")
+	line("Outcomes* (one per delivery handled, not per message or order)")
+	row("deliveries that created an order", r.Outcomes.Created, "")
 	row("duplicates completed", r.Outcomes.Duplicate, "nothing written")
 	dc := r.DuplicateCauses
 	row("  after a producer retry", dc.ProducerRetry, "")
@@ -209,14 +307,14 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	if dc.Unexplained > 0 {
 		row("  unexplained", dc.Unexplained, "")
 	}
-	row("mismatches", r.Outcomes.Mismatch, "id reused for other content")
-	row("invalid", r.Outcomes.Invalid, "")
-	row("retries", r.Outcomes.Transient, "transient failures, redelivered")
+	row("deliveries of a mismatch", r.Outcomes.Mismatch, "id reused for other content")
+	row("deliveries of an invalid message", r.Outcomes.Invalid, "")
+	row("retries", r.Outcomes.Transient, "transient failures, abandoned after the worker's backoff")
 	if r.Status.Orders > 0 {
 		row("status changes applied / stale", fmt.Sprintf("%d / %d", r.Outcomes.Applied, r.Outcomes.Stale), "")
 	}
 	line("")
-	line("Dead-letter queue")
+	line("Dead-letter queue at the end* (messages, by reason)")
 	for _, reason := range []string{order.ReasonOrderIDReused, order.ReasonInvalidMessage, order.ReasonMessageIDMismatch, sbqueue.ReasonMaxDeliveryCountExceeded} {
 		row(reason, r.DeadLetters[reason], "")
 	}
@@ -241,6 +339,13 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		row("payment 5xx/429 before charging", f.PaymentFailure, "")
 		row("payment answers lost after charging", f.PaymentDrop+f.PaymentTimeout, fmt.Sprintf("%d dropped connections, %d client timeouts", f.PaymentDrop, f.PaymentTimeout))
 		row("crashes before the payment mark", f.PaymentCrash, "record left in progress")
+		row("payment marks failed once", f.PaymentMarkFailure, "record left claimed")
+	}
+	if c.Faults.WorkerRestart > 0 {
+		row("workers restarted*", r.Restarts, "shut down as on SIGTERM and replaced")
+	}
+	if rs := r.Resubmissions; c.Faults.ResubmitEarly > 0 || c.Faults.ResubmitLate > 0 {
+		row("resubmissions early / late*", fmt.Sprintf("%d / %d", rs.Early, rs.Late), fmt.Sprintf("%d after their order's key retention, %d dropped as duplicates", rs.AfterKeyRetention, rs.Dropped))
 	}
 	if r.Status.Orders > 0 {
 		row("orders with shuffled status changes", r.Status.Shuffled, "")
@@ -274,11 +379,17 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 			row("  duplicates completed", in.Outcomes.Duplicate, "marker found: nothing written")
 			row("  loyalty entries / live markers", fmt.Sprintf("%d / %d", in.Entries, in.Markers), "")
 			row("  dead-lettered", in.DeadLettered, "")
+			a := in.Accounting
+			note := fmt.Sprintf("%d sent = %d enqueued + %d dropped; %d completed, %d dead-lettered", a.Sent, a.Enqueued, a.Dropped, a.Completed, in.DeadLettered)
+			if !a.Balanced() {
+				note = "NOT BALANCED: " + note
+			}
+			row("  messages accounted for", "", note)
 		}
 		line("")
 	}
-	line("Store")
-	row("order documents", r.OrderDocuments, "")
+	line("Store (documents)")
+	row("order documents", r.OrderDocuments, fmt.Sprintf("for %d valid orders (%d under an outage)", r.Valid, r.OutageOrders))
 	row("OrderAccepted events", r.EventDocuments, "")
 	line("")
 	line("Invariants")
@@ -300,6 +411,12 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 			break
 		}
 		fmt.Fprintf(cw, "  %s\n", v)
+	}
+	for _, h := range r.Histories {
+		fmt.Fprintf(cw, "\nHistory of order %s (time on the run's clock; [queue] for an inbox consumer's)\n", h.OrderID)
+		for _, e := range h.Events {
+			fmt.Fprintf(cw, "  %s\n", e)
+		}
 	}
 	return cw.n, cw.err
 }

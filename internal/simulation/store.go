@@ -2,9 +2,12 @@ package simulation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
@@ -29,28 +32,48 @@ type Store interface {
 //     response to a committed write is lost;
 //   - Outage: every call for the order fails as Transient does;
 //   - PaymentCrash: the delivery marked by the payment gateway dies at its
-//     next payment record write, which never happens (see faultGateway).
+//     next payment record write, which never happens (see faultGateway);
+//   - PaymentMarkFailure: the first write that marks an order's payment
+//     record completed fails with 503 before writing (or, if the plan spares
+//     it, none does).
 //
+// It records every call and its result in the run's history.
 // It tells the tracker which delivery committed each order (or, for an
 // inbox consumer, each marker). It is safe for concurrent use.
 type faultStore struct {
-	mem   *memstore.Store
-	plan  *plan
-	tr    *tracker
-	inbox bool // the store of an inbox consumer: its batches are its writes
+	mem     *memstore.Store
+	plan    *plan
+	tr      *tracker
+	inbox   bool // the store of an inbox consumer: its batches are its writes
+	hist    *history
+	queue   string        // the inbox consumer's name, "" for the order writers
+	latency time.Duration // of every call, as a round trip to Cosmos DB takes
 
 	mu       sync.Mutex
 	creates  map[string]uint64 // create calls so far, by order id
 	reads    map[string]uint64 // read calls so far, by order id
 	docCalls map[string]uint64 // document calls so far, by order id
 	outages  map[string]bool   // orders under a permanent outage
+	marked   map[string]bool   // orders whose completed-mark was offered to PaymentMarkFailure
+}
+
+// markFailOnce reports whether order id's completed-mark may still fail:
+// PaymentMarkFailure strikes each order's mark at most once.
+func (s *faultStore) markFailOnce(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.marked[id] {
+		return false
+	}
+	s.marked[id] = true
+	return true
 }
 
 var _ Store = (*faultStore)(nil)
 
 func newFaultStore(mem *memstore.Store, p *plan, tr *tracker, outages map[string]bool, inbox bool) *faultStore {
 	return &faultStore{mem: mem, plan: p, tr: tr, inbox: inbox, outages: outages,
-		creates: make(map[string]uint64), reads: make(map[string]uint64), docCalls: make(map[string]uint64)}
+		creates: make(map[string]uint64), reads: make(map[string]uint64), docCalls: make(map[string]uint64), marked: make(map[string]bool)}
 }
 
 // errThrottled and errUnavailable are the transient failures the store
@@ -60,6 +83,22 @@ var (
 	errUnavailable = fmt.Errorf("simulated 503 Service Unavailable: %w", order.ErrTransient)
 	errTimedOut    = fmt.Errorf("simulated 408 Request Timeout after the write committed: %w", order.ErrTransient)
 )
+
+// wait waits the store's latency, as a call's round trip does, or until
+// ctx ends.
+func (s *faultStore) wait(ctx context.Context) error {
+	if s.latency <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(s.latency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // next returns the number of the call being made for id, from 1, and
 // whether id is under an outage.
@@ -72,6 +111,13 @@ func (s *faultStore) next(calls map[string]uint64, id string) (n uint64, outage 
 
 // CreateOrder implements order.Store.
 func (s *faultStore) CreateOrder(ctx context.Context, w order.Write) error {
+	return s.logged(w.PartitionKey(), "create order and its event", s.createOrder(ctx, w))
+}
+
+func (s *faultStore) createOrder(ctx context.Context, w order.Write) error {
+	if err := s.wait(ctx); err != nil {
+		return err
+	}
 	id := w.PartitionKey()
 	n, outage := s.next(s.creates, id)
 	switch {
@@ -95,6 +141,14 @@ func (s *faultStore) CreateOrder(ctx context.Context, w order.Write) error {
 
 // ReadOrder implements order.Store.
 func (s *faultStore) ReadOrder(ctx context.Context, orderID string) (order.OrderDocument, error) {
+	d, err := s.readOrder(ctx, orderID)
+	return d, s.logged(orderID, "read order", err)
+}
+
+func (s *faultStore) readOrder(ctx context.Context, orderID string) (order.OrderDocument, error) {
+	if err := s.wait(ctx); err != nil {
+		return order.OrderDocument{}, err
+	}
 	n, outage := s.next(s.reads, orderID)
 	switch {
 	case outage:
@@ -122,15 +176,34 @@ func (s *faultStore) fail(op, id string, n uint64, outage bool) error {
 
 // ReadDocument implements order.DocumentStore.
 func (s *faultStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, "", s.logged(pk, "read "+id, err)
+	}
 	n, outage := s.next(s.docCalls, pk)
 	if err := s.fail("read "+id, pk, n, outage); err != nil {
-		return nil, "", err
+		return nil, "", s.logged(pk, "read "+id, err)
 	}
-	return s.mem.ReadDocument(ctx, pk, id)
+	body, etag, err := s.mem.ReadDocument(ctx, pk, id)
+	what := "read " + id
+	if st := paymentState(body); st != "" {
+		what += " (" + st + ")"
+	}
+	return body, etag, s.logged(pk, what, err)
 }
 
 // CreateDocuments implements order.DocumentStore.
 func (s *faultStore) CreateDocuments(ctx context.Context, pk string, docs []order.Document) error {
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = d.ID
+	}
+	return s.logged(pk, fmt.Sprintf("create batch %q", ids), s.createDocuments(ctx, pk, docs))
+}
+
+func (s *faultStore) createDocuments(ctx context.Context, pk string, docs []order.Document) error {
+	if err := s.wait(ctx); err != nil {
+		return err
+	}
 	n, outage := s.next(s.docCalls, pk)
 	if err := s.fail("create batch", pk, n, outage); err != nil {
 		return err
@@ -156,12 +229,52 @@ var errPaymentCrash = errors.New("simulated crash: the worker died after the cap
 
 // ReplaceDocument implements order.DocumentStore.
 func (s *faultStore) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
+	what := "replace " + d.ID
+	st := paymentState(d.Body)
+	if st != "" {
+		what += " (" + st + ")"
+	}
+	etag, err := s.replaceDocument(ctx, pk, d, ifMatch, strings.HasPrefix(st, order.PaymentCompleted+" "))
+	return etag, s.logged(pk, what, err)
+}
+
+func (s *faultStore) replaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string, completes bool) (string, error) {
 	if dl := deliveryFrom(ctx); dl != nil && d.ID == order.PaymentRecordID(pk) && s.tr.diesAtPaymentWrite(dl) {
 		return "", errPaymentCrash
+	}
+	if err := s.wait(ctx); err != nil {
+		return "", err
 	}
 	n, outage := s.next(s.docCalls, pk)
 	if err := s.fail("replace "+d.ID, pk, n, outage); err != nil {
 		return "", err
 	}
+	if completes && d.ID == order.PaymentRecordID(pk) && s.markFailOnce(pk) && s.plan.inject(faultMarkFailure, pk, n, 2) {
+		s.tr.count(func(c *FaultCounts) { c.PaymentMarkFailure++ })
+		return "", fmt.Errorf("fault: mark payment record completed in partition %q: %w", pk, errUnavailable)
+	}
 	return s.mem.ReplaceDocument(ctx, pk, d, ifMatch)
+}
+
+// logged records a store call of order id and its result in the history.
+func (s *faultStore) logged(id, what string, err error) error {
+	res := "ok"
+	if err != nil {
+		res = err.Error()
+	}
+	s.hist.add(id, s.queue, "store: %s: %s", what, res)
+	return err
+}
+
+// paymentState returns the state a payment record body carries, or "".
+func paymentState(body []byte) string {
+	var r struct {
+		Type  string `json:"type"`
+		State string `json:"state"`
+		Owner string `json:"owner"`
+	}
+	if json.Unmarshal(body, &r) != nil || r.Type != order.TypePayment {
+		return ""
+	}
+	return r.State + " by " + r.Owner
 }
