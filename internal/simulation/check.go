@@ -35,6 +35,12 @@ type State struct {
 	// Untouched are the deliveries a worker took from the broker and never
 	// handed to a handler, as the receiver (the broker's end) saw them.
 	Untouched []Untouched
+
+	// PaymentRecordOutages are the orders whose payment record the store
+	// could not write after their capture, until the queues drained
+	// (FaultRates.PaymentRecordOutage): their messages may be
+	// dead-lettered for MaxDeliveryCountExceeded although charged.
+	PaymentRecordOutages map[string]bool
 }
 
 // Untouched is a delivery a worker received and never handled.
@@ -434,6 +440,11 @@ func (v *view) noMessageLost(idx *index) []Violation {
 				// finishing what it could finish.
 				switch {
 				case !stored || hash != m.RequestHash:
+				case v.consumer == "" && idx.s.PaymentRecordOutages[m.MessageID]:
+					// Its payment record could not be written after the
+					// charge for the copy's whole life: no consumer could
+					// finish it; a resubmission does (one-charge-per-order
+					// checks that it charged nothing more).
 				case v.consumer != "" || idx.paymentDone(m.MessageID):
 					add(m, "dead-lettered as %s although its effect is stored: a duplicate surfaced as an error", dl.DeadLetterReason)
 				case idx.charges(m.MessageID) > 0:

@@ -3,6 +3,7 @@ package simulation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -175,7 +176,27 @@ type faultGateway struct {
 	charged map[string]time.Time // when a capture call first succeeded, by order id
 }
 
-var _ order.PaymentGateway = (*faultGateway)(nil)
+var (
+	_ order.PaymentGateway = (*faultGateway)(nil)
+	_ order.PaymentLookup  = (*faultGateway)(nil)
+)
+
+// LookupPayments implements order.PaymentLookup: the payments service's
+// ledger, through the same client (and the same transport faults) as the
+// captures.
+func (g *faultGateway) LookupPayments(ctx context.Context, orderID string) ([]order.CapturedPayment, error) {
+	lookup, ok := g.inner.(order.PaymentLookup)
+	if !ok {
+		return nil, errors.New("simulation: the payments gateway has no lookup")
+	}
+	ps, err := lookup.LookupPayments(ctx, orderID)
+	if err != nil {
+		g.hist.add(orderID, "", "payment lookup: %v", err)
+		return nil, err
+	}
+	g.hist.add(orderID, "", "payment lookup: %d payment(s) in the ledger", len(ps))
+	return ps, nil
+}
 
 // Capture implements order.PaymentGateway.
 func (g *faultGateway) Capture(ctx context.Context, key string, c order.Capture) (string, error) {

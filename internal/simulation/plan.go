@@ -62,6 +62,15 @@ type FaultRates struct {
 	// record stays claimed (in progress) by the delivery, which is
 	// abandoned.
 	PaymentMarkFailure float64
+	// PaymentRecordOutage: once an order's capture succeeded, its payment
+	// record cannot be written at all (every write fails with 503) until
+	// the queues have drained: a partition the store cannot write for the
+	// rest of the message's deliveries. The message exhausts
+	// MaxDeliveryCount and is dead-lettered with the record in progress
+	// although the order was charged; an operator's resubmission then
+	// finds the claim, after the payments service may have forgotten its
+	// key. Like Outage, it is not bounded by MaxFaultsPerMessage.
+	PaymentRecordOutage float64
 
 	// ResubmitEarly and ResubmitLate: an operator resubmits a message from
 	// the order writers' dead-letter queue (receives it, sends a copy with
@@ -88,24 +97,25 @@ type FaultRates struct {
 // few hundred orders while most deliveries still succeed.
 func DefaultFaultRates() FaultRates {
 	return FaultRates{
-		ProducerRetry:      0.05,
-		RetryOutsideWindow: 0.05,
-		Crash:              0.03,
-		LostSettlement:     0.03,
-		LockExpiry:         0.03,
-		Transient:          0.02,
-		Ambiguous:          0.02,
-		Outage:             0.002,
-		Reuse:              0.02,
-		Malformed:          0.02,
-		OutOfOrder:         0.5,
-		PaymentFailure:     0.03,
-		PaymentTimeout:     0.03,
-		PaymentCrash:       0.02,
-		PaymentMarkFailure: 0.02,
-		WorkerRestart:      0.002,
-		ResubmitEarly:      0.5,
-		ResubmitLate:       1,
+		ProducerRetry:       0.05,
+		RetryOutsideWindow:  0.05,
+		Crash:               0.03,
+		LostSettlement:      0.03,
+		LockExpiry:          0.03,
+		Transient:           0.02,
+		Ambiguous:           0.02,
+		Outage:              0.002,
+		Reuse:               0.02,
+		Malformed:           0.02,
+		OutOfOrder:          0.5,
+		PaymentFailure:      0.03,
+		PaymentTimeout:      0.03,
+		PaymentCrash:        0.02,
+		PaymentMarkFailure:  0.02,
+		PaymentRecordOutage: 0.005,
+		WorkerRestart:       0.002,
+		ResubmitEarly:       0.5,
+		ResubmitLate:        1,
 	}
 }
 
@@ -131,7 +141,7 @@ func (r FaultRates) fields() []namedRate {
 		{"Transient", r.Transient}, {"Ambiguous", r.Ambiguous}, {"Outage", r.Outage},
 		{"Reuse", r.Reuse}, {"Malformed", r.Malformed}, {"OutOfOrder", r.OutOfOrder},
 		{"PaymentFailure", r.PaymentFailure}, {"PaymentTimeout", r.PaymentTimeout}, {"PaymentCrash", r.PaymentCrash},
-		{"PaymentMarkFailure", r.PaymentMarkFailure}, {"ResubmitEarly", r.ResubmitEarly}, {"ResubmitLate", r.ResubmitLate},
+		{"PaymentMarkFailure", r.PaymentMarkFailure}, {"PaymentRecordOutage", r.PaymentRecordOutage}, {"ResubmitEarly", r.ResubmitEarly}, {"ResubmitLate", r.ResubmitLate},
 		{"WorkerRestart", r.WorkerRestart},
 	}
 }
@@ -153,6 +163,7 @@ const (
 	faultPaymentDrop    // the service's half of PaymentTimeout
 	faultPaymentCrash
 	faultMarkFailure
+	faultRecordOutage
 	faultResubmit // not charged to the budget: see resubmits
 	faultRestart  // not charged to the budget: see restarts
 )
@@ -297,6 +308,13 @@ func (p *plan) resubmits(id string, seq int64, round int) bool {
 		rate = p.rates.ResubmitLate
 	}
 	return p.roll(faultResubmit, id, uint64(seq), uint64(round)) < rate
+}
+
+// recordOutage reports whether order id's payment record becomes
+// unwritable after its capture (PaymentRecordOutage). It spends no budget:
+// like Outage, it is meant to exhaust the message's deliveries.
+func (p *plan) recordOutage(id string) bool {
+	return p.roll(faultRecordOutage, id, 0, 0) < p.rates.PaymentRecordOutage
 }
 
 // restarts reports whether the worker in slot restarts after its n-th

@@ -214,6 +214,9 @@ type FaultCounts struct {
 	// PaymentMarkFailure counts completed marks of payment records that
 	// failed once before writing.
 	PaymentMarkFailure int
+	// PaymentRecordOutage counts orders whose payment record could not be
+	// written after their capture until the queues drained.
+	PaymentRecordOutage int
 }
 
 // ErrViolations is matched by Verdict's error when an invariant failed.
@@ -340,6 +343,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		row("payment answers lost after charging", f.PaymentDrop+f.PaymentTimeout, fmt.Sprintf("%d dropped connections, %d client timeouts", f.PaymentDrop, f.PaymentTimeout))
 		row("crashes before the payment mark", f.PaymentCrash, "record left in progress")
 		row("payment marks failed once", f.PaymentMarkFailure, "record left claimed")
+		row("payment records unwritable", f.PaymentRecordOutage, "after the charge, until the queues drained")
 	}
 	if c.Faults.WorkerRestart > 0 {
 		row("workers restarted*", r.Restarts, "shut down as on SIGTERM and replaced")

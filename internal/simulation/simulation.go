@@ -166,7 +166,9 @@ type Env struct {
 func DefaultConsumer(e Env) worker.Handler {
 	opts := []order.Option{order.WithDocuments(e.Store)}
 	if e.Payments != nil {
-		opts = append(opts, order.WithPayments(e.Payments, e.Lease, e.Owner))
+		opts = append(opts, order.WithPaymentOptions(order.PaymentOptions{
+			Gateway: e.Payments, Lease: e.Lease, Owner: e.Owner, KeyRetention: e.KeyRetention,
+		}))
 	}
 	return order.NewProcessor(e.Store, e.Now, opts...)
 }
@@ -259,19 +261,22 @@ func (c Config) validate() error {
 // message timeout (80% of it), settle timeout and retry backoff, and the
 // one-second return of prefetched messages at shutdown. Only the periodic
 // summary is off.
-func (c Config) workerOptions() worker.Options {
+func (c Config) workerOptions(probe func(context.Context) error) worker.Options {
 	return worker.Options{
-		Concurrency:         c.Concurrency,
-		LockDuration:        c.LockDuration,
-		ShutdownGrace:       c.ShutdownGrace,
-		SummaryInterval:     -1,
-		ReturnPrefetchedFor: time.Second,
+		Concurrency:     c.Concurrency,
+		LockDuration:    c.LockDuration,
+		ShutdownGrace:   c.ShutdownGrace,
+		SummaryInterval: -1,
+		// As for *azservicebus.Receiver, which the queue model's receiver
+		// stands for (its link credit included).
+		ReceiveDrain: time.Second,
+		Breaker:      worker.BreakerOptions{Threshold: breakerThreshold, Probe: probe},
 	}
 }
 
-// messageTimeout is the workers' message timeout, as worker.New defaults
-// it; cmd/orderworker passes it as the payment claims' lease.
-func (c Config) messageTimeout() time.Duration { return c.LockDuration * 8 / 10 }
+// breakerThreshold is cmd/orderworker's: five consecutive deliveries failed
+// by a dependency open the circuit breaker.
+const breakerThreshold = 5
 
 // Progress is a snapshot of a running simulation.
 type Progress struct {
@@ -440,6 +445,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		d.setPhase("draining")
 		err = d.drain(ctx)
 	}
+	subs[0].store.endRecordOutages() // the store is whole again before any resubmission
 	op := &operator{out: subs[0].out, plan: p, gw: gw, retention: cfg.KeyRetention, hist: hist}
 	for round, delay := range []time.Duration{cfg.ResubmitEarly, cfg.ResubmitLate} {
 		if err != nil || cfg.Faults.ResubmitEarly == 0 && cfg.Faults.ResubmitLate == 0 {
@@ -470,7 +476,8 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		err = fmt.Errorf("%w (%v)", errTimeLimit, cfg.TimeLimit)
 	}
 
-	state := State{Sent: subs[0].out.sent, Queue: subs[0].out.q.Snapshot(), Documents: mem.Items(), Now: time.Now(), MarkerTTL: cfg.MarkerTTL}
+	state := State{Sent: subs[0].out.sent, Queue: subs[0].out.q.Snapshot(), Documents: mem.Items(), Now: time.Now(), MarkerTTL: cfg.MarkerTTL,
+		PaymentRecordOutages: subs[0].store.recordOutages()}
 	for _, s := range subs {
 		state.Untouched = append(state.Untouched, s.tr.untouched(s.out.consumer)...)
 	}
@@ -799,7 +806,7 @@ func (p *workerPool) start(sl *workerSlot) error {
 	if sl.generation > 0 {
 		owner = fmt.Sprintf("%s.%d", sl.name, sl.generation)
 	}
-	env := Env{Store: s.store, Now: time.Now, Payments: p.gateway, Lease: p.cfg.messageTimeout(), KeyRetention: p.cfg.KeyRetention,
+	env := Env{Store: s.store, Now: time.Now, Payments: p.gateway, Lease: p.cfg.LockDuration, KeyRetention: p.cfg.KeyRetention,
 		Owner: owner, MarkerTTL: p.cfg.MarkerTTL}
 	var h worker.Handler
 	if sl.orders {
@@ -813,7 +820,7 @@ func (p *workerPool) start(sl *workerSlot) error {
 		fr.afterSettle = func() { p.settled(sl) }
 	}
 	wk, err := worker.New(fr, &trackingHandler{inner: h, tr: s.tr, hist: p.hist, queue: s.out.consumer},
-		p.logger.With("queue", s.name, "worker", sl.index, "generation", sl.generation), p.cfg.workerOptions())
+		p.logger.With("queue", s.name, "worker", sl.index, "generation", sl.generation), p.cfg.workerOptions(s.store.Ping))
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func TestSeededScenarios(t *testing.T) {
 // until MaxDeliveryCount) of issue 9. Set it to true when the fenced claim
 // and the payment lookup are merged: TestSeededScenarios then fails on
 // them, and TestSimulationFindsDefect1 and 2 require their seeds to pass.
-const paymentStepFixed = false
+const paymentStepFixed = true
 
 // shutdownFixed is false while main's worker still has defect 6 of issue 9:
 // at shutdown it asks the receiver for Concurrency messages, which issues
@@ -59,7 +59,7 @@ const paymentStepFixed = false
 // of messages no handler saw. Set it to true when the worker fix is
 // merged: TestSeededScenarios then fails on it, and
 // TestSimulationFindsDefect6 requires its seeds to pass.
-const shutdownFixed = false
+const shutdownFixed = true
 
 // onlyKnownDefects reports whether every violation of rep is one that the
 // unfixed defects 1, 2 (paymentStepFixed) and 6 (shutdownFixed) produce: an
@@ -114,6 +114,7 @@ func scenario(seed uint64) simulation.Config {
 			Reuse: rate(), Malformed: rate(),
 			OutOfOrder: rate() * 3, PaymentFailure: rate(), PaymentTimeout: rate(), PaymentCrash: rate(),
 			PaymentMarkFailure: rate(), ResubmitEarly: 2 * rate(), ResubmitLate: 1, WorkerRestart: restart,
+			PaymentRecordOutage: rate() / 3,
 		},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,9 @@ type Store interface {
 //   - Outage: every call for the order fails as Transient does;
 //   - PaymentCrash: the delivery marked by the payment gateway dies at its
 //     next payment record write, which never happens (see faultGateway);
+//   - PaymentRecordOutage: from the first write that marks an order's
+//     payment record completed on, every write of the record fails with
+//     503, until the queues have drained;
 //   - PaymentMarkFailure: the first write that marks an order's payment
 //     record completed fails with 503 before writing (or, if the plan spares
 //     it, none does).
@@ -55,6 +59,55 @@ type faultStore struct {
 	docCalls map[string]uint64 // document calls so far, by order id
 	outages  map[string]bool   // orders under a permanent outage
 	marked   map[string]bool   // orders whose completed-mark was offered to PaymentMarkFailure
+
+	recordDown    map[string]bool // orders whose payment record PaymentRecordOutage made unwritable
+	recordsBackUp bool            // the PaymentRecordOutages have ended
+}
+
+// recordOutage reports whether a write of order id's payment record fails
+// under PaymentRecordOutage: from its first completed-mark (completes) on,
+// for the orders the plan picks, until endRecordOutages.
+func (s *faultStore) recordOutage(id string, completes bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.recordsBackUp:
+		return false
+	case s.recordDown[id]:
+		return true
+	case completes && s.plan.recordOutage(id):
+		s.recordDown[id] = true
+		s.tr.count(func(c *FaultCounts) { c.PaymentRecordOutage++ })
+		return true
+	}
+	return false
+}
+
+// endRecordOutages ends every PaymentRecordOutage: the store is whole
+// again, before the operator resubmits what was dead-lettered.
+func (s *faultStore) endRecordOutages() {
+	s.mu.Lock()
+	s.recordsBackUp = true
+	s.mu.Unlock()
+}
+
+// recordOutages returns the orders whose payment record PaymentRecordOutage
+// made unwritable.
+func (s *faultStore) recordOutages() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.recordDown)
+}
+
+// Ping is the circuit breaker's probe: a point read against the model, one
+// round trip like cosmosstore's. The plan's outages are per order, not of
+// the whole store, so the probe sees none of them, as a real probe would not
+// see a fault of one partition.
+func (s *faultStore) Ping(ctx context.Context) error {
+	if err := s.wait(ctx); err != nil {
+		return err
+	}
+	return s.mem.Ping(ctx)
 }
 
 // markFailOnce reports whether order id's completed-mark may still fail:
@@ -73,7 +126,8 @@ var _ Store = (*faultStore)(nil)
 
 func newFaultStore(mem *memstore.Store, p *plan, tr *tracker, outages map[string]bool, inbox bool) *faultStore {
 	return &faultStore{mem: mem, plan: p, tr: tr, inbox: inbox, outages: outages,
-		creates: make(map[string]uint64), reads: make(map[string]uint64), docCalls: make(map[string]uint64), marked: make(map[string]bool)}
+		creates: make(map[string]uint64), reads: make(map[string]uint64), docCalls: make(map[string]uint64), marked: make(map[string]bool),
+		recordDown: make(map[string]bool)}
 }
 
 // errThrottled and errUnavailable are the transient failures the store
@@ -248,6 +302,9 @@ func (s *faultStore) replaceDocument(ctx context.Context, pk string, d order.Doc
 	n, outage := s.next(s.docCalls, pk)
 	if err := s.fail("replace "+d.ID, pk, n, outage); err != nil {
 		return "", err
+	}
+	if d.ID == order.PaymentRecordID(pk) && s.recordOutage(pk, completes) {
+		return "", fmt.Errorf("fault: payment record in partition %q cannot be written until the queues drain: %w", pk, errUnavailable)
 	}
 	if completes && d.ID == order.PaymentRecordID(pk) && s.markFailOnce(pk) && s.plan.inject(faultMarkFailure, pk, n, 2) {
 		s.tr.count(func(c *FaultCounts) { c.PaymentMarkFailure++ })
