@@ -377,7 +377,11 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		line("")
 	}
 	if len(r.Inbox) > 0 {
-		line("Inbox consumers (a queue each, as topic subscriptions; marker TTL %v)", c.MarkerTTL)
+		ttl := c.MarkerTTL.String()
+		if c.MarkerTTL == order.UnboundedRetention {
+			ttl = "none: the queues' messages never expire, so no finite TTL is safe"
+		}
+		line("Inbox consumers (a queue each, as topic subscriptions; marker TTL %s)", ttl)
 		for _, in := range r.Inbox {
 			row(in.Consumer+": created", in.Outcomes.Created, fmt.Sprintf("%d deliveries, %d faults", in.Deliveries, in.Faults))
 			row("  duplicates completed", in.Outcomes.Duplicate, "marker found: nothing written")
