@@ -438,3 +438,28 @@ func TestEndToEndSecondSignalStopsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestEndToEndMissingDatabaseStopsAtStart: a worker pointed at a database
+// that does not exist stops at start with a message that names the setting,
+// before it receives anything: a misconfiguration must cost no delivery,
+// where it used to dead-letter every message after MaxDeliveryCount retries.
+func TestEndToEndMissingDatabaseStopsAtStart(t *testing.T) {
+	e := newE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	runProducer(t, ctx, e, "-count", "3", "-id-prefix", "nodb", "-seed", "1")
+	w := e.start(t, "worker", "orderworker", "-cosmos-create-container=false", "-cosmos-database", "no-such-database")
+	err := w.Wait(ctx)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("worker with a missing database: %v, want a non-zero exit", err)
+	}
+	for _, want := range []string{"COSMOS_DATABASE", "no-such-database"} {
+		if !strings.Contains(w.Output(), want) {
+			t.Errorf("the worker's output does not name %q:\n%s", want, w.Output())
+		}
+	}
+	if snap := e.queue.Snapshot(); snap.Delivered != 0 || len(snap.Active) != 3 {
+		t.Errorf("after the refused start: %d deliveries, %d messages available; want 0 and 3", snap.Delivered, len(snap.Active))
+	}
+}
