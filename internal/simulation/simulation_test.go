@@ -33,9 +33,6 @@ func TestSeededScenarios(t *testing.T) {
 			if err := rep.Verdict(); err != nil {
 				var b strings.Builder
 				rep.WriteTo(&b)
-				if onlyKnownDefects(rep) {
-					t.Skipf("known defect 1, 2 or 6 of issue 9 (payment step, worker shutdown), to be fixed:\n%v\n%s", err, b.String())
-				}
 				t.Fatalf("%v\n%s", err, b.String())
 			}
 			if rep.Enqueued == 0 || rep.Outcomes.Created == 0 {
@@ -43,42 +40,6 @@ func TestSeededScenarios(t *testing.T) {
 			}
 		})
 	}
-}
-
-// paymentStepFixed is false while main's payment step still has defects 1
-// (a claim older than the key retention is captured again: a second
-// charge) and 2 (a claim left by a failed completed-mark is waited out
-// until MaxDeliveryCount) of issue 9. Set it to true when the fenced claim
-// and the payment lookup are merged: TestSeededScenarios then fails on
-// them, and TestSimulationFindsDefect1 and 2 require their seeds to pass.
-const paymentStepFixed = true
-
-// shutdownFixed is false while main's worker still has defect 6 of issue 9:
-// at shutdown it asks the receiver for Concurrency messages, which issues
-// fresh link credit, and abandons what arrives, raising the delivery count
-// of messages no handler saw. Set it to true when the worker fix is
-// merged: TestSeededScenarios then fails on it, and
-// TestSimulationFindsDefect6 requires its seeds to pass.
-const shutdownFixed = true
-
-// onlyKnownDefects reports whether every violation of rep is one that the
-// unfixed defects 1, 2 (paymentStepFixed) and 6 (shutdownFixed) produce: an
-// order charged more than once, an order message dead-lettered for
-// MaxDeliveryCountExceeded while its order was stored (both paths spend
-// deliveries: the payment claim's and the shutdown's), a delivery no
-// handler saw.
-func onlyKnownDefects(rep *simulation.Report) bool {
-	for _, v := range rep.Violations {
-		switch {
-		case !paymentStepFixed && v.Invariant == simulation.OneChargePerOrder && strings.Contains(v.Detail, "charged 2 times"):
-		case !(paymentStepFixed && shutdownFixed) && v.Invariant == simulation.NoMessageLost &&
-			strings.Contains(v.Detail, "dead-lettered as MaxDeliveryCountExceeded") && v.Seq != 0:
-		case !shutdownFixed && v.Invariant == simulation.NoUntouchedDelivery:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // scenario derives a mixed fault plan from the seed: each fault is on or off
@@ -135,10 +96,7 @@ func TestEveryFaultOccurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := rep.Verdict(); err != nil {
-		if !onlyKnownDefects(rep) {
-			t.Fatal(err)
-		}
-		t.Logf("known defect 1, 2 or 6 of issue 9: %v", err)
+		t.Fatal(err)
 	}
 	f, dc := rep.Faults, rep.DuplicateCauses
 	if len(rep.Inbox) != 2 {
@@ -188,7 +146,7 @@ func TestEveryFaultOccurs(t *testing.T) {
 	if dc.Unexplained != 0 {
 		t.Errorf("%d duplicates unexplained", dc.Unexplained)
 	}
-	if p := rep.Payments; (p.Charges != rep.OrderDocuments || p.Completed != rep.OrderDocuments) && (paymentStepFixed || rep.Verdict() == nil) {
+	if p := rep.Payments; p.Charges != rep.OrderDocuments || p.Completed != rep.OrderDocuments {
 		t.Errorf("%d orders, %d charges, %d payment records completed", rep.OrderDocuments, p.Charges, p.Completed)
 	}
 	for _, in := range rep.Inbox {
@@ -230,7 +188,7 @@ func TestPartsCanBeDisabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rep.Verdict(); err != nil && !onlyKnownDefects(rep) {
+	if err := rep.Verdict(); err != nil {
 		t.Fatal(err)
 	}
 	if rep.Payments.Enabled || rep.Payments.Captures != 0 || rep.Status.Sent != 0 || len(rep.Inbox) != 0 {
