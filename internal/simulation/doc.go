@@ -54,7 +54,10 @@
 // their settlement, leaving the lock to lapse; a store wrapper fails calls
 // with throttling or unavailability before they write, reports committed
 // writes as timeouts, fails the write that marks a payment record
-// completed once, and takes some orders' storage down for good; the
+// completed once, makes some charged orders' payment records unwritable
+// until the queues drain (so their messages are dead-lettered with the claim
+// in progress, for a resubmission after the key retention to find), and
+// takes some orders' storage down for good; the
 // payments service fails capture requests with 5xx or 429 before charging,
 // or charges and then drops the connection; the client's transport loses
 // answers after the charge, as a client timeout does; a worker dies between
@@ -161,11 +164,12 @@
 // key per capture call, one that applies status changes without comparing
 // versions, two inbox consumers sharing one name, inbox markers that expire
 // before the redelivery horizon) make the checker fail, and that the
-// simulation reaches defects 1 and 2 of issue 9 in the payment step (a
-// claim captured again after the key retention: a second charge; a claim
-// left by a failed completed-mark waited out until MaxDeliveryCount) and
-// defect 6 in the worker's shutdown (a receive at shutdown on fresh link
-// credit, whose messages are abandoned unhandled).
+// simulation reaches the paths of defects 1 and 2 of issue 9 in the payment
+// step (a claim captured again after the key retention: a second charge; a
+// claim left by a failed completed-mark waited out until MaxDeliveryCount)
+// and defect 6 in the worker's shutdown (a receive at shutdown on fresh link
+// credit, whose messages are abandoned unhandled): with any of those fixes
+// reverted, TestSimulationFindsDefect1, 2 or 6 fails.
 //
 // The report also explains every duplicate the consumer suppressed by its
 // cause (a producer retry, a redelivery after a lost lock or settlement, a
