@@ -249,18 +249,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	handlerCtx, cancelHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelHandlers(nil)
 
-	// Receive calls outlive ctx by up to ReceiveDrain.
-	rx, cancelRx := context.WithCancel(context.WithoutCancel(ctx))
+	// Receive calls outlive ctx by up to ReceiveDrain; without a drain
+	// they end with ctx itself, at once.
+	rx, cancelRx := context.WithCancel(ctx)
+	if w.opts.ReceiveDrain >= 0 {
+		rx, cancelRx = context.WithCancel(context.WithoutCancel(ctx))
+		stopDrain := context.AfterFunc(ctx, func() {
+			t := time.AfterFunc(w.opts.ReceiveDrain, cancelRx)
+			context.AfterFunc(rx, func() { t.Stop() })
+		})
+		defer stopDrain()
+	}
 	defer cancelRx()
-	stopDrain := context.AfterFunc(ctx, func() {
-		if w.opts.ReceiveDrain < 0 {
-			cancelRx()
-			return
-		}
-		t := time.AfterFunc(w.opts.ReceiveDrain, cancelRx)
-		context.AfterFunc(rx, func() { t.Stop() })
-	})
-	defer stopDrain()
 
 	stopSummary := w.startSummary()
 	slots := make(chan struct{}, w.opts.Concurrency)
