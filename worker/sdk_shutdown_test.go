@@ -135,6 +135,12 @@ func TestShutdownCountsNoDeliveryThroughTheSDK(t *testing.T) {
 			errc := make(chan error, 1)
 			go func() { errc <- w.Run(ctx) }()
 			until(t, "the handlers to start", func() bool { return h.count() == tt.handled })
+			if tt.afterStop > 0 {
+				// The loop is in ReceiveMessages once the broker waits
+				// on the queue with the credit it issued: only then is
+				// there credit left on the link at shutdown.
+				until(t, "the broker to wait with the receive's credit", func() bool { return s.q.Snapshot().BlockedReceivers == 1 })
+			}
 			cancel()
 			s.send(t, "late", tt.afterStop)
 			until(t, "the receive in progress to bring what the broker sent on its credit", func() bool {
