@@ -27,11 +27,13 @@
 # write twice; its transactional batch is not atomic and it ignores TTL. The
 # in-memory model (go run ./cmd/orderworker -simulate) and the tests cover those.
 #
-# cosmium listens on every network interface whatever -Host says (it binds
-# ":<port>"), so this script never uses the emulator's well-known key: `up`
-# generates a random account key (kept in $LOCAL_DIR/cosmos.key, mode 0600).
-# Anyone who can reach the port still sees plain HTTP; on a shared network,
-# block the port with a firewall or stop the stack when done.
+# Upstream cosmium's own server listens on every network interface whatever
+# -Host says (it binds ":<port>") and serves /cosmium/export without a key, so
+# this script builds the project's cosmium command
+# (internal/cosmiumtest/tools/cmd/cosmium): cosmium's own handlers on a
+# listener bound to -Host, here 127.0.0.1 only. It still uses no well-known
+# key: `up` generates a random account key (kept in $LOCAL_DIR/cosmos.key,
+# mode 0600).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -89,7 +91,7 @@ build() {
 		cp "$COSMIUM_BIN" "$bin/cosmium" # a prebuilt one, as internal/cosmiumtest accepts
 	elif [[ ! -x $bin/cosmium ]]; then
 		echo "building cosmium once (from internal/cosmiumtest/tools; about half a minute)"
-		go -C "$root/internal/cosmiumtest/tools" build -o "$bin/cosmium" github.com/pikami/cosmium/cmd/server
+		go -C "$root/internal/cosmiumtest/tools" build -o "$bin/cosmium" ./cmd/cosmium
 	fi
 }
 
