@@ -126,7 +126,6 @@ func TestShutdownCountsNoDeliveryThroughTheSDK(t *testing.T) {
 			h := &blockingHandler{release: make(chan struct{}), seen: map[string]bool{}}
 			w, err := worker.New(s.receiver, h, nil, worker.Options{
 				Concurrency: concurrency, RetryBackoff: -1, SummaryInterval: -1, ReceiveDrain: tt.drain,
-				ReturnPrefetchedFor: time.Second, // as cmd/orderworker sets it
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -69,14 +69,6 @@ type Options struct {
 	// credit) the default is no window. Negative cancels the call at once.
 	// No new receive is ever started after Run's context has ended.
 	ReceiveDrain time.Duration
-	// ReturnPrefetchedFor is ignored.
-	//
-	// Deprecated: it made shutdown receive once more and abandon what
-	// arrived, which issued fresh link credit and counted a delivery of
-	// messages no handler saw. Shutdown now never receives; the SDK's
-	// releaser gives back what arrives on leftover credit without counting
-	// a delivery (see the package documentation). Remove it from callers.
-	ReturnPrefetchedFor time.Duration
 	// Breaker configures the circuit breaker that stops receiving while a
 	// dependency fails.
 	Breaker BreakerOptions

@@ -331,9 +331,8 @@ func TestShutdownNeverReceives(t *testing.T) {
 		<-release
 		return order.Result{Outcome: order.Created, OrderID: m.ID}
 	})
-	// ReturnPrefetchedFor as cmd/orderworker set it: it must not make
-	// shutdown receive. No drain: the receive in progress ends with ctx.
-	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReturnPrefetchedFor: 5 * time.Second, ReceiveDrain: -1})
+	// No drain: the receive in progress ends with ctx.
+	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReceiveDrain: -1})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()

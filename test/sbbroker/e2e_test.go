@@ -263,10 +263,11 @@ func TestEndToEndWorkersSurviveSIGKILL(t *testing.T) {
 // 0 having settled every message it received, with nothing left locked.
 //
 // The SDK leaves the credit of the ReceiveMessages call that shutdown
-// cancelled on the link, and the broker (like Service Bus) fills it; the
-// worker receives those deliveries once more before it closes and abandons
-// them (worker.Options.ReturnPrefetchedFor), so they do not stay locked
-// until their locks lapse.
+// cancelled on the link, and the broker (like Service Bus) fills it: the
+// receive in progress collects what arrives within the worker's receive
+// drain and hands it to handlers, and the SDK's releaser gives back what
+// arrives later (AMQP released, no delivery counted), so nothing stays
+// locked until its lock lapses.
 func TestEndToEndSIGTERMDrains(t *testing.T) {
 	e := newE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
