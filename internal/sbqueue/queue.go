@@ -278,27 +278,34 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]ReceivedMessage, error)
 		}
 		// Arm the wake-ups before releasing the lock, so that a receiver
 		// counted as blocked is sure to be woken.
-		changed := q.s.wait()
-		var timer <-chan struct{}
-		stop := func() bool { return false }
-		if next, ok := q.nextDeadline(); ok {
-			c := make(chan struct{})
-			timer = c
-			stop = q.clock.AtFunc(next, func() { close(c) })
-		}
-		q.blocked++
-		q.s.mu.Unlock()
-
-		select {
-		case <-ctx.Done():
-		case <-changed:
-		case <-timer:
-		}
-		stop()
-		q.s.mu.Lock()
-		q.blocked--
+		q.block(ctx, q.s.wait())
 		q.s.mu.Unlock()
 	}
+}
+
+// block waits, counted as a blocked receiver, until ctx ends, wake is
+// closed or the queue's next deadline (a lock's or a message's expiry, the
+// end of a duplicate-detection record) arrives. It requires q.s.mu, which it
+// releases while it waits and holds again when it returns; wake must be
+// armed before the call, under the lock, so that no change is missed.
+func (q *Queue) block(ctx context.Context, wake <-chan struct{}) {
+	var timer <-chan struct{}
+	stop := func() bool { return false }
+	if next, ok := q.nextDeadline(); ok {
+		c := make(chan struct{})
+		timer = c
+		stop = q.clock.AtFunc(next, func() { close(c) })
+	}
+	q.blocked++
+	q.s.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-timer:
+	}
+	stop()
+	q.s.mu.Lock()
+	q.blocked--
 }
 
 // TryReceive is Receive without blocking: it locks and returns up to max

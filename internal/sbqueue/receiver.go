@@ -126,24 +126,7 @@ func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, _ *azse
 			r.startReleaser()
 			return nil, err
 		}
-		wake := l.waitBuf()
-		var timer <-chan struct{}
-		stop := func() bool { return false }
-		if next, ok := q.nextDeadline(); ok {
-			c := make(chan struct{})
-			timer = c
-			stop = q.clock.AtFunc(next, func() { close(c) })
-		}
-		q.blocked++
-		q.s.mu.Unlock()
-		select {
-		case <-ctx.Done():
-		case <-wake:
-		case <-timer:
-		}
-		stop()
-		q.s.mu.Lock()
-		q.blocked--
+		q.block(ctx, l.waitBuf())
 	}
 }
 
