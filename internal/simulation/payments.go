@@ -111,14 +111,8 @@ func (l *paymentLink) RoundTrip(r *http.Request) (resp *http.Response, err error
 	l.requests[id]++
 	n := l.requests[id]
 	l.mu.Unlock()
-	if l.latency > 0 { // the round trip, both ways
-		t := time.NewTimer(l.latency)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return nil, r.Context().Err()
-		}
+	if l.latency > 0 && sleep(r.Context(), l.latency) != nil { // the round trip, both ways
+		return nil, r.Context().Err()
 	}
 
 	rec := httptest.NewRecorder()

@@ -141,17 +141,10 @@ var (
 // wait waits the store's latency, as a call's round trip does, or until
 // ctx ends.
 func (s *faultStore) wait(ctx context.Context) error {
-	if s.latency <= 0 {
+	if s.latency <= 0 || sleep(ctx, s.latency) != nil {
 		return ctx.Err()
 	}
-	t := time.NewTimer(s.latency)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }
 
 // next returns the number of the call being made for id, from 1, and
