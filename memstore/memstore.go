@@ -102,6 +102,8 @@ type Item struct {
 	ETag         string    // changes on every write
 	Writes       int       // how many writes this document has seen; 1 for a document never changed
 	ExpiresAt    time.Time // zero: never; set from the document's "ttl" field
+
+	lsn uint64 // the store's write sequence number of the last write: the change feed's order
 }
 
 // CreateBatch creates every document in partition pk, atomically: it writes
@@ -259,6 +261,7 @@ func (s *Store) live(pk, id string) (*Item, bool) {
 // -1 never expires. s.mu must be held.
 func (s *Store) write(it *Item, body []byte, ttl *int64) {
 	s.etag++
+	it.lsn = s.etag // the change feed (changefeed.go) orders by it
 	it.Body = append([]byte(nil), body...)
 	it.ETag = strconv.FormatUint(s.etag, 16)
 	it.Writes++
