@@ -1,0 +1,76 @@
+// Package relay publishes the transactional outbox: it reads the change feed
+// of the orders container and sends every outbox event document (type
+// "event", such as the OrderAccepted event that order.Store.CreateOrder
+// writes in the same transactional batch as its order) to a Service Bus
+// topic, where each subscription's inbox consumer processes it once.
+//
+//	orders container ──change feed──▶ Relay ──MessageBatch──▶ topic ──▶ subscriptions ──▶ inbox consumers
+//	 (order + event, one batch)        │ lease + checkpoint per feed range
+//	                                   ▼
+//	                            lease documents (order.DocumentStore, ETag-guarded)
+//
+// # Delivery contract
+//
+// At least once, never lost. Each message has MessageId = the event id
+// (order.EventID), Subject = the event type and the event document, without
+// Cosmos DB's system properties, as its JSON body. The relay publishes a page
+// of changes before it checkpoints the page's continuation, so a crash
+// between the two republishes the page and loses nothing. A republish inside
+// the topic's duplicate-detection window is dropped by Service Bus (detection
+// applies at the topic, before the fan-out); a later one reaches the
+// subscribers again, whose inbox markers (order.InboxConsumer) make it a
+// duplicate. Documents that are not events (orders, payment records, inbox
+// markers, the relay's own lease documents) are skipped. An event the relay
+// cannot publish at all (no id, an id over 128 characters, no event type, a
+// message larger than the topic accepts) is logged at error and counted in
+// Stats.Unpublishable, not retried for ever: no retry could send it.
+//
+// Nothing depends on the order of the feed across partition keys, which
+// Cosmos DB does not promise: events of one order are published in the
+// order the feed returns them (Cosmos DB orders the changes of one partition
+// key value), events of different orders in any order.
+//
+// # Leases and checkpoints
+//
+// Each feed range has a lease document, id LeaseID(name, range), that
+// records its owner, when the ownership expires and the continuation up to
+// which the range was published. A relay instance acquires a range whose
+// lease is free or expired with a create or an ETag-conditioned replace,
+// renews it every LeaseDuration/3, checkpoints with an ETag-conditioned
+// replace and releases it at shutdown. Of two instances only one write on
+// an ETag succeeds, so two instances never both hold a range's lease: a
+// stale owner (one that paused past its expiry while another took over)
+// has its next renewal or checkpoint rejected with 412 and drops the range;
+// what it published meanwhile is a duplicate, which the topic and the
+// inboxes absorb. The clock only decides when a lease may be taken over; the
+// ETag, not the clock, fences the checkpoint. A store that ignores If-Match
+// (cosmium) cannot fence: the relay logs that once and runs, which is safe
+// only with a single instance.
+//
+// The list of feed ranges is fixed the first time a relay of a given name
+// runs, in a manifest document (ManifestID(name)), and never read again:
+// after a partition split Cosmos DB serves a parent feed range's changes
+// through the SDK's continuation of its children, so the same leases keep
+// covering the container, where re-reading the ranges would start new
+// leases from the beginning and republish everything.
+//
+// # Where the lease documents live
+//
+// In any order.DocumentStore; cmd/orderrelay uses the orders container
+// itself, so that the relay needs no other container, no Bicep change and no
+// other role than the worker's data role. A lease document's partition key
+// value is its id, "lease:<name>:<range>", which contains ':' and so is never
+// an order id (order.ValidateOrderID refuses ':'): no order's partition
+// holds a lease, and the worker, which reads only by order id, never sees
+// one. Lease writes appear in the change feed of the container; the relay
+// skips them, and it writes a lease only to publish progress (after a page
+// that held events), to renew or to release, so its own writes never keep it
+// busy. A separate leases container, as Cosmos DB's change feed processor
+// uses, works the same: pass a store on it.
+//
+// # Concurrency
+//
+// A Relay is driven by one goroutine: Run, or a caller's Step calls, never
+// both, never concurrently. Any number of Relay values, in one process or
+// many, may share a feed, a lease store and a topic.
+package relay
