@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/relay"
+)
+
+// run is the whole program; main only supplies the process's context,
+// arguments, environment and output streams. ctx ends at the first signal,
+// which stops the relay gracefully; the second stage of ctx (cli.Force)
+// ends at the second, which makes run return at once with an error wrapping
+// cli.ErrForced. -h returns nil, a flag mistake a *cli.UsageError.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("orderrelay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg, err := parseConfig(fs, args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	logger, err := cfg.Logging.NewLogger(stderr)
+	if err != nil {
+		return err
+	}
+	logger.Info("orderrelay starting", "config", cfg)
+
+	store, err := openStore(cfg)
+	if err != nil {
+		return err
+	}
+	if err := checkStore(ctx, cfg, store, logger); err != nil {
+		return err
+	}
+	sb, err := cli.NewServiceBusClient(cfg.ServiceBusNamespace, cfg.ServiceBusConnectionString)
+	if err != nil {
+		return err
+	}
+	defer closeWithTimeout(ctx, logger, "service bus client", sb.Close)
+	sender, err := sb.NewSender(cfg.Topic, nil)
+	if err != nil {
+		return fmt.Errorf("sender for topic %q: %w", cfg.Topic, err)
+	}
+	defer closeWithTimeout(ctx, logger, "sender", sender.Close)
+	return serve(ctx, cfg, logger, pieces{feed: store.ChangeFeed(), leases: store, sender: relay.NewServiceBusSender(sender)})
+}
+
+// pieces are what the relay runs on: run builds them on Cosmos DB and
+// Service Bus, tests on memstore and a fake topic.
+type pieces struct {
+	feed   relay.ChangeFeed
+	leases order.DocumentStore
+	sender relay.Sender
+}
+
+// serve runs the relay until ctx ends, then lets it finish the page in
+// flight and release its leases; after a second signal it returns at once.
+func serve(ctx context.Context, cfg config, logger *slog.Logger, p pieces) error {
+	r, err := relay.New(p.feed, p.leases, p.sender, cfg.options(logger))
+	if err != nil {
+		return err
+	}
+	stopDrain := context.AfterFunc(ctx, func() {
+		logger.Warn("shutting down: finishing the page in flight, then releasing the leases; a second signal stops at once",
+			"cause", context.Cause(ctx).Error())
+	})
+	defer stopDrain()
+	err = cli.RunUntilForced(ctx, r.Run)
+	st := r.Stats()
+	attrs := []any{"published", st.Published, "batches", st.Batches, "checkpoints", st.Checkpoints,
+		"skipped", st.Skipped, "unpublishable", st.Unpublishable, "leases_lost", st.Lost}
+	if errors.Is(err, cli.ErrForced) {
+		logger.Error("orderrelay stopped at once: the leases were not released and expire by themselves; the page in flight is republished", append(attrs, "error", err)...)
+		return err
+	}
+	if err != nil {
+		logger.Warn("orderrelay stopped; some leases were not released and expire by themselves", append(attrs, "error", err)...)
+		return err
+	}
+	logger.Info("orderrelay stopped", attrs...)
+	return nil
+}
+
+// storeCheckTimeout bounds the start-up check of the store.
+const storeCheckTimeout = 30 * time.Second
+
+// checkStore verifies at start that the container exists and can be read
+// and written; its errors name the setting to fix. An endpoint that ignores
+// If-Match (cosmium) cannot fence the leases, which the relay says too.
+func checkStore(ctx context.Context, cfg config, store *cosmosstore.Store, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	res, err := store.Check(ctx)
+	if err != nil {
+		return fmt.Errorf("start-up check of Cosmos DB: %w", err)
+	}
+	if !res.ETagsHonoured {
+		logger.Warn("this Cosmos DB endpoint ignores If-Match (an emulator such as cosmium): the relay's leases are not fenced; run a single instance",
+			"cosmos_endpoint", cfg.CosmosEndpoint)
+	}
+	return nil
+}
+
+// openStore connects to Cosmos DB: with an account key on an emulator, with
+// Entra ID in Azure.
+func openStore(cfg config) (*cosmosstore.Store, error) {
+	opts := &cosmosstore.ClientOptions{InsecureSkipVerify: cfg.CosmosInsecureSkipVerify}
+	var client *azcosmos.Client
+	var err error
+	if cfg.CosmosKey != "" {
+		client, err = cosmosstore.NewClientWithKey(cfg.CosmosEndpoint, cfg.CosmosKey, opts)
+	} else {
+		cred, cerr := cli.Credential()
+		if cerr != nil {
+			return nil, cerr
+		}
+		client, err = cosmosstore.NewClient(cfg.CosmosEndpoint, cred, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer)
+}
+
+// closeWithTimeout closes a Service Bus object with a deadline of its own,
+// since the run's context is already cancelled at shutdown; after a second
+// signal it closes nothing, to exit at once.
+func closeWithTimeout(runCtx context.Context, logger *slog.Logger, what string, closeFn func(context.Context) error) {
+	if cli.Force(runCtx).Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := closeFn(ctx); err != nil {
+		logger.Warn("close failed", "what", what, "error", err)
+	}
+}

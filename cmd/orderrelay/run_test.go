@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/memstore"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/relay"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestConfig(t *testing.T) {
+	azure := map[string]string{
+		"SERVICEBUS_NAMESPACE": "sb-x.servicebus.windows.net",
+		"COSMOS_ENDPOINT":      "https://x.documents.azure.com:443/",
+	}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range azure {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		wantErr []string
+		check   func(t *testing.T, c config)
+	}{
+		{name: "azd outputs are enough", env: azure, check: func(t *testing.T, c config) {
+			if c.Topic != "order-events" || c.Name != "orderrelay" || c.CosmosContainer != "orders" ||
+				c.LeaseDuration != relay.DefaultLeaseDuration || c.PollInterval != relay.DefaultPollInterval {
+				t.Errorf("config = %+v", c)
+			}
+		}},
+		{name: "environment and flags", env: with("SERVICEBUS_TOPIC", "events", "RELAY_LEASE_DURATION", "PT1M", "RELAY_NAME", "r1"),
+			args: []string{"-poll-interval", "250ms", "-name", "r2"}, check: func(t *testing.T, c config) {
+				if c.Topic != "events" || c.LeaseDuration != time.Minute || c.PollInterval != 250*time.Millisecond || c.Name != "r2" {
+					t.Errorf("config = %+v", c)
+				}
+			}},
+		{name: "nothing set names every missing variable", env: map[string]string{},
+			wantErr: []string{"SERVICEBUS_NAMESPACE", "SERVICEBUS_CONNECTION_STRING", "COSMOS_ENDPOINT"}},
+		{name: "every problem at once", env: with("RELAY_NAME", "a:b", "RELAY_LEASE_DURATION", "10s",
+			"RELAY_CALL_TIMEOUT", "5s", "RELAY_PAGE_SIZE", "0", "RELAY_POLL_INTERVAL", "0s"), args: []string{"-topic", ""},
+			wantErr: []string{"SERVICEBUS_TOPIC", "RELAY_NAME", "RELAY_LEASE_DURATION", "RELAY_PAGE_SIZE", "RELAY_POLL_INTERVAL"}},
+		{name: "unparsable variable", env: with("RELAY_BATCH_MESSAGES", "many"), wantErr: []string{`RELAY_BATCH_MESSAGES="many"`}},
+		{name: "two Service Bus identities", env: with("SERVICEBUS_CONNECTION_STRING", "Endpoint=sb://x"), wantErr: []string{"only one"}},
+		{name: "emulator switch needs a key", env: with("COSMOS_INSECURE_SKIP_VERIFY", "true"), wantErr: []string{"COSMOS_INSECURE_SKIP_VERIFY"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c, err := parseConfig(fs, tt.args, envOf(tt.env))
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				tt.check(t, c)
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not name %s:\n%v", want, err)
+				}
+			}
+		})
+	}
+}
+
+func TestRun_HelpAndRefusals(t *testing.T) {
+	var stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-h"}, envOf(nil), io.Discard, &stderr); err != nil {
+		t.Errorf("-h: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "RELAY_LEASE_DURATION") {
+		t.Errorf("usage does not list the variables:\n%s", stderr.String())
+	}
+	err := run(context.Background(), nil, envOf(nil), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "COSMOS_ENDPOINT") {
+		t.Errorf("empty environment: %v", err)
+	}
+	var ue *cli.UsageError
+	if err := run(context.Background(), []string{"-nope"}, envOf(nil), io.Discard, io.Discard); !errors.As(err, &ue) {
+		t.Errorf("unknown flag: %v, want a *cli.UsageError", err)
+	}
+}
+
+// topic is a fake relay.Sender that records the MessageIds it was sent;
+// block, when set, holds every send until it is closed or the send's
+// context ends.
+type topic struct {
+	mu    sync.Mutex
+	ids   []string
+	block chan struct{}
+}
+
+type batch struct{ msgs []*azservicebus.Message }
+
+func (b *batch) AddMessage(m *azservicebus.Message, _ *azservicebus.AddMessageOptions) error {
+	b.msgs = append(b.msgs, m)
+	return nil
+}
+func (b *batch) NumMessages() int32 { return int32(len(b.msgs)) }
+
+func (t *topic) NewBatch(context.Context) (relay.Batch, error) { return &batch{}, nil }
+func (t *topic) SendBatch(ctx context.Context, b relay.Batch) error {
+	if t.block != nil {
+		select {
+		case <-t.block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range b.(*batch).msgs {
+		t.ids = append(t.ids, *m.MessageID)
+	}
+	return nil
+}
+
+func (t *topic) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.ids)
+}
+
+func writeOrders(t *testing.T, s *memstore.Store, n int) {
+	t.Helper()
+	for i := range n {
+		id := fmt.Sprintf("ord-%d", i)
+		o := order.Order{OrderID: id, CustomerID: "c", Currency: "EUR", Lines: []order.Line{{SKU: "S", Quantity: 1, UnitPriceMinor: 100}},
+			TotalMinor: 100, PlacedAt: time.Now()}
+		if err := s.CreateOrder(context.Background(), order.NewWrite(o, id, o.RequestHash(), time.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testConfig(t *testing.T) config {
+	t.Helper()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c, err := parseConfig(fs, []string{"-poll-interval", "1ms", "-call-timeout", "2s"}, envOf(map[string]string{
+		"SERVICEBUS_CONNECTION_STRING": "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true;",
+		"COSMOS_ENDPOINT":              "http://127.0.0.1:1/", "COSMOS_KEY": "k"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The relay loop as the command runs it, on memstore and a fake topic:
+// every event is published, and the first signal releases the leases with
+// their checkpoints.
+func TestServe_PublishesThenReleasesItsLeasesAtTheFirstSignal(t *testing.T) {
+	s := memstore.New()
+	feed := s.ChangeFeed(memstore.ChangeFeedOptions{Ranges: 3})
+	writeOrders(t, s, 25)
+	tp := &topic{}
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&syncWriter{w: &logs}, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, testConfig(t), logger, pieces{feed: feed, leases: s, sender: tp}) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for tp.count() < 25 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if tp.count() != 25 {
+		t.Errorf("%d published, want 25", tp.count())
+	}
+	ranges, _ := feed.FeedRanges(context.Background())
+	for _, fr := range ranges {
+		id := relay.LeaseID("orderrelay", fr)
+		body, _, err := s.ReadDocument(context.Background(), id, id)
+		var l relay.Lease
+		if err != nil || json.Unmarshal(body, &l) != nil || l.Owner != "" {
+			t.Errorf("lease %s after shutdown: %s, %v; want it released", fr, body, err)
+		}
+	}
+	if !strings.Contains(logs.String(), `"published":25`) {
+		t.Errorf("the stop is not logged with the count:\n%s", logs.String())
+	}
+}
+
+// A second signal returns at once, even with a send in flight.
+func TestServe_SecondSignalStopsAtOnce(t *testing.T) {
+	s := memstore.New()
+	writeOrders(t, s, 3)
+	tp := &topic{block: make(chan struct{})}
+	defer close(tp.block)
+	drain, cancelDrain := context.WithCancel(context.Background())
+	force, cancelForce := context.WithCancel(context.Background())
+	ctx := cli.WithForce(drain, force)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, testConfig(t), slog.New(slog.NewTextHandler(io.Discard, nil)),
+			pieces{feed: s.ChangeFeed(memstore.ChangeFeedOptions{}), leases: s, sender: tp})
+	}()
+	time.Sleep(20 * time.Millisecond) // let the send block (a longer wait changes nothing)
+	cancelDrain()
+	cancelForce()
+	select {
+	case err := <-done:
+		if !errors.Is(err, cli.ErrForced) {
+			t.Errorf("err = %v, want cli.ErrForced", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("serve did not return after the second signal")
+	}
+}
+
+// syncWriter serializes writes from the relay's goroutine and the test.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
