@@ -16,6 +16,8 @@ import (
 // variable named like the azd outputs and can be overridden by a flag.
 type config struct {
 	cli.ServiceBus
+	Topic        string // with Subscription: receive from a subscription of this topic, not from the queue
+	Subscription string
 	LockDuration time.Duration
 
 	CosmosEndpoint           string
@@ -47,6 +49,7 @@ type config struct {
 // creates with its own defaults (TestDefaultsAgreeWithBicep checks them), so
 // that the variables azd writes and the defaults never disagree.
 const (
+	orderWriterQueue        = "orders" // SERVICEBUS_QUEUE's default: the queue the order writer receives orders from
 	defaultCosmosDatabase   = "orders"
 	defaultCosmosContainer  = "orders"
 	defaultLockDuration     = time.Minute
@@ -63,6 +66,8 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	var c config
 	env := cli.NewEnv(fs, getenv)
 	c.ServiceBus.Define(env, "queue to receive from")
+	env.String(&c.Topic, "topic", "SERVICEBUS_TOPIC", "", "topic whose subscription -subscription to receive from instead of the queue (the relay's order-events); runs the inbox consumer")
+	env.String(&c.Subscription, "subscription", "SERVICEBUS_SUBSCRIPTION", "", "subscription of -topic to receive from; also the default inbox consumer name")
 	env.Duration(&c.LockDuration, "lock-duration", "SERVICEBUS_LOCK_DURATION", defaultLockDuration, "the queue's lock duration; a lock is renewed when half of the time the broker granted it has passed, and the worker warns if the broker grants another duration")
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint, such as https://x.documents.azure.com:443/")
 	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
@@ -91,6 +96,11 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	}
 	if c.MessageTTL == cli.Unlimited {
 		c.MessageTTL = 0 // order.RedeliveryHorizon's "unlimited"
+	}
+	if c.Subscription != "" && c.InboxConsumer == "" {
+		// A subscription is one consumer of the topic: its inbox markers
+		// are named after it unless WORKER_INBOX_CONSUMER says otherwise.
+		c.InboxConsumer = c.Subscription
 	}
 	return c, errors.Join(err, c.Validate())
 }
@@ -149,6 +159,20 @@ func (c *config) Validate() error {
 	if c.Concurrency < 1 || c.Concurrency > 5000 {
 		errs = append(errs, fmt.Errorf("WORKER_CONCURRENCY (-concurrency) %d is not between 1 and 5000", c.Concurrency))
 	}
+	if (c.Topic == "") != (c.Subscription == "") {
+		errs = append(errs, errors.New("set both SERVICEBUS_TOPIC (-topic) and SERVICEBUS_SUBSCRIPTION (-subscription) to receive from a subscription, or neither to receive from SERVICEBUS_QUEUE"))
+	}
+	if c.Subscription != "" {
+		if err := checkEntityName(c.Subscription, 50); err != nil {
+			errs = append(errs, fmt.Errorf("SERVICEBUS_SUBSCRIPTION (-subscription): %w", err))
+		}
+	}
+	if c.InboxConsumer != "" && c.Topic == "" && c.Queue == orderWriterQueue {
+		errs = append(errs, fmt.Errorf("WORKER_INBOX_CONSUMER %s would receive from SERVICEBUS_QUEUE %q, the order writer's queue: "+
+			"competing consumers of one queue each get some of its messages, so the inbox consumer would take orders away from the order writer "+
+			"(and see only some orders itself). Receive the order events from a subscription of the relay's topic instead "+
+			"(SERVICEBUS_TOPIC=order-events SERVICEBUS_SUBSCRIPTION=<name>), or from a queue of the consumer's own", c.InboxConsumer, c.Queue))
+	}
 	if c.InboxConsumer != "" {
 		if c.PaymentsURL != "" {
 			errs = append(errs, errors.New("WORKER_INBOX_CONSUMER runs the loyalty consumer, which captures no payments: unset PAYMENTS_URL"))
@@ -164,6 +188,21 @@ func (c *config) Validate() error {
 		errs = append(errs, fmt.Errorf("WORKER_SHUTDOWN_GRACE (-shutdown-grace) %v must be positive", c.ShutdownGrace))
 	}
 	return errors.Join(errs...)
+}
+
+// checkEntityName reports a Service Bus entity name that is not 1 to max
+// characters of letters, digits, '.', '-' and '_'.
+func checkEntityName(name string, max int) error {
+	if len(name) > max {
+		return fmt.Errorf("%q has %d characters; Service Bus allows %d", name, len(name), max)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%q: character %q is not a letter, digit, '.', '-' or '_'", name, c)
+		}
+	}
+	return nil
 }
 
 // paymentOptions returns the payment step's options for gateway g: the
@@ -208,6 +247,8 @@ func (c *config) horizon() order.RedeliveryHorizon {
 // LogValue logs the configuration once at start-up, with secrets masked.
 func (c config) LogValue() slog.Value {
 	return slog.GroupValue(append(c.ServiceBus.LogAttrs(),
+		slog.String("topic", c.Topic),
+		slog.String("subscription", c.Subscription),
 		slog.String("lock_duration", cli.FormatDuration(c.LockDuration)),
 		slog.String("cosmos_endpoint", c.CosmosEndpoint),
 		slog.String("cosmos_key", cli.Mask(c.CosmosKey)),

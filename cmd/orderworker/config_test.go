@@ -321,7 +321,8 @@ func TestPaymentKeyRetentionNotice(t *testing.T) {
 
 func TestInboxRetentionRefusal(t *testing.T) {
 	base := map[string]string{
-		"SERVICEBUS_NAMESPACE": "sb", "COSMOS_ENDPOINT": "https://x/", "WORKER_INBOX_CONSUMER": "loyalty",
+		"SERVICEBUS_NAMESPACE": "sb", "COSMOS_ENDPOINT": "https://x/",
+		"SERVICEBUS_TOPIC": "order-events", "SERVICEBUS_SUBSCRIPTION": "loyalty", // the inbox consumer "loyalty"
 		"SERVICEBUS_LOCK_DURATION": "PT1M", "SERVICEBUS_MAX_DELIVERY_COUNT": "10", "SERVICEBUS_MESSAGE_TTL": "P14D",
 		"SERVICEBUS_DUPLICATE_DETECTION_WINDOW": "PT10M", "WORKER_RESUBMISSION_HORIZON": "P7D",
 	}
@@ -339,5 +340,75 @@ func TestInboxRetentionRefusal(t *testing.T) {
 		if err != nil && (!strings.Contains(err.Error(), "minimum 840h12m0s") || !strings.Contains(err.Error(), "resubmission horizon 168h0m0s")) {
 			t.Errorf("the refusal does not show the computation: %v", err)
 		}
+	}
+}
+
+func TestSubscriptionMode(t *testing.T) {
+	base := map[string]string{"SERVICEBUS_NAMESPACE": "sb-x.servicebus.windows.net", "COSMOS_ENDPOINT": "https://x.documents.azure.com:443/"}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantErr []string
+		check   func(t *testing.T, c config)
+	}{
+		{name: "the subscription names the inbox consumer", env: map[string]string{"SERVICEBUS_TOPIC": "order-events", "SERVICEBUS_SUBSCRIPTION": "loyalty"},
+			check: func(t *testing.T, c config) {
+				if c.Topic != "order-events" || c.Subscription != "loyalty" || c.InboxConsumer != "loyalty" {
+					t.Errorf("config = %+v", c)
+				}
+			}},
+		{name: "an explicit consumer name wins", env: map[string]string{"SERVICEBUS_TOPIC": "order-events", "SERVICEBUS_SUBSCRIPTION": "loyalty", "WORKER_INBOX_CONSUMER": "points"},
+			check: func(t *testing.T, c config) {
+				if c.InboxConsumer != "points" {
+					t.Errorf("InboxConsumer = %q", c.InboxConsumer)
+				}
+			}},
+		{name: "the inbox consumer on a queue of its own", env: map[string]string{"SERVICEBUS_QUEUE": "loyalty", "WORKER_INBOX_CONSUMER": "loyalty"},
+			check: func(t *testing.T, c config) {
+				if c.Queue != "loyalty" || c.Topic != "" {
+					t.Errorf("config = %+v", c)
+				}
+			}},
+		{name: "no inbox consumer on the order writer's queue", env: map[string]string{"WORKER_INBOX_CONSUMER": "loyalty"},
+			wantErr: []string{"WORKER_INBOX_CONSUMER", `"orders", the order writer's queue`, "competing consumers", "SERVICEBUS_SUBSCRIPTION"}},
+		{name: "a topic needs a subscription", env: map[string]string{"SERVICEBUS_TOPIC": "order-events"},
+			wantErr: []string{"SERVICEBUS_TOPIC (-topic) and SERVICEBUS_SUBSCRIPTION"}},
+		{name: "a subscription needs a topic", env: map[string]string{"SERVICEBUS_SUBSCRIPTION": "loyalty"},
+			wantErr: []string{"SERVICEBUS_TOPIC (-topic) and SERVICEBUS_SUBSCRIPTION"}},
+		{name: "a subscription name that is no consumer name", env: map[string]string{"SERVICEBUS_TOPIC": "t", "SERVICEBUS_SUBSCRIPTION": "loy:alty"},
+			wantErr: []string{"SERVICEBUS_SUBSCRIPTION", "WORKER_INBOX_CONSUMER"}},
+		{name: "a subscription name over Service Bus's 50", env: map[string]string{"SERVICEBUS_TOPIC": "t", "SERVICEBUS_SUBSCRIPTION": strings.Repeat("s", 51)},
+			wantErr: []string{"SERVICEBUS_SUBSCRIPTION", "50"}},
+		{name: "the subscription's consumer captures no payments", env: map[string]string{"SERVICEBUS_TOPIC": "t", "SERVICEBUS_SUBSCRIPTION": "loyalty", "PAYMENTS_URL": "http://127.0.0.1:1"},
+			wantErr: []string{"PAYMENTS_URL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c, err := parseConfig(fs, nil, envOf(env))
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				tt.check(t, c)
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not contain %q:\n%v", want, err)
+				}
+			}
+		})
 	}
 }

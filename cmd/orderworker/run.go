@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
@@ -59,9 +60,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer closeWithTimeout(ctx, logger, "service bus client", sb.Close)
-	receiver, err := sb.NewReceiverForQueue(cfg.Queue, nil) // PeekLock is the default mode
+	receiver, err := newReceiver(sb, cfg)
 	if err != nil {
-		return fmt.Errorf("receiver for queue %q: %w", cfg.Queue, err)
+		return err
 	}
 	defer closeWithTimeout(ctx, logger, "receiver", receiver.Close)
 
@@ -92,6 +93,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger.Info("orderworker stopped")
 	return err
+}
+
+// newReceiver returns the receiver of the subscription when one is
+// configured, else of the queue; PeekLock is the default mode of both.
+func newReceiver(sb *azservicebus.Client, cfg config) (*azservicebus.Receiver, error) {
+	if cfg.Topic != "" {
+		r, err := sb.NewReceiverForSubscription(cfg.Topic, cfg.Subscription, nil)
+		if err != nil {
+			return nil, fmt.Errorf("receiver for subscription %q of topic %q: %w", cfg.Subscription, cfg.Topic, err)
+		}
+		return r, nil
+	}
+	r, err := sb.NewReceiverForQueue(cfg.Queue, nil)
+	if err != nil {
+		return nil, fmt.Errorf("receiver for queue %q: %w", cfg.Queue, err)
+	}
+	return r, nil
 }
 
 // simulateArgs reports whether args ask for the simulation (-simulate or
