@@ -359,12 +359,7 @@ func (r *Relay) readChanges(ctx context.Context, fr, continuation string) ([][]b
 }
 
 // eventHead is what the relay reads of a changed document to decide.
-type eventHead struct {
-	ID        string `json:"id"`
-	Type      string `json:"type"`
-	EventType string `json:"eventType"`
-	OrderID   string `json:"orderId"`
-}
+type eventHead struct{ ID, Type, EventType, OrderID string }
 
 // publish sends the events among docs in batches, in the order of docs, and
 // returns how many it sent. On error, some may have been sent.
@@ -441,12 +436,18 @@ func (r *Relay) publish(ctx context.Context, fr string, docs [][]byte) (int, err
 func (r *Relay) message(fr string, doc []byte) (*azservicebus.Message, eventHead, bool) {
 	var head eventHead
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(doc, &fields); err != nil {
+	if err := json.Unmarshal(doc, &fields); err != nil || fields == nil {
 		r.unpublishable.Add(1)
-		r.log.Error("change feed document is not a JSON object: not published", "feed_range", fr, "error", err)
+		r.log.Error("change feed document is not a JSON object: not published", "feed_range", fr)
 		return nil, head, false
 	}
-	_ = json.Unmarshal(doc, &head) // fields of the wrong type stay empty and are refused below
+	// Exact field names: encoding/json would match "Type" or "tYpe" too.
+	str := func(k string) string {
+		var v string
+		_ = json.Unmarshal(fields[k], &v) // absent or not a string: empty, refused below
+		return v
+	}
+	head = eventHead{ID: str("id"), Type: str("type"), EventType: str("eventType"), OrderID: str("orderId")}
 	if head.Type != order.TypeEvent {
 		r.skipped.Add(1)
 		return nil, head, false
