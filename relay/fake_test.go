@@ -204,6 +204,8 @@ func (f *fixture) addOrders(n int) {
 	}
 }
 
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
 func (f *fixture) relay(owner string, now func() time.Time, mod func(*relay.Options)) *relay.Relay {
 	f.t.Helper()
 	o := relay.Options{Name: "orderrelay", Owner: owner, LeaseDuration: 30 * time.Second, CallTimeout: time.Second,

@@ -1,0 +1,89 @@
+package relay_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/relay"
+	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
+)
+
+// ServiceBusSender through the real azservicebus client and the test
+// broker: the relay's batches arrive with MessageId, Subject and the event,
+// and a republish after a crash inside the duplicate-detection window is
+// dropped by the entity. The broker has no topics (a topic's duplicate
+// detection works on the topic as a queue's does on the queue), so the
+// entity here is a queue named like the topic.
+func TestServiceBusSender_RealSDKAndTestBroker_RepublishIsDroppedInsideTheWindow(t *testing.T) {
+	ns := sbqueue.NewNamespace(sbqueue.RealClock())
+	q, err := ns.CreateQueue("order-events", sbqueue.QueueOptions{RequiresDuplicateDetection: true, DuplicateDetectionWindow: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := sbbroker.New(ns, sbbroker.Options{})
+	if err := broker.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = broker.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := azservicebus.NewClientFromConnectionString(broker.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(ctx)
+	sender, err := client.NewSender("order-events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close(ctx)
+
+	f := newFixture(t, 2)
+	f.addOrders(30)
+	a, err := relay.New(f.feed, f.store, relay.NewServiceBusSender(sender), relay.Options{Name: "orderrelay", Owner: "a",
+		Now: f.clock.Now, PageSize: 500, MaxBatchMessages: 7, CallTimeout: 5 * time.Second, Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drain(t, a); err != nil {
+		t.Fatal(err)
+	}
+	f.addOrders(10)
+	f.store.setFailReplace(func(string) error { return context.DeadlineExceeded }) // the checkpoint never lands
+	_ = a.Step(ctx)
+	_ = a.Step(ctx)
+	f.store.setFailReplace(nil)
+	f.clock.Advance(time.Minute) // a is gone; b takes over and republishes
+	b, err := relay.New(f.feed, f.store, relay.NewServiceBusSender(sender), relay.Options{Name: "orderrelay", Owner: "b",
+		Now: f.clock.Now, PageSize: 500, MaxBatchMessages: 7, CallTimeout: 5 * time.Second, Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drain(t, b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Stats().Published < 10 {
+		t.Fatalf("b republished %d, want the 10 uncheckpointed events at least", b.Stats().Published)
+	}
+	snap := q.Snapshot()
+	if len(snap.Active) != 40 || snap.DuplicatesDropped != b.Stats().Published || snap.DuplicatesDropped+int64(len(snap.Active)) != a.Stats().Published+b.Stats().Published {
+		t.Fatalf("queue holds %d, dropped %d; a sent %d, b %d", len(snap.Active), snap.DuplicatesDropped, a.Stats().Published, b.Stats().Published)
+	}
+	seen := map[string]bool{}
+	for _, m := range snap.Active {
+		if m.Subject != order.EventOrderAccepted || m.ContentType != "application/json" || seen[m.MessageID] {
+			t.Errorf("message %s subject %q content type %q (seen before: %v)", m.MessageID, m.Subject, m.ContentType, seen[m.MessageID])
+		}
+		seen[m.MessageID] = true
+	}
+	counts := map[string]int{}
+	for id := range seen {
+		counts[id] = 1
+	}
+	f.wantEveryEvent(counts)
+}
