@@ -18,8 +18,9 @@ import (
 )
 
 // ChangeFeed is the change feed of a container, read one feed range at a
-// time. memstore's (*Store).ChangeFeed and cosmosstore's (*Store).ChangeFeed
-// implement it. Implementations must be safe for concurrent use.
+// time. *memstore.ChangeFeed (the model) and *cosmosstore.ChangeFeed (Cosmos
+// DB), returned by the stores' ChangeFeed methods, implement it.
+// Implementations must be safe for concurrent use.
 type ChangeFeed interface {
 	// FeedRanges returns the container's feed ranges, which together cover
 	// every partition key value once. Each is a string of the characters
