@@ -209,7 +209,7 @@ var deployRules = []rule{
 			return nil
 		},
 		mutations: []mutation{
-			{"Dockerfile", "# Builds one of", "# syntax=docker/dockerfile:1\n# Builds one of"},
+			{"Dockerfile", "# Builds the project's commands", "# syntax=docker/dockerfile:1\n# Builds the project's commands"},
 			{"Dockerfile", "RUN go mod download\n", "RUN --mount=type=cache,target=/go/pkg/mod go mod download\n"},
 			{"Dockerfile", "FROM golang:${GO_VERSION}-trixie AS build", "FROM --platform=$BUILDPLATFORM golang:${GO_VERSION}-trixie AS build"},
 			{"Dockerfile", "COPY --from=build /out/app /app", "COPY --link --from=build /out/app /app"},

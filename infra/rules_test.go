@@ -800,8 +800,19 @@ var rules = []rule{
 			if u := users[len(users)-1][1]; u == "root" || u == "0" || strings.HasPrefix(u, "0:") || strings.HasPrefix(u, "root:") || strings.HasSuffix(u, ":0") || strings.HasSuffix(u, ":root") {
 				return fmt.Errorf("Dockerfile runs as %s", u)
 			}
-			if !regexp.MustCompile(`(?m)^ARG CMD=orderworker$`).MatchString(df) || !strings.Contains(df, "./cmd/${CMD}") {
-				return errors.New("Dockerfile does not build ./cmd/${CMD} with CMD defaulting to orderworker")
+			// Every command is built (the relay, orderctl and whatever
+			// azure.yaml names), and CMD, defaulting to the worker, picks
+			// the entrypoint.
+			build := regexp.MustCompile(`(?m)go build [^\n]*-o /out/bin/ \./cmd/\.\.\.$`).FindStringIndex(df)
+			if build == nil {
+				return errors.New("Dockerfile does not build every command (go build -o /out/bin/ ./cmd/...)")
+			}
+			arg := regexp.MustCompile(`(?m)^ARG CMD=orderworker$`).FindStringIndex(df)
+			if arg == nil || !strings.Contains(df, `cp "/out/bin/${CMD}" /out/app`) || !strings.Contains(df, "COPY --from=build /out/app /app") {
+				return errors.New("Dockerfile does not run /out/bin/${CMD} as /app with CMD defaulting to orderworker")
+			}
+			if arg[0] < build[0] {
+				return errors.New("Dockerfile declares ARG CMD before the build: each service would rebuild every command")
 			}
 			return nil
 		},
@@ -812,6 +823,8 @@ var rules = []rule{
 			{"Dockerfile", "CGO_ENABLED=0", "CGO_ENABLED=1"},
 			{"Dockerfile", "FROM scratch", "FROM debian:12.8"},
 			{"Dockerfile", "ARG CMD=orderworker", "ARG CMD=orderproducer"},
+			{"Dockerfile", "-o /out/bin/ ./cmd/...", "-o /out/bin/ ./cmd/orderworker ./cmd/orderproducer"},
+			{"Dockerfile", "ARG CMD=orderworker\n", ""},
 		},
 	},
 }
