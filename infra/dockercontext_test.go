@@ -11,8 +11,8 @@ import (
 )
 
 // TestDockerContextHoldsWhatTheImagesBuild lists, with the go command, every
-// file of this module that the two images compile (cmd/orderworker and
-// cmd/orderproducer and their packages, go.mod, go.sum) and requires each to
+// file of this module that the images compile (every command under ./cmd and
+// their packages, go.mod, go.sum) and requires each to
 // stay in the Docker build context: a package the commands start to import
 // from a directory .dockerignore leaves out would break every image build,
 // locally and in the registry.
@@ -25,7 +25,7 @@ func TestDockerContextHoldsWhatTheImagesBuild(t *testing.T) {
 	}
 	cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-f",
 		`{{if .Module}}{{if .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}{{end}}`,
-		"./cmd/orderworker", "./cmd/orderproducer")
+		"./cmd/...")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {

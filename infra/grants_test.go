@@ -11,9 +11,9 @@ import (
 
 // grant is one role held by one principal at one kind of scope.
 type grant struct {
-	principal string // worker, producer, scaler, developer
+	principal string // worker, producer, scaler, relay, loyalty, shipping, developer
 	role      string
-	scope     string // resource type (lower case) or "database"/"container"/"account" for Cosmos data roles
+	scope     string // resource type (lower case), followed by the symbol for a topic subscription, or "database"/"container"/"account" for Cosmos data roles
 }
 
 func (g grant) String() string { return g.principal + " has " + g.role + " on " + g.scope }
@@ -30,7 +30,31 @@ var wantGrants = []grant{
 	{"developer", "Azure Service Bus Data Sender", "microsoft.servicebus/namespaces/queues"},
 	{"developer", "Azure Service Bus Data Receiver", "microsoft.servicebus/namespaces/queues"},
 	{"developer", "Cosmos DB Built-in Data Contributor", "database"},
+	// Publish/subscribe: the relay sends to the topic only; each subscriber
+	// receives from its own subscription only; the scaler reads each
+	// subscription's length.
+	{"relay", "Azure Service Bus Data Sender", "microsoft.servicebus/namespaces/topics"},
+	{"relay", "Cosmos DB Built-in Data Contributor", "database"},
+	{"relay", "AcrPull", "microsoft.containerregistry/registries"},
+	{"loyalty", "Azure Service Bus Data Receiver", loyaltySubscriptionScope},
+	{"loyalty", "Cosmos DB Built-in Data Contributor", "database"},
+	{"loyalty", "AcrPull", "microsoft.containerregistry/registries"},
+	{"shipping", "Azure Service Bus Data Receiver", shippingSubscriptionScope},
+	{"shipping", "Cosmos DB Built-in Data Contributor", "database"},
+	{"shipping", "AcrPull", "microsoft.containerregistry/registries"},
+	{"scaler", "Azure Service Bus Data Owner", loyaltySubscriptionScope},
+	{"scaler", "Azure Service Bus Data Owner", shippingSubscriptionScope},
+	{"developer", "Azure Service Bus Data Sender", "microsoft.servicebus/namespaces/topics"},
+	{"developer", "Azure Service Bus Data Receiver", loyaltySubscriptionScope},
+	{"developer", "Azure Service Bus Data Receiver", shippingSubscriptionScope},
 }
+
+// The two subscriptions, told apart by their symbols in servicebus.bicep: a
+// subscriber must receive from its own subscription, not the other's.
+const (
+	loyaltySubscriptionScope  = "microsoft.servicebus/namespaces/topics/subscriptions loyaltySubscription"
+	shippingSubscriptionScope = "microsoft.servicebus/namespaces/topics/subscriptions shippingSubscription"
+)
 
 // roleNames names the built-in roles by their fixed ids.
 var roleNames = map[string]string{
@@ -50,6 +74,9 @@ var identityModules = map[string]string{
 	"workerIdentity":   "worker",
 	"producerIdentity": "producer",
 	"scalerIdentity":   "scaler",
+	"relayIdentity":    "relay",
+	"loyaltyIdentity":  "loyalty",
+	"shippingIdentity": "shipping",
 }
 
 var (
@@ -139,7 +166,8 @@ func resolveGUID(b *bicep, file, expr string) string {
 	return ""
 }
 
-// armScope is the resource type an Azure role assignment is scoped to, or
+// armScope is the resource type an Azure role assignment is scoped to (for a
+// topic subscription followed by its symbol, since there are several), or
 // the deployment scope of its file when it sets none.
 func armScope(b *bicep, ra decl) (string, error) {
 	s, ok := infra.Lookup(ra.Body, "scope")
@@ -153,7 +181,11 @@ func armScope(b *bicep, ra decl) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%v: scope %s is not a resource in %s", ra, s, ra.file)
 	}
-	return strings.ToLower(target.Type), nil
+	typ := strings.ToLower(target.Type)
+	if typ == "microsoft.servicebus/namespaces/topics/subscriptions" {
+		return typ + " " + target.Name, nil
+	}
+	return typ, nil
 }
 
 // cosmosScope classifies a sqlRoleAssignments scope expression.

@@ -22,7 +22,9 @@ import (
 const ownerRoleID = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
 
 // allRules is every rule the tests run.
-func allRules() []rule { return append(append([]rule(nil), rules...), deployRules...) }
+func allRules() []rule {
+	return append(append(append([]rule(nil), rules...), deployRules...), opsRules...)
+}
 
 var deployRules = []rule{
 	{
@@ -101,7 +103,7 @@ var deployRules = []rule{
 		mutations: []mutation{
 			{bicepDir + "main.parameters.json", `"${AZURE_PRINCIPAL_TYPE}"`, `"${AZURE_PRINCIPAL_TYPE=User}"`},
 			{mainFile, "param principalType string = ''", "param principalType string = 'User'"},
-			{bicepDir + "modules/servicebus.bicep", "dataSenderRoleId)\n    principalId: developerPrincipalId\n    principalType: empty(developerPrincipalType) ? null : developerPrincipalType\n", "dataSenderRoleId)\n    principalId: developerPrincipalId\n    principalType: 'User'\n"},
+			{bicepDir + "modules/servicebus.bicep", "guid(queue.id, developerPrincipalId, dataSenderRoleId)\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataSenderRoleId)\n    principalId: developerPrincipalId\n    principalType: empty(developerPrincipalType) ? null : developerPrincipalType\n", "guid(queue.id, developerPrincipalId, dataSenderRoleId)\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataSenderRoleId)\n    principalId: developerPrincipalId\n    principalType: 'User'\n"},
 		},
 	},
 	{
@@ -152,49 +154,19 @@ var deployRules = []rule{
 	{
 		name: "the scaler identity is available to the KEDA rule only, not to the containers",
 		check: bicepRule(func(b *bicep) error {
-			w, err := serviceResource(b, "Microsoft.App/containerApps", "worker")
-			if err != nil {
-				return err
-			}
-			rulesExpr, err := get(w, "properties.template.scale.rules")
-			if err != nil {
-				return err
-			}
-			rs, err := infra.ParseArray(rulesExpr)
-			if err != nil || len(rs) == 0 {
-				return fmt.Errorf("%v: no scale rules (%v)", w, err)
-			}
-			scaler, _ := infra.Lookup(rs[0], "custom.identity")
-			if scaler == "" {
-				return fmt.Errorf("%v: scale rule has no identity", w)
-			}
-			settings, err := get(w, "properties.configuration.identitySettings")
-			if err != nil {
-				return fmt.Errorf("%w: without identitySettings every attached identity, the scaler's too, is available to the containers (lifecycle All)", err)
-			}
-			items, err := infra.ParseArray(settings)
-			if err != nil {
-				return err
-			}
-			found := 0
-			for _, it := range items {
-				if id, _ := infra.Lookup(it, "identity"); id != scaler {
-					continue
+			for _, svc := range []string{"worker", "loyalty", "shipping"} {
+				if err := checkScalerLifecycle(b, svc); err != nil {
+					return err
 				}
-				found++
-				if lc, _ := infra.Lookup(it, "lifecycle"); lc != "'None'" {
-					return fmt.Errorf("%v: scaler identity lifecycle %s, want 'None'", w, lc)
-				}
-			}
-			if found != 1 {
-				return fmt.Errorf("%v: identitySettings name the scaler identity %s %d times, want once with lifecycle 'None'", w, scaler, found)
 			}
 			return nil
 		}),
 		mutations: []mutation{
-			{bicepDir + "modules/containerapps.bicep", "          lifecycle: 'None'\n", "          lifecycle: 'All'\n"},
-			{bicepDir + "modules/containerapps.bicep", "          lifecycle: 'None'\n", ""},
-			{bicepDir + "modules/containerapps.bicep", "{\n          identity: scalerIdentityId\n          lifecycle", "{\n          identity: workerIdentityId\n          lifecycle"},
+			{bicepDir + "modules/containerapps.bicep", workerIdentitySettings, strings.Replace(workerIdentitySettings, "lifecycle: 'None'", "lifecycle: 'All'", 1)},
+			{bicepDir + "modules/containerapps.bicep", workerIdentitySettings, strings.Replace(workerIdentitySettings, "          lifecycle: 'None'\n", "", 1)},
+			{bicepDir + "modules/containerapps.bicep", workerIdentitySettings, strings.Replace(workerIdentitySettings, "identity: scalerIdentityId", "identity: workerIdentityId", 1)},
+			// A subscriber's scaler identity reaches its container.
+			{bicepDir + "modules/containerapps.bicep", "          identity: shippingIdentityId\n        }\n      ]\n      identitySettings: [\n        {\n          identity: scalerIdentityId\n          lifecycle: 'None'\n", "          identity: shippingIdentityId\n        }\n      ]\n      identitySettings: [\n        {\n          identity: scalerIdentityId\n          lifecycle: 'All'\n"},
 		},
 	},
 	{
@@ -237,7 +209,7 @@ var deployRules = []rule{
 			return nil
 		},
 		mutations: []mutation{
-			{"Dockerfile", "# Builds one of", "# syntax=docker/dockerfile:1\n# Builds one of"},
+			{"Dockerfile", "# Builds the project's commands", "# syntax=docker/dockerfile:1\n# Builds the project's commands"},
 			{"Dockerfile", "RUN go mod download\n", "RUN --mount=type=cache,target=/go/pkg/mod go mod download\n"},
 			{"Dockerfile", "FROM golang:${GO_VERSION}-trixie AS build", "FROM --platform=$BUILDPLATFORM golang:${GO_VERSION}-trixie AS build"},
 			{"Dockerfile", "COPY --from=build /out/app /app", "COPY --link --from=build /out/app /app"},
@@ -490,4 +462,47 @@ func literalType(expr string) string {
 		return "array"
 	}
 	return ""
+}
+
+// checkScalerLifecycle requires the identity of svc's first KEDA rule to be
+// listed once in the app's identitySettings with lifecycle None.
+func checkScalerLifecycle(b *bicep, svc string) error {
+	w, err := serviceResource(b, "Microsoft.App/containerApps", svc)
+	if err != nil {
+		return err
+	}
+	rulesExpr, err := get(w, "properties.template.scale.rules")
+	if err != nil {
+		return err
+	}
+	rs, err := infra.ParseArray(rulesExpr)
+	if err != nil || len(rs) == 0 {
+		return fmt.Errorf("%v: no scale rules (%v)", w, err)
+	}
+	scaler, _ := infra.Lookup(rs[0], "custom.identity")
+	if scaler == "" {
+		return fmt.Errorf("%v: scale rule has no identity", w)
+	}
+	settings, err := get(w, "properties.configuration.identitySettings")
+	if err != nil {
+		return fmt.Errorf("%w: without identitySettings every attached identity, the scaler's too, is available to the containers (lifecycle All)", err)
+	}
+	items, err := infra.ParseArray(settings)
+	if err != nil {
+		return err
+	}
+	found := 0
+	for _, it := range items {
+		if id, _ := infra.Lookup(it, "identity"); id != scaler {
+			continue
+		}
+		found++
+		if lc, _ := infra.Lookup(it, "lifecycle"); lc != "'None'" {
+			return fmt.Errorf("%v: scaler identity lifecycle %s, want 'None'", w, lc)
+		}
+	}
+	if found != 1 {
+		return fmt.Errorf("%v: identitySettings name the scaler identity %s %d times, want once with lifecycle 'None'", w, scaler, found)
+	}
+	return nil
 }

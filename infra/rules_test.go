@@ -284,10 +284,10 @@ var rules = []rule{
 			return nil
 		}),
 		mutations: []mutation{
-			{bicepDir + "modules/servicebus.bicep", "requiresDuplicateDetection: true", "requiresDuplicateDetection: false"},
-			{bicepDir + "modules/servicebus.bicep", "    requiresDuplicateDetection: true\n", ""},
-			{bicepDir + "modules/servicebus.bicep", "deadLetteringOnMessageExpiration: true", "deadLetteringOnMessageExpiration: false"},
-			{bicepDir + "modules/servicebus.bicep", "lockDuration: lockDuration", "lockDuration: 'PT5M'"},
+			{bicepDir + "modules/servicebus.bicep", queueDupDetection, strings.Replace(queueDupDetection, "true", "false", 1)},
+			{bicepDir + "modules/servicebus.bicep", queueDupDetection, strings.TrimPrefix(queueDupDetection, "    requiresDuplicateDetection: true\n")},
+			{bicepDir + "modules/servicebus.bicep", "deadLetteringOnMessageExpiration: true\n    requiresSession: false\n    enablePartitioning", "deadLetteringOnMessageExpiration: false\n    requiresSession: false\n    enablePartitioning"},
+			{bicepDir + "modules/servicebus.bicep", queueDupDetection, strings.Replace(queueDupDetection, "lockDuration: lockDuration", "lockDuration: 'PT5M'", 1)},
 		},
 	},
 	{
@@ -445,7 +445,7 @@ var rules = []rule{
 			// The scaler's identity receives in the worker's place.
 			{mainFile, "receiverPrincipalId: workerIdentity.outputs.principalId", "receiverPrincipalId: scalerIdentity.outputs.principalId"},
 			// The producer also gets AcrPull... and the scaler too.
-			{mainFile, "      producerIdentity.outputs.principalId\n    ]", "      producerIdentity.outputs.principalId\n      scalerIdentity.outputs.principalId\n    ]"},
+			{mainFile, "      shippingIdentity.outputs.principalId\n    ]", "      shippingIdentity.outputs.principalId\n      scalerIdentity.outputs.principalId\n    ]"},
 			// Cosmos data role at account scope.
 			{bicepDir + "modules/cosmos.bicep", "var dataScope = '${account.id}/dbs/${databaseName}'", "var dataScope = account.id"},
 			// Cosmos Data Reader instead of Data Contributor: the worker could not write.
@@ -453,7 +453,13 @@ var rules = []rule{
 			// Subscription-wide Contributor for the worker.
 			{mainFile, "// Outputs are the environment variables", "resource workerContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {\n  name: guid(subscription().id, 'worker-contributor')\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', 'b24988ac-6180-42a0-ab88-20f7382dd24c')\n    principalId: workerIdentity.outputs.principalId\n  }\n}\n\n// Outputs are the environment variables"},
 			// The developer principal is granted nothing on Cosmos.
-			{mainFile, "    workerPrincipalId: workerIdentity.outputs.principalId\n    developerPrincipalId: principalId\n", "    workerPrincipalId: workerIdentity.outputs.principalId\n"},
+			{mainFile, "    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n  }\n", "    logAnalyticsWorkspaceId: monitoring.outputs.id\n  }\n"},
+			// The loyalty subscriber receives from the shipping subscription.
+			{bicepDir + "modules/servicebus.bicep", "  scope: loyaltySubscription\n  name: guid(loyaltySubscription.id, loyaltyPrincipalId", "  scope: shippingSubscription\n  name: guid(loyaltySubscription.id, loyaltyPrincipalId"},
+			// The relay may send to every entity of the namespace.
+			{bicepDir + "modules/servicebus.bicep", "  scope: topic\n  name: guid(topic.id, publisherPrincipalId", "  scope: namespace\n  name: guid(topic.id, publisherPrincipalId"},
+			// The shipping subscriber runs as the loyalty subscriber's identity.
+			{mainFile, "    shippingPrincipalId: shippingIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    developerPrincipalType", "    shippingPrincipalId: loyaltyIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    developerPrincipalType"},
 		},
 	},
 	{
@@ -543,6 +549,9 @@ var rules = []rule{
 			}{
 				{"Microsoft.App/containerApps", "worker", "workerIdentity", workerEnv},
 				{"Microsoft.App/jobs", "producer", "producerIdentity", producerEnv},
+				{"Microsoft.App/containerApps", "relay", "relayIdentity", relayEnv},
+				{"Microsoft.App/containerApps", "loyalty", "loyaltyIdentity", subscriberEnv},
+				{"Microsoft.App/containerApps", "shipping", "shippingIdentity", subscriberEnv},
 			} {
 				d, err := serviceResource(b, app.typ, app.service)
 				if err != nil {
@@ -578,7 +587,9 @@ var rules = []rule{
 			return nil
 		}),
 		mutations: []mutation{
-			{bicepDir + "modules/containerapps.bicep", "            {\n              name: 'COSMOS_ENDPOINT'\n              value: cosmosEndpoint\n            }\n", ""},
+			{bicepDir + "modules/containerapps.bicep", "              name: 'SERVICEBUS_QUEUE'\n              value: queueName\n            }\n            {\n              name: 'COSMOS_ENDPOINT'\n              value: cosmosEndpoint\n            }\n", "              name: 'SERVICEBUS_QUEUE'\n              value: queueName\n            }\n"},
+			{bicepDir + "modules/containerapps.bicep", "              name: 'AZURE_CLIENT_ID'\n              value: relayClientId", "              name: 'AZURE_CLIENT_ID'\n              value: workerClientId"},
+			{mainFile, "shippingClientId: shippingIdentity.outputs.clientId", "shippingClientId: loyaltyIdentity.outputs.clientId"},
 			{bicepDir + "modules/containerapps.bicep", "              name: 'AZURE_CLIENT_ID'\n              value: workerClientId", "              name: 'AZURE_CLIENT_ID'\n              value: producerClientId"},
 			{mainFile, "workerClientId: workerIdentity.outputs.clientId", "workerClientId: scalerIdentity.outputs.clientId"},
 			{bicepDir + "modules/containerapps.bicep", "              name: 'SERVICEBUS_QUEUE'\n              value: queueName\n            }\n            {\n              name: 'LOG_FORMAT'", "              name: 'SERVICEBUS_QUEUE'\n              value: queueName\n            }\n            {\n              name: 'COSMOS_ENDPOINT'\n              value: cosmosEndpoint\n            }\n            {\n              name: 'LOG_FORMAT'"},
@@ -640,10 +651,10 @@ var rules = []rule{
 			return nil
 		}),
 		mutations: []mutation{
-			{bicepDir + "modules/containerapps.bicep", "              identity: scalerIdentityId\n", "              identity: workerIdentityId\n"},
-			{bicepDir + "modules/containerapps.bicep", "              identity: scalerIdentityId\n", ""},
-			{bicepDir + "modules/containerapps.bicep", "type: 'azure-servicebus'", "type: 'azure-queue'"},
-			{bicepDir + "modules/containerapps.bicep", "      '${scalerIdentityId}': {}\n", ""},
+			{bicepDir + "modules/containerapps.bicep", workerScaleRule, strings.Replace(workerScaleRule, "identity: scalerIdentityId", "identity: workerIdentityId", 1)},
+			{bicepDir + "modules/containerapps.bicep", workerScaleRule, strings.Replace(workerScaleRule, "              identity: scalerIdentityId\n", "", 1)},
+			{bicepDir + "modules/containerapps.bicep", workerScaleRule, strings.Replace(workerScaleRule, "type: 'azure-servicebus'", "type: 'azure-queue'", 1)},
+			{bicepDir + "modules/containerapps.bicep", "      '${workerIdentityId}': {}\n      '${scalerIdentityId}': {}\n", "      '${workerIdentityId}': {}\n"},
 			{mainFile, "scalerIdentityId: scalerIdentity.outputs.id", "scalerIdentityId: workerIdentity.outputs.id"},
 		},
 	},
@@ -664,7 +675,9 @@ var rules = []rule{
 		mutations: []mutation{
 			{bicepDir + "modules/servicebus.bicep", "'Microsoft.ServiceBus/namespaces/queues@2024-01-01'", "'Microsoft.ServiceBus/namespaces/queues@2021-11-01'"},
 			{bicepDir + "modules/cosmos.bicep", "'Microsoft.DocumentDB/databaseAccounts@2025-04-15'", "'Microsoft.DocumentDB/databaseAccounts@2025-04-15-preview'"},
-			{bicepDir + "modules/cosmos.bicep", "sqlRoleAssignments@2024-11-15' = {", "sqlRoleAssignments@2023-04-15' = {"},
+			{bicepDir + "modules/cosmos.bicep", "resource relayReadsFeedWritesLeases 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15'", "resource relayReadsFeedWritesLeases 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2023-04-15'"},
+			// The managed OpenTelemetry agent needs the preview API.
+			{bicepDir + "modules/containerapps.bicep", "'Microsoft.App/managedEnvironments@2025-10-02-preview'", "'Microsoft.App/managedEnvironments@2025-07-01'"},
 			{bicepDir + "modules/containerapps.bicep", "resource worker 'Microsoft.App/containerApps@2025-01-01'", "resource worker 'Microsoft.App/containerApps@2024-03-01'"},
 			{bicepDir + "modules/monitoring.bicep", "Microsoft.OperationalInsights/workspaces@2023-09-01", "Microsoft.OperationalInsights/clusters@2023-09-01"},
 		},
@@ -675,15 +688,20 @@ var rules = []rule{
 			// Key material, and the emulator-only settings that must never
 			// reach Azure (they would turn key auth or TLS skipping on).
 			forbidden := regexp.MustCompile(`(?i)listKeys|listConnectionStrings|connectionString|connection_string|primaryKey|secondaryKey|primaryMasterKey|primarySharedKey|sharedKey|SharedAccessKey|secretRef|@secure\(|COSMOS_KEY|INSECURE_SKIP_VERIFY|COSMOS_CREATE_CONTAINER`)
+			b, err := parse(r)
+			if err != nil {
+				return err
+			}
+			allowed, err := appInsightsConnectionStrings(b)
+			if err != nil {
+				return err
+			}
 			for path, text := range r {
+				text = withoutLines(text, allowed[path])
 				if m := forbidden.FindStringIndex(text); m != nil {
 					line := strings.Count(text[:m[0]], "\n") + 1
 					return fmt.Errorf("%s:%d: %q", path, line, text[m[0]:m[1]])
 				}
-			}
-			b, err := parse(r)
-			if err != nil {
-				return err
 			}
 			regs, err := b.created("Microsoft.ContainerRegistry/registries")
 			if err != nil {
@@ -699,7 +717,12 @@ var rules = []rule{
 		mutations: []mutation{
 			{bicepDir + "modules/containerapps.bicep", "      destination: 'azure-monitor'\n", "      destination: 'log-analytics'\n      logAnalyticsConfiguration: {\n        customerId: workspace.properties.customerId\n        sharedKey: workspace.listKeys().primarySharedKey\n      }\n"},
 			{mainFile, "output COSMOS_CONTAINER string", "output COSMOS_KEY string = 'x'\noutput COSMOS_CONTAINER string"},
-			{bicepDir + "modules/containerapps.bicep", "              name: 'LOG_FORMAT'\n              value: 'json'\n            }\n          ]\n        }\n      ]\n      scale:", "              name: 'LOG_FORMAT'\n              value: 'json'\n            }\n            {\n              name: 'COSMOS_INSECURE_SKIP_VERIFY'\n              value: 'true'\n            }\n          ]\n        }\n      ]\n      scale:"},
+			{bicepDir + "modules/containerapps.bicep", "              name: 'OTEL_SERVICE_NAME'\n              value: 'orderworker'\n            }\n", "              name: 'OTEL_SERVICE_NAME'\n              value: 'orderworker'\n            }\n            {\n              name: 'COSMOS_INSECURE_SKIP_VERIFY'\n              value: 'true'\n            }\n"},
+			// The environment's connection string from anywhere but the
+			// Application Insights component (a pasted literal).
+			{bicepDir + "modules/containerapps.bicep", "connectionString: appInsights.properties.ConnectionString", "connectionString: 'InstrumentationKey=00000000-0000-0000-0000-000000000000'"},
+			// The connection string passed on as an output.
+			{bicepDir + "modules/monitoring.bicep", "@description('Workspace name, for", "output appInsightsConnection string = appInsights.properties.ConnectionString\n\n@description('Workspace name, for"},
 			{bicepDir + "modules/servicebus.bicep", "@description('Queue name.')\noutput", "output SERVICEBUS_CONNECTION_STRING string = 'Endpoint=sb://x;SharedAccessKeyName=y;SharedAccessKey=z'\n\n@description('Queue name.')\noutput"},
 			{bicepDir + "modules/registry.bicep", "adminUserEnabled: false", "adminUserEnabled: true"},
 		},
@@ -732,7 +755,7 @@ var rules = []rule{
 			if !ok || !strings.Contains(token.Value, "uniqueString(subscription().id, environmentName, location)") {
 				return errors.New("main.bicep has no azd-style resourceToken")
 			}
-			for _, svc := range []string{"worker", "producer"} {
+			for _, svc := range []string{"worker", "producer", "relay", "loyalty", "shipping"} {
 				if _, err := serviceResource(b, "", svc); err != nil {
 					return err
 				}
@@ -750,6 +773,8 @@ var rules = []rule{
 			{bicepDir + "main.parameters.json", `"${SERVICE_WORKER_RESOURCE_EXISTS=false}"`, `"false"`},
 			{"azure.yaml", "  producer:\n", "  orderproducer:\n"},
 			{"azure.yaml", "- CMD=orderproducer", "- CMD=orderworker"},
+			{"azure.yaml", "- CMD=orderrelay", "- CMD=orderworker"},
+			{bicepDir + "main.parameters.json", `"${SERVICE_RELAY_RESOURCE_EXISTS=false}"`, `"false"`},
 			{bicepDir + "modules/containerapps.bicep", "'azd-service-name': 'producer'", "'azd-service-name': 'job'"},
 		},
 	},
@@ -775,8 +800,19 @@ var rules = []rule{
 			if u := users[len(users)-1][1]; u == "root" || u == "0" || strings.HasPrefix(u, "0:") || strings.HasPrefix(u, "root:") || strings.HasSuffix(u, ":0") || strings.HasSuffix(u, ":root") {
 				return fmt.Errorf("Dockerfile runs as %s", u)
 			}
-			if !regexp.MustCompile(`(?m)^ARG CMD=orderworker$`).MatchString(df) || !strings.Contains(df, "./cmd/${CMD}") {
-				return errors.New("Dockerfile does not build ./cmd/${CMD} with CMD defaulting to orderworker")
+			// Every command is built (the relay, orderctl and whatever
+			// azure.yaml names), and CMD, defaulting to the worker, picks
+			// the entrypoint.
+			build := regexp.MustCompile(`(?m)go build [^\n]*-o /out/bin/ \./cmd/\.\.\.$`).FindStringIndex(df)
+			if build == nil {
+				return errors.New("Dockerfile does not build every command (go build -o /out/bin/ ./cmd/...)")
+			}
+			arg := regexp.MustCompile(`(?m)^ARG CMD=orderworker$`).FindStringIndex(df)
+			if arg == nil || !strings.Contains(df, `cp "/out/bin/${CMD}" /out/app`) || !strings.Contains(df, "COPY --from=build /out/app /app") {
+				return errors.New("Dockerfile does not run /out/bin/${CMD} as /app with CMD defaulting to orderworker")
+			}
+			if arg[0] < build[0] {
+				return errors.New("Dockerfile declares ARG CMD before the build: each service would rebuild every command")
 			}
 			return nil
 		},
@@ -787,6 +823,8 @@ var rules = []rule{
 			{"Dockerfile", "CGO_ENABLED=0", "CGO_ENABLED=1"},
 			{"Dockerfile", "FROM scratch", "FROM debian:12.8"},
 			{"Dockerfile", "ARG CMD=orderworker", "ARG CMD=orderproducer"},
+			{"Dockerfile", "-o /out/bin/ ./cmd/...", "-o /out/bin/ ./cmd/orderworker ./cmd/orderproducer"},
+			{"Dockerfile", "ARG CMD=orderworker\n", ""},
 		},
 	},
 }
@@ -807,6 +845,9 @@ var requiredOutputs = []string{
 	"COSMOS_ENDPOINT",
 	"COSMOS_DATABASE",
 	"COSMOS_CONTAINER",
+	"SERVICEBUS_TOPIC",
+	"SERVICEBUS_LOYALTY_SUBSCRIPTION",
+	"SERVICEBUS_SHIPPING_SUBSCRIPTION",
 }
 
 var workerEnv = []string{
@@ -821,6 +862,44 @@ var workerEnv = []string{
 	"SERVICEBUS_DUPLICATE_DETECTION_WINDOW",
 	"SERVICEBUS_MESSAGE_TTL",
 	"LOG_FORMAT",
+	"OTEL_SERVICE_NAME",
+	"WORKER_HEALTH_ADDR",
+	"WORKER_SHUTDOWN_GRACE",
+}
+
+// relayEnv is what orderrelay reads: the orders container whose change feed
+// it follows (its lease documents live in the same container) and the topic
+// it publishes to.
+var relayEnv = []string{
+	"AZURE_CLIENT_ID",
+	"SERVICEBUS_NAMESPACE",
+	"SERVICEBUS_TOPIC",
+	"COSMOS_ENDPOINT",
+	"COSMOS_DATABASE",
+	"COSMOS_CONTAINER",
+	"LOG_FORMAT",
+	"OTEL_SERVICE_NAME",
+}
+
+// subscriberEnv is the worker's, receiving from a topic subscription in inbox
+// mode instead of from the queue.
+var subscriberEnv = []string{
+	"AZURE_CLIENT_ID",
+	"SERVICEBUS_NAMESPACE",
+	"SERVICEBUS_TOPIC",
+	"SERVICEBUS_SUBSCRIPTION",
+	"WORKER_INBOX_CONSUMER",
+	"COSMOS_ENDPOINT",
+	"COSMOS_DATABASE",
+	"COSMOS_CONTAINER",
+	"SERVICEBUS_LOCK_DURATION",
+	"SERVICEBUS_MAX_DELIVERY_COUNT",
+	"SERVICEBUS_DUPLICATE_DETECTION_WINDOW",
+	"SERVICEBUS_MESSAGE_TTL",
+	"LOG_FORMAT",
+	"OTEL_SERVICE_NAME",
+	"WORKER_HEALTH_ADDR",
+	"WORKER_SHUTDOWN_GRACE",
 }
 
 var producerEnv = []string{
@@ -838,6 +917,8 @@ var minAPIVersions = map[string]string{
 	"microsoft.managedidentity/userassignedidentities":              "2023-01-31",
 	"microsoft.servicebus/namespaces":                               "2024-01-01",
 	"microsoft.servicebus/namespaces/queues":                        "2024-01-01",
+	"microsoft.servicebus/namespaces/topics":                        "2024-01-01",
+	"microsoft.servicebus/namespaces/topics/subscriptions":          "2024-01-01",
 	"microsoft.documentdb/databaseaccounts":                         "2025-04-15",
 	"microsoft.documentdb/databaseaccounts/sqldatabases":            "2025-04-15",
 	"microsoft.documentdb/databaseaccounts/sqldatabases/containers": "2025-04-15",
@@ -845,10 +926,13 @@ var minAPIVersions = map[string]string{
 	"microsoft.authorization/roleassignments":                       "2022-04-01",
 	"microsoft.containerregistry/registries":                        "2023-07-01",
 	"microsoft.operationalinsights/workspaces":                      "2023-09-01",
-	"microsoft.app/managedenvironments":                             "2025-01-01",
+	"microsoft.app/managedenvironments":                             "2025-10-02-preview",
 	"microsoft.app/containerapps":                                   "2025-01-01",
 	"microsoft.app/jobs":                                            "2025-01-01",
 	"microsoft.insights/diagnosticsettings":                         "2021-05-01-preview",
+	"microsoft.insights/components":                                 "2020-02-02",
+	"microsoft.insights/actiongroups":                               "2023-01-01",
+	"microsoft.insights/metricalerts":                               "2018-03-01",
 }
 
 // apiVersionAtLeast compares API versions such as 2024-01-01 and
@@ -976,6 +1060,10 @@ func checkParametersFile(b *bicep, text string) error {
 		"location":        "${AZURE_LOCATION}",
 		"principalId":     "${AZURE_PRINCIPAL_ID}",
 		"workerExists":    "${SERVICE_WORKER_RESOURCE_EXISTS=false}",
+		"relayExists":     "${SERVICE_RELAY_RESOURCE_EXISTS=false}",
+		"loyaltyExists":   "${SERVICE_LOYALTY_RESOURCE_EXISTS=false}",
+		"shippingExists":  "${SERVICE_SHIPPING_RESOURCE_EXISTS=false}",
+		"alertEmail":      "${ALERT_EMAIL=}",
 	} {
 		if got := f.Parameters[name].Value; got != v {
 			return fmt.Errorf("main.parameters.json: %s = %v, want %s", name, got, v)
@@ -994,6 +1082,9 @@ func checkAzureYAML(text string) error {
 		`(?m)^infra:\n(?:  .*\n)*  path: infra/bicep$`,
 		`(?m)^services:\n(?:  .*\n)*  worker:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderworker$`,
 		`(?m)^services:\n(?:  .*\n)*  producer:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderproducer$`,
+		`(?m)^services:\n(?:  .*\n)*  relay:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderrelay$`,
+		`(?m)^services:\n(?:  .*\n)*  loyalty:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderworker$`,
+		`(?m)^services:\n(?:  .*\n)*  shipping:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderworker$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(text) {
 			return fmt.Errorf("azure.yaml does not match %s", re)

@@ -89,7 +89,7 @@ func TestTypeCheckCatches(t *testing.T) {
 		code, path     string
 	}{
 		{"misspelled property", "modules/servicebus.bicep",
-			"    requiresDuplicateDetection: true\n", "    requireDuplicateDetection: true\n",
+			"    requiresDuplicateDetection: true\n    duplicateDetectionHistoryTimeWindow: duplicateDetectionWindow\n    lockDuration", "    requireDuplicateDetection: true\n    duplicateDetectionHistoryTimeWindow: duplicateDetectionWindow\n    lockDuration",
 			infra.CodeUnknownProperty, "properties.requireDuplicateDetection"},
 		{"wrong letter case", "modules/cosmos.bicep",
 			"    disableLocalAuth: true\n", "    DisableLocalAuth: true\n",
@@ -146,7 +146,7 @@ func TestTypeCheckCatches(t *testing.T) {
 			"resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' existing = {\n  name: logAnalyticsWorkspaceName\n", "resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' existing = {\n  name: logAnalyticsWorkspaceName\n  location: 'westeurope'\n",
 			infra.CodeUnknownProperty, "location"},
 		{"identity lifecycle of the wrong type", "modules/containerapps.bicep",
-			"          lifecycle: 'None'\n", "          lifecycle: false\n",
+			"The worker identity keeps the default (All).\n      identitySettings: [\n        {\n          identity: scalerIdentityId\n          lifecycle: 'None'\n", "The worker identity keeps the default (All).\n      identitySettings: [\n        {\n          identity: scalerIdentityId\n          lifecycle: false\n",
 			infra.CodeWrongType, "properties.configuration.identitySettings[0].lifecycle"},
 	}
 	files, err := infra.ReadDir("bicep")

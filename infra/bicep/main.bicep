@@ -2,7 +2,12 @@
 // with duplicate detection, a serverless Cosmos DB for NoSQL container that is
 // the single arbiter of "already processed", the worker as a Container App
 // scaled by KEDA on queue length, and the producer as a manually triggered
-// Container Apps job.
+// Container Apps job. The relay publishes the container's change feed to the
+// order-events topic, whose loyalty and shipping subscriptions each feed a
+// subscriber (the worker in inbox mode). Application Insights receives the
+// programs' traces through the environment's OpenTelemetry agent, diagnostic
+// settings send Service Bus and Cosmos DB logs to Log Analytics, and metric
+// alerts watch dead letters, backlog, throttling and restarts.
 //
 // It runs at subscription scope so that `azd up` can create the resource group.
 // Every identity authenticates with Microsoft Entra ID: local (key) auth is
@@ -49,6 +54,22 @@ param maxDeliveryCount int = 10
 @description('Time to live of an unprocessed message before it expires to the dead-letter queue (ISO 8601).')
 param messageTimeToLive string = 'P14D'
 
+@description('Name of the Service Bus topic that carries order events from the relay to the subscribers.')
+param topicName string = 'order-events'
+
+@description('Name of the loyalty subscription; also the loyalty subscriber\'s inbox consumer name.')
+param loyaltySubscriptionName string = 'loyalty'
+
+@description('Name of the shipping subscription; also the shipping subscriber\'s inbox consumer name.')
+param shippingSubscriptionName string = 'shipping'
+
+@description('E-mail address that receives the alerts (ALERT_EMAIL). Empty: the alerts fire but notify nobody.')
+param alertEmail string = ''
+
+@minValue(1)
+@description('Active messages in the queue or topic above which the backlog alert fires.')
+param backlogAlertThreshold int = 1000
+
 @description('Name of the Cosmos DB database.')
 param cosmosDatabaseName string = 'orders'
 
@@ -57,6 +78,15 @@ param cosmosContainerName string = 'orders'
 
 @description('Whether azd has already deployed the worker (SERVICE_WORKER_RESOURCE_EXISTS). When true, provisioning keeps the image azd deployed instead of resetting it to the bootstrap image.')
 param workerExists bool = false
+
+@description('Whether azd has already deployed the relay (SERVICE_RELAY_RESOURCE_EXISTS).')
+param relayExists bool = false
+
+@description('Whether azd has already deployed the loyalty subscriber (SERVICE_LOYALTY_RESOURCE_EXISTS).')
+param loyaltyExists bool = false
+
+@description('Whether azd has already deployed the shipping subscriber (SERVICE_SHIPPING_RESOURCE_EXISTS).')
+param shippingExists bool = false
 
 @minValue(0)
 @maxValue(30)
@@ -113,6 +143,36 @@ module scalerIdentity 'modules/identity.bicep' = {
   }
 }
 
+module relayIdentity 'modules/identity.bicep' = {
+  name: 'relay-identity'
+  scope: rg
+  params: {
+    name: 'id-relay-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module loyaltyIdentity 'modules/identity.bicep' = {
+  name: 'loyalty-identity'
+  scope: rg
+  params: {
+    name: 'id-loyalty-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module shippingIdentity 'modules/identity.bicep' = {
+  name: 'shipping-identity'
+  scope: rg
+  params: {
+    name: 'id-shipping-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
 module serviceBus 'modules/servicebus.bicep' = {
   name: 'servicebus'
   scope: rg
@@ -128,6 +188,13 @@ module serviceBus 'modules/servicebus.bicep' = {
     receiverPrincipalId: workerIdentity.outputs.principalId
     senderPrincipalId: producerIdentity.outputs.principalId
     scalerPrincipalId: scalerIdentity.outputs.principalId
+    topicName: topicName
+    loyaltySubscriptionName: loyaltySubscriptionName
+    shippingSubscriptionName: shippingSubscriptionName
+    publisherPrincipalId: relayIdentity.outputs.principalId
+    loyaltyPrincipalId: loyaltyIdentity.outputs.principalId
+    shippingPrincipalId: shippingIdentity.outputs.principalId
+    logAnalyticsWorkspaceId: monitoring.outputs.id
     developerPrincipalId: principalId
     developerPrincipalType: principalType
   }
@@ -143,6 +210,10 @@ module cosmos 'modules/cosmos.bicep' = {
     databaseName: cosmosDatabaseName
     containerName: cosmosContainerName
     workerPrincipalId: workerIdentity.outputs.principalId
+    relayPrincipalId: relayIdentity.outputs.principalId
+    loyaltyPrincipalId: loyaltyIdentity.outputs.principalId
+    shippingPrincipalId: shippingIdentity.outputs.principalId
+    logAnalyticsWorkspaceId: monitoring.outputs.id
     developerPrincipalId: principalId
   }
 }
@@ -152,6 +223,7 @@ module monitoring 'modules/monitoring.bicep' = {
   scope: rg
   params: {
     name: 'log-${resourceToken}'
+    appInsightsName: 'appi-${resourceToken}'
     location: location
     tags: tags
   }
@@ -167,6 +239,9 @@ module registry 'modules/registry.bicep' = {
     pullPrincipalIds: [
       workerIdentity.outputs.principalId
       producerIdentity.outputs.principalId
+      relayIdentity.outputs.principalId
+      loyaltyIdentity.outputs.principalId
+      shippingIdentity.outputs.principalId
     ]
   }
 }
@@ -178,19 +253,35 @@ module apps 'modules/containerapps.bicep' = {
     environmentName: 'cae-${resourceToken}'
     workerName: 'ca-worker-${resourceToken}'
     producerName: 'caj-producer-${resourceToken}'
+    relayName: 'ca-relay-${resourceToken}'
+    loyaltyName: 'ca-loyalty-${resourceToken}'
+    shippingName: 'ca-shipping-${resourceToken}'
     location: location
     tags: tags
     logAnalyticsWorkspaceName: monitoring.outputs.name
+    appInsightsName: monitoring.outputs.appInsightsName
     registryServer: registry.outputs.loginServer
     workerExists: workerExists
+    relayExists: relayExists
+    loyaltyExists: loyaltyExists
+    shippingExists: shippingExists
     workerIdentityId: workerIdentity.outputs.id
     workerClientId: workerIdentity.outputs.clientId
     producerIdentityId: producerIdentity.outputs.id
     producerClientId: producerIdentity.outputs.clientId
     scalerIdentityId: scalerIdentity.outputs.id
+    relayIdentityId: relayIdentity.outputs.id
+    relayClientId: relayIdentity.outputs.clientId
+    loyaltyIdentityId: loyaltyIdentity.outputs.id
+    loyaltyClientId: loyaltyIdentity.outputs.clientId
+    shippingIdentityId: shippingIdentity.outputs.id
+    shippingClientId: shippingIdentity.outputs.clientId
     serviceBusNamespaceName: serviceBus.outputs.name
     serviceBusHost: serviceBus.outputs.host
     queueName: serviceBus.outputs.queueName
+    topicName: serviceBus.outputs.topicName
+    loyaltySubscriptionName: serviceBus.outputs.loyaltySubscriptionName
+    shippingSubscriptionName: serviceBus.outputs.shippingSubscriptionName
     cosmosEndpoint: cosmos.outputs.endpoint
     cosmosDatabaseName: cosmos.outputs.databaseName
     cosmosContainerName: cosmos.outputs.containerName
@@ -201,6 +292,40 @@ module apps 'modules/containerapps.bicep' = {
     minReplicas: workerMinReplicas
     maxReplicas: workerMaxReplicas
     scaleMessageCount: scaleMessageCount
+  }
+}
+
+module alerts 'modules/alerts.bicep' = {
+  name: 'alerts'
+  scope: rg
+  params: {
+    alertEmail: alertEmail
+    tags: tags
+    serviceBusNamespaceId: serviceBus.outputs.id
+    serviceBusEntities: [
+      serviceBus.outputs.queueName
+      serviceBus.outputs.topicName
+    ]
+    cosmosAccountId: cosmos.outputs.id
+    containerApps: [
+      {
+        name: 'worker'
+        id: apps.outputs.workerId
+      }
+      {
+        name: 'relay'
+        id: apps.outputs.relayId
+      }
+      {
+        name: 'loyalty'
+        id: apps.outputs.loyaltyId
+      }
+      {
+        name: 'shipping'
+        id: apps.outputs.shippingId
+      }
+    ]
+    backlogThreshold: backlogAlertThreshold
   }
 }
 
@@ -217,6 +342,9 @@ output SERVICEBUS_LOCK_DURATION string = lockDuration
 output SERVICEBUS_MAX_DELIVERY_COUNT int = maxDeliveryCount
 output SERVICEBUS_DUPLICATE_DETECTION_WINDOW string = duplicateDetectionWindow
 output SERVICEBUS_MESSAGE_TTL string = messageTimeToLive
+output SERVICEBUS_TOPIC string = serviceBus.outputs.topicName
+output SERVICEBUS_LOYALTY_SUBSCRIPTION string = serviceBus.outputs.loyaltySubscriptionName
+output SERVICEBUS_SHIPPING_SUBSCRIPTION string = serviceBus.outputs.shippingSubscriptionName
 output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
 output COSMOS_DATABASE string = cosmos.outputs.databaseName
 output COSMOS_CONTAINER string = cosmos.outputs.containerName

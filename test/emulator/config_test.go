@@ -35,7 +35,20 @@ func TestConfigJSONIsInsideEmulatorLimits(t *testing.T) {
 	if _, ok := c.Queue(queueName); !ok {
 		t.Fatalf("Config.json has no %q queue", queueName)
 	}
+	tp, ok := c.Topic(topicName)
+	if !ok {
+		t.Fatalf("Config.json has no %q topic", topicName)
+	}
+	for _, s := range subscriptionNames {
+		if _, ok := tp.Subscription(s); !ok {
+			t.Errorf("topic %q has no subscription %q", topicName, s)
+		}
+	}
 }
+
+const topicName = "order-events"
+
+var subscriptionNames = []string{"loyalty", "shipping"}
 
 // TestValidateCatches proves each limit Validate enforces can fail: every
 // case breaks one limit of the real Config.json.
@@ -72,6 +85,28 @@ func TestValidateCatches(t *testing.T) {
 		{"max delivery count too high", func(c *emulator.Config) { queue(c).Properties.MaxDeliveryCount = ptr(11) }},
 		{"max delivery count zero", func(c *emulator.Config) { queue(c).Properties.MaxDeliveryCount = ptr(0) }},
 		{"forward target", func(c *emulator.Config) { queue(c).Properties.ForwardTo = "bad name" }},
+		{"bad topic name", func(c *emulator.Config) { topic(c).Name = "order events" }},
+		{"topic named like a queue", func(c *emulator.Config) { topic(c).Name = queueName }},
+		{"topic window too long", func(c *emulator.Config) { topic(c).Properties.DuplicateDetectionHistoryTimeWindow = "PT10M" }},
+		{"topic TTL too long", func(c *emulator.Config) { topic(c).Properties.DefaultMessageTimeToLive = "P1D" }},
+		{"topic without subscriptions", func(c *emulator.Config) { topic(c).Subscriptions = nil }},
+		{"too many subscriptions", func(c *emulator.Config) {
+			tp := topic(c)
+			for i := 0; len(tp.Subscriptions) <= emulator.MaxSubscriptionsPerTopic; i++ {
+				tp.Subscriptions = append(tp.Subscriptions, emulator.Subscription{Name: "s" + strconv.Itoa(i), Properties: tp.Subscriptions[0].Properties})
+			}
+		}},
+		{"subscription twice", func(c *emulator.Config) {
+			tp := topic(c)
+			tp.Subscriptions = append(tp.Subscriptions, tp.Subscriptions[0])
+		}},
+		// PT30S is a valid queue lock, but a subscription's is at least PT1M.
+		{"subscription lock below a subscription's floor", func(c *emulator.Config) { subscription(c).Properties.LockDuration = "PT30S" }},
+		{"subscription lock too long", func(c *emulator.Config) { subscription(c).Properties.LockDuration = "PT6M" }},
+		{"subscription TTL too short", func(c *emulator.Config) { subscription(c).Properties.DefaultMessageTimeToLive = "PT1M" }},
+		{"subscription max delivery count too high", func(c *emulator.Config) { subscription(c).Properties.MaxDeliveryCount = ptr(11) }},
+		{"subscription forward target", func(c *emulator.Config) { subscription(c).Properties.ForwardDeadLetteredMessagesTo = "-dlq" }},
+		{"bad subscription name", func(c *emulator.Config) { subscription(c).Name = "loyalty?" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -264,6 +299,174 @@ func TestAgreeCatches(t *testing.T) {
 	}
 }
 
+// productionTopic is the topic infra/bicep deploys: its and its
+// subscriptions' names from main.bicep's defaults, its settings from the
+// templates. The infra rules require the topic and its subscriptions to use
+// the queue's duration and delivery parameters.
+type productionTopic struct {
+	name                       string
+	subscriptions              []string
+	requiresDuplicateDetection bool
+	deadLetterOnExpiration     map[string]bool // by subscription parameter
+	queue                      production
+}
+
+func readProductionTopic(t *testing.T) productionTopic {
+	t.Helper()
+	files, err := infra.ReadDir(filepath.Join("..", "..", "infra", "bicep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := productionTopic{queue: readProduction(t), deadLetterOnExpiration: map[string]bool{}}
+	for _, f := range files {
+		decls, err := infra.Decls(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range decls {
+			switch {
+			case f.Path == "main.bicep" && d.Kind == infra.Param && (d.Name == "topicName" || strings.HasSuffix(d.Name, "SubscriptionName")):
+				v, ok := infra.Unquote(d.Value)
+				if !ok {
+					t.Fatalf("main.bicep: param %s has no literal default", d.Name)
+				}
+				if d.Name == "topicName" {
+					p.name = v
+				} else {
+					p.subscriptions = append(p.subscriptions, v)
+				}
+			case d.Kind == infra.Resource && d.Type == "Microsoft.ServiceBus/namespaces/topics" && !d.Existing:
+				v, _ := infra.Lookup(d.Body, "properties.requiresDuplicateDetection")
+				p.requiresDuplicateDetection = v == "true"
+			case d.Kind == infra.Resource && d.Type == "Microsoft.ServiceBus/namespaces/topics/subscriptions" && !d.Existing:
+				n, _ := infra.Lookup(d.Body, "name")
+				v, _ := infra.Lookup(d.Body, "properties.deadLetteringOnMessageExpiration")
+				p.deadLetterOnExpiration[n] = v == "true"
+			}
+		}
+	}
+	if p.name == "" || len(p.subscriptions) == 0 || len(p.deadLetterOnExpiration) != len(p.subscriptions) {
+		t.Fatalf("infra/bicep: topic %q, subscriptions %v, subscription resources %v", p.name, p.subscriptions, p.deadLetterOnExpiration)
+	}
+	return p
+}
+
+// agreeTopic reports how the emulator's topic differs from production where
+// it should not: production clamped to the emulator's limits, with the
+// emulator's own orders queue's duplicate-detection window, as in Azure.
+func agreeTopic(tp emulator.Topic, q emulator.Queue, p productionTopic) error {
+	var errs []error
+	if tp.Name != p.name {
+		errs = append(errs, fmt.Errorf("topic name %q, production %q", tp.Name, p.name))
+	}
+	if !tp.Properties.RequiresDuplicateDetection || !p.requiresDuplicateDetection {
+		errs = append(errs, fmt.Errorf("topic duplicate detection: emulator %v, production %v; want both on", tp.Properties.RequiresDuplicateDetection, p.requiresDuplicateDetection))
+	}
+	window, ttl, err := tp.Properties.Durations()
+	if err != nil {
+		return err
+	}
+	_, qWindow, _, err := q.Properties.Durations()
+	if err != nil {
+		return err
+	}
+	clamp := func(d, lo, hi time.Duration) time.Duration { return min(max(d, lo), hi) }
+	if window != qWindow {
+		errs = append(errs, fmt.Errorf("topic duplicate detection window %v, the queue's %v; production uses one window for both", window, qWindow))
+	}
+	if want := clamp(p.queue.ttl, emulator.MinMessageTimeToLive, emulator.MaxMessageTimeToLive); ttl != want {
+		errs = append(errs, fmt.Errorf("topic message TTL %v, want %v", ttl, want))
+	}
+	if len(tp.Subscriptions) != len(p.subscriptions) {
+		errs = append(errs, fmt.Errorf("%d subscriptions, production %d (%v)", len(tp.Subscriptions), len(p.subscriptions), p.subscriptions))
+	}
+	for _, name := range p.subscriptions {
+		s, ok := tp.Subscription(name)
+		if !ok {
+			errs = append(errs, fmt.Errorf("no subscription %q", name))
+			continue
+		}
+		lock, sttl, err := s.Properties.Durations()
+		if err != nil {
+			return err
+		}
+		if want := clamp(p.queue.lock, emulator.MinSubscriptionLockDuration, emulator.MaxLockDuration); lock != want {
+			errs = append(errs, fmt.Errorf("subscription %q lock duration %v, want %v (production %v)", name, lock, want, p.queue.lock))
+		}
+		if want := clamp(p.queue.ttl, emulator.MinMessageTimeToLive, emulator.MaxMessageTimeToLive); sttl != want {
+			errs = append(errs, fmt.Errorf("subscription %q message TTL %v, want %v", name, sttl, want))
+		}
+		if want := min(max(p.queue.maxDeliveryCount, emulator.MinMaxDeliveryCount), emulator.MaxMaxDeliveryCount); s.Properties.MaxDeliveryCountOrDefault() != want {
+			errs = append(errs, fmt.Errorf("subscription %q max delivery count %d, want %d", name, s.Properties.MaxDeliveryCountOrDefault(), want))
+		}
+		if !s.Properties.DeadLetteringOnMessageExpiration {
+			errs = append(errs, fmt.Errorf("subscription %q does not dead-letter expired messages", name))
+		}
+		if len(s.Rules) != 0 {
+			errs = append(errs, fmt.Errorf("subscription %q has filter rules; production's receive every event", name))
+		}
+	}
+	for sub, dl := range p.deadLetterOnExpiration {
+		if !dl {
+			errs = append(errs, fmt.Errorf("production subscription %s does not dead-letter expired messages", sub))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func TestTopicAgreesWithBicep(t *testing.T) {
+	c := readConfig(t)
+	tp, ok := c.Topic(topicName)
+	if !ok {
+		t.Fatalf("Config.json has no %q topic", topicName)
+	}
+	q, _ := c.Queue(queueName)
+	if err := agreeTopic(tp, q, readProductionTopic(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAgreeTopicCatches proves the topic agreement check can fail.
+func TestAgreeTopicCatches(t *testing.T) {
+	tests := []struct {
+		name  string
+		topic func(*emulator.Topic)
+		bicep func(*productionTopic)
+	}{
+		{name: "emulator topic without duplicate detection", topic: func(tp *emulator.Topic) { tp.Properties.RequiresDuplicateDetection = false }},
+		{name: "production topic without duplicate detection", bicep: func(p *productionTopic) { p.requiresDuplicateDetection = false }},
+		{name: "topic window differs from the queue's", topic: func(tp *emulator.Topic) { tp.Properties.DuplicateDetectionHistoryTimeWindow = "PT1M" }},
+		{name: "subscription lock differs", topic: func(tp *emulator.Topic) { tp.Subscriptions[0].Properties.LockDuration = "PT2M" }},
+		{name: "subscription max delivery count left to default 3", topic: func(tp *emulator.Topic) { tp.Subscriptions[1].Properties.MaxDeliveryCount = nil }},
+		{name: "subscription does not dead-letter expired", topic: func(tp *emulator.Topic) { tp.Subscriptions[1].Properties.DeadLetteringOnMessageExpiration = false }},
+		{name: "subscription missing", topic: func(tp *emulator.Topic) { tp.Subscriptions = tp.Subscriptions[:1] }},
+		{name: "production has another subscription", bicep: func(p *productionTopic) { p.subscriptions = append(p.subscriptions, "billing") }},
+		{name: "topic names differ", topic: func(tp *emulator.Topic) { tp.Name = "orders-events" }},
+		{name: "filtered subscription", topic: func(tp *emulator.Topic) {
+			tp.Subscriptions[0].Rules = []json.RawMessage{json.RawMessage(`{"Name":"r","Properties":{"FilterType":"Sql","SqlFilter":{"SqlExpression":"1=0"}}}`)}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := readConfig(t)
+			tp, _ := c.Topic(topicName)
+			q, _ := c.Queue(queueName)
+			p := readProductionTopic(t)
+			if tt.topic != nil {
+				tt.topic(&tp)
+			}
+			if tt.bicep != nil {
+				tt.bicep(&p)
+			}
+			err := agreeTopic(tp, q, p)
+			if err == nil {
+				t.Fatal("agreeTopic passed after the change")
+			}
+			t.Logf("caught: %v", err)
+		})
+	}
+}
+
 // TestComposeWiring checks the few lines of docker-compose.yaml that tie it to
 // Config.json and .env.example; a YAML library is not a dependency of this
 // module, so it matches lines.
@@ -340,6 +543,10 @@ func mustDuration(t *testing.T, s string) time.Duration {
 }
 
 func queue(c *emulator.Config) *emulator.Queue { return &c.UserConfig.Namespaces[0].Queues[0] }
+
+func topic(c *emulator.Config) *emulator.Topic { return &c.UserConfig.Namespaces[0].Topics[0] }
+
+func subscription(c *emulator.Config) *emulator.Subscription { return &topic(c).Subscriptions[0] }
 
 func ptr[T any](v T) *T { return &v }
 

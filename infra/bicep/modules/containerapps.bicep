@@ -1,6 +1,9 @@
 // containerapps.bicep creates the Container Apps environment, the worker as a
-// container app scaled by KEDA on the orders queue's length, and the producer
-// as a manually triggered Container Apps job.
+// container app scaled by KEDA on the orders queue's length, the producer as a
+// manually triggered Container Apps job, the relay that publishes the orders
+// container's change feed to the order-events topic, and one subscriber app
+// per topic subscription (loyalty, shipping), each the worker in inbox mode
+// scaled by KEDA on its subscription's length.
 //
 // Identities: the worker runs as the worker identity (selected with
 // AZURE_CLIENT_ID) and the producer as the producer identity. The KEDA rule
@@ -16,6 +19,19 @@
 // the _CL tables belong to the log-analytics destination, which needs the
 // workspace's shared key). Nothing here reads a key, and the workspace has
 // local (shared key) auth disabled.
+//
+// Telemetry: the environment runs the managed OpenTelemetry agent, which
+// sends traces and OpenTelemetry logs to Application Insights. It injects
+// OTEL_EXPORTER_OTLP_ENDPOINT (gRPC, e.g. http://otel.service.k8se-apps:4317/)
+// and OTEL_EXPORTER_OTLP_PROTOCOL=grpc into every container; the programs
+// export OTLP to it when that variable is set. The agent's Application
+// Insights destination takes no metrics (a documented limitation), so no
+// metrics destination is configured: alerts use the platform metrics of
+// Service Bus, Cosmos DB and Container Apps instead (see alerts.bicep).
+//
+// Health: the worker and the subscribers serve /livez, /readyz and /startupz
+// on WORKER_HEALTH_ADDR (:8080). The probes reach the replica's own address,
+// so they need no ingress; none of the apps has ingress.
 
 @description('Container Apps environment name.')
 param environmentName string
@@ -34,6 +50,54 @@ param tags object = {}
 
 @description('Name of the Log Analytics workspace that receives the logs.')
 param logAnalyticsWorkspaceName string
+
+@description('Name of the Application Insights component that receives the traces.')
+param appInsightsName string
+
+@description('Relay container app name.')
+param relayName string
+
+@description('Loyalty subscriber container app name.')
+param loyaltyName string
+
+@description('Shipping subscriber container app name.')
+param shippingName string
+
+@description('Whether azd already deployed the relay; if so its current image is kept.')
+param relayExists bool = false
+
+@description('Whether azd already deployed the loyalty subscriber; if so its current image is kept.')
+param loyaltyExists bool = false
+
+@description('Whether azd already deployed the shipping subscriber; if so its current image is kept.')
+param shippingExists bool = false
+
+@description('Resource id of the relay identity.')
+param relayIdentityId string
+
+@description('Client id of the relay identity (the relay\'s AZURE_CLIENT_ID).')
+param relayClientId string
+
+@description('Resource id of the loyalty subscriber identity.')
+param loyaltyIdentityId string
+
+@description('Client id of the loyalty subscriber identity.')
+param loyaltyClientId string
+
+@description('Resource id of the shipping subscriber identity.')
+param shippingIdentityId string
+
+@description('Client id of the shipping subscriber identity.')
+param shippingClientId string
+
+@description('Topic the relay publishes order events to.')
+param topicName string
+
+@description('Subscription the loyalty subscriber receives from; also its inbox consumer name.')
+param loyaltySubscriptionName string
+
+@description('Subscription the shipping subscriber receives from; also its inbox consumer name.')
+param shippingSubscriptionName string
 
 @description('Login server of the registry the images are pulled from.')
 param registryServer string
@@ -102,6 +166,61 @@ param scaleMessageCount int = 100
 @description('Orders the producer job sends per run.')
 param producerCount int = 1000
 
+@minValue(1)
+@maxValue(100)
+@description('Most replicas KEDA may run per subscriber.')
+param subscriberMaxReplicas int = 5
+
+// The worker's shutdown: on SIGTERM it stops receiving, lets the receive in
+// progress collect for its drain window (1s), lets in-flight messages finish
+// within WORKER_SHUTDOWN_GRACE and abandons the rest, each settlement bounded
+// by its own 20s timeout. The platform must wait for all of it before it
+// kills the container, or the cut-off messages stay locked until their locks
+// expire, each a counted delivery.
+var workerShutdownGrace = 'PT30S'
+var terminationGracePeriodSeconds = 60
+
+// The port the worker's health endpoints listen on (WORKER_HEALTH_ADDR).
+var healthPort = 8080
+
+// Startup: asked every 5s until /startupz answers 200, for at most 10 x 5s.
+// Liveness: a restart after 3 failures 30s apart. Readiness: not ready after
+// 3 failures 10s apart. Every timeout exceeds the health checks' own 5s
+// bound, so a slow check fails as itself, not as a probe timeout.
+var workerProbes = [
+  {
+    type: 'Startup'
+    httpGet: {
+      path: '/startupz'
+      port: healthPort
+    }
+    initialDelaySeconds: 1
+    periodSeconds: 5
+    timeoutSeconds: 10
+    failureThreshold: 10
+  }
+  {
+    type: 'Liveness'
+    httpGet: {
+      path: '/livez'
+      port: healthPort
+    }
+    periodSeconds: 30
+    timeoutSeconds: 10
+    failureThreshold: 3
+  }
+  {
+    type: 'Readiness'
+    httpGet: {
+      path: '/readyz'
+      port: healthPort
+    }
+    periodSeconds: 10
+    timeoutSeconds: 10
+    failureThreshold: 3
+  }
+]
+
 // Public bootstrap images that run until the first `azd deploy` replaces them.
 var bootstrapWorkerImage = 'mcr.microsoft.com/azuredocs/containerapps-helloworld:latest'
 var bootstrapProducerImage = 'mcr.microsoft.com/k8se/quickstart-jobs:latest'
@@ -110,13 +229,33 @@ resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' existin
   name: logAnalyticsWorkspaceName
 }
 
-resource environment 'Microsoft.App/managedEnvironments@2025-01-01' = {
+resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: appInsightsName
+}
+
+// The managed OpenTelemetry agent exists only in preview API versions.
+resource environment 'Microsoft.App/managedEnvironments@2025-10-02-preview' = {
   name: environmentName
   location: location
   tags: tags
   properties: {
     appLogsConfiguration: {
       destination: 'azure-monitor'
+    }
+    appInsightsConfiguration: {
+      connectionString: appInsights.properties.ConnectionString
+    }
+    openTelemetryConfiguration: {
+      tracesConfiguration: {
+        destinations: [
+          'appInsights'
+        ]
+      }
+      logsConfiguration: {
+        destinations: [
+          'appInsights'
+        ]
+      }
     }
     workloadProfiles: [
       {
@@ -146,6 +285,22 @@ resource existingWorker 'Microsoft.App/containerApps@2025-01-01' existing = if (
 }
 
 var workerImage = workerExists ? existingWorker.properties.template.containers[0].image : bootstrapWorkerImage
+
+resource existingRelay 'Microsoft.App/containerApps@2025-01-01' existing = if (relayExists) {
+  name: relayName
+}
+
+resource existingLoyalty 'Microsoft.App/containerApps@2025-01-01' existing = if (loyaltyExists) {
+  name: loyaltyName
+}
+
+resource existingShipping 'Microsoft.App/containerApps@2025-01-01' existing = if (shippingExists) {
+  name: shippingName
+}
+
+var relayImage = relayExists ? existingRelay.properties.template.containers[0].image : bootstrapWorkerImage
+var loyaltyImage = loyaltyExists ? existingLoyalty.properties.template.containers[0].image : bootstrapWorkerImage
+var shippingImage = shippingExists ? existingShipping.properties.template.containers[0].image : bootstrapWorkerImage
 // The producer job always gets the bootstrap image from provisioning, and
 // `azd deploy` (the second half of every `azd up`) sets the real one. Keeping
 // the deployed image would need azd's SERVICE_PRODUCER_RESOURCE_EXISTS flag,
@@ -243,9 +398,23 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
               name: 'LOG_FORMAT'
               value: 'json'
             }
+            {
+              name: 'OTEL_SERVICE_NAME'
+              value: 'orderworker'
+            }
+            {
+              name: 'WORKER_HEALTH_ADDR'
+              value: ':${healthPort}'
+            }
+            {
+              name: 'WORKER_SHUTDOWN_GRACE'
+              value: workerShutdownGrace
+            }
           ]
+          probes: workerProbes
         }
       ]
+      terminationGracePeriodSeconds: terminationGracePeriodSeconds
       scale: {
         minReplicas: minReplicas
         maxReplicas: maxReplicas
@@ -335,8 +504,387 @@ resource producer 'Microsoft.App/jobs@2025-01-01' = {
   }
 }
 
+// The relay reads the orders container's change feed and publishes each
+// change to the topic. One replica is enough; it holds an ETag-guarded lease
+// per feed range, so a second replica (during a revision change, say) only
+// takes over ranges whose lease lapsed, never publishes a range twice at
+// once. It has no scale rule: the change feed is polled, not pushed, so it
+// must always run (min = max = 1).
+resource relay 'Microsoft.App/containerApps@2025-01-01' = {
+  name: relayName
+  location: location
+  tags: union(tags, {
+    'azd-service-name': 'relay'
+  })
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${relayIdentityId}': {}
+    }
+  }
+  properties: {
+    environmentId: environment.id
+    workloadProfileName: 'Consumption'
+    configuration: {
+      activeRevisionsMode: 'Single'
+      registries: [
+        {
+          server: registryServer
+          identity: relayIdentityId
+        }
+      ]
+    }
+    template: {
+      containers: [
+        {
+          name: 'relay'
+          image: relayImage
+          resources: {
+            cpu: json('0.25')
+            memory: '0.5Gi'
+          }
+          env: [
+            {
+              name: 'AZURE_CLIENT_ID'
+              value: relayClientId
+            }
+            {
+              name: 'SERVICEBUS_NAMESPACE'
+              value: serviceBusHost
+            }
+            {
+              name: 'SERVICEBUS_TOPIC'
+              value: topicName
+            }
+            {
+              name: 'COSMOS_ENDPOINT'
+              value: cosmosEndpoint
+            }
+            {
+              name: 'COSMOS_DATABASE'
+              value: cosmosDatabaseName
+            }
+            {
+              name: 'COSMOS_CONTAINER'
+              value: cosmosContainerName
+            }
+            {
+              name: 'LOG_FORMAT'
+              value: 'json'
+            }
+            {
+              name: 'OTEL_SERVICE_NAME'
+              value: 'orderrelay'
+            }
+          ]
+        }
+      ]
+      terminationGracePeriodSeconds: terminationGracePeriodSeconds
+      scale: {
+        minReplicas: 1
+        maxReplicas: 1
+      }
+    }
+  }
+}
+
+// The loyalty subscriber: the worker in inbox mode on the loyalty subscription,
+// with its own identity (Data Receiver on that subscription only, and the
+// Cosmos DB data role for its inbox markers) and the scaler identity for its
+// KEDA rule, kept out of the container as on the worker.
+resource loyalty 'Microsoft.App/containerApps@2025-01-01' = {
+  name: loyaltyName
+  location: location
+  tags: union(tags, {
+    'azd-service-name': 'loyalty'
+  })
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${loyaltyIdentityId}': {}
+      '${scalerIdentityId}': {}
+    }
+  }
+  properties: {
+    environmentId: environment.id
+    workloadProfileName: 'Consumption'
+    configuration: {
+      activeRevisionsMode: 'Single'
+      registries: [
+        {
+          server: registryServer
+          identity: loyaltyIdentityId
+        }
+      ]
+      identitySettings: [
+        {
+          identity: scalerIdentityId
+          lifecycle: 'None'
+        }
+      ]
+    }
+    template: {
+      containers: [
+        {
+          name: 'loyalty'
+          image: loyaltyImage
+          resources: {
+            cpu: json('0.25')
+            memory: '0.5Gi'
+          }
+          env: [
+            {
+              name: 'AZURE_CLIENT_ID'
+              value: loyaltyClientId
+            }
+            {
+              name: 'SERVICEBUS_NAMESPACE'
+              value: serviceBusHost
+            }
+            {
+              name: 'SERVICEBUS_TOPIC'
+              value: topicName
+            }
+            {
+              name: 'SERVICEBUS_SUBSCRIPTION'
+              value: loyaltySubscriptionName
+            }
+            {
+              name: 'WORKER_INBOX_CONSUMER'
+              value: loyaltySubscriptionName
+            }
+            {
+              name: 'COSMOS_ENDPOINT'
+              value: cosmosEndpoint
+            }
+            {
+              name: 'COSMOS_DATABASE'
+              value: cosmosDatabaseName
+            }
+            {
+              name: 'COSMOS_CONTAINER'
+              value: cosmosContainerName
+            }
+            {
+              name: 'SERVICEBUS_LOCK_DURATION'
+              value: lockDuration
+            }
+            {
+              name: 'SERVICEBUS_MAX_DELIVERY_COUNT'
+              value: string(maxDeliveryCount)
+            }
+            {
+              name: 'SERVICEBUS_DUPLICATE_DETECTION_WINDOW'
+              value: duplicateDetectionWindow
+            }
+            {
+              name: 'SERVICEBUS_MESSAGE_TTL'
+              value: messageTimeToLive
+            }
+            {
+              name: 'LOG_FORMAT'
+              value: 'json'
+            }
+            {
+              name: 'OTEL_SERVICE_NAME'
+              value: 'orderworker-loyalty'
+            }
+            {
+              name: 'WORKER_HEALTH_ADDR'
+              value: ':${healthPort}'
+            }
+            {
+              name: 'WORKER_SHUTDOWN_GRACE'
+              value: workerShutdownGrace
+            }
+          ]
+          probes: workerProbes
+        }
+      ]
+      terminationGracePeriodSeconds: terminationGracePeriodSeconds
+      scale: {
+        minReplicas: 0
+        maxReplicas: subscriberMaxReplicas
+        rules: [
+          {
+            name: 'loyalty-subscription-length'
+            custom: {
+              type: 'azure-servicebus'
+              identity: scalerIdentityId
+              metadata: {
+                namespace: serviceBusNamespaceName
+                topicName: topicName
+                subscriptionName: loyaltySubscriptionName
+                messageCount: string(scaleMessageCount)
+              }
+            }
+          }
+        ]
+      }
+    }
+  }
+}
+
+// The shipping subscriber: the worker in inbox mode on the shipping subscription,
+// with its own identity (Data Receiver on that subscription only, and the
+// Cosmos DB data role for its inbox markers) and the scaler identity for its
+// KEDA rule, kept out of the container as on the worker.
+resource shipping 'Microsoft.App/containerApps@2025-01-01' = {
+  name: shippingName
+  location: location
+  tags: union(tags, {
+    'azd-service-name': 'shipping'
+  })
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${shippingIdentityId}': {}
+      '${scalerIdentityId}': {}
+    }
+  }
+  properties: {
+    environmentId: environment.id
+    workloadProfileName: 'Consumption'
+    configuration: {
+      activeRevisionsMode: 'Single'
+      registries: [
+        {
+          server: registryServer
+          identity: shippingIdentityId
+        }
+      ]
+      identitySettings: [
+        {
+          identity: scalerIdentityId
+          lifecycle: 'None'
+        }
+      ]
+    }
+    template: {
+      containers: [
+        {
+          name: 'shipping'
+          image: shippingImage
+          resources: {
+            cpu: json('0.25')
+            memory: '0.5Gi'
+          }
+          env: [
+            {
+              name: 'AZURE_CLIENT_ID'
+              value: shippingClientId
+            }
+            {
+              name: 'SERVICEBUS_NAMESPACE'
+              value: serviceBusHost
+            }
+            {
+              name: 'SERVICEBUS_TOPIC'
+              value: topicName
+            }
+            {
+              name: 'SERVICEBUS_SUBSCRIPTION'
+              value: shippingSubscriptionName
+            }
+            {
+              name: 'WORKER_INBOX_CONSUMER'
+              value: shippingSubscriptionName
+            }
+            {
+              name: 'COSMOS_ENDPOINT'
+              value: cosmosEndpoint
+            }
+            {
+              name: 'COSMOS_DATABASE'
+              value: cosmosDatabaseName
+            }
+            {
+              name: 'COSMOS_CONTAINER'
+              value: cosmosContainerName
+            }
+            {
+              name: 'SERVICEBUS_LOCK_DURATION'
+              value: lockDuration
+            }
+            {
+              name: 'SERVICEBUS_MAX_DELIVERY_COUNT'
+              value: string(maxDeliveryCount)
+            }
+            {
+              name: 'SERVICEBUS_DUPLICATE_DETECTION_WINDOW'
+              value: duplicateDetectionWindow
+            }
+            {
+              name: 'SERVICEBUS_MESSAGE_TTL'
+              value: messageTimeToLive
+            }
+            {
+              name: 'LOG_FORMAT'
+              value: 'json'
+            }
+            {
+              name: 'OTEL_SERVICE_NAME'
+              value: 'orderworker-shipping'
+            }
+            {
+              name: 'WORKER_HEALTH_ADDR'
+              value: ':${healthPort}'
+            }
+            {
+              name: 'WORKER_SHUTDOWN_GRACE'
+              value: workerShutdownGrace
+            }
+          ]
+          probes: workerProbes
+        }
+      ]
+      terminationGracePeriodSeconds: terminationGracePeriodSeconds
+      scale: {
+        minReplicas: 0
+        maxReplicas: subscriberMaxReplicas
+        rules: [
+          {
+            name: 'shipping-subscription-length'
+            custom: {
+              type: 'azure-servicebus'
+              identity: scalerIdentityId
+              metadata: {
+                namespace: serviceBusNamespaceName
+                topicName: topicName
+                subscriptionName: shippingSubscriptionName
+                messageCount: string(scaleMessageCount)
+              }
+            }
+          }
+        ]
+      }
+    }
+  }
+}
+
 @description('Worker container app name.')
 output workerName string = worker.name
 
 @description('Producer job name; start a run with `az containerapp job start`.')
 output producerName string = producer.name
+
+@description('Relay container app name.')
+output relayName string = relay.name
+
+@description('Loyalty subscriber container app name.')
+output loyaltyName string = loyalty.name
+
+@description('Shipping subscriber container app name.')
+output shippingName string = shipping.name
+
+@description('Worker container app resource id, for the restart alert.')
+output workerId string = worker.id
+
+@description('Relay container app resource id, for the restart alert.')
+output relayId string = relay.id
+
+@description('Loyalty subscriber container app resource id, for the restart alert.')
+output loyaltyId string = loyalty.id
+
+@description('Shipping subscriber container app resource id, for the restart alert.')
+output shippingId string = shipping.id

@@ -1,5 +1,6 @@
 // cosmos.bicep creates a serverless Cosmos DB for NoSQL account, the orders
-// database and container, and grants the worker the built-in data role.
+// database and container, grants the worker, the relay and the subscribers
+// the built-in data role, and sends the account's logs to Log Analytics.
 //
 // The container is the single arbiter of idempotency: the worker creates one
 // document per order with id = partition key value = order id, and a second
@@ -30,6 +31,18 @@ param containerName string
 
 @description('Principal that reads and writes orders: the worker.')
 param workerPrincipalId string
+
+@description('Principal that reads the container\'s change feed and writes its lease documents into the same container: the relay.')
+param relayPrincipalId string
+
+@description('Principal that writes the loyalty subscriber\'s inbox markers.')
+param loyaltyPrincipalId string
+
+@description('Principal that writes the shipping subscriber\'s inbox markers.')
+param shippingPrincipalId string
+
+@description('Resource id of the Log Analytics workspace that receives the account\'s logs.')
+param logAnalyticsWorkspaceId string
 
 @description('Optional developer principal that gets the same data role, to run the worker locally. Empty grants nothing.')
 param developerPrincipalId string = ''
@@ -112,10 +125,16 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
 // The role is scoped to the database, not the account. A narrower container
 // scope breaks SDK calls that read the database's metadata.
 //
+// The relay needs exactly what the worker has: it reads the change feed
+// (a read of the container) and creates and replaces its lease documents, one
+// per feed range, in the same container; the subscribers create inbox
+// markers there. Data Contributor at database scope is the narrowest built-in
+// role that allows both.
+//
 // Cosmos DB runs one control-plane write per account at a time and answers a
 // concurrent one with "another operation is in progress", so the database,
-// the container and both role assignments are chained: database -> container
-// -> worker's assignment -> developer's assignment.
+// the container and every role assignment are chained: database -> container
+// -> worker -> relay -> loyalty -> shipping -> developer.
 var dataScope = '${account.id}/dbs/${databaseName}'
 
 resource workerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
@@ -131,6 +150,45 @@ resource workerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleA
   ]
 }
 
+resource relayReadsFeedWritesLeases 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: account
+  name: guid(account.id, relayPrincipalId, dataContributorRoleId)
+  properties: {
+    roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataContributorRoleId}'
+    principalId: relayPrincipalId
+    scope: dataScope
+  }
+  dependsOn: [
+    workerReadsWritesOrders
+  ]
+}
+
+resource loyaltyWritesInbox 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: account
+  name: guid(account.id, loyaltyPrincipalId, dataContributorRoleId)
+  properties: {
+    roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataContributorRoleId}'
+    principalId: loyaltyPrincipalId
+    scope: dataScope
+  }
+  dependsOn: [
+    relayReadsFeedWritesLeases
+  ]
+}
+
+resource shippingWritesInbox 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: account
+  name: guid(account.id, shippingPrincipalId, dataContributorRoleId)
+  properties: {
+    roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataContributorRoleId}'
+    principalId: shippingPrincipalId
+    scope: dataScope
+  }
+  dependsOn: [
+    loyaltyWritesInbox
+  ]
+}
+
 resource developerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = if (!empty(developerPrincipalId)) {
   parent: account
   name: guid(account.id, developerPrincipalId, dataContributorRoleId)
@@ -140,8 +198,25 @@ resource developerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRo
     scope: dataScope
   }
   dependsOn: [
-    workerReadsWritesOrders
+    shippingWritesInbox
   ]
+}
+
+// Resource-specific tables (CDBDataPlaneRequests, ...) rather than the
+// legacy AzureDiagnostics table.
+resource accountDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  scope: account
+  name: 'to-log-analytics'
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    logAnalyticsDestinationType: 'Dedicated'
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+  }
 }
 
 @description('Account endpoint (documentEndpoint), e.g. https://cosmos-x.documents.azure.com:443/.')
@@ -152,3 +227,6 @@ output databaseName string = database.name
 
 @description('Container name.')
 output containerName string = container.name
+
+@description('Account resource id, for the metric alerts.')
+output id string = account.id

@@ -1,5 +1,8 @@
-// servicebus.bicep creates the Service Bus namespace and the orders queue, and
-// grants each principal the one data role it uses, scoped to the queue.
+// servicebus.bicep creates the Service Bus namespace, the orders queue, the
+// order-events topic with one subscription per subscriber (loyalty,
+// shipping), and grants each principal the one data role it uses, scoped to
+// the queue, the topic or its own subscription. A diagnostic setting sends the
+// namespace's logs and metrics to the Log Analytics workspace.
 //
 // The namespace is Standard: Basic has no duplicate detection. Local (SAS key)
 // authentication is disabled, so only Microsoft Entra identities can connect.
@@ -7,6 +10,9 @@
 // Duplicate detection is a first, cheap filter only: the broker drops a resend
 // with a MessageId it saw within the window even if the content differs. The
 // worker's create-if-absent in Cosmos DB remains the real idempotency guard.
+// On the topic it applies at the topic, before fan-out: a resend the relay
+// makes within the window reaches no subscription twice; one made later does,
+// and each subscriber's inbox marker drops it.
 
 @description('Namespace name.')
 param name string
@@ -42,7 +48,28 @@ param senderPrincipalId string
 @description('Principal that reads queue length for KEDA. Reading entity runtime properties needs Manage rights, hence Data Owner, on this queue only.')
 param scalerPrincipalId string
 
-@description('Optional developer principal that gets Data Sender and Data Receiver on the queue. Empty grants nothing.')
+@description('Topic that carries order events from the relay to the subscribers.')
+param topicName string
+
+@description('Subscription of the loyalty subscriber.')
+param loyaltySubscriptionName string
+
+@description('Subscription of the shipping subscriber.')
+param shippingSubscriptionName string
+
+@description('Principal that publishes order events to the topic: the relay.')
+param publisherPrincipalId string
+
+@description('Principal that receives from the loyalty subscription: the loyalty subscriber.')
+param loyaltyPrincipalId string
+
+@description('Principal that receives from the shipping subscription: the shipping subscriber.')
+param shippingPrincipalId string
+
+@description('Resource id of the Log Analytics workspace that receives the namespace\'s logs and metrics.')
+param logAnalyticsWorkspaceId string
+
+@description('Optional developer principal that gets Data Sender and Data Receiver on the queue, Data Sender on the topic and Data Receiver on each subscription. Empty grants nothing.')
 param developerPrincipalId string = ''
 
 @description('Kind of principal that developerPrincipalId names (User or ServicePrincipal, from azd\'s AZURE_PRINCIPAL_TYPE). Empty leaves principalType off, so a wrong guess cannot fail the deployment with UnmatchedPrincipalType.')
@@ -80,6 +107,68 @@ resource queue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
     deadLetteringOnMessageExpiration: true
     requiresSession: false
     enablePartitioning: false
+  }
+}
+
+resource topic 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' = {
+  parent: namespace
+  name: topicName
+  properties: {
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: duplicateDetectionWindow
+    defaultMessageTimeToLive: messageTimeToLive
+    enablePartitioning: false
+    supportOrdering: true
+  }
+}
+
+// Each subscription redelivers, dead-letters and expires exactly as the
+// orders queue does: the subscribers run the same worker, which is told
+// these settings.
+resource loyaltySubscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' = {
+  parent: topic
+  name: loyaltySubscriptionName
+  properties: {
+    lockDuration: lockDuration
+    maxDeliveryCount: maxDeliveryCount
+    defaultMessageTimeToLive: messageTimeToLive
+    deadLetteringOnMessageExpiration: true
+    deadLetteringOnFilterEvaluationExceptions: true
+    requiresSession: false
+  }
+}
+
+resource shippingSubscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' = {
+  parent: topic
+  name: shippingSubscriptionName
+  properties: {
+    lockDuration: lockDuration
+    maxDeliveryCount: maxDeliveryCount
+    defaultMessageTimeToLive: messageTimeToLive
+    deadLetteringOnMessageExpiration: true
+    deadLetteringOnFilterEvaluationExceptions: true
+    requiresSession: false
+  }
+}
+
+resource namespaceDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  scope: namespace
+  name: 'to-log-analytics'
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    logAnalyticsDestinationType: 'Dedicated'
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'AllMetrics'
+        enabled: true
+      }
+    ]
   }
 }
 
@@ -133,6 +222,88 @@ resource developerReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' 
   }
 }
 
+resource relayPublishes 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: topic
+  name: guid(topic.id, publisherPrincipalId, dataSenderRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataSenderRoleId)
+    principalId: publisherPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource loyaltyReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: loyaltySubscription
+  name: guid(loyaltySubscription.id, loyaltyPrincipalId, dataReceiverRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: loyaltyPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource shippingReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: shippingSubscription
+  name: guid(shippingSubscription.id, shippingPrincipalId, dataReceiverRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: shippingPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// KEDA reads each subscription's message count, which needs Manage rights:
+// Data Owner, on that subscription only.
+resource scalerReadsLoyaltyLength 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: loyaltySubscription
+  name: guid(loyaltySubscription.id, scalerPrincipalId, dataOwnerRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataOwnerRoleId)
+    principalId: scalerPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource scalerReadsShippingLength 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: shippingSubscription
+  name: guid(shippingSubscription.id, scalerPrincipalId, dataOwnerRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataOwnerRoleId)
+    principalId: scalerPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource developerPublishes 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(developerPrincipalId)) {
+  scope: topic
+  name: guid(topic.id, developerPrincipalId, dataSenderRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataSenderRoleId)
+    principalId: developerPrincipalId
+    principalType: empty(developerPrincipalType) ? null : developerPrincipalType
+  }
+}
+
+resource developerReceivesLoyalty 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(developerPrincipalId)) {
+  scope: loyaltySubscription
+  name: guid(loyaltySubscription.id, developerPrincipalId, dataReceiverRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: developerPrincipalId
+    principalType: empty(developerPrincipalType) ? null : developerPrincipalType
+  }
+}
+
+resource developerReceivesShipping 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(developerPrincipalId)) {
+  scope: shippingSubscription
+  name: guid(shippingSubscription.id, developerPrincipalId, dataReceiverRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: developerPrincipalId
+    principalType: empty(developerPrincipalType) ? null : developerPrincipalType
+  }
+}
+
 @description('Namespace name, as the KEDA azure-servicebus scaler expects it.')
 output name string = namespace.name
 
@@ -143,3 +314,15 @@ output host string = split(split(replace(namespace.properties.serviceBusEndpoint
 
 @description('Queue name.')
 output queueName string = queue.name
+
+@description('Topic name.')
+output topicName string = topic.name
+
+@description('Loyalty subscription name.')
+output loyaltySubscriptionName string = loyaltySubscription.name
+
+@description('Shipping subscription name.')
+output shippingSubscriptionName string = shippingSubscription.name
+
+@description('Namespace resource id, for the metric alerts.')
+output id string = namespace.id
