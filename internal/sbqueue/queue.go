@@ -138,6 +138,8 @@ func (q *Queue) Name() string { return q.name }
 // Options returns the queue's options with defaults applied. A dead-letter
 // queue reports its parent's LockDuration and nothing else: its messages
 // never expire, are never dead-lettered and are not checked for duplicates.
+// A subscription reports no duplicate detection (RequiresDuplicateDetection
+// false, DuplicateDetectionWindow zero): that is its topic's.
 func (q *Queue) Options() QueueOptions { return q.opts }
 
 // DeadLetterQueue returns the queue's dead-letter sub-queue, which is

@@ -19,9 +19,9 @@ const maxReceiveMessages = 5000
 // calls on one receiver.
 var errConcurrentReceive = errors.New("receiver is already receiving messages. ReceiveMessages() cannot be called concurrently")
 
-// Receiver is a PeekLock receiver on one queue (or dead-letter queue) with
-// the method set of *azservicebus.Receiver that the worker uses, so the real
-// worker loop runs against the model unchanged.
+// Receiver is a PeekLock receiver on one queue, subscription or dead-letter
+// queue with the method set of *azservicebus.Receiver that the worker uses,
+// so the real worker loop runs against the model unchanged.
 //
 // It models the SDK's (v1.11.0) link credit, which the worker's shutdown
 // depends on:

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
 
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
 )
@@ -482,5 +484,33 @@ func TestTopicAddressRules(t *testing.T) {
 	}
 	if f.topic.Counters().Sent != 0 {
 		t.Errorf("the topic accepted a message")
+	}
+}
+
+// TestTopicRejectedSendReachesNoSubscription: the broker's limits apply to a
+// topic as to a queue, and the refusal is counted under the topic.
+func TestTopicRejectedSendReachesNoSubscription(t *testing.T) {
+	f := newTopicFixture(t, sbqueue.RealClock(), sbqueue.TopicOptions{}, sbqueue.SubscriptionOptions{})
+	ctx := testContext(t)
+	// The project's retry options, so that the refused send fails in seconds.
+	client, err := azservicebus.NewClientFromConnectionString(f.broker.ConnectionString(), cli.ClientOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(ctx)
+	s, err := client.NewSender(topicName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	long := strings.Repeat("x", sbbroker.MaxMessageIDLength+1)
+	if err := s.SendMessage(ctx, &azservicebus.Message{MessageID: &long}, nil); err == nil {
+		t.Fatal("a MessageId over the limit was accepted by the topic")
+	}
+	if d := f.broker.Dropped()[topicName]; d.Rejected == 0 {
+		t.Errorf("Dropped()[%q] = %+v, want the refusal counted", topicName, d)
+	}
+	if f.topic.Counters().Sent != 0 || len(f.loyalty.Snapshot().Active) != 0 {
+		t.Error("the refused message reached the topic")
 	}
 }
