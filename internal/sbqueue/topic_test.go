@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -447,4 +448,35 @@ func TestTopicConcurrentSendsKeepOneOrder(t *testing.T) {
 	if c := topic.Counters(); c.Sent != senders*each || c.DuplicatesDropped != senders*each {
 		t.Errorf("counters %+v", c)
 	}
+}
+
+// FuzzNamespaceQueuePath: resolving any entity path never panics, and what
+// it finds is the entity the path names, case-insensitively.
+func FuzzNamespaceQueuePath(f *testing.F) {
+	for _, s := range []string{
+		"orders", "orders/$DeadLetterQueue", "order-events", "order-events/Subscriptions/loyalty",
+		"ORDER-EVENTS/subscriptions/LOYALTY/$deadletterqueue", "order-events/Subscriptions/", "/Subscriptions/loyalty",
+		"order-events/Subscriptions/loyalty/Subscriptions/loyalty", "$DeadLetterQueue", "",
+	} {
+		f.Add(s)
+	}
+	ns := sbqueue.NewNamespace(sbqueue.NewVirtualClock(t0))
+	if _, err := ns.CreateQueue("orders", sbqueue.QueueOptions{}); err != nil {
+		f.Fatal(err)
+	}
+	topic, err := ns.CreateTopic("order-events", sbqueue.TopicOptions{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := topic.CreateSubscription("loyalty", sbqueue.SubscriptionOptions{}); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		if q, ok := ns.Queue(path); ok && !strings.EqualFold(q.Name(), path) {
+			t.Errorf("Queue(%q) found %q", path, q.Name())
+		}
+		if tp, ok := ns.Topic(path); ok && !strings.EqualFold(tp.Name(), path) {
+			t.Errorf("Topic(%q) found %q", path, tp.Name())
+		}
+	})
 }
