@@ -514,3 +514,67 @@ func TestTopicRejectedSendReachesNoSubscription(t *testing.T) {
 		t.Error("the refused message reached the topic")
 	}
 }
+
+// TestTopicManagementLink: the $management link of a topic, which the SDK's
+// sender opens, refuses the operations that need messages (400) and does
+// not implement scheduling (501); a subscription's answers them. Driven
+// with go-amqp directly, since the SDK never sends these to a topic.
+func TestTopicManagementLink(t *testing.T) {
+	f := newTopicFixture(t, sbqueue.RealClock(), sbqueue.TopicOptions{}, sbqueue.SubscriptionOptions{})
+	ctx := testContext(t)
+	f.publish(t, ctx, &azservicebus.Message{MessageID: to("e-1")})
+	conn, err := amqp.Dial(ctx, "amqp://"+f.broker.Addr().String(), &amqp.ConnOptions{SASLType: amqp.SASLTypeAnonymous()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	session, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := func(entity, op string, body map[string]any) int32 {
+		t.Helper()
+		node := entity + "/$management"
+		replies, err := session.NewReceiver(ctx, node, &amqp.ReceiverOptions{TargetAddress: "reply-" + op + entity, Credit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer replies.Close(ctx)
+		requests, err := session.NewSender(ctx, node, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer requests.Close(ctx)
+		if err := requests.Send(ctx, &amqp.Message{
+			Properties:            &amqp.MessageProperties{MessageID: "1", ReplyTo: to("reply-" + op + entity)},
+			ApplicationProperties: map[string]any{"operation": op},
+			Value:                 body,
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		reply, err := replies.Receive(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, _ := reply.ApplicationProperties["statusCode"].(int32)
+		return status
+	}
+	peek := map[string]any{"from-sequence-number": int64(0), "message-count": int32(1)}
+	tests := []struct {
+		entity, op string
+		body       map[string]any
+		want       int32
+	}{
+		{topicName, "com.microsoft:peek-message", peek, 400},
+		{topicName, "com.microsoft:renew-lock", map[string]any{"lock-tokens": []amqp.UUID{{1}}}, 400},
+		{topicName, "com.microsoft:update-disposition", map[string]any{"lock-tokens": []amqp.UUID{{1}}, "disposition-status": "completed"}, 400},
+		{topicName, "com.microsoft:schedule-message", map[string]any{}, 501},
+		{topicName + "/Subscriptions/loyalty", "com.microsoft:peek-message", peek, 200},
+		{topicName + "/Subscriptions/loyalty", "com.microsoft:renew-lock", map[string]any{"lock-tokens": []amqp.UUID{{1}}}, 410},
+	}
+	for _, tt := range tests {
+		if got := request(tt.entity, tt.op, tt.body); got != tt.want {
+			t.Errorf("%s on %s: status %d, want %d", tt.op, tt.entity, got, tt.want)
+		}
+	}
+}
