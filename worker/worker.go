@@ -231,6 +231,24 @@ var errGraceOver = errors.New("worker: shutdown grace period over")
 // errLockLost is the cause of a handler's context when its lock was lost.
 var errLockLost = errors.New("worker: message lock lost")
 
+// pipeline is one Run's state shared by the receive loop and the handlers.
+type pipeline struct {
+	// handlerCtx is the handlers' context: it outlives Run's context and
+	// is cancelled, with cause errGraceOver, when the shutdown grace ends.
+	handlerCtx context.Context
+	// settleCtx is the parent of every settlement's context: never
+	// cancelled, each settlement has its own SettleTimeout.
+	settleCtx context.Context
+	// slots holds a token for every message between the moment the loop
+	// asks for it and the end of its Process phase: at most Concurrency.
+	slots chan struct{}
+	// settling holds a token for every settlement in progress: at most
+	// Concurrency. A handler takes one before it gives up its slot.
+	settling chan struct{}
+	// inflight counts the handler goroutines; Run waits for them.
+	inflight sync.WaitGroup
+}
+
 // Run receives and handles messages until ctx is cancelled, then shuts down
 // gracefully (see the package comment) and returns nil. It returns an error
 // only when receiving fails in a way that retrying cannot fix, such as a
@@ -240,6 +258,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// is cancelled only when the grace period ends.
 	handlerCtx, cancelHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelHandlers(nil)
+	p := &pipeline{
+		handlerCtx: handlerCtx,
+		settleCtx:  context.WithoutCancel(ctx),
+		slots:      make(chan struct{}, w.opts.Concurrency),
+		settling:   make(chan struct{}, w.opts.Concurrency),
+	}
 
 	// Receive calls outlive ctx by up to ReceiveDrain; without a drain
 	// they end with ctx itself, at once.
@@ -255,9 +279,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelRx()
 
 	stopSummary := w.startSummary()
-	slots := make(chan struct{}, w.opts.Concurrency)
-	var inflight sync.WaitGroup
-	err := w.receiveLoop(ctx, rx, handlerCtx, slots, &inflight)
+	err := w.receiveLoop(ctx, rx, p)
 	cancelRx()
 
 	begun := time.Now()
@@ -268,7 +290,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("shutdown: stopped receiving, draining in-flight handlers",
 		"why", why, "in_flight", w.inFlight.Load(), "grace", w.opts.ShutdownGrace.String())
 	done := make(chan struct{})
-	go func() { inflight.Wait(); close(done) }()
+	go func() { p.inflight.Wait(); close(done) }()
 	grace := time.NewTimer(w.opts.ShutdownGrace)
 	defer grace.Stop()
 	select {
@@ -285,18 +307,21 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // receiveLoop receives while ctx lives and the breaker lets it. It takes a
-// free handler slot before it asks for messages, so it never holds a message
-// (and lets its lock tick) that no handler can start on, and it never calls
-// ReceiveMessages once ctx has ended: that call would issue fresh link
-// credit at shutdown. Receive calls use rx, which ends ReceiveDrain after
-// ctx.
-func (w *Worker) receiveLoop(ctx, rx, handlerCtx context.Context, slots chan struct{}, inflight *sync.WaitGroup) error {
+// free handler slot before it asks for a message, so every message it
+// receives has a handler that starts on it at once (it never holds a
+// message, its lock ticking, that no handler can start on), and it asks
+// for as many messages as there are free slots. A slot frees as soon as its
+// handler's Process phase ends, before the settlement, so the next receive
+// overlaps the settlement's round trip. It never calls ReceiveMessages once
+// ctx has ended: that call would issue fresh link credit at shutdown.
+// Receive calls use rx, which ends ReceiveDrain after ctx.
+func (w *Worker) receiveLoop(ctx, rx context.Context, p *pipeline) error {
 	backoff := time.Duration(0)
 	failures := 0
 	var failingSince time.Time
 	for {
 		select {
-		case slots <- struct{}{}:
+		case p.slots <- struct{}{}:
 		case <-ctx.Done():
 			return nil
 		}
@@ -304,19 +329,19 @@ func (w *Worker) receiveLoop(ctx, rx, handlerCtx context.Context, slots chan str
 		// A select with a free slot and a done context may pick either:
 		// check ctx before every receive.
 		if !ok || ctx.Err() != nil {
-			<-slots
+			<-p.slots
 			grant.done()
 			return nil
 		}
 		n := 1
-		for n < grant.max && tryAcquire(slots) {
+		for n < grant.max && tryAcquire(p.slots) {
 			n++
 		}
 		msgs, err := w.r.ReceiveMessages(grant.ctx, n, nil)
 		cancelledByBreaker := grant.ctx.Err() != nil && ctx.Err() == nil
 		grant.done()
 		for i := len(msgs); i < n; i++ {
-			<-slots
+			<-p.slots
 		}
 		if grant.trial && len(msgs) == 0 {
 			w.breaker.trialUnused()
@@ -324,11 +349,8 @@ func (w *Worker) receiveLoop(ctx, rx, handlerCtx context.Context, slots chan str
 		for _, m := range msgs {
 			w.received.Add(1)
 			w.inFlight.Add(1)
-			inflight.Add(1)
-			go func() {
-				defer func() { w.inFlight.Add(-1); <-slots; inflight.Done() }()
-				w.handle(handlerCtx, m, grant.trial)
-			}()
+			p.inflight.Add(1)
+			go w.handle(p, m, grant.trial)
 		}
 		if err == nil || cancelledByBreaker {
 			if failures > 0 {
@@ -377,23 +399,70 @@ func fatalReceiveError(err error) bool {
 	return errors.As(err, &sbErr) && (sbErr.Code == azservicebus.CodeUnauthorizedAccess || sbErr.Code == azservicebus.CodeNotFound)
 }
 
-// handle processes one delivery under its own deadline, renews its lock while
-// the handler runs, and settles the result. trial marks the breaker's
-// half-open trial delivery.
-func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage, trial bool) {
+// handle runs one delivery through its two phases: process, holding a
+// handler slot (p.slots, taken by the receive loop), and settle, holding a
+// settlement slot instead. It takes the settlement slot before it gives up
+// the handler slot, so messages waiting to be settled hold handler slots
+// and the loop receives no more than it can settle; the lock stays renewed
+// until the settlement begins. trial marks the breaker's half-open trial
+// delivery. Observe is called last, after the settlement attempt.
+func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool) {
+	defer p.inflight.Done()
+	defer w.inFlight.Add(-1)
 	start := time.Now()
-	w.checkGrantedLock(m, start)
-	lctx, loseLock := context.WithCancelCause(ctx)
-	mctx, cancel := context.WithTimeout(lctx, w.opts.MessageTimeout)
-	var lost atomic.Bool
-	renewDone := make(chan struct{})
-	go func() {
-		defer close(renewDone)
-		if w.renewLock(mctx, m) {
-			lost.Store(true)
-			loseLock(errLockLost)
+	d := w.process(p.handlerCtx, m, trial)
+
+	p.settling <- struct{}{} // bounded: settlements end within SettleTimeout
+	<-p.slots
+	rep := d.stopRenewal()
+	if !rep.LockLost {
+		// Settlement has a deadline of its own: it runs even after the
+		// grace period cancelled the handler.
+		sctx, cancelSettle := context.WithTimeout(p.settleCtx, w.opts.SettleTimeout)
+		rep.SettleErr = w.settle(sctx, m, rep.Result)
+		cancelSettle()
+	}
+	<-p.settling
+
+	rep.Duration = time.Since(start)
+	w.record(m, rep)
+	if w.opts.Observe != nil {
+		w.opts.Observe(rep)
+	}
+}
+
+// delivery is one message between its Process phase and its settlement:
+// its result and the lock renewal that keeps running until stopRenewal.
+type delivery struct {
+	rep      Report
+	lost     atomic.Bool // the renewal found the lock lost
+	lctx     context.Context
+	loseLock context.CancelCauseFunc
+	renewal  *time.Timer    // starts renewing when the first renewal is due
+	renewing sync.WaitGroup // the renewal the timer started, if it did
+}
+
+// process is the Process phase of one delivery: it calls the handler under
+// its MessageTimeout, renews the lock meanwhile, feeds the breaker, and
+// waits out the retry backoff of a transient failure. The lock renewal goes
+// on after it returns, until stopRenewal.
+func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, trial bool) *delivery {
+	now := time.Now()
+	w.checkGrantedLock(m, now)
+	d := &delivery{}
+	d.lctx, d.loseLock = context.WithCancelCause(ctx)
+	// No goroutine waits for a renewal that most messages never need: the
+	// timer starts one when the first renewal is due.
+	d.renewing.Add(1)
+	d.renewal = time.AfterFunc(w.renewWait(m, now, now), func() {
+		defer d.renewing.Done()
+		if w.renewLock(d.lctx, m, now) {
+			d.lost.Store(true)
+			d.loseLock(errLockLost)
 		}
-	}()
+	})
+	mctx, cancel := context.WithTimeout(d.lctx, w.opts.MessageTimeout)
+	defer cancel()
 
 	om := order.Message{ID: m.MessageID, Subject: deref(m.Subject), Body: m.Body, DeliveryCount: m.DeliveryCount}
 	if m.SequenceNumber != nil {
@@ -403,27 +472,25 @@ func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage, tr
 	// A result reached after the grace or a lost lock cancelled the handler
 	// says nothing about the dependencies.
 	cutOff := res.Outcome == order.Transient && errors.Is(context.Cause(mctx), errGraceOver)
-	w.breaker.record(res, trial, !cutOff && !lost.Load() && !errors.Is(context.Cause(mctx), errLockLost))
-	if res.Outcome == order.Transient && !lost.Load() {
+	lost := d.lost.Load() || errors.Is(context.Cause(mctx), errLockLost)
+	w.breaker.record(res, trial, !cutOff && !lost)
+	if res.Outcome == order.Transient && !lost {
 		w.backoff(mctx, m.DeliveryCount)
 	}
-	cancel()
-	loseLock(nil)
-	<-renewDone
+	d.rep = Report{MessageID: m.MessageID, DeliveryCount: m.DeliveryCount, Result: res, CutOff: cutOff}
+	return d
+}
 
-	rep := Report{MessageID: m.MessageID, DeliveryCount: m.DeliveryCount, Result: res, LockLost: lost.Load(), CutOff: cutOff}
-	if !rep.LockLost {
-		// Settlement has a deadline of its own: it runs even after the
-		// grace period cancelled the handler.
-		sctx, cancelSettle := context.WithTimeout(context.WithoutCancel(ctx), w.opts.SettleTimeout)
-		rep.SettleErr = w.settle(sctx, m, res)
-		cancelSettle()
+// stopRenewal ends the lock renewal and returns the delivery's report,
+// LockLost set when the renewal found the lock lost.
+func (d *delivery) stopRenewal() Report {
+	d.loseLock(nil) // ends a renewal in progress (a lost lock keeps its cause)
+	if d.renewal.Stop() {
+		d.renewing.Done() // the timer had not fired: no renewal will start
 	}
-	rep.Duration = time.Since(start)
-	w.record(m, rep)
-	if w.opts.Observe != nil {
-		w.opts.Observe(rep)
-	}
+	d.renewing.Wait()
+	d.rep.LockLost = d.lost.Load()
+	return d.rep
 }
 
 // settle is the one place where an outcome becomes a settlement.
