@@ -32,7 +32,9 @@ func (f HandlerFunc) Process(ctx context.Context, m order.Message) order.Result 
 
 // Options configure a Worker. The zero value of each field selects its default.
 type Options struct {
-	// Concurrency bounds the handlers running at once. Default 8.
+	// Concurrency bounds the handlers running at once, and separately the
+	// settlements in progress: at most 2*Concurrency messages are received
+	// and not yet settled (see the package documentation). Default 8.
 	Concurrency int
 	// LockDuration is the queue's lock duration. A handler's lock is renewed
 	// when half of the time left until the message's LockedUntil has passed,
