@@ -3,6 +3,8 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -104,10 +106,10 @@ func (r *benchReceiver) RenewMessageLock(context.Context, *azservicebus.Received
 }
 
 // runBench runs a worker on r with h until r has seen b.N settlements and
-// returns when that was.
-func runBench(b *testing.B, r *benchReceiver, h worker.Handler, concurrency int) (done time.Time) {
+// returns when that was. A nil logger discards.
+func runBench(b *testing.B, r *benchReceiver, h worker.Handler, concurrency int, logger *slog.Logger) (done time.Time) {
 	b.Helper()
-	w, err := worker.New(r, h, nil, worker.Options{Concurrency: concurrency, RetryBackoff: -1, ReceiveDrain: -1, SummaryInterval: -1})
+	w, err := worker.New(r, h, logger, worker.Options{Concurrency: concurrency, RetryBackoff: -1, ReceiveDrain: -1, SummaryInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -127,18 +129,29 @@ func runBench(b *testing.B, r *benchReceiver, h worker.Handler, concurrency int)
 
 // BenchmarkWorkerOverhead measures the worker's own cost per message (one
 // op is one message received, handled and completed): the receiver and the
-// handler cost next to nothing, the logger discards (a nil logger), so
-// ns/op and allocs/op are the receive loop's, handle's and settle's.
+// handler cost next to nothing, so ns/op and allocs/op are the receive
+// loop's, handle's and settle's. With logger=discard (a nil logger) the
+// per-delivery log record is not built; logger=json writes it, as
+// orderworker does at INFO, to io.Discard.
 func BenchmarkWorkerOverhead(b *testing.B) {
-	for _, c := range []int{1, 8} {
-		b.Run(fmt.Sprint("concurrency=", c), func(b *testing.B) {
-			b.ReportAllocs()
-			r := newBenchReceiver(b.N, 4*c+4, 0, 0)
-			h := worker.HandlerFunc(func(_ context.Context, m order.Message) order.Result {
-				return order.Result{Outcome: order.Created, OrderID: m.ID}
+	loggers := []struct {
+		name string
+		l    *slog.Logger
+	}{
+		{"discard", nil},
+		{"json", slog.New(slog.NewJSONHandler(io.Discard, nil))},
+	}
+	for _, lg := range loggers {
+		for _, c := range []int{1, 8} {
+			b.Run(fmt.Sprintf("logger=%s/concurrency=%d", lg.name, c), func(b *testing.B) {
+				b.ReportAllocs()
+				r := newBenchReceiver(b.N, 4*c+4, 0, 0)
+				h := worker.HandlerFunc(func(_ context.Context, m order.Message) order.Result {
+					return order.Result{Outcome: order.Created, OrderID: m.ID}
+				})
+				runBench(b, r, h, c, lg.l)
 			})
-			runBench(b, r, h, c)
-		})
+		}
 	}
 }
 
@@ -168,7 +181,7 @@ func BenchmarkWorkerThroughput(b *testing.B) {
 				time.Sleep(benchStoreLatency)
 				return order.Result{Outcome: order.Created, OrderID: m.ID}
 			})
-			elapsed := runBench(b, r, h, c).Sub(begun)
+			elapsed := runBench(b, r, h, c, nil).Sub(begun)
 			if elapsed <= 0 {
 				return
 			}

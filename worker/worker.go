@@ -114,7 +114,7 @@ type Report struct {
 	MessageID     string
 	DeliveryCount uint32
 	Result        order.Result
-	LockLost      bool  // the lock was lost while handling: no settlement was attempted
+	LockLost      bool  // the lock was lost while handling or waiting to be settled: no settlement was attempted
 	CutOff        bool  // the shutdown grace cancelled the handler; the message was abandoned
 	SettleErr     error // the settlement error, if settlement failed
 	Duration      time.Duration
