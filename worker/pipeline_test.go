@@ -180,3 +180,54 @@ func TestLockRenewedWhileWaitingToSettle(t *testing.T) {
 		}
 	})
 }
+
+// TestShutdownSettlesWhatWaitsForASettlementSlot: a message processed before
+// the shutdown grace ended and still waiting for a settlement slot when it
+// ends is settled with its own outcome, not cut off, and Run returns only
+// after that settlement and its report.
+func TestShutdownSettlesWhatWaitsForASettlementSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFakeReceiver("slow-settle", "waits")
+		r.completeErr = func(m *azservicebus.ReceivedMessage) error {
+			if m.MessageID == "slow-settle" {
+				time.Sleep(10 * time.Second) // within SettleTimeout, past the grace
+			}
+			return nil
+		}
+		var mu sync.Mutex
+		var reports []worker.Report
+		h := &seenHandler{}
+		w := newWorker(t, r, h, worker.Options{Concurrency: 1, SummaryInterval: -1, ShutdownGrace: time.Second,
+			Observe: func(rep worker.Report) { mu.Lock(); reports = append(reports, rep); mu.Unlock() }})
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		synctest.Wait() // slow-settle settling, waits processed and waiting for the slot
+		if got := h.ids(); !slices.Equal(got, []string{"slow-settle", "waits"}) {
+			t.Fatalf("handled %v before shutdown, want [slow-settle waits]", got)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		// Run has returned: both settlements and both reports must be in.
+		for _, id := range []string{"slow-settle", "waits"} {
+			if got := r.settlements(id); len(got) != 1 || got[0].kind != "complete" {
+				t.Errorf("%s settled %+v, want one complete", id, got)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(reports) != 2 {
+			t.Fatalf("%d reports, want 2", len(reports))
+		}
+		for _, rep := range reports {
+			if rep.CutOff || rep.LockLost || rep.SettleErr != nil || rep.Result.Outcome != order.Created {
+				t.Errorf("report %+v, want a completed Created", rep)
+			}
+		}
+		if s := w.Stats(); s.CutOff != 0 || s.Created != 2 {
+			t.Errorf("stats = %+v, want 2 created, none cut off", s)
+		}
+	})
+}
