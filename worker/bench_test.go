@@ -115,11 +115,17 @@ func runBench(b *testing.B, r *benchReceiver, h worker.Handler, concurrency int,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
+	cpu0, cpuOK := processCPU()
 	b.ResetTimer()
 	go func() { errc <- w.Run(ctx) }()
 	<-r.done
 	b.StopTimer()
 	done = time.Now()
+	if cpu1, ok := processCPU(); ok && cpuOK {
+		// CPU time rather than wall time: on a machine shared with other
+		// work it still says what the worker costs.
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+	}
 	cancel()
 	if err := <-errc; err != nil {
 		b.Fatal(err)
