@@ -37,8 +37,10 @@
 //     for a settlement slot), and that wait is bounded because every
 //     settlement ends within SettleTimeout.
 //
-// A message's lock is renewed from its receipt until its settlement begins,
-// through the wait for a settlement slot. The renewal stops when the
+// A message's lock is renewed from its receipt until its settlement begins:
+// during the Process phase until MessageTimeout (a handler that ignores its
+// deadline loses the lock rather than hold the message for good), and again
+// while it waits for a settlement slot. The renewal stops when the
 // settlement starts (a renewal racing a completion would report the lock of
 // a completed message lost); by then the lock has about half of its
 // duration left or more (see Lock renewal), more than the default
@@ -47,8 +49,8 @@
 // duplicate the handler's idempotency absorbs.
 //
 // Per message the worker starts one goroutine, which runs both phases; lock
-// renewal uses a timer that starts a goroutine only when the first renewal
-// is due. Observe is called on that goroutine after the settlement attempt.
+// renewal uses a timer that starts a goroutine only when a renewal is due.
+// Observe is called on that goroutine after the settlement attempt.
 //
 // # Delivery contract
 //

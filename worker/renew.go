@@ -12,15 +12,16 @@ import (
 const minRenewWait = 100 * time.Millisecond
 
 // renewLock keeps m's lock until ctx ends and reports whether the lock was
-// lost. It is called when the first renewal is due (see renewWait; last is
-// the receipt) and renews at once, then when half of the time left until
+// lost. It is called when the next renewal is due (see renewWait; *last is
+// the receipt or the last successful renewal, which it updates) and renews
+// at once, then when half of the time left until
 // m.LockedUntil has passed, reading LockedUntil again after every renewal
 // (the SDK's RenewMessageLock updates it), so the queue's real lock
 // duration sets the pace whatever the configuration says. It never waits
 // longer than half the configured LockDuration after the last renewal
 // either, which bounds the damage of a skewed clock; without LockedUntil
 // that is the only rule.
-func (w *Worker) renewLock(ctx context.Context, m *azservicebus.ReceivedMessage, last time.Time) bool {
+func (w *Worker) renewLock(ctx context.Context, m *azservicebus.ReceivedMessage, last *time.Time) bool {
 	var t *time.Timer
 	for {
 		if ctx.Err() != nil {
@@ -31,7 +32,7 @@ func (w *Worker) renewLock(ctx context.Context, m *azservicebus.ReceivedMessage,
 		switch {
 		case err == nil:
 			w.renewed.Add(1)
-			last = now
+			*last = now
 			w.checkGrantedLock(m, now)
 		case isLockLost(err):
 			return true
@@ -41,7 +42,7 @@ func (w *Worker) renewLock(ctx context.Context, m *azservicebus.ReceivedMessage,
 			w.renewFailed.Add(1)
 			w.log.Warn("lock renewal failed; will try again", "message_id", m.MessageID, "error", err)
 		}
-		wait := w.renewWait(m, last, time.Now())
+		wait := w.renewWait(m, *last, time.Now())
 		if t == nil {
 			t = time.NewTimer(wait)
 			defer t.Stop()

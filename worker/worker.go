@@ -405,18 +405,18 @@ func fatalReceiveError(err error) bool {
 // handler slot (p.slots, taken by the receive loop), and settle, holding a
 // settlement slot instead. It takes the settlement slot before it gives up
 // the handler slot, so messages waiting to be settled hold handler slots
-// and the loop receives no more than it can settle; the lock stays renewed
-// until the settlement begins. trial marks the breaker's half-open trial
-// delivery. Observe is called last, after the settlement attempt.
+// and the loop receives no more than it can settle. trial marks the
+// breaker's half-open trial delivery. Observe is called last, after the
+// settlement attempt.
 func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool) {
 	defer p.inflight.Done()
 	defer w.inFlight.Add(-1)
 	start := time.Now()
 	d := w.process(p.handlerCtx, m, trial)
 
-	p.settling <- struct{}{} // bounded: settlements end within SettleTimeout
+	w.waitToSettle(p, d)
 	<-p.slots
-	rep := d.stopRenewal()
+	rep := d.rep
 	if !rep.LockLost {
 		// Settlement has a deadline of its own: it runs even after the
 		// grace period cancelled the handler.
@@ -433,38 +433,20 @@ func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool
 	}
 }
 
-// delivery is one message between its Process phase and its settlement:
-// its result and the lock renewal that keeps running until stopRenewal.
-type delivery struct {
-	rep      Report
-	lost     atomic.Bool // the renewal found the lock lost
-	lctx     context.Context
-	loseLock context.CancelCauseFunc
-	renewal  *time.Timer    // starts renewing when the first renewal is due
-	renewing sync.WaitGroup // the renewal the timer started, if it did
-}
-
 // process is the Process phase of one delivery: it calls the handler under
-// its MessageTimeout, renews the lock meanwhile, feeds the breaker, and
-// waits out the retry backoff of a transient failure. The lock renewal goes
-// on after it returns, until stopRenewal.
+// its MessageTimeout, renews the lock meanwhile (until that deadline: a
+// handler that ignores it loses the lock, and the message goes to another
+// consumer), feeds the breaker, and waits out the retry backoff of a
+// transient failure.
 func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, trial bool) *delivery {
 	now := time.Now()
 	w.checkGrantedLock(m, now)
-	d := &delivery{}
-	d.lctx, d.loseLock = context.WithCancelCause(ctx)
-	// No goroutine waits for a renewal that most messages never need: the
-	// timer starts one when the first renewal is due.
-	d.renewing.Add(1)
-	d.renewal = time.AfterFunc(w.renewWait(m, now, now), func() {
-		defer d.renewing.Done()
-		if w.renewLock(d.lctx, m, now) {
-			d.lost.Store(true)
-			d.loseLock(errLockLost)
-		}
-	})
-	mctx, cancel := context.WithTimeout(d.lctx, w.opts.MessageTimeout)
+	d := &delivery{w: w, m: m, last: now}
+	lctx, loseLock := context.WithCancelCause(ctx)
+	defer loseLock(nil)
+	mctx, cancel := context.WithTimeout(lctx, w.opts.MessageTimeout)
 	defer cancel()
+	d.renew(mctx, loseLock)
 
 	om := order.Message{ID: m.MessageID, Subject: deref(m.Subject), Body: m.Body, DeliveryCount: m.DeliveryCount}
 	if m.SequenceNumber != nil {
@@ -479,20 +461,69 @@ func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, t
 	if res.Outcome == order.Transient && !lost {
 		w.backoff(mctx, m.DeliveryCount)
 	}
-	d.rep = Report{MessageID: m.MessageID, DeliveryCount: m.DeliveryCount, Result: res, CutOff: cutOff}
+	cancel()
+	d.stopRenewal()
+	d.rep = Report{MessageID: m.MessageID, DeliveryCount: m.DeliveryCount, Result: res, LockLost: d.lost.Load(), CutOff: cutOff}
 	return d
 }
 
-// stopRenewal ends the lock renewal and returns the delivery's report,
-// LockLost set when the renewal found the lock lost.
-func (d *delivery) stopRenewal() Report {
-	d.loseLock(nil) // ends a renewal in progress (a lost lock keeps its cause)
-	if d.renewal.Stop() {
+// waitToSettle takes a settlement slot for d. When none is free it waits,
+// renewing d's lock, until one is; the wait is bounded, since every
+// settlement ends within SettleTimeout. A lock lost meanwhile sets
+// d.rep.LockLost.
+func (w *Worker) waitToSettle(p *pipeline, d *delivery) {
+	if tryAcquire(p.settling) {
+		return
+	}
+	if d.rep.LockLost { // no lock to keep
+		p.settling <- struct{}{}
+		return
+	}
+	rctx, stop := context.WithCancelCause(p.handlerCtx)
+	d.renew(rctx, stop)
+	p.settling <- struct{}{}
+	stop(nil)
+	d.stopRenewal()
+	d.rep.LockLost = d.lost.Load()
+}
+
+// delivery is one message being handled, with the state its lock renewal
+// shares with the handler.
+type delivery struct {
+	w    *Worker
+	m    *azservicebus.ReceivedMessage
+	rep  Report      // set at the end of the Process phase
+	lost atomic.Bool // a renewal found the lock lost
+	// last is the receipt or the last successful renewal. A renewal
+	// updates it while it runs; the handler reads it only between
+	// stopRenewal and the next renew.
+	last     time.Time
+	timer    *time.Timer    // starts the renewal when the next renewal is due
+	renewing sync.WaitGroup // the renewal the timer started, if it did
+}
+
+// renew keeps d's lock while ctx lives: a timer starts the renewal when the
+// next one is due (so no goroutine waits for a renewal that most messages
+// never need), and lose is called with errLockLost when the lock is found
+// lost. Every renew is followed by stopRenewal once ctx has ended.
+func (d *delivery) renew(ctx context.Context, lose context.CancelCauseFunc) {
+	d.renewing.Add(1)
+	d.timer = time.AfterFunc(d.w.renewWait(d.m, d.last, time.Now()), func() {
+		defer d.renewing.Done()
+		if d.w.renewLock(ctx, d.m, &d.last) {
+			d.lost.Store(true)
+			lose(errLockLost)
+		}
+	})
+}
+
+// stopRenewal waits until the renewal renew started has returned; the
+// context given to renew must have ended.
+func (d *delivery) stopRenewal() {
+	if d.timer.Stop() {
 		d.renewing.Done() // the timer had not fired: no renewal will start
 	}
 	d.renewing.Wait()
-	d.rep.LockLost = d.lost.Load()
-	return d.rep
 }
 
 // settle is the one place where an outcome becomes a settlement.
