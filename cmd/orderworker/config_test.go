@@ -236,7 +236,7 @@ func TestShutdownStagesAreLogged(t *testing.T) {
 	}
 	<-cli.Force(ctx).Done()
 	// AfterFunc runs the log calls in goroutines of their own: wait for both lines.
-	for !strings.Contains(logs.String(), "stopping at once") {
+	for !strings.Contains(logs.String(), "stopping at once") || !strings.Contains(logs.String(), "shutting down: draining") {
 		runtime.Gosched()
 	}
 	for _, want := range []string{"level=WARN msg=\"shutting down: draining", `cause="interrupt signal received"`, "shutdown_grace=30s",
