@@ -220,7 +220,6 @@ func TestDeadLetterTool(t *testing.T) {
 		}
 	})
 
-
 	t.Run("dry run changes nothing", func(t *testing.T) {
 		out, err := s.orderctl("dlq", "resubmit", "-reason", "MaxDeliveryCountExceeded")
 		if err == nil {
