@@ -409,6 +409,7 @@ func (d *dlq) act(ctx context.Context, c config, w io.Writer) error {
 	now := d.now()
 	sel := newSelector(c)
 	var plans []plan
+	resubmitting := map[string]bool{}
 	for _, m := range msgs {
 		if !sel.match(m, now) {
 			continue
@@ -416,6 +417,12 @@ func (d *dlq) act(ctx context.Context, c config, w io.Writer) error {
 		p := plan{m: m}
 		if c.Verb == "resubmit" {
 			p = c.resubmitPlan(m, now)
+			if resubmitting[m.MessageID] {
+				// The first copy's send starts the window again.
+				p.refused = append(p.refused, "another copy of this MessageId is resubmitted in this pass, and the broker would drop this one as its duplicate: purge it, or resubmit it after the window")
+			} else if len(p.refused) == 0 {
+				resubmitting[m.MessageID] = true
+			}
 		}
 		plans = append(plans, p)
 	}

@@ -104,12 +104,21 @@ func (s *stack) deadLetter(id string, body []byte, reason, desc string, props ma
 		s.t.Fatal(err)
 	}
 	defer r.Close(ctx)
-	msgs, err := r.ReceiveMessages(ctx, 1, nil)
-	if err != nil || len(msgs) != 1 || msgs[0].MessageID != id {
+	queued, _ := s.counts()
+	msgs, err := r.ReceiveMessages(ctx, queued, nil)
+	if err != nil || len(msgs) != queued {
 		s.t.Fatalf("receive %s: %v %v", id, msgs, err)
 	}
-	if err := r.DeadLetterMessage(ctx, msgs[0], &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &desc}); err != nil {
-		s.t.Fatal(err)
+	for _, m := range msgs {
+		if m.MessageID != id {
+			if err := r.AbandonMessage(ctx, m, nil); err != nil {
+				s.t.Fatal(err)
+			}
+			continue
+		}
+		if err := r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &desc}); err != nil {
+			s.t.Fatal(err)
+		}
 	}
 }
 
@@ -266,18 +275,33 @@ func TestDeadLetterTool(t *testing.T) {
 		mustContain(t, "forced", out, "WARNING dlq-000003", "-force: sending anyway", "sent dlq-000003", "OriginalEnqueuedTime="+old, "ResubmissionCount=1")
 	})
 
+	t.Run("two copies of one id: the second is refused", func(t *testing.T) {
+		for range 2 {
+			s.deadLetter("dlq-twice", ordergen.Body(gen.Order(20), s.clock.Now(), ""), "MaxDeliveryCountExceeded", "", nil)
+			s.clock.Advance(defaultDuplicateWindow + time.Minute)
+		}
+		out, err := s.orderctl("dlq", "resubmit", "dlq-twice", "-yes")
+		if err == nil {
+			t.Error("resubmit with a refusal succeeded")
+		}
+		mustContain(t, "two copies", out, "another copy of this MessageId is resubmitted in this pass", "resubmitted 1 of 1")
+		if n := strings.Count(out, "sent dlq-twice"); n != 1 {
+			t.Errorf("sent %d copies of dlq-twice, want 1:\n%s", n, out)
+		}
+	})
+
 	t.Run("purge", func(t *testing.T) {
 		out, err := s.orderctl("dlq", "purge", "-older-than", "3h")
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustContain(t, "purge -older-than", out, "0 of 2 messages selected")
+		mustContain(t, "purge -older-than", out, "0 of 3 messages selected")
 		out, err = s.orderctl("dlq", "purge", "-reason", order.ReasonInvalidMessage)
 		if err != nil {
 			t.Fatal(err)
 		}
 		mustContain(t, "purge dry run", out, "would purge dlq-bad")
-		if _, d := s.counts(); d != 2 {
+		if _, d := s.counts(); d != 3 {
 			t.Errorf("a dry-run purge removed messages: %d left", d)
 		}
 		out, err = s.orderctl("dlq", "purge", "-reason", order.ReasonInvalidMessage, "-yes")
@@ -289,7 +313,7 @@ func TestDeadLetterTool(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustContain(t, "purge -all", out, "purged dlq-000000", "purged 1 of 1")
+		mustContain(t, "purge -all", out, "purged dlq-000000", "purged dlq-twice", "purged 2 of 2")
 		if _, d := s.counts(); d != 0 {
 			t.Errorf("%d messages left after purge -all", d)
 		}
