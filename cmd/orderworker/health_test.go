@@ -263,3 +263,130 @@ func (p *cutProxy) setMode(m proxyMode) {
 	}
 	p.mode = m
 }
+
+// TestReadinessFollowsTheReceiver runs the real run() with the test broker
+// behind a TCP proxy: cutting it makes receives fail, and /readyz says the
+// receiver is not connected until a peek through the restored link works.
+func TestReadinessFollowsTheReceiver(t *testing.T) {
+	cosmium := cosmiumtest.Start(t)
+	ns := sbqueue.NewNamespace(sbqueue.RealClock())
+	if _, err := ns.CreateQueue("orders", sbqueue.QueueOptions{LockDuration: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	broker := sbbroker.New(ns, sbbroker.Options{})
+	if err := broker.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { broker.Close() })
+	proxy := newTCPProxy(t, broker.Addr().String())
+	healthAddr := freeAddr(t)
+	env := envOf(map[string]string{
+		"SERVICEBUS_CONNECTION_STRING": strings.Replace(broker.ConnectionString(), broker.Addr().String(), proxy.addr(), 1),
+		"SERVICEBUS_QUEUE":             "orders", "SERVICEBUS_LOCK_DURATION": "5s",
+		"COSMOS_ENDPOINT": cosmium.Endpoint, "COSMOS_KEY": cosmium.Key, "COSMOS_CREATE_CONTAINER": "true",
+		"WORKER_HEALTH_ADDR": healthAddr, "LOG_FORMAT": "json",
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, env, io.Discard, &logs) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if t.Failed() {
+			t.Logf("worker logs:\n%s", logs.String())
+		}
+	})
+	deadline, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer stop()
+	waitFor := func(what string, code int, body string) {
+		t.Helper()
+		var c int
+		var b string
+		for {
+			c, b = 0, ""
+			if resp, err := http.Get("http://" + healthAddr + "/readyz"); err == nil {
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				c, b = resp.StatusCode, string(raw)
+			}
+			if c == code && strings.Contains(b, body) {
+				return
+			}
+			select {
+			case <-deadline.Done():
+				t.Fatalf("%s: /readyz last answered %d %q", what, c, b)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	waitFor("ready", 200, "ok receiver")
+	proxy.cut(true)
+	waitFor("not ready while the broker is unreachable", 503, "fail receiver: receive failed")
+	proxy.cut(false)
+	waitFor("ready again", 200, "ok receiver")
+}
+
+// tcpProxy forwards TCP connections to a target unless cut; cutting closes
+// every open connection and refuses new ones (accepts and closes them).
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	isCut  bool
+	conns  map[net.Conn]struct{}
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	t.Cleanup(func() { ln.Close(); p.cut(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.forward(c)
+		}
+	}()
+	return p
+}
+
+func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *tcpProxy) cut(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isCut = on
+	if on {
+		for c := range p.conns {
+			c.Close()
+		}
+		clear(p.conns)
+	}
+}
+
+func (p *tcpProxy) forward(c net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.isCut {
+		p.mu.Unlock()
+		c.Close()
+		up.Close()
+		return
+	}
+	p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	go func() { io.Copy(up, c); up.Close() }()
+	io.Copy(c, up)
+	c.Close()
+}
