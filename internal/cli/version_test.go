@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -36,3 +37,12 @@ func TestVersion(t *testing.T) {
 }
 
 func splitArgs(s string) []string { return strings.Fields(s) }
+
+// A command's -version line, from the build information the go command
+// embeds (debug.ReadBuildInfo in PrintVersion).
+func ExampleVersion() {
+	info := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/idempotent-consumer/sbcosmos", Version: "v0.3.0"},
+		Settings: []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "6b2bbbb"}, {Key: "GOOS", Value: "linux"}, {Key: "GOARCH", Value: "amd64"}}}
+	fmt.Println(cli.Version("orderworker", info, true))
+	// Output: orderworker github.com/idempotent-consumer/sbcosmos v0.3.0 git revision 6b2bbbb go1.26.0 linux/amd64
+}
