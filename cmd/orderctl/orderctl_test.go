@@ -225,6 +225,13 @@ func TestDeadLetterTool(t *testing.T) {
 		if strings.Contains(out, "customerId ") {
 			t.Errorf("show reports a field that did not change:\n%s", out)
 		}
+		endpoint := s.env["COSMOS_ENDPOINT"]
+		delete(s.env, "COSMOS_ENDPOINT")
+		out, err = s.orderctl("dlq", "show", reused.OrderID)
+		s.env["COSMOS_ENDPOINT"] = endpoint
+		if err != nil || !strings.Contains(out, "set COSMOS_ENDPOINT (-cosmos-endpoint) to compare it with the stored order") || strings.Contains(out, "FIELD") {
+			t.Errorf("show without Cosmos DB = %v:\n%s", err, out)
+		}
 		if _, err := s.orderctl("dlq", "show", "no-such-id"); err == nil {
 			t.Error("show of a missing id succeeded")
 		}
