@@ -85,8 +85,8 @@ EOF
 
 build() {
 	mkdir -p "$bin"
-	echo "building orderworker, orderproducer, paymentservice, sbbroker into $bin"
-	(cd "$root" && go build -o "$bin" ./cmd/orderworker ./cmd/orderproducer ./cmd/paymentservice ./test/sbbroker/cmd/sbbroker)
+	echo "building orderworker, orderproducer, orderctl, paymentservice, sbbroker into $bin"
+	(cd "$root" && go build -o "$bin" ./cmd/orderworker ./cmd/orderproducer ./cmd/orderctl ./cmd/paymentservice ./test/sbbroker/cmd/sbbroker)
 	if [[ -n ${COSMIUM_BIN:-} ]]; then
 		cp "$COSMIUM_BIN" "$bin/cosmium" # a prebuilt one, as internal/cosmiumtest accepts
 	elif [[ ! -x $bin/cosmium ]]; then

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
@@ -41,6 +42,7 @@ type config struct {
 	MessageTimeout  time.Duration
 	ShutdownGrace   time.Duration
 	SummaryInterval time.Duration
+	HealthAddr      string // listen address of /livez, /readyz, /startupz (and /metrics); empty: no listener
 
 	cli.Logging
 }
@@ -87,6 +89,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Duration(&c.MessageTimeout, "message-timeout", "WORKER_MESSAGE_TIMEOUT", 0, "deadline of one message's handling; 0 means 80% of the lock duration")
 	env.Duration(&c.ShutdownGrace, "shutdown-grace", "WORKER_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight messages may finish after SIGTERM")
 	env.Duration(&c.SummaryInterval, "summary-interval", "WORKER_SUMMARY_INTERVAL", 30*time.Second, "how often to log a summary of outcomes")
+	env.String(&c.HealthAddr, "health-addr", "WORKER_HEALTH_ADDR", "", "listen address of the health probes /livez, /readyz and /startupz, such as :8080 (what the Container App's probes use); empty: no listener")
 	c.Logging.Define(env)
 	fs.Usage = func() { usage(fs) }
 	err := env.Parse(args)
@@ -116,6 +119,7 @@ after it, so the variables that azd writes are enough to run in Azure.
 In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a managed identity)
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_CREATE_CONTAINER=true
 No Azure:     orderworker -simulate runs everything in-process under injected faults (-simulate -h)
+Version:      orderworker -version prints the module version, VCS revision and Go version
 
 Durations: Go (90s, 1h30m), days (35d, 1d12h) or ISO 8601 (PT1M, P14D).
 
@@ -182,6 +186,11 @@ func (c *config) Validate() error {
 		}
 		if err := c.horizon().CheckRetention(c.InboxTTL); err != nil {
 			errs = append(errs, fmt.Errorf("WORKER_INBOX_TTL (-inbox-ttl): %w", err))
+		}
+	}
+	if c.HealthAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HealthAddr); err != nil {
+			errs = append(errs, fmt.Errorf("WORKER_HEALTH_ADDR (-health-addr) %q is not host:port (such as :8080): %w", c.HealthAddr, err))
 		}
 	}
 	if c.ShutdownGrace <= 0 {
@@ -263,5 +272,6 @@ func (c config) LogValue() slog.Value {
 		slog.Int("concurrency", c.Concurrency),
 		slog.String("message_timeout", cli.FormatDuration(c.MessageTimeout)),
 		slog.String("shutdown_grace", cli.FormatDuration(c.ShutdownGrace)),
+		slog.String("health_addr", c.HealthAddr),
 	)...)
 }

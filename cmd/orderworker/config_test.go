@@ -90,6 +90,8 @@ func TestConfig(t *testing.T) {
 			"SharedAccessKey", "COSMOS_ENDPOINT (-cosmos-endpoint)", "PAYMENTS_URL (-payments-url)",
 			"SERVICEBUS_LOCK_DURATION", "WORKER_SHUTDOWN_GRACE: \"P213504D\"",
 		}},
+		{name: "health address that is not host:port", env: with("WORKER_HEALTH_ADDR", "8080"),
+			wantErr: []string{`WORKER_HEALTH_ADDR (-health-addr) "8080" is not host:port`}},
 		{name: "namespace that is not a host", env: with("SERVICEBUS_NAMESPACE", "https://sb-x.servicebus.windows.net/orders"),
 			wantErr: []string{"SERVICEBUS_NAMESPACE (-namespace)"}},
 		{name: "days notation of the docs", env: with("WORKER_INBOX_TTL", "35d", "WORKER_SHUTDOWN_GRACE", "1d12h"), check: func(t *testing.T, c config) {

@@ -29,6 +29,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if rest, ok := simulateArgs(args); ok {
 		return runSimulation(ctx, rest, stdout, stderr)
 	}
+	if versionArgs(args) {
+		return printVersion(stdout)
+	}
 	fs := flag.NewFlagSet("orderworker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg, err := parseConfig(fs, args, getenv)
@@ -47,6 +50,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		logger.Info(n)
 	}
 	defer logShutdownStages(ctx, logger, cfg.ShutdownGrace)()
+	hs, err := startHealth(cfg, nil, logger)
+	if err != nil {
+		return err
+	}
+	defer hs.stop(ctx)
 
 	store, err := openStore(ctx, cfg, logger)
 	if err != nil {
@@ -65,12 +73,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer closeWithTimeout(ctx, logger, "receiver", receiver.Close)
+	peek := func(ctx context.Context) error { return peekQueue(ctx, receiver) }
+	if err := peek(ctx); err != nil {
+		return fmt.Errorf("start-up check of queue %q: %w", cfg.Queue, err)
+	}
 
 	handler, probe, err := newHandler(cfg, store)
 	if err != nil {
 		return err
 	}
-	w, err := worker.New(receiver, handler, logger, worker.Options{
+	w, err := worker.New(receiver, hs.track(handler), logger, worker.Options{
 		Concurrency:     cfg.Concurrency,
 		LockDuration:    cfg.LockDuration,
 		MessageTimeout:  cfg.MessageTimeout,
@@ -86,7 +98,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	err = cli.RunUntilForced(ctx, w.Run)
+	hs.watch(w, peek)
+	hs.started()
+	wctx, stopWorker := hs.drainFirst(ctx)
+	defer stopWorker()
+	err = cli.RunUntilForced(wctx, w.Run)
 	if errors.Is(err, cli.ErrForced) {
 		logger.Error("orderworker stopped at once: in-flight messages were not settled; their locks lapse and they are redelivered", "error", err)
 		return err

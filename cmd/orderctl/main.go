@@ -1,0 +1,33 @@
+// Command orderctl is the operator's tool for the orders queue's dead-letter
+// queue (<queue>/$DeadLetterQueue):
+//
+//	orderctl dlq list                  counts by reason and age (peeks only)
+//	orderctl dlq show ID               one message, and for OrderIdReused the diff with the stored order
+//	orderctl dlq resubmit ID...|-reason R|-all [-yes] [-force-window] [-force]
+//	orderctl dlq purge ID...|-reason R|-all|-older-than D [-yes]
+//
+// It reads the settings orderworker reads (SERVICEBUS_*, COSMOS_*,
+// WORKER_RESUBMISSION_HORIZON, WORKER_INBOX_*), each overridable by a flag,
+// and works against Azure (Entra ID), the official emulator and the
+// project's test broker (a connection string). resubmit and purge are dry
+// runs unless -yes is given; resubmit sends before it completes the
+// dead-letter copy, refuses inside the queue's duplicate-detection window
+// and past the resubmission horizon, and prints exactly what it sent. A
+// mistake on the command line exits 2, a refusal or failure 1.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(cli.Exit("orderctl", err, os.Stderr))
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+)
+
+// run is the whole program; main supplies the process's context, arguments,
+// environment and output streams. -h and -version return nil, a command line
+// mistake a *cli.UsageError.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return runAt(ctx, args, getenv, stdout, stderr, time.Now)
+}
+
+// runAt is run with the clock that ages and windows are measured on.
+func runAt(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, now func() time.Time) error {
+	if cli.VersionArg(args) {
+		return cli.PrintVersion(stdout, "orderctl")
+	}
+	fs := flag.NewFlagSet("orderctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg, err := parseConfig(fs, args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	client, err := cfg.ServiceBus.NewClient()
+	if err != nil {
+		return err
+	}
+	defer closeBounded(client.Close)
+	d := &dlq{client: client, queue: cfg.Queue, now: now}
+	switch cfg.Verb {
+	case "list":
+		return d.list(ctx, stdout)
+	case "show":
+		var store orderReader
+		if cfg.CosmosEndpoint != "" {
+			s, err := openStore(cfg)
+			if err != nil {
+				return err
+			}
+			store = s
+		}
+		return d.show(ctx, cfg.IDs[0], store, stdout)
+	default:
+		return d.act(ctx, cfg, stdout)
+	}
+}
+
+// openStore connects to Cosmos DB, with the account key on an emulator and
+// Entra ID in Azure (read access is enough).
+func openStore(cfg config) (*cosmosstore.Store, error) {
+	opts := &cosmosstore.ClientOptions{InsecureSkipVerify: cfg.CosmosInsecureSkipVerify}
+	var client *azcosmos.Client
+	var err error
+	if cfg.CosmosKey != "" {
+		client, err = cosmosstore.NewClientWithKey(cfg.CosmosEndpoint, cfg.CosmosKey, opts)
+	} else {
+		cred, cerr := cli.Credential()
+		if cerr != nil {
+			return nil, cerr
+		}
+		client, err = cosmosstore.NewClient(cfg.CosmosEndpoint, cred, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer)
+}

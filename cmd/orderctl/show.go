@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// orderReader reads a stored order; *cosmosstore.Store is one.
+type orderReader interface {
+	ReadOrder(ctx context.Context, orderID string) (order.OrderDocument, error)
+}
+
+// show prints every dead-letter copy of message id; for an OrderIdReused
+// copy, and with a store, the field-by-field diff with the stored order.
+func (d *dlq) show(ctx context.Context, id string, store orderReader, w io.Writer) error {
+	msgs, err := d.peekAll(ctx)
+	if err != nil {
+		return err
+	}
+	var copies []*azservicebus.ReceivedMessage
+	for _, m := range msgs {
+		if m.MessageID == id {
+			copies = append(copies, m)
+		}
+	}
+	if len(copies) == 0 {
+		return fmt.Errorf("no message %s in %s (%d messages there)", id, d.name(), len(msgs))
+	}
+	now := d.now()
+	for i, m := range copies {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "message %s in %s (copy %d of %d)\n", m.MessageID, d.name(), i+1, len(copies))
+		field := func(k string, v any) { fmt.Fprintf(w, "  %-28s %v\n", k+":", v) }
+		field("DeadLetterReason", reasonOf(m))
+		field("DeadLetterErrorDescription", deref(m.DeadLetterErrorDescription))
+		if m.DeadLetterSource != nil {
+			field("DeadLetterSource", *m.DeadLetterSource)
+		}
+		field("SequenceNumber", seq(m))
+		field("DeliveryCount", strconv.FormatUint(uint64(m.DeliveryCount), 10)+" (deliveries from the queue before dead-lettering, plus any from the dead-letter queue)")
+		if t := enqueued(m); !t.IsZero() {
+			field("EnqueuedTime", fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339Nano), cli.FormatDuration(now.Sub(t).Round(time.Second))))
+		}
+		if f := firstEnqueued(m); !f.Equal(enqueued(m)) {
+			field("first enqueued", f.UTC().Format(time.RFC3339Nano)+" (before its resubmissions)")
+		}
+		if m.ExpiresAt != nil {
+			field("ExpiresAt", m.ExpiresAt.UTC().Format(time.RFC3339Nano))
+		}
+		if m.TimeToLive != nil {
+			field("TimeToLive", cli.FormatDuration(*m.TimeToLive))
+		}
+		if m.Subject != nil {
+			field("Subject", *m.Subject)
+		}
+		if m.ContentType != nil {
+			field("ContentType", *m.ContentType)
+		}
+		if m.CorrelationID != nil {
+			field("CorrelationID", *m.CorrelationID)
+		}
+		for _, k := range slices.Sorted(maps.Keys(m.ApplicationProperties)) {
+			if k == propDeadLetterReason || k == propDeadLetterDescription {
+				continue
+			}
+			field("property "+k, m.ApplicationProperties[k])
+		}
+		fmt.Fprintf(w, "  body (%d bytes):\n", len(m.Body))
+		var pretty bytes.Buffer
+		if json.Indent(&pretty, m.Body, "    ", "  ") == nil {
+			fmt.Fprintf(w, "    %s\n", pretty.Bytes())
+		} else {
+			fmt.Fprintf(w, "    %q\n", m.Body)
+		}
+		if deref(m.DeadLetterReason) != order.ReasonOrderIDReused {
+			continue
+		}
+		if store == nil {
+			fmt.Fprintln(w, "  set COSMOS_ENDPOINT (-cosmos-endpoint) to compare it with the stored order")
+			continue
+		}
+		if err := printDiff(ctx, w, store, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printDiff prints the fields in which the dead-lettered order differs from
+// the stored one.
+func printDiff(ctx context.Context, w io.Writer, store orderReader, m *azservicebus.ReceivedMessage) error {
+	body, err := order.Decode(m.Body)
+	if err != nil {
+		fmt.Fprintf(w, "  the body does not decode as an order, so it cannot be compared: %v\n", err)
+		return nil
+	}
+	stored, err := store.ReadOrder(ctx, body.OrderID)
+	if errors.Is(err, order.ErrNotFound) {
+		fmt.Fprintf(w, "  no stored order %s: it was deleted since\n", body.OrderID)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the stored order %s: %w", body.OrderID, err)
+	}
+	fmt.Fprintf(w, "  stored order %s: created by message %s at %s, status %s version %d\n",
+		stored.OrderID, stored.MessageID, stored.ProcessedAt.UTC().Format(time.RFC3339), stored.Status, stored.Version)
+	diffs := diffOrder(stored, body)
+	if len(diffs) == 0 {
+		fmt.Fprintln(w, "  equal to the stored order (same request hash): a resubmission would be completed as a duplicate")
+		return nil
+	}
+	fmt.Fprintf(w, "  %-28s %-30s %s\n", "FIELD", "STORED", "DEAD-LETTERED")
+	for _, d := range diffs {
+		fmt.Fprintf(w, "  %-28s %-30s %s\n", d.field, d.stored, d.message)
+	}
+	return nil
+}
+
+// fieldDiff is one field that differs.
+type fieldDiff struct{ field, stored, message string }
+
+// diffOrder compares the business fields the request hash covers, line by
+// line, and the request hashes themselves.
+func diffOrder(stored order.OrderDocument, m order.Order) []fieldDiff {
+	var out []fieldDiff
+	add := func(field string, a, b any) {
+		sa, sb := fmt.Sprint(a), fmt.Sprint(b)
+		if sa != sb {
+			out = append(out, fieldDiff{field, sa, sb})
+		}
+	}
+	add("customerId", stored.CustomerID, m.CustomerID)
+	add("currency", stored.Currency, m.Currency)
+	add("totalMinor", stored.TotalMinor, m.TotalMinor)
+	add("placedAt", stored.PlacedAt.UTC().Format(time.RFC3339Nano), m.PlacedAt.UTC().Format(time.RFC3339Nano))
+	add("len(lines)", len(stored.Lines), len(m.Lines))
+	for i := range max(len(stored.Lines), len(m.Lines)) {
+		var a, b order.Line
+		absent := order.Line{SKU: "(absent)"}
+		a, b = absent, absent
+		if i < len(stored.Lines) {
+			a = stored.Lines[i]
+		}
+		if i < len(m.Lines) {
+			b = m.Lines[i]
+		}
+		add(fmt.Sprintf("lines[%d].sku", i), a.SKU, b.SKU)
+		add(fmt.Sprintf("lines[%d].quantity", i), a.Quantity, b.Quantity)
+		add(fmt.Sprintf("lines[%d].unitPriceMinor", i), a.UnitPriceMinor, b.UnitPriceMinor)
+	}
+	add("requestHash", stored.RequestHash, m.RequestHash())
+	return out
+}
