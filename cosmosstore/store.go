@@ -68,18 +68,30 @@ func New(c *azcosmos.Client, database, container string) (*Store, error) {
 	return &Store{client: c, container: cc, database: database, endpoint: c.Endpoint()}, nil
 }
 
-// CreateOrder writes the order document and its OrderAccepted event in one
-// transactional batch under the partition key value w.PartitionKey(): both or
-// neither. If the order exists it writes nothing and returns an *Error that
-// matches order.ErrAlreadyExists. Concurrent calls for the same order are
-// safe: exactly one of them writes.
-func (s *Store) CreateOrder(ctx context.Context, w order.Write) error {
+// WriteOrder writes the order document, its OrderAccepted event and, if w
+// has one, its payment claim in one transactional batch under the partition
+// key value w.PartitionKey(): all or none, and returns the ETags the batch
+// response reports for them (TransactionalBatchResult.ETag), so that no read
+// is needed before a conditional replace. If the order exists it writes
+// nothing and returns an *Error that matches order.ErrAlreadyExists.
+// Concurrent calls for the same order are safe: exactly one of them writes.
+func (s *Store) WriteOrder(ctx context.Context, w order.Write) (order.WriteETags, error) {
 	orderID := w.PartitionKey()
 	docs, err := w.Documents()
 	if err != nil {
-		return &Error{Op: opCreate, OrderID: orderID, Index: -1, Err: err}
+		return order.WriteETags{}, &Error{Op: opCreate, OrderID: orderID, Index: -1, Err: err}
 	}
-	return s.createBatch(ctx, opCreate, orderID, docs)
+	etags, err := s.createBatch(ctx, opCreate, orderID, docs)
+	if err != nil {
+		return order.WriteETags{}, err
+	}
+	return w.ETags(etags), nil
+}
+
+// CreateOrder is WriteOrder without the ETags.
+func (s *Store) CreateOrder(ctx context.Context, w order.Write) error {
+	_, err := s.WriteOrder(ctx, w)
+	return err
 }
 
 // CreateDocuments creates every document of docs in partition pk in one
@@ -92,14 +104,16 @@ func (s *Store) CreateOrder(ctx context.Context, w order.Write) error {
 // 2 MB; an empty docs is an error, as it is for the SDK. Concurrent calls that
 // create the same id are safe: exactly one of them writes.
 func (s *Store) CreateDocuments(ctx context.Context, pk string, docs []order.Document) error {
-	return s.createBatch(ctx, opCreateDocuments, pk, docs)
+	_, err := s.createBatch(ctx, opCreateDocuments, pk, docs)
+	return err
 }
 
-// createBatch creates docs in partition pk in one transactional batch. It is
+// createBatch creates docs in partition pk in one transactional batch and
+// returns the ETag of each created document, in the order of docs. It is
 // the one batch path of the store; op names the caller in errors.
-func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Document) error {
+func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Document) ([]string, error) {
 	if len(docs) == 0 {
-		return &Error{Op: op, OrderID: pk, Index: -1, Err: errors.New("no documents to create")}
+		return nil, &Error{Op: op, OrderID: pk, Index: -1, Err: errors.New("no documents to create")}
 	}
 	batch := s.container.NewTransactionalBatch(azcosmos.NewPartitionKeyString(pk))
 	for _, d := range docs {
@@ -107,7 +121,7 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 	}
 	resp, err := s.executeBatch(ctx, batch)
 	if err != nil {
-		return classify(op, pk, err)
+		return nil, classify(op, pk, err)
 	}
 	r := batchResult{
 		HTTPStatus:  resp.RawResponse.StatusCode,
@@ -119,7 +133,14 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 		r.StatusCodes[i] = int(res.StatusCode)
 	}
 	r.SubStatuses = batchSubStatuses(resp.RawResponse)
-	return interpretBatch(op, pk, len(docs), r)
+	if err := interpretBatch(op, pk, len(docs), r); err != nil {
+		return nil, err
+	}
+	etags := make([]string, len(resp.OperationResults))
+	for i, res := range resp.OperationResults {
+		etags[i] = string(res.ETag)
+	}
+	return etags, nil
 }
 
 // batchSubStatuses returns the "subStatusCode" of each operation of a

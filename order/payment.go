@@ -56,6 +56,11 @@ type PaymentRecord struct {
 	IdempotencyKey string       `json:"idempotencyKey"`
 	AmountMinor    int64        `json:"amountMinor"`
 	Currency       string       `json:"currency"`
+	// RequestHash is the request hash of the order the record pays, so that
+	// a read of the record alone tells a duplicate of the order from an id
+	// reused for other content. Empty in a record written before the field
+	// existed.
+	RequestHash string `json:"requestHash,omitempty"`
 	Owner          string       `json:"owner"`     // Claim.String(), for people
 	Claim          PaymentClaim `json:"claim"`     // the delivery that holds (or last held) the claim
 	Epoch          int64        `json:"epoch"`     // incremented on every claim

@@ -19,7 +19,9 @@ var fixedNow = func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, ti
 // failingStore fails every call with err.
 type failingStore struct{ err error }
 
-func (s failingStore) CreateOrder(context.Context, order.Write) error { return s.err }
+func (s failingStore) WriteOrder(context.Context, order.Write) (order.WriteETags, error) {
+	return order.WriteETags{}, s.err
+}
 func (s failingStore) ReadOrder(context.Context, string) (order.OrderDocument, error) {
 	return order.OrderDocument{}, s.err
 }
@@ -66,7 +68,9 @@ func TestProcess(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := tt.store()
-			p := order.NewProcessor(s, fixedNow)
+			// No fact cache: every decision here comes from the store (the
+			// cache's own are in TestFactCache).
+			p := order.NewProcessor(s, fixedNow, order.WithFactCache(0))
 			ctx := context.Background()
 			for _, b := range tt.before {
 				if r := p.Process(ctx, msg(b)); r.Outcome != order.Created {

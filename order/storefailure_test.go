@@ -19,7 +19,9 @@ type refusingStore struct {
 	err error
 }
 
-func (s refusingStore) CreateOrder(context.Context, order.Write) error { return s.err }
+func (s refusingStore) WriteOrder(context.Context, order.Write) (order.WriteETags, error) {
+	return order.WriteETags{}, s.err
+}
 func (s refusingStore) CreateDocuments(context.Context, string, []order.Document) error {
 	return s.err
 }

@@ -156,34 +156,47 @@ func (s *faultStore) next(calls map[string]uint64, id string) (n uint64, outage 
 	return calls[id], s.outages[id]
 }
 
-// CreateOrder implements order.Store.
-func (s *faultStore) CreateOrder(ctx context.Context, w order.Write) error {
-	return s.logged(w.PartitionKey(), "create order and its event", s.createOrder(ctx, w))
+// WriteOrder implements order.Store.
+func (s *faultStore) WriteOrder(ctx context.Context, w order.Write) (order.WriteETags, error) {
+	what := "create order and its event"
+	if w.Payment != nil {
+		what += " and payment claim (" + w.Payment.State + " by " + w.Payment.Owner + ")"
+	}
+	etags, err := s.writeOrder(ctx, w)
+	return etags, s.logged(w.PartitionKey(), what, err)
 }
 
-func (s *faultStore) createOrder(ctx context.Context, w order.Write) error {
+// CreateOrder is WriteOrder without the ETags.
+func (s *faultStore) CreateOrder(ctx context.Context, w order.Write) error {
+	_, err := s.WriteOrder(ctx, w)
+	return err
+}
+
+func (s *faultStore) writeOrder(ctx context.Context, w order.Write) (order.WriteETags, error) {
 	if err := s.wait(ctx); err != nil {
-		return err
+		return order.WriteETags{}, err
 	}
 	id := w.PartitionKey()
 	n, outage := s.next(s.creates, id)
 	switch {
 	case outage:
 		s.tr.count(func(c *FaultCounts) { c.OutageErrors++ })
-		return fmt.Errorf("create order %q: %w", id, errUnavailable)
+		return order.WriteETags{}, fmt.Errorf("create order %q: %w", id, errUnavailable)
 	case s.plan.inject(faultTransientCreate, id, n, 0):
 		s.tr.count(func(c *FaultCounts) { c.Transient++ })
-		return fmt.Errorf("create order %q: %w", id, errThrottled)
+		return order.WriteETags{}, fmt.Errorf("create order %q: %w", id, errThrottled)
 	}
-	if err := s.mem.CreateOrder(ctx, w); err != nil {
-		return err
+	etags, err := s.mem.WriteOrder(ctx, w)
+	if err != nil {
+		return order.WriteETags{}, err
 	}
 	ambiguous := s.plan.inject(faultAmbiguous, id, n, 0)
 	s.tr.wrote(deliveryFrom(ctx), id, ambiguous)
 	if ambiguous {
-		return fmt.Errorf("create order %q: %w", id, errTimedOut)
+		// The response is lost: the caller learns no ETags.
+		return order.WriteETags{}, fmt.Errorf("create order %q: %w", id, errTimedOut)
 	}
-	return nil
+	return etags, nil
 }
 
 // ReadOrder implements order.Store.
