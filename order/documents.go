@@ -41,8 +41,15 @@ type OrderDocument struct {
 	// StatusChange.ContentHash, for the most recent MaxStatusHashes applied
 	// versions: a change that reuses one of them with other content is told
 	// from a redelivery. Versions skipped (a newer one was applied first)
-	// are not recorded and cannot be compared.
-	StatusHashes map[int64]string `json:"statusHashes,omitempty"`
+	// are not recorded and cannot be compared. A new order has an empty
+	// map (not null), so that a patch can add to it.
+	StatusHashes map[int64]string `json:"statusHashes"`
+	// StatusHashCount is len(StatusHashes), kept beside it so that a
+	// conditional patch, which cannot count a map's keys, adds a hash only
+	// while fewer than MaxStatusHashes are recorded. Absent (zero after
+	// decoding, undefined to the store) in a document written before it
+	// existed, which the patch's condition then refuses.
+	StatusHashCount int `json:"statusHashCount"`
 }
 
 // AcceptedEvent is the OrderAccepted outbox event. Downstream services read it
@@ -94,6 +101,7 @@ func NewWrite(o Order, messageID, requestHash string, processedAt time.Time) Wri
 			CustomerID: o.CustomerID, Currency: o.Currency, Lines: o.Lines,
 			TotalMinor: o.TotalMinor, PlacedAt: o.PlacedAt.UTC(), Status: "accepted", Version: 1,
 			RequestHash: requestHash, MessageID: messageID, ProcessedAt: processedAt,
+			StatusHashes: map[int64]string{},
 		},
 		Event: AcceptedEvent{
 			ID: EventID(o.OrderID), OrderID: o.OrderID, Type: TypeEvent,

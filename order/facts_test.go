@@ -234,3 +234,8 @@ func (nopStore) WriteOrder(context.Context, order.Write) (order.WriteETags, erro
 func (nopStore) ReadOrder(context.Context, string) (order.OrderDocument, error) {
 	return order.OrderDocument{}, order.ErrNotFound
 }
+
+func (s *countingStore) PatchDocument(ctx context.Context, pk, id string, p order.Patch) (string, error) {
+	s.inc()
+	return s.Store.PatchDocument(ctx, pk, id, p)
+}

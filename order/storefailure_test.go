@@ -28,6 +28,9 @@ func (s refusingStore) CreateDocuments(context.Context, string, []order.Document
 func (s refusingStore) ReplaceDocument(context.Context, string, order.Document, string) (string, error) {
 	return "", s.err
 }
+func (s refusingStore) PatchDocument(context.Context, string, string, order.Patch) (string, error) {
+	return "", s.err
+}
 
 // TestStoreRejectionIsDeadLetteredAtOnce: a write the store refuses for the
 // message's content (ErrRejected: a 413, a 400 for the content) can never

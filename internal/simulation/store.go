@@ -319,6 +319,32 @@ func (s *faultStore) replaceDocument(ctx context.Context, pk string, d order.Doc
 	return s.mem.ReplaceDocument(ctx, pk, d, ifMatch)
 }
 
+var _ order.Patcher = (*faultStore)(nil)
+
+// PatchDocument implements order.Patcher (the status changes' one-call
+// path), with the document calls' faults.
+func (s *faultStore) PatchDocument(ctx context.Context, pk, id string, p order.Patch) (string, error) {
+	what := "patch " + id
+	for _, op := range p.Ops {
+		if op.Path == "/version" {
+			what += fmt.Sprintf(" (to version %v)", op.Value)
+		}
+	}
+	etag, err := s.patchDocument(ctx, pk, id, p)
+	return etag, s.logged(pk, what, err)
+}
+
+func (s *faultStore) patchDocument(ctx context.Context, pk, id string, p order.Patch) (string, error) {
+	if err := s.wait(ctx); err != nil {
+		return "", err
+	}
+	n, outage := s.next(s.docCalls, pk)
+	if err := s.fail("patch "+id, pk, n, outage); err != nil {
+		return "", err
+	}
+	return s.mem.PatchDocument(ctx, pk, id, p)
+}
+
 // logged records a store call of order id and its result in the history.
 func (s *faultStore) logged(id, what string, err error) error {
 	res := "ok"
