@@ -251,6 +251,30 @@ func (s *Store) PatchDocument(ctx context.Context, pk, id string, p order.Patch)
 	return string(resp.ETag), nil
 }
 
+// WithoutPatch returns s as an order.DocumentStore without PatchDocument, so
+// that a Processor given it (order.WithDocuments) applies status changes by
+// a read and an ETag-conditioned replace instead of a conditional patch. It
+// is for cosmium: cosmium v0.1.20 applies a patch whatever its condition
+// (api/handlers/documents.go, PatchDocument never reads it), so a stale
+// status change would overwrite a newer one. Cosmos DB and its official
+// emulators evaluate the condition; never use it there.
+func WithoutPatch(s *Store) order.DocumentStore { return unpatched{s} }
+
+// unpatched hides PatchDocument (see WithoutPatch).
+type unpatched struct{ s *Store }
+
+func (u unpatched) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
+	return u.s.ReadDocument(ctx, pk, id)
+}
+
+func (u unpatched) CreateDocuments(ctx context.Context, pk string, docs []order.Document) error {
+	return u.s.CreateDocuments(ctx, pk, docs)
+}
+
+func (u unpatched) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
+	return u.s.ReplaceDocument(ctx, pk, d, ifMatch)
+}
+
 // patchCondition renders conditions as a Cosmos DB filter predicate. The SDK
 // writes the predicate into the request's JSON without escaping it
 // (PatchOperations.MarshalJSON in azcosmos v1.5.0), so a field name must be
