@@ -152,6 +152,7 @@ func TestRoundTrips_Cosmium(t *testing.T) {
 		{name: "payments: duplicate of a completed payment, first delivery, cold", payments: true, before: true, customer: "cust-1", deliveryCount: 1, want: order.Duplicate, budget: 2},
 		{name: "payments: reused id, redelivery, cold", payments: true, before: true, customer: "cust-2", deliveryCount: 2, want: order.Mismatch, budget: 1},
 		{name: "payments: duplicate of a completed payment, hot", payments: true, before: true, hot: true, customer: "cust-1", deliveryCount: 1, want: order.Duplicate, budget: 0},
+		{name: "payments: reused id, hot", payments: true, before: true, hot: true, customer: "cust-2", deliveryCount: 1, want: order.Mismatch, budget: 0},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

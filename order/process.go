@@ -295,6 +295,14 @@ func (p *Processor) fromFact(ctx context.Context, m Message, o *Order, hash stri
 // If the store holds no order, known reports false, unless conflicted (the
 // create just conflicted): then the order document is missing although a
 // document of its batch exists (see orderDocumentMissing).
+//
+// A payment record with a request hash is written only in its order's
+// batch, so finding one proves the order was accepted with that hash. Like
+// the fact cache, this path does not notice an order document deleted
+// since, which is out of contract (see WithFactCache): the order document
+// itself is read, and OrderDocumentMissing reported, only without a
+// payment step, for an order with nothing to capture, or when the record
+// predates the hash.
 func (p *Processor) known(ctx context.Context, m Message, o *Order, hash string, conflicted bool) (Result, bool) {
 	op := "read"
 	if conflicted {
