@@ -286,6 +286,19 @@ func (s *Store) Get(pk, id string) (Item, bool) {
 	return c, true
 }
 
+// Delete removes the document pk/id, as a delete in Cosmos DB does (by an
+// operator: no component of the project deletes documents), and reports
+// whether it was there.
+func (s *Store) Delete(pk, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.live(pk, id); !ok {
+		return false
+	}
+	delete(s.parts[pk], id)
+	return true
+}
+
 // Items returns a copy of every live document, ordered by partition key and
 // id.
 func (s *Store) Items() []Item {

@@ -242,3 +242,29 @@ func (s *countingStore) PatchDocument(ctx context.Context, pk, id string, p orde
 	s.inc()
 	return s.Store.PatchDocument(ctx, pk, id, p)
 }
+
+// TestFactCache_DeletedOrderDocument pins the documented decision: an
+// operator who deletes an accepted order's document (out of contract) gets
+// Duplicate from a worker that remembers the order, and OrderDocumentMissing
+// from one that does not, on a first delivery and on a redelivery.
+func TestFactCache_DeletedOrderDocument(t *testing.T) {
+	ctx := t.Context()
+	s := memstore.New()
+	remembers := order.NewProcessor(s, fixedNow)
+	if r := remembers.Process(ctx, msg(validBody)); r.Outcome != order.Created {
+		t.Fatal(r)
+	}
+	if !s.Delete("ord-1", "ord-1") {
+		t.Fatal("no order document to delete")
+	}
+	for _, dc := range []uint32{1, 2} {
+		m := msg(validBody)
+		m.DeliveryCount = dc
+		if r := remembers.Process(ctx, m); r.Outcome != order.Duplicate {
+			t.Errorf("delivery count %d, remembered: %v %q, want Duplicate", dc, r.Outcome, r.Reason)
+		}
+		if r := order.NewProcessor(s, fixedNow).Process(ctx, m); r.Outcome != order.Invalid || r.Reason != order.ReasonOrderDocumentMissing {
+			t.Errorf("delivery count %d, not remembered: %v %q, want Invalid OrderDocumentMissing", dc, r.Outcome, r.Reason)
+		}
+	}
+}
