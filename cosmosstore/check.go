@@ -48,6 +48,13 @@ type CheckResult struct {
 	// unconditional, so concurrent deliveries can overwrite each other. A
 	// worker must refuse to start, or warn loudly, when it is false.
 	ETagsHonoured bool
+	// PatchConditionsHonoured reports whether a patch whose filter
+	// predicate is false fails with 412, as in Cosmos DB. False means an
+	// emulator that applies a patch whatever its condition, such as
+	// cosmium v0.1.20: a Processor there must apply status changes by read
+	// and replace (WithoutPatch), or a stale status change overwrites a
+	// newer one even without any concurrency.
+	PatchConditionsHonoured bool
 	// ProbeID is the id, and partition key value, of the document Check
 	// created in a partition of its own.
 	ProbeID string
@@ -60,14 +67,16 @@ type CheckResult struct {
 // Check verifies, before the first message, that the store can work: that
 // the account answers, that the database and the container exist, that the
 // container is partitioned on /orderId, that the identity may read and write
-// items, and whether the server honours If-Match ETags. It reads a missing
-// item, reads the container's properties, creates a probe document in a
-// partition of its own (a random id with a "ttl"), replaces it with a wrong
-// If-Match ETag and deletes it. Each failure names the setting to fix (see
+// items, and whether the server honours If-Match ETags and patch
+// conditions. It reads a missing item, reads the container's properties,
+// creates a probe document in a partition of its own (a random id with a
+// "ttl"), replaces it with a wrong If-Match ETag, patches it with a false
+// condition and deletes it. Each failure names the setting to fix (see
 // SettingEndpoint and the other Setting constants) and wraps the *Error of
 // the failed call, so that order.IsTransient tells an outage from a
-// misconfiguration. A server that ignores If-Match is not an error: it is
-// reported in CheckResult.ETagsHonoured.
+// misconfiguration. A server that ignores If-Match or patch conditions is
+// not an error: it is reported in CheckResult.ETagsHonoured and
+// CheckResult.PatchConditionsHonoured.
 //
 // ctx bounds every call; give it a deadline (tens of seconds: the SDK retries
 // a refused connection before it gives up). Check is safe to call
@@ -129,14 +138,24 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 		etag = azcore.ETag(`"ffffffff-ffff-ffff-ffff-ffffffffffff"`)
 	}
 	_, err = s.replaceItem(ctx, probe, probe, body, &azcosmos.ItemOptions{IfMatchEtag: &etag})
-	if err == nil {
-		res.ETagsHonoured = false
-		return res, nil
+	if err != nil {
+		if err = classifyDocument(opCheck, probe, probe, err); !errors.Is(err, order.ErrPreconditionFailed) {
+			return res, s.checkFailure(ctx, "replace a document with an If-Match ETag", err)
+		}
+		res.ETagsHonoured = true
 	}
-	if err = classifyDocument(opCheck, probe, probe, err); !errors.Is(err, order.ErrPreconditionFailed) {
-		return res, s.checkFailure(ctx, "replace a document with an If-Match ETag", err)
+
+	// 5. A patch whose filter predicate is false must fail with 412; a
+	// server that applies it anyway ignores patch conditions.
+	var ops azcosmos.PatchOperations
+	ops.SetCondition("FROM c WHERE c.type = 'notAStartupCheck'")
+	ops.AppendSet("/patched", true)
+	if _, err = s.patchItem(ctx, probe, probe, ops); err != nil {
+		if err = classifyDocument(opCheck, probe, probe, err); !errors.Is(err, order.ErrPreconditionFailed) {
+			return res, s.checkFailure(ctx, "patch a document with a condition", err)
+		}
+		res.PatchConditionsHonoured = true
 	}
-	res.ETagsHonoured = true
 	return res, nil
 }
 

@@ -18,8 +18,8 @@ func TestCosmium_Check_ReportsETagsNotHonoured(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Check = %v", err)
 	}
-	if res.ETagsHonoured {
-		t.Errorf("Check = %+v; cosmium ignores If-Match, want ETagsHonoured false", res)
+	if res.ETagsHonoured || res.PatchConditionsHonoured {
+		t.Errorf("Check = %+v; cosmium ignores If-Match and patch conditions, want ETagsHonoured and PatchConditionsHonoured false", res)
 	}
 	if !res.ProbeDeleted || res.Database != testDatabase || res.Container != testContainer {
 		t.Errorf("Check = %+v; want the probe deleted and the names", res)

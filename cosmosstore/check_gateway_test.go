@@ -23,6 +23,7 @@ func healthyGateway(t *testing.T) *gateway {
 	g.readDB = reply{status: 200, body: `{"id":"orders"}`}
 	g.createItem = reply{status: 201, header: map[string]string{"etag": `"e-created"`}, body: `{}`}
 	g.setReplace(reply{status: 412, body: `{"code":"PreconditionFailed"}`})
+	g.setPatch(reply{status: 412, body: `{"code":"PreconditionFailed"}`})
 	g.deleteItem = reply{status: 204}
 	return g
 }
@@ -34,7 +35,7 @@ func TestCheck_FakeGateway_HealthyContainerThatHonoursETags(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Check = %v", err)
 	}
-	if !res.ETagsHonoured || !res.ProbeDeleted || res.Database != "orders" || res.Container != "orders" || res.Endpoint != g.endpoint() {
+	if !res.ETagsHonoured || !res.PatchConditionsHonoured || !res.ProbeDeleted || res.Database != "orders" || res.Container != "orders" || res.Endpoint != g.endpoint() {
 		t.Errorf("Check = %+v; want ETags honoured, the probe deleted and the names", res)
 	}
 	// The probe lives in a partition of its own, expires by itself, and the
@@ -71,6 +72,23 @@ func TestCheck_FakeGateway_ReplaceWithWrongETagSucceeds_ETagsNotHonoured(t *test
 	res, err := s.Check(t.Context())
 	if err != nil || res.ETagsHonoured || !res.ProbeDeleted {
 		t.Fatalf("Check = %+v, %v; want no error, ETags not honoured, probe deleted", res, err)
+	}
+}
+
+// Cosmium applies a patch whatever its condition; a gateway that patches
+// anyway is reported, so that the worker applies status changes by read and
+// replace. The probe's patch carries a condition.
+func TestCheck_FakeGateway_PatchWithFalseConditionSucceeds_PatchConditionsNotHonoured(t *testing.T) {
+	g := healthyGateway(t)
+	g.setPatch(reply{status: 200, body: `{}`})
+	s := storeFor(t, g.endpoint(), noRetries())
+	res, err := s.Check(t.Context())
+	if err != nil || res.PatchConditionsHonoured || !res.ETagsHonoured || !res.ProbeDeleted {
+		t.Fatalf("Check = %+v, %v; want no error, patch conditions not honoured, ETags honoured, probe deleted", res, err)
+	}
+	patches := g.sentPatches()
+	if len(patches) != 1 || !strings.Contains(string(patches[0].body), `"condition":"FROM c WHERE`) || !strings.HasSuffix(patches[0].path, "/"+res.ProbeID) {
+		t.Errorf("patches = %+v; want one conditional patch of the probe", patches)
 	}
 }
 

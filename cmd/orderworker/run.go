@@ -60,7 +60,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	if err := checkStore(ctx, cfg, store, logger); err != nil {
+	checked, err := checkStore(ctx, cfg, store, logger)
+	if err != nil {
 		return err
 	}
 	sb, err := cfg.ServiceBus.NewClient()
@@ -78,7 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("start-up check of queue %q: %w", cfg.Queue, err)
 	}
 
-	handler, probe, err := newHandler(cfg, store)
+	handler, probe, err := newHandler(cfg, store, checked.PatchConditionsHonoured)
 	if err != nil {
 		return err
 	}
@@ -168,13 +169,18 @@ const breakerThreshold = 5
 // when a consumer name is configured, else the order writer, which uses the
 // order document as its marker, applies status changes and, with a payments
 // service, captures each order's payment once — and the probe of the
-// dependencies it needs, for the circuit breaker.
-func newHandler(cfg config, store *cosmosstore.Store) (worker.Handler, func(context.Context) error, error) {
+// dependencies it needs, for the circuit breaker. Without patch conditions
+// (an emulator that ignores them) status changes are applied by read and
+// ETag-conditioned replace instead of a conditional patch.
+func newHandler(cfg config, store *cosmosstore.Store, patchConditions bool) (worker.Handler, func(context.Context) error, error) {
 	if cfg.InboxConsumer != "" {
 		c, err := order.NewInboxConsumer(cfg.InboxConsumer, store, cfg.InboxTTL, nil)
 		return c, store.Ping, err
 	}
 	opts := []order.Option{order.WithDocuments(store)}
+	if !patchConditions {
+		opts = []order.Option{order.WithDocuments(cosmosstore.WithoutPatch(store))}
+	}
 	probe := store.Ping
 	if cfg.PaymentsURL != "" {
 		gw, err := newPaymentGateway(cfg.PaymentsURL)
@@ -196,12 +202,17 @@ func newHandler(cfg config, store *cosmosstore.Store) (worker.Handler, func(cont
 // that this identity can read and write them; its errors name the setting
 // to fix. An emulator that ignores If-Match (cosmium) cannot show what the
 // ETag guards protect, which the worker says at once.
-func checkStore(ctx context.Context, cfg config, store *cosmosstore.Store, logger *slog.Logger) error {
+func checkStore(ctx context.Context, cfg config, store *cosmosstore.Store, logger *slog.Logger) (cosmosstore.CheckResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 	defer cancel()
 	res, err := store.Check(ctx)
 	if err != nil {
-		return fmt.Errorf("start-up check of Cosmos DB: %w", err)
+		return res, fmt.Errorf("start-up check of Cosmos DB: %w", err)
+	}
+	if !res.PatchConditionsHonoured {
+		logger.Warn("this Cosmos DB endpoint applies a patch whatever its condition (an emulator such as cosmium): "+
+			"status changes are applied by read and replace instead of one conditional patch",
+			"cosmos_endpoint", cfg.CosmosEndpoint)
 	}
 	if !res.ETagsHonoured {
 		logger.Warn("this Cosmos DB endpoint ignores If-Match (an emulator such as cosmium): a replace with a wrong ETag succeeded. "+
@@ -209,7 +220,7 @@ func checkStore(ctx context.Context, cfg config, store *cosmosstore.Store, logge
 			"real Cosmos DB and the official emulator honour ETags",
 			"cosmos_endpoint", cfg.CosmosEndpoint)
 	}
-	return nil
+	return res, nil
 }
 
 // storeCheckTimeout bounds the start-up check of the store.
