@@ -481,7 +481,8 @@ func (d *dlq) act(ctx context.Context, c config, w io.Writer) error {
 // A failure between the two leaves the copy in the dead-letter queue as
 // well as the resubmission in the queue: a duplicate, which the worker's
 // idempotency absorbs. The other order could lose the message: completed,
-// then not sent.
+// then not sent. Before each send it renews the copy's lock, and sends
+// nothing for a copy whose lock lapsed while the pass held the others.
 func (d *dlq) apply(ctx context.Context, c config, targets map[int64]bool, total int, w io.Writer) (int, error) {
 	r, err := d.client.NewReceiverForQueue(d.queue, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
 	if err != nil {
@@ -522,9 +523,22 @@ func (d *dlq) apply(ctx context.Context, c config, targets map[int64]bool, total
 				errs = append(errs, fmt.Errorf("%s refused", m.MessageID))
 				continue
 			}
+			// Every copy was received before the first is sent, so on a
+			// large dead-letter queue the pass can outlive the lock
+			// duration. Renew first: a copy whose lock lapsed is not sent,
+			// since its complete would fail and leave it in the dead-letter
+			// queue as well as its resubmission in the queue.
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := r.RenewMessageLock(rctx, m, nil)
+			cancel()
+			if err != nil {
+				fmt.Fprintf(w, "NOT SENT %s: its lock could not be renewed (%v), so its dead-letter copy could not be completed after the send; it stays in %s: run the resubmit again\n", label, err, d.name())
+				errs = append(errs, fmt.Errorf("renew the lock of %s: %w", m.MessageID, err))
+				continue
+			}
 			msg := resubmission(m)
 			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err := sender.SendMessage(sctx, msg, nil)
+			err = sender.SendMessage(sctx, msg, nil)
 			cancel()
 			if err != nil {
 				fmt.Fprintf(w, "FAILED to send %s: %v; its dead-letter copy is kept\n", label, err)
