@@ -82,6 +82,9 @@ type Options struct {
 	// Observe, if set, is called once for every delivery after its
 	// settlement attempt. It is called from handler goroutines concurrently.
 	Observe func(Report)
+	// Telemetry configures traces and metrics (see Telemetry); the zero
+	// value records nothing.
+	Telemetry Telemetry
 }
 
 // BreakerOptions configure the circuit breaker. The zero value of each field
@@ -148,6 +151,8 @@ type Worker struct {
 	inFlight                                                                         atomic.Int64
 
 	lockWarned atomic.Bool // the granted-lock warning was logged
+
+	tel *instruments // nil: no telemetry
 }
 
 // New returns a Worker that receives from r and hands every message to h.
@@ -204,6 +209,9 @@ func New(r Receiver, h Handler, logger *slog.Logger, o Options) (*Worker, error)
 	}
 	w := &Worker{r: r, h: h, log: logger, opts: o}
 	w.breaker = newBreaker(o.Breaker, o.Concurrency, logger)
+	if err := w.instrument(); err != nil {
+		return nil, fmt.Errorf("worker: telemetry: %w", err)
+	}
 	return w, nil
 }
 
@@ -382,6 +390,7 @@ func fatalReceiveError(err error) bool {
 // half-open trial delivery.
 func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage, trial bool) {
 	start := time.Now()
+	ctx, span := w.tel.startProcess(ctx, m)
 	w.checkGrantedLock(m, start)
 	lctx, loseLock := context.WithCancelCause(ctx)
 	mctx, cancel := context.WithTimeout(lctx, w.opts.MessageTimeout)
@@ -421,6 +430,7 @@ func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage, tr
 	}
 	rep.Duration = time.Since(start)
 	w.record(m, rep)
+	w.tel.endProcess(ctx, span, rep)
 	if w.opts.Observe != nil {
 		w.opts.Observe(rep)
 	}
