@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
 )
@@ -39,6 +40,11 @@ type config struct {
 	MessageTimeout  time.Duration
 	ShutdownGrace   time.Duration
 	SummaryInterval time.Duration
+
+	// Telemetry: OTEL_EXPORTER_OTLP_ENDPOINT exports traces and metrics
+	// over OTLP/HTTP, WORKER_METRICS_PROMETHEUS serves the metrics for
+	// scraping; neither by default.
+	Telemetry telemetry.Config
 
 	cli.Logging
 }
@@ -82,6 +88,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Duration(&c.MessageTimeout, "message-timeout", "WORKER_MESSAGE_TIMEOUT", 0, "deadline of one message's handling; 0 means 80% of the lock duration")
 	env.Duration(&c.ShutdownGrace, "shutdown-grace", "WORKER_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight messages may finish after SIGTERM")
 	env.Duration(&c.SummaryInterval, "summary-interval", "WORKER_SUMMARY_INTERVAL", 30*time.Second, "how often to log a summary of outcomes")
+	c.Telemetry.Define(env, "orderworker", "WORKER_METRICS_PROMETHEUS")
 	c.Logging.Define(env)
 	fs.Usage = func() { usage(fs) }
 	err := env.Parse(args)
@@ -105,6 +112,8 @@ after it, so the variables that azd writes are enough to run in Azure.
 
 In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a managed identity)
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_CREATE_CONTAINER=true
+Telemetry:    OTEL_EXPORTER_OTLP_ENDPOINT (traces and metrics over OTLP/HTTP),
+              WORKER_METRICS_PROMETHEUS=true (metrics on /metrics); none by default
 No Azure:     orderworker -simulate runs everything in-process under injected faults (-simulate -h)
 
 Durations: Go (90s, 1h30m), days (35d, 1d12h) or ISO 8601 (PT1M, P14D).
@@ -117,7 +126,7 @@ Flags:
 // Validate reports every missing or inconsistent setting at once, naming the
 // variable (and flag) to set.
 func (c *config) Validate() error {
-	errs := []error{c.ServiceBus.Validate()}
+	errs := []error{c.ServiceBus.Validate(), c.Telemetry.Validate()}
 	if c.CosmosEndpoint == "" {
 		errs = append(errs, errors.New("set COSMOS_ENDPOINT (-cosmos-endpoint)"))
 	} else if err := cli.CheckEndpoint(c.CosmosEndpoint); err != nil {
@@ -222,5 +231,14 @@ func (c config) LogValue() slog.Value {
 		slog.Int("concurrency", c.Concurrency),
 		slog.String("message_timeout", cli.FormatDuration(c.MessageTimeout)),
 		slog.String("shutdown_grace", cli.FormatDuration(c.ShutdownGrace)),
+		slog.Group("telemetry", anyAttrs(c.Telemetry.LogAttrs())...),
 	)...)
+}
+
+func anyAttrs(attrs []slog.Attr) []any {
+	out := make([]any, len(attrs))
+	for i, a := range attrs {
+		out[i] = a
+	}
+	return out
 }
