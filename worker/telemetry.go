@@ -174,7 +174,7 @@ func (w *Worker) instrument() error {
 
 	inFlight, err := m.Int64ObservableUpDownCounter(MetricInFlight, metric.WithUnit("{delivery}"), metric.WithDescription("Deliveries being handled."))
 	errs = append(errs, err)
-	open, err := m.Int64ObservableGauge(MetricBreakerOpen, metric.WithUnit("1"), metric.WithDescription("1 while the circuit breaker has paused receiving."))
+	open, err := m.Int64ObservableGauge(MetricBreakerOpen, metric.WithDescription("1 while the circuit breaker has paused receiving."))
 	errs = append(errs, err)
 	observed := []metric.Observable{inFlight, open}
 	var ru metric.Float64ObservableCounter
