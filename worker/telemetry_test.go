@@ -87,7 +87,8 @@ func TestTelemetry(t *testing.T) {
 		RequestCharge: func() float64 { return float64(ru.Add(1)) },
 		// One dependency failure opens the breaker; the probe closes it.
 		Breaker:   worker.BreakerOptions{Threshold: 1, Probe: func(context.Context) error { return nil }, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
-		Telemetry: worker.Telemetry{TracerProvider: tp, MeterProvider: mp, Queue: "orders"},
+		Telemetry: worker.Telemetry{TracerProvider: tp, MeterProvider: mp, Queue: "orders",
+			CacheStats: func() (int64, int64) { return 5, 2 }},
 	})
 	go func() {
 		for renewals.Load() < 2 {
@@ -133,6 +134,8 @@ func TestTelemetry(t *testing.T) {
 		{worker.MetricBreakerOpen, nil, 0},
 		{worker.MetricInFlight, nil, 0},
 		{worker.MetricProcessDuration, []attribute.KeyValue{outcome("duplicate")}, 2},
+		{worker.MetricCacheHits, []attribute.KeyValue{queue}, 5},
+		{worker.MetricCacheMisses, []attribute.KeyValue{queue}, 2},
 	} {
 		if got := m.Int(c.name, c.attrs...); got != c.want {
 			t.Errorf("%s%v = %d, want %d", c.name, c.attrs, got, c.want)

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -187,3 +189,41 @@ type doer func(*http.Request) (*http.Response, error)
 func (d doer) Do(r *http.Request) (*http.Response, error) { return d(r) }
 
 var _ policy.Transporter = doer(nil)
+
+// TestOTLPExport exports through New's OTLP/HTTP exporters to a fake
+// collector and checks that Shutdown flushes traces to /v1/traces and
+// metrics to /v1/metrics under the configured base URL.
+func TestOTLPExport(t *testing.T) {
+	var mu sync.Mutex
+	paths := map[string]int{}
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		paths[r.Method+" "+r.URL.Path]++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer collector.Close()
+	p, err := telemetry.New(context.Background(), telemetry.Config{ServiceName: "orderworker", OTLPEndpoint: collector.URL + "/otel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Enabled() || p.MetricsHandler() != nil {
+		t.Fatalf("Enabled %v, MetricsHandler %v: want OTLP only", p.Enabled(), p.MetricsHandler())
+	}
+	_, span := p.TracerProvider.Tracer("t").Start(context.Background(), "process orders")
+	span.End()
+	c, _ := p.MeterProvider.Meter("t").Int64Counter(worker.MetricDeliveries)
+	c.Add(context.Background(), 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if paths["POST /otel/v1/traces"] == 0 || paths["POST /otel/v1/metrics"] == 0 {
+		t.Errorf("the collector saw %v, want POSTs to /otel/v1/traces and /otel/v1/metrics", paths)
+	}
+}
