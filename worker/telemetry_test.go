@@ -86,7 +86,7 @@ func TestTelemetry(t *testing.T) {
 		Concurrency: 1, LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond,
 		RequestCharge: func() float64 { return float64(ru.Add(1)) },
 		// One dependency failure opens the breaker; the probe closes it.
-		Breaker:   worker.BreakerOptions{Threshold: 1, Probe: func(context.Context) error { return nil }, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
+		Breaker: worker.BreakerOptions{Threshold: 1, Probe: func(context.Context) error { return nil }, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
 		Telemetry: worker.Telemetry{TracerProvider: tp, MeterProvider: mp, Queue: "orders",
 			CacheStats: func() (int64, int64) { return 5, 2 }},
 	})
