@@ -83,9 +83,10 @@ const (
 	// by breaker.state, the new state.
 	MetricBreakerTransitions = "orderworker.breaker.transitions"
 	// MetricBreakerOpen is 1 while the breaker is open or half-open
-	// (receiving paused), else 0.
+	// (receiving paused), else 0; summed over the workers of a process.
 	MetricBreakerOpen = "orderworker.breaker.open"
-	// MetricInFlight is the number of deliveries being handled.
+	// MetricInFlight is the number of deliveries being handled (an
+	// up-down counter, summed over the workers of a process).
 	MetricInFlight = "orderworker.in_flight"
 	// MetricRequestUnits is the store's cumulative request charge
 	// (Options.RequestCharge), in request units.
@@ -118,7 +119,11 @@ type instruments struct {
 
 	consumed, deliveries, duplicates, mismatches, deadLetters metric.Int64Counter
 	settleFailures, renewals, breakerChanges                  metric.Int64Counter
+	inFlight, breakerOpen                                     metric.Int64UpDownCounter
 	processDuration                                           metric.Float64Histogram
+	baseOpt                                                   metric.MeasurementOption
+
+	breakerWasOpen bool // guarded by the breaker's lock
 }
 
 // instrument sets up w's telemetry from w.opts.Telemetry: it wraps the
@@ -172,11 +177,11 @@ func (w *Worker) instrument() error {
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60))
 	errs = append(errs, err)
 
-	inFlight, err := m.Int64ObservableUpDownCounter(MetricInFlight, metric.WithUnit("{delivery}"), metric.WithDescription("Deliveries being handled."))
+	t.inFlight, err = m.Int64UpDownCounter(MetricInFlight, metric.WithUnit("{delivery}"), metric.WithDescription("Deliveries being handled."))
 	errs = append(errs, err)
-	open, err := m.Int64ObservableGauge(MetricBreakerOpen, metric.WithDescription("1 while the circuit breaker has paused receiving."))
+	t.breakerOpen, err = m.Int64UpDownCounter(MetricBreakerOpen, metric.WithDescription("1 while the circuit breaker has paused receiving (summed over the workers)."))
 	errs = append(errs, err)
-	observed := []metric.Observable{inFlight, open}
+	var observed []metric.Observable
 	var ru metric.Float64ObservableCounter
 	if w.opts.RequestCharge != nil {
 		ru, err = m.Float64ObservableCounter(MetricRequestUnits, metric.WithUnit("{request_unit}"), metric.WithDescription("Request units the store was charged."))
@@ -194,25 +199,23 @@ func (w *Worker) instrument() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	baseOpt := metric.WithAttributes(t.base...)
-	if _, err := m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
-		ob.ObserveInt64(inFlight, w.inFlight.Load(), baseOpt)
-		var v int64
-		if w.breaker.current() != breakerClosed {
-			v = 1
+	t.baseOpt = metric.WithAttributes(t.base...)
+	if len(observed) > 0 {
+		// Observed for as long as the MeterProvider lives: the sources
+		// are cumulative, and a worker runs once per process.
+		if _, err := m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
+			if ru != nil {
+				ob.ObserveFloat64(ru, w.opts.RequestCharge(), t.baseOpt)
+			}
+			if hits != nil {
+				h, mi := o.CacheStats()
+				ob.ObserveInt64(hits, h, t.baseOpt)
+				ob.ObserveInt64(misses, mi, t.baseOpt)
+			}
+			return nil
+		}, observed...); err != nil {
+			return err
 		}
-		ob.ObserveInt64(open, v, baseOpt)
-		if ru != nil {
-			ob.ObserveFloat64(ru, w.opts.RequestCharge(), baseOpt)
-		}
-		if hits != nil {
-			h, mi := o.CacheStats()
-			ob.ObserveInt64(hits, h, baseOpt)
-			ob.ObserveInt64(misses, mi, baseOpt)
-		}
-		return nil
-	}, observed...); err != nil {
-		return err
 	}
 	w.tel = t
 	w.r = &tracedReceiver{Receiver: w.r, t: t}
@@ -226,6 +229,7 @@ func (t *instruments) startProcess(ctx context.Context, m *azservicebus.Received
 	if t == nil {
 		return ctx, nil
 	}
+	t.inFlight.Add(ctx, 1, t.baseOpt)
 	parent := telemetry.Extract(ctx, t.prop, m.ApplicationProperties)
 	attrs := append(t.messageAttrs(m), semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"))
 	return t.tracer.Start(parent, "process "+t.queue, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
@@ -236,6 +240,7 @@ func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Repor
 	if t == nil {
 		return
 	}
+	t.inFlight.Add(ctx, -1, t.baseOpt)
 	res := rep.Result
 	outcome, ok := t.names[res.Outcome]
 	if !ok {
@@ -292,7 +297,16 @@ func (t *instruments) messageAttrs(m *azservicebus.ReceivedMessage) []attribute.
 // breakerChanged is the breaker's state hook; it is called with the
 // breaker's lock held.
 func (t *instruments) breakerChanged(s breakerState) {
-	t.breakerChanges.Add(context.Background(), 1, metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrBreakerState.String(s.String()))...))
+	ctx := context.Background()
+	t.breakerChanges.Add(ctx, 1, metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrBreakerState.String(s.String()))...))
+	if open := s != breakerClosed; open != t.breakerWasOpen {
+		t.breakerWasOpen = open
+		delta := int64(1)
+		if !open {
+			delta = -1
+		}
+		t.breakerOpen.Add(ctx, delta, t.baseOpt)
+	}
 }
 
 func orDefaultString(s, def string) string {

@@ -58,6 +58,8 @@ func TestTelemetry(t *testing.T) {
 		return nil
 	}
 	renewedTwice := make(chan struct{})
+	var inFlightDuring atomic.Int64
+	reader := sdkmetric.NewManualReader()
 	done := settledN(r, 8)
 	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 		switch m.ID {
@@ -70,6 +72,7 @@ func TestTelemetry(t *testing.T) {
 		case "transient":
 			return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}
 		case "renewed":
+			inFlightDuring.Store(telemetrytest.Collect(t, reader).Int(worker.MetricInFlight))
 			select {
 			case <-renewedTwice:
 			case <-ctx.Done():
@@ -79,7 +82,6 @@ func TestTelemetry(t *testing.T) {
 	})
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	var ru atomic.Int64
 	w := newWorker(t, r, h, worker.Options{
@@ -140,6 +142,9 @@ func TestTelemetry(t *testing.T) {
 		if got := m.Int(c.name, c.attrs...); got != c.want {
 			t.Errorf("%s%v = %d, want %d", c.name, c.attrs, got, c.want)
 		}
+	}
+	if n := inFlightDuring.Load(); n != 1 {
+		t.Errorf("%s = %d while a delivery was handled, want 1", worker.MetricInFlight, n)
 	}
 	if s.Renewed < 1 {
 		t.Errorf("stats = %+v: want a successful renewal", s)
