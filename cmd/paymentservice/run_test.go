@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
-	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"io"
 	"net"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/payments"
 )
 
