@@ -49,6 +49,7 @@ type breaker struct {
 	changed     chan struct{}
 	cancelRx    context.CancelFunc // cancels the receive in progress
 	opened      int64
+	onState     func(breakerState) // if set, called with every state change, b.mu held
 }
 
 func newBreaker(o BreakerOptions, max int, log *slog.Logger) *breaker {
@@ -234,6 +235,9 @@ func (b *breaker) close(why string) {
 // setState changes the state and wakes admit. b.mu is held.
 func (b *breaker) setState(s breakerState) {
 	b.state = s
+	if b.onState != nil {
+		b.onState(s)
+	}
 	b.notify()
 }
 

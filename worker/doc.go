@@ -131,4 +131,11 @@
 // breaker that is not closed, so LOG_LEVEL=warn still shows every interval
 // in which something went wrong. The final summary uses the same rule over
 // the whole run.
+//
+// # Telemetry
+//
+// Options.Telemetry switches on OpenTelemetry spans and metrics (see
+// Telemetry for the spans and the Metric constants for the metrics). Its
+// zero value records nothing, and then the worker makes no telemetry call:
+// the receiver is not wrapped and every hook returns at a nil check.
 package worker

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
@@ -84,6 +85,9 @@ type Options struct {
 	// Observe, if set, is called once for every delivery after its
 	// settlement attempt. It is called from handler goroutines concurrently.
 	Observe func(Report)
+	// Telemetry configures traces and metrics (see Telemetry); the zero
+	// value records nothing.
+	Telemetry Telemetry
 }
 
 // BreakerOptions configure the circuit breaker. The zero value of each field
@@ -150,6 +154,8 @@ type Worker struct {
 	inFlight                                                                         atomic.Int64
 
 	lockWarned atomic.Bool // the granted-lock warning was logged
+
+	tel *instruments // nil: no telemetry
 }
 
 // New returns a Worker that receives from r and hands every message to h.
@@ -206,6 +212,9 @@ func New(r Receiver, h Handler, logger *slog.Logger, o Options) (*Worker, error)
 	}
 	w := &Worker{r: r, h: h, log: logger, opts: o}
 	w.breaker = newBreaker(o.Breaker, o.Concurrency, logger)
+	if err := w.instrument(); err != nil {
+		return nil, fmt.Errorf("worker: telemetry: %w", err)
+	}
 	return w, nil
 }
 
@@ -412,7 +421,8 @@ func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool
 	defer p.inflight.Done()
 	defer w.inFlight.Add(-1)
 	start := time.Now()
-	d := w.process(p.handlerCtx, m, trial)
+	ctx, span := w.tel.startProcess(p.handlerCtx, m)
+	d := w.process(ctx, m, trial)
 
 	w.waitToSettle(p, d)
 	<-p.slots
@@ -420,7 +430,13 @@ func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool
 	if !rep.LockLost {
 		// Settlement has a deadline of its own: it runs even after the
 		// grace period cancelled the handler.
-		sctx, cancelSettle := context.WithTimeout(p.settleCtx, w.opts.SettleTimeout)
+		// With tracing its parent carries the process span, so that the
+		// settlement's span is the process span's child.
+		parent := p.settleCtx
+		if span != nil {
+			parent = trace.ContextWithSpan(parent, span)
+		}
+		sctx, cancelSettle := context.WithTimeout(parent, w.opts.SettleTimeout)
 		rep.SettleErr = w.settle(sctx, m, rep.Result)
 		cancelSettle()
 	}
@@ -428,6 +444,7 @@ func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool
 
 	rep.Duration = time.Since(start)
 	w.record(m, rep)
+	w.tel.endProcess(ctx, span, rep)
 	if w.opts.Observe != nil {
 		w.opts.Observe(rep)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 )
 
 // config is the producer's configuration, read like the worker's: environment
@@ -26,6 +27,8 @@ type config struct {
 	IDPrefix      string
 	BatchSize     int
 	Progress      string
+
+	Telemetry telemetry.Config // traces only: OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME
 
 	cli.Logging
 }
@@ -46,6 +49,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.String(&c.IDPrefix, "id-prefix", "", "", "prefix of generated order ids; empty picks ord-<time> so that runs do not collide")
 	env.Int(&c.BatchSize, "batch-size", "", 100, "most messages in one batch (a batch is also limited by size)")
 	env.String(&c.Progress, "progress", "", "auto", "progress bar: auto (on a terminal), always or never")
+	c.Telemetry.Define(env, "orderproducer", "")
 	c.Logging.Define(env)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: orderproducer [flags]
@@ -54,6 +58,8 @@ Sends orders to a Service Bus queue with MessageId = order id.
 
 In Azure:     SERVICEBUS_NAMESPACE (+ AZURE_CLIENT_ID for a managed identity)
 On emulators: SERVICEBUS_CONNECTION_STRING
+Tracing:      OTEL_EXPORTER_OTLP_ENDPOINT exports a span per message sent; the
+              message carries its trace context (traceparent, Diagnostic-Id)
 
 Flags:
 `)
@@ -75,7 +81,7 @@ Flags:
 
 // Validate reports every missing or inconsistent setting at once.
 func (c *config) Validate() error {
-	errs := []error{c.ServiceBus.Validate()}
+	errs := []error{c.ServiceBus.Validate(), c.Telemetry.Validate()}
 	if c.Input == "" && (c.Count < 1 || c.Count > 1_000_000) {
 		errs = append(errs, fmt.Errorf("-count %d is not between 1 and 1000000", c.Count))
 	}
@@ -113,5 +119,6 @@ func (c config) LogValue() slog.Value {
 		slog.String("resend_delay", cli.FormatDuration(c.ResendDelay)),
 		slog.Uint64("seed", c.Seed),
 		slog.String("id_prefix", c.IDPrefix),
+		slog.String("otlp_endpoint", c.Telemetry.OTLPEndpoint),
 	)...)
 }

@@ -75,7 +75,7 @@ func TestSendAllBatches(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &fakeSender{limit: tt.limit}
 			progressed := 0
-			sent, err := sendAll(context.Background(), s, msgs(tt.sizes...), tt.max, func(n int) { progressed += n })
+			sent, err := sendAll(context.Background(), s, sendTracing{}, msgs(tt.sizes...), tt.max, func(n int) { progressed += n })
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
 			}
@@ -102,7 +102,7 @@ func TestSendAllBatches(t *testing.T) {
 
 func TestSendAllSetsMessageIDAndContentType(t *testing.T) {
 	s := &fakeSender{limit: 1000}
-	if _, err := sendAll(context.Background(), s, []outgoing{{id: "ord-1", body: []byte("{}")}}, 10, func(int) {}); err != nil {
+	if _, err := sendAll(context.Background(), s, sendTracing{}, []outgoing{{id: "ord-1", body: []byte("{}")}}, 10, func(int) {}); err != nil {
 		t.Fatal(err)
 	}
 	m := s.sent[0][0]
@@ -113,7 +113,7 @@ func TestSendAllSetsMessageIDAndContentType(t *testing.T) {
 
 func TestSendAllReportsHowManyWereSent(t *testing.T) {
 	s := &fakeSender{limit: 1000, failAfter: 2}
-	sent, err := sendAll(context.Background(), s, msgs(1, 1, 1, 1, 1), 2, func(int) {})
+	sent, err := sendAll(context.Background(), s, sendTracing{}, msgs(1, 1, 1, 1, 1), 2, func(int) {})
 	if err == nil || sent != 2 {
 		t.Errorf("sent %d, err %v; want 2 sent and an error", sent, err)
 	}

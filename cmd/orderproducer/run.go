@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 )
 
 // run is the whole program; main only supplies the process's context,
@@ -59,17 +60,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	first, second := plan(cfg, orders, now)
 	logger.Info("orderproducer starting", "config", cfg, "messages", len(first)+len(second))
+	tel, err := telemetry.New(ctx, cfg.Telemetry)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetry.ShutdownTimeout)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			logger.Warn("telemetry not flushed", "error", err)
+		}
+	}()
 
 	stopLog := context.AfterFunc(ctx, func() {
 		logger.Warn("stopping: no more messages are sent; a second signal exits at once", "cause", context.Cause(ctx).Error())
 	})
 	defer stopLog()
-	return cli.RunUntilForced(ctx, func(ctx context.Context) error { return send(ctx, cfg, logger, first, second, stdout, stderr) })
+	return cli.RunUntilForced(ctx, func(ctx context.Context) error { return send(ctx, cfg, logger, tel, first, second, stdout, stderr) })
 }
 
 // send sends first, waits the resend delay, sends second, and prints what
 // was sent to stdout.
-func send(ctx context.Context, cfg config, logger *slog.Logger, first, second []outgoing, stdout, stderr io.Writer) error {
+func send(ctx context.Context, cfg config, logger *slog.Logger, tel *telemetry.Providers, first, second []outgoing, stdout, stderr io.Writer) error {
 	sb, err := cfg.ServiceBus.NewClient()
 	if err != nil {
 		return err
@@ -81,9 +93,10 @@ func send(ctx context.Context, cfg config, logger *slog.Logger, first, second []
 	}
 	defer closeWithTimeout(sender.Close)
 
+	tr := newSendTracing(tel, cfg.Queue)
 	bar := newProgress(cfg.Progress, stderr, len(first)+len(second))
 	start := time.Now()
-	sent, err := sendAll(ctx, sbSender{sender}, first, cfg.BatchSize, func(n int) { bar.Add(n) })
+	sent, err := sendAll(ctx, sbSender{sender}, tr, first, cfg.BatchSize, func(n int) { bar.Add(n) })
 	if err == nil && len(second) > 0 && cfg.ResendDelay > 0 {
 		logger.Info("waiting before the resends", "delay", cfg.ResendDelay)
 		select {
@@ -94,7 +107,7 @@ func send(ctx context.Context, cfg config, logger *slog.Logger, first, second []
 	}
 	if err == nil {
 		var n int
-		n, err = sendAll(ctx, sbSender{sender}, second, cfg.BatchSize, func(n int) { bar.Add(n) })
+		n, err = sendAll(ctx, sbSender{sender}, tr, second, cfg.BatchSize, func(n int) { bar.Add(n) })
 		sent += n
 	}
 	bar.Finish()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
 )
@@ -43,6 +44,11 @@ type config struct {
 	ShutdownGrace   time.Duration
 	SummaryInterval time.Duration
 	HealthAddr      string // listen address of /livez, /readyz, /startupz (and /metrics); empty: no listener
+
+	// Telemetry: OTEL_EXPORTER_OTLP_ENDPOINT exports traces and metrics
+	// over OTLP/HTTP, WORKER_METRICS_PROMETHEUS serves the metrics for
+	// scraping; neither by default.
+	Telemetry telemetry.Config
 
 	cli.Logging
 }
@@ -90,6 +96,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Duration(&c.ShutdownGrace, "shutdown-grace", "WORKER_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight messages may finish after SIGTERM")
 	env.Duration(&c.SummaryInterval, "summary-interval", "WORKER_SUMMARY_INTERVAL", 30*time.Second, "how often to log a summary of outcomes")
 	env.String(&c.HealthAddr, "health-addr", "WORKER_HEALTH_ADDR", "", "listen address of the health probes /livez, /readyz and /startupz, such as :8080 (what the Container App's probes use); empty: no listener")
+	c.Telemetry.Define(env, "orderworker", "WORKER_METRICS_PROMETHEUS")
 	c.Logging.Define(env)
 	fs.Usage = func() { usage(fs) }
 	err := env.Parse(args)
@@ -118,6 +125,8 @@ after it, so the variables that azd writes are enough to run in Azure.
 
 In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a managed identity)
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_CREATE_CONTAINER=true
+Telemetry:    OTEL_EXPORTER_OTLP_ENDPOINT (traces and metrics over OTLP/HTTP),
+              WORKER_METRICS_PROMETHEUS=true (metrics on /metrics); none by default
 No Azure:     orderworker -simulate runs everything in-process under injected faults (-simulate -h)
 Version:      orderworker -version prints the module version, VCS revision and Go version
 
@@ -131,7 +140,7 @@ Flags:
 // Validate reports every missing or inconsistent setting at once, naming the
 // variable (and flag) to set.
 func (c *config) Validate() error {
-	errs := []error{c.ServiceBus.Validate()}
+	errs := []error{c.ServiceBus.Validate(), c.Telemetry.Validate()}
 	if c.CosmosEndpoint == "" {
 		errs = append(errs, errors.New("set COSMOS_ENDPOINT (-cosmos-endpoint)"))
 	} else if err := cli.CheckEndpoint(c.CosmosEndpoint); err != nil {
@@ -273,5 +282,14 @@ func (c config) LogValue() slog.Value {
 		slog.String("message_timeout", cli.FormatDuration(c.MessageTimeout)),
 		slog.String("shutdown_grace", cli.FormatDuration(c.ShutdownGrace)),
 		slog.String("health_addr", c.HealthAddr),
+		slog.Group("telemetry", anyAttrs(c.Telemetry.LogAttrs())...),
 	)...)
+}
+
+func anyAttrs(attrs []slog.Attr) []any {
+	out := make([]any, len(attrs))
+	for i, a := range attrs {
+		out[i] = a
+	}
+	return out
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -104,6 +105,20 @@ func TestConfig(t *testing.T) {
 				t.Errorf("MessageTTL = %v, want 0 (unlimited)", c.MessageTTL)
 			}
 		}},
+		{name: "telemetry off by default", env: azure, check: func(t *testing.T, c config) {
+			if c.Telemetry.Enabled() || c.Telemetry.ServiceName != "orderworker" {
+				t.Errorf("Telemetry = %+v, want nothing exported, service orderworker", c.Telemetry)
+			}
+		}},
+		{name: "telemetry settings are read", env: with("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", "OTEL_SERVICE_NAME", "orders-eu", "WORKER_METRICS_PROMETHEUS", "true"),
+			check: func(t *testing.T, c config) {
+				want := telemetry.Config{ServiceName: "orders-eu", OTLPEndpoint: "http://collector:4318", Prometheus: true}
+				if c.Telemetry != want {
+					t.Errorf("Telemetry = %+v, want %+v", c.Telemetry, want)
+				}
+			}},
+		{name: "telemetry problems with the others", env: with("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", "WORKER_METRICS_PROMETHEUS", "yes please", "WORKER_CONCURRENCY", "0"),
+			wantErr: []string{"OTEL_EXPORTER_OTLP_ENDPOINT (-otlp-endpoint)", "WORKER_METRICS_PROMETHEUS", "WORKER_CONCURRENCY"}},
 		{name: "emulator connection string", env: with("SERVICEBUS_NAMESPACE", "", "SERVICEBUS_CONNECTION_STRING",
 			"Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"),
 			check: func(t *testing.T, c config) {}},

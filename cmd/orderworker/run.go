@@ -15,6 +15,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
@@ -50,13 +51,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		logger.Info(n)
 	}
 	defer logShutdownStages(ctx, logger, cfg.ShutdownGrace)()
-	hs, err := startHealth(cfg, nil, logger)
+	tel, err := telemetry.New(ctx, cfg.Telemetry)
+	if err != nil {
+		return err
+	}
+	defer shutdownTelemetry(ctx, logger, tel)
+	hs, err := startHealth(cfg, tel.MetricsHandler(), logger)
 	if err != nil {
 		return err
 	}
 	defer hs.stop(ctx)
 
-	store, err := openStore(ctx, cfg, logger)
+	store, err := openStore(ctx, cfg, tel, logger)
 	if err != nil {
 		return err
 	}
@@ -79,7 +85,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("start-up check of queue %q: %w", cfg.Queue, err)
 	}
 
-	handler, probe, err := newHandler(cfg, store, checked.PatchConditionsHonoured)
+	handler, probe, err := newHandler(cfg, store, checked.PatchConditionsHonoured, tel)
 	if err != nil {
 		return err
 	}
@@ -94,7 +100,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// store or the payments service, and probe them until they
 		// answer: an outage costs the in-flight deliveries, not the
 		// backlog.
-		Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: probe},
+		Breaker:   worker.BreakerOptions{Threshold: breakerThreshold, Probe: probe},
+		Telemetry: workerTelemetry(cfg, tel),
 	})
 	if err != nil {
 		return err
@@ -172,7 +179,7 @@ const breakerThreshold = 5
 // dependencies it needs, for the circuit breaker. Without patch conditions
 // (an emulator that ignores them) status changes are applied by read and
 // ETag-conditioned replace instead of a conditional patch.
-func newHandler(cfg config, store *cosmosstore.Store, patchConditions bool) (worker.Handler, func(context.Context) error, error) {
+func newHandler(cfg config, store *cosmosstore.Store, patchConditions bool, tel *telemetry.Providers) (worker.Handler, func(context.Context) error, error) {
 	if cfg.InboxConsumer != "" {
 		c, err := order.NewInboxConsumer(cfg.InboxConsumer, store, cfg.InboxTTL, nil)
 		return c, store.Ping, err
@@ -183,7 +190,7 @@ func newHandler(cfg config, store *cosmosstore.Store, patchConditions bool) (wor
 	}
 	probe := store.Ping
 	if cfg.PaymentsURL != "" {
-		gw, err := newPaymentGateway(cfg.PaymentsURL)
+		gw, err := newPaymentGateway(cfg.PaymentsURL, tel)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -228,8 +235,9 @@ const storeCheckTimeout = 30 * time.Second
 
 // openStore connects to Cosmos DB: with an account key on an emulator, with
 // Entra ID in Azure.
-func openStore(ctx context.Context, cfg config, logger *slog.Logger) (*cosmosstore.Store, error) {
+func openStore(ctx context.Context, cfg config, tel *telemetry.Providers, logger *slog.Logger) (*cosmosstore.Store, error) {
 	opts := &cosmosstore.ClientOptions{InsecureSkipVerify: cfg.CosmosInsecureSkipVerify}
+	opts.ClientOptions.ClientOptions = tel.AzureClientOptions() // the SDK's spans and request charges; nothing when disabled
 	var client *azcosmos.Client
 	var err error
 	if cfg.CosmosKey != "" {
@@ -251,6 +259,28 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (*cosmossto
 		logger.Info("created the database and container for the emulator", "database", cfg.CosmosDatabase, "container", cfg.CosmosContainer)
 	}
 	return cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer)
+}
+
+// workerTelemetry returns the worker's telemetry options: the zero value,
+// which costs nothing, when nothing is exported.
+func workerTelemetry(cfg config, tel *telemetry.Providers) worker.Telemetry {
+	if !tel.Enabled() {
+		return worker.Telemetry{}
+	}
+	return worker.Telemetry{TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider, Propagator: tel.Propagator, Queue: cfg.Queue}
+}
+
+// shutdownTelemetry flushes what the exporters hold, with a deadline of its
+// own; after a second signal it flushes nothing, to exit at once.
+func shutdownTelemetry(runCtx context.Context, logger *slog.Logger, tel *telemetry.Providers) {
+	if cli.Force(runCtx).Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), telemetry.ShutdownTimeout)
+	defer cancel()
+	if err := tel.Shutdown(ctx); err != nil {
+		logger.Warn("telemetry not flushed", "error", err)
+	}
 }
 
 // closeWithTimeout closes a Service Bus object with a deadline of its own,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/payments"
 )
 
@@ -21,6 +22,7 @@ type config struct {
 	Addr          string
 	KeyRetention  time.Duration
 	ShutdownGrace time.Duration
+	Telemetry     telemetry.Config // traces and metrics over OTLP, when OTEL_EXPORTER_OTLP_ENDPOINT is set
 	cli.Logging
 }
 
@@ -32,6 +34,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Duration(&c.KeyRetention, "key-retention", "PAYMENTS_KEY_RETENTION", payments.DefaultKeyRetention,
 		"how long an idempotency key is remembered after its charge (payments are kept for ever); the order worker must never assume longer, and resolves claims older than it assumes by GET /payments?orderId=")
 	env.Duration(&c.ShutdownGrace, "shutdown-grace", "PAYMENTS_SHUTDOWN_GRACE", 10*time.Second, "how long in-flight requests may finish after SIGTERM")
+	c.Telemetry.Define(env, "paymentservice", "")
 	c.Logging.Define(env)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: paymentservice [flags]
@@ -39,7 +42,9 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 Serves the reference payment service: POST /payments with an Idempotency-Key
 header charges once per key for as long as it remembers the key,
 GET /payments?orderId=<id> lists an order's payments from the ledger (kept for
-ever), GET /payments/{paymentId}, GET /healthz. State is in memory only.
+ever), GET /payments/{paymentId}, GET /healthz. State is in memory only. With
+OTEL_EXPORTER_OTLP_ENDPOINT set, every request is a server span continuing
+the caller's trace (traceparent), with its Idempotency-Key as an attribute.
 
 Flags:
 `)
@@ -48,7 +53,7 @@ Flags:
 	if err := env.Parse(args); err != nil {
 		return c, err
 	}
-	var errs []error
+	errs := []error{c.Telemetry.Validate()}
 	if c.KeyRetention <= 0 {
 		errs = append(errs, fmt.Errorf("PAYMENTS_KEY_RETENTION (-key-retention) %v must be positive", c.KeyRetention))
 	}
@@ -81,13 +86,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
+	tel, err := telemetry.New(ctx, cfg.Telemetry)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetry.ShutdownTimeout)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			logger.Warn("telemetry not flushed", "error", err)
+		}
+	}()
+
 	svc := payments.NewService(&payments.ServiceOptions{KeyRetention: cfg.KeyRetention})
+	var h http.Handler = svc
+	if tel.Enabled() {
+		h = tel.HTTPHandler(svc, "payments", payments.HeaderIdempotencyKey)
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           logRequests(logger, svc),
+		Handler:           logRequests(logger, h),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,

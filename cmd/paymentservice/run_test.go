@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/payments"
 )
 
@@ -174,11 +175,11 @@ func TestParseConfigPrecedence(t *testing.T) {
 		env  map[string]string
 		want config
 	}{
-		{"defaults", nil, nil, config{Addr: "127.0.0.1:8090", KeyRetention: 30 * 24 * time.Hour, ShutdownGrace: 10 * time.Second, Logging: cli.Logging{Format: "auto", Level: "info"}}},
+		{"defaults", nil, nil, config{Addr: "127.0.0.1:8090", KeyRetention: 30 * 24 * time.Hour, ShutdownGrace: 10 * time.Second, Telemetry: telemetry.Config{ServiceName: "paymentservice"}, Logging: cli.Logging{Format: "auto", Level: "info"}}},
 		{"environment", nil, map[string]string{"PAYMENTS_ADDR": ":9000", "PAYMENTS_KEY_RETENTION": "P7D", "LOG_LEVEL": "debug"},
-			config{Addr: ":9000", KeyRetention: 7 * 24 * time.Hour, ShutdownGrace: 10 * time.Second, Logging: cli.Logging{Format: "auto", Level: "debug"}}},
+			config{Addr: ":9000", KeyRetention: 7 * 24 * time.Hour, ShutdownGrace: 10 * time.Second, Telemetry: telemetry.Config{ServiceName: "paymentservice"}, Logging: cli.Logging{Format: "auto", Level: "debug"}}},
 		{"flags override the environment", []string{"-addr", ":9001", "-key-retention", "36h"}, map[string]string{"PAYMENTS_ADDR": ":9000", "PAYMENTS_KEY_RETENTION": "P7D"},
-			config{Addr: ":9001", KeyRetention: 36 * time.Hour, ShutdownGrace: 10 * time.Second, Logging: cli.Logging{Format: "auto", Level: "info"}}},
+			config{Addr: ":9001", KeyRetention: 36 * time.Hour, ShutdownGrace: 10 * time.Second, Telemetry: telemetry.Config{ServiceName: "paymentservice"}, Logging: cli.Logging{Format: "auto", Level: "info"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -95,6 +95,11 @@ type Config struct {
 	// Logger receives the workers' logs. Default: discarded.
 	Logger *slog.Logger
 
+	// Telemetry is every worker's telemetry, with Queue set to the
+	// worker's queue ("orders", or an inbox consumer's name). Default:
+	// none, as orderworker -simulate runs, which exports nothing.
+	Telemetry worker.Telemetry
+
 	// ProgressInterval is how often Run reports progress. Default 100ms.
 	ProgressInterval time.Duration
 
@@ -271,6 +276,7 @@ func (c Config) workerOptions(probe func(context.Context) error) worker.Options 
 		// stands for (its link credit included).
 		ReceiveDrain: time.Second,
 		Breaker:      worker.BreakerOptions{Threshold: breakerThreshold, Probe: probe},
+		Telemetry:    c.Telemetry,
 	}
 }
 
@@ -819,8 +825,10 @@ func (p *workerPool) start(sl *workerSlot) error {
 	if sl.orders {
 		fr.afterSettle = func() { p.settled(sl) }
 	}
+	opts := p.cfg.workerOptions(s.store.Ping)
+	opts.Telemetry.Queue = s.name
 	wk, err := worker.New(fr, &trackingHandler{inner: h, tr: s.tr, hist: p.hist, queue: s.out.consumer},
-		p.logger.With("queue", s.name, "worker", sl.index, "generation", sl.generation), p.cfg.workerOptions(s.store.Ping))
+		p.logger.With("queue", s.name, "worker", sl.index, "generation", sl.generation), opts)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,66 @@
+package telemetry
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/tracing/azotel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// RequestChargeMetric is the histogram of the request units that each
+// Cosmos DB request (each attempt, retries included) was charged, read from
+// its x-ms-request-charge header. It is a float histogram because request
+// charges are fractional; the semantic conventions' int histogram
+// azure.cosmosdb.client.operation.request_charge would round them.
+const RequestChargeMetric = "orderworker.cosmosdb.request_charge"
+
+// AzureClientOptions returns the azcore options that instrument an Azure
+// SDK client, such as azcosmos's: the SDK's own spans through azotel's
+// tracing provider, and, for Cosmos DB, the request-charge histogram (a
+// per-retry policy). Copy its fields into the client's options. With
+// disabled providers it returns the zero options, which cost nothing.
+func (p *Providers) AzureClientOptions() azcore.ClientOptions {
+	if !p.Enabled() {
+		return azcore.ClientOptions{}
+	}
+	o := azcore.ClientOptions{TracingProvider: azotel.NewTracingProvider(p.TracerProvider, nil)}
+	if pol, err := newRequestChargePolicy(p.MeterProvider); err == nil {
+		o.PerRetryPolicies = []policy.Policy{pol}
+	}
+	return o
+}
+
+// requestChargePolicy records the request charge of every Cosmos DB
+// response.
+type requestChargePolicy struct{ h metric.Float64Histogram }
+
+func newRequestChargePolicy(mp metric.MeterProvider) (*requestChargePolicy, error) {
+	h, err := mp.Meter(scope).Float64Histogram(RequestChargeMetric,
+		metric.WithUnit("{request_unit}"),
+		metric.WithDescription("Request units charged per Cosmos DB request attempt."),
+		metric.WithExplicitBucketBoundaries(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000))
+	if err != nil {
+		return nil, err
+	}
+	return &requestChargePolicy{h: h}, nil
+}
+
+func (p *requestChargePolicy) Do(req *policy.Request) (*http.Response, error) {
+	resp, err := req.Next()
+	if resp == nil {
+		return resp, err
+	}
+	if v, perr := strconv.ParseFloat(resp.Header.Get("x-ms-request-charge"), 64); perr == nil {
+		p.h.Record(req.Raw().Context(), v, metric.WithAttributes(
+			attribute.String("http.request.method", req.Raw().Method),
+			attribute.Int("http.response.status_code", resp.StatusCode)))
+	}
+	return resp, err
+}
+
+// scope is the instrumentation scope of the project's own instruments.
+const scope = "github.com/idempotent-consumer/sbcosmos"

@@ -1,0 +1,26 @@
+// Package telemetry sets up the project's OpenTelemetry traces and metrics:
+// the providers a command's settings ask for (OTLP over HTTP for traces and
+// metrics, a Prometheus scrape handler for metrics, or nothing), the W3C
+// trace context carried in a Service Bus message's application properties,
+// and the instrumentation of the Cosmos DB client (the SDK's own spans
+// through azcore's tracing provider, and request units per request) and of
+// the payments service's HTTP client and server (otelhttp, with the
+// Idempotency-Key header on the span).
+//
+// Nothing is exported unless a setting asks for it: with no exporter
+// configured, New returns no-op providers, and the worker, the producer and
+// the Cosmos DB client record nothing.
+//
+// # Trace context in messages
+//
+// The producer injects the context of its send span into each message's
+// ApplicationProperties as traceparent and tracestate (W3C Trace Context)
+// and Diagnostic-Id, the property the Azure SDKs for other languages write
+// and read (the traceparent value); the worker extracts it, preferring
+// traceparent and falling back to Diagnostic-Id, so that one trace runs
+// from the producer through the worker to Cosmos DB and the payments
+// service. The properties are plain strings: a message sent without them,
+// or with values that do not parse, is processed in a trace of its own.
+//
+// Everything here is safe for concurrent use once built.
+package telemetry

@@ -1,0 +1,186 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+)
+
+// Config is a command's telemetry settings. The zero value exports
+// nothing.
+type Config struct {
+	// ServiceName is the service.name resource attribute
+	// (OTEL_SERVICE_NAME).
+	ServiceName string
+	// OTLPEndpoint is the base URL of an OTLP/HTTP collector
+	// (OTEL_EXPORTER_OTLP_ENDPOINT), such as http://localhost:4318; traces
+	// go to its /v1/traces and metrics to its /v1/metrics. Empty: no OTLP
+	// export. The exporters read the other OTEL_EXPORTER_OTLP_* variables
+	// (headers, timeout, compression) from the process environment
+	// themselves.
+	OTLPEndpoint string
+	// Prometheus serves the metrics for scraping (Providers.MetricsHandler).
+	Prometheus bool
+}
+
+// Define defines the settings on env: OTEL_SERVICE_NAME (-otel-service-name,
+// default service), OTEL_EXPORTER_OTLP_ENDPOINT (-otlp-endpoint) and, when
+// prometheusEnv is not empty, a Prometheus switch under that variable
+// (-metrics-prometheus), such as WORKER_METRICS_PROMETHEUS.
+func (c *Config) Define(env *cli.Env, service, prometheusEnv string) {
+	env.String(&c.ServiceName, "otel-service-name", "OTEL_SERVICE_NAME", service, "service.name of the traces and metrics exported")
+	env.String(&c.OTLPEndpoint, "otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "base URL of an OTLP/HTTP collector, such as http://localhost:4318; when set, traces and metrics are exported to it")
+	if prometheusEnv != "" {
+		env.Bool(&c.Prometheus, "metrics-prometheus", prometheusEnv, false, "serve the metrics in the Prometheus format on the health listener's /metrics")
+	}
+}
+
+// Validate reports every problem of the settings at once, naming the
+// variables.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.OTLPEndpoint != "" {
+		if u, err := url.Parse(c.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT (-otlp-endpoint) %q: want an http:// or https:// URL with a host", c.OTLPEndpoint))
+		}
+	}
+	if c.Enabled() && c.ServiceName == "" {
+		errs = append(errs, errors.New("OTEL_SERVICE_NAME (-otel-service-name) must not be empty when telemetry is exported"))
+	}
+	return errors.Join(errs...)
+}
+
+// Enabled reports whether the settings export anything.
+func (c *Config) Enabled() bool { return c.OTLPEndpoint != "" || c.Prometheus }
+
+// LogAttrs returns the settings for the start-up log line.
+func (c *Config) LogAttrs() []slog.Attr {
+	return []slog.Attr{
+		slog.String("otel_service_name", c.ServiceName),
+		slog.String("otlp_endpoint", c.OTLPEndpoint),
+		slog.Bool("metrics_prometheus", c.Prometheus),
+	}
+}
+
+// Providers are the tracer and meter providers a Config asks for, with the
+// propagator the project uses. Without any exporter both providers are
+// no-ops. Providers is safe for concurrent use.
+type Providers struct {
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	Propagator     propagation.TextMapPropagator
+
+	metrics  http.Handler
+	shutdown []func(context.Context) error
+}
+
+// Propagator is the propagator of the project: W3C Trace Context and
+// Baggage.
+func Propagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+}
+
+// Disabled returns providers that record nothing.
+func Disabled() *Providers {
+	return &Providers{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(), Propagator: Propagator()}
+}
+
+// New builds the providers c asks for. ctx bounds the set-up only. The
+// caller must call Shutdown, which flushes what is buffered.
+func New(ctx context.Context, c Config) (*Providers, error) {
+	if !c.Enabled() {
+		return Disabled(), nil
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(c.ServiceName)))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	p := &Providers{Propagator: Propagator(), TracerProvider: tracenoop.NewTracerProvider()}
+	var readers []sdkmetric.Option
+	if c.OTLPEndpoint != "" {
+		base, _ := url.Parse(c.OTLPEndpoint) // Validate parsed it
+		te, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(base.JoinPath("v1", "traces").String()))
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: OTLP trace exporter: %w", err)
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(te), sdktrace.WithResource(res))
+		p.TracerProvider = tp
+		p.shutdown = append(p.shutdown, tp.Shutdown)
+		me, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(base.JoinPath("v1", "metrics").String()))
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("telemetry: OTLP metric exporter: %w", err), p.Shutdown(ctx))
+		}
+		readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me)))
+	}
+	if c.Prometheus {
+		reg := prometheus.NewRegistry()
+		pe, err := otelprom.New(otelprom.WithRegisterer(reg),
+			otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("telemetry: Prometheus exporter: %w", err), p.Shutdown(ctx))
+		}
+		readers = append(readers, sdkmetric.WithReader(pe))
+		p.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	}
+	mp := sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(res))...)
+	p.MeterProvider = mp
+	p.shutdown = append(p.shutdown, mp.Shutdown)
+	return p, nil
+}
+
+// MetricsHandler returns the Prometheus scrape handler, or nil when the
+// Config did not ask for Prometheus. Mount it on /metrics.
+func (p *Providers) MetricsHandler() http.Handler { return p.metrics }
+
+// Enabled reports whether p records anything: whether either provider is
+// not a no-op one. Providers may be built by hand (tests do, with in-memory
+// exporters); the zero Providers is not usable.
+func (p *Providers) Enabled() bool {
+	_, noTraces := p.TracerProvider.(tracenoop.TracerProvider)
+	_, noMetrics := p.MeterProvider.(metricnoop.MeterProvider)
+	return !noTraces || !noMetrics
+}
+
+// Shutdown flushes and stops the providers, bounded by ctx. It is safe to
+// call more than once, from one goroutine.
+func (p *Providers) Shutdown(ctx context.Context) error {
+	var errs []error
+	for _, f := range p.shutdown {
+		if err := f(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.shutdown = nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("telemetry: shutdown: %w", err)
+	}
+	return nil
+}
+
+// ShutdownTimeout bounds the flush at exit that commands give Shutdown.
+const ShutdownTimeout = 5 * time.Second

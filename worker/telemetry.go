@@ -1,0 +1,429 @@
+package worker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// Telemetry configures the worker's traces and metrics. The zero value
+// records nothing, and then the worker makes no telemetry call at all.
+//
+// With a TracerProvider, every delivery gets a "process" span (kind
+// consumer) that continues the producer's trace from the message's
+// application properties (traceparent, or Diagnostic-Id), with the
+// settlement ("complete", "abandon", "dead_letter") and each lock renewal
+// ("renew_message_lock") as its children; the handler's context carries
+// the span, so the store's and the payments client's spans are its children
+// too. Every receive call gets a "receive" span (kind client) linked to the
+// creation context of each message it returned. Attribute names follow the
+// OpenTelemetry messaging semantic conventions (semconv v1.43.0), with the
+// project's own order.outcome, order.reason and order.id.
+//
+// With a MeterProvider the worker records the metrics listed under Metric*
+// below. Their counts agree with Stats.
+type Telemetry struct {
+	TracerProvider trace.TracerProvider // nil: no spans
+	MeterProvider  metric.MeterProvider // nil: no metrics
+	// Propagator reads the trace context of messages. Nil: W3C Trace
+	// Context and Baggage.
+	Propagator propagation.TextMapPropagator
+	// Queue is the queue or topic received from (messaging.destination.name),
+	// and Subscription the subscription, if any
+	// (messaging.destination.subscription.name).
+	Queue, Subscription string
+	// CacheStats, if set, reports a cache's cumulative hits and misses (the
+	// order package's hot cache), observed as MetricCacheHits and
+	// MetricCacheMisses.
+	CacheStats func() (hits, misses int64)
+}
+
+// The names of the worker's metrics. Prometheus shows them with dots as
+// underscores, the unit appended (_seconds) and counters ending in _total.
+const (
+	// MetricConsumed counts messages received (semconv).
+	MetricConsumed = "messaging.client.consumed.messages"
+	// MetricProcessDuration is the histogram of a delivery's handling,
+	// settlement included, in seconds, by order.outcome (semconv).
+	MetricProcessDuration = "messaging.process.duration"
+	// MetricDeliveries counts deliveries handled by order.outcome and
+	// order.reason.
+	MetricDeliveries = "orderworker.deliveries"
+	// MetricDuplicates counts duplicate outcomes by order.duplicate.cause:
+	// "redelivery" (the broker delivered the same message again,
+	// DeliveryCount > 1: a lost lock or settlement, a crash) or "resend"
+	// (a first delivery of an id already processed: the producer sent it
+	// again, outside the duplicate-detection window or without it).
+	MetricDuplicates = "orderworker.duplicates"
+	// MetricMismatches counts ids reused for other content (dead-lettered).
+	MetricMismatches = "orderworker.mismatches"
+	// MetricDeadLetters counts messages dead-lettered by order.reason.
+	MetricDeadLetters = "orderworker.dead_letters"
+	// MetricSettlementFailures counts settlements that failed, by
+	// messaging.servicebus.disposition_status and error.type ("lock_lost",
+	// another Service Bus code, or "_OTHER").
+	MetricSettlementFailures = "orderworker.settlement.failures"
+	// MetricLockRenewals counts lock renewals by renewal.result: "ok",
+	// "failed" (retried) or "lost" (the handler is cancelled; the message
+	// is not settled).
+	MetricLockRenewals = "orderworker.lock.renewals"
+	// MetricBreakerTransitions counts the circuit breaker's state changes
+	// by breaker.state, the new state.
+	MetricBreakerTransitions = "orderworker.breaker.transitions"
+	// MetricBreakerOpen is 1 while the breaker is open or half-open
+	// (receiving paused), else 0; summed over the workers of a process.
+	MetricBreakerOpen = "orderworker.breaker.open"
+	// MetricInFlight is the number of deliveries being handled (an
+	// up-down counter, summed over the workers of a process).
+	MetricInFlight = "orderworker.in_flight"
+	// MetricRequestUnits is the store's cumulative request charge
+	// (Options.RequestCharge), in request units.
+	MetricRequestUnits = "orderworker.cosmosdb.request_units"
+	// MetricCacheHits and MetricCacheMisses are Telemetry.CacheStats.
+	MetricCacheHits   = "orderworker.cache.hits"
+	MetricCacheMisses = "orderworker.cache.misses"
+)
+
+// The attribute keys of the project's own attributes.
+const (
+	AttrOutcome        = attribute.Key("order.outcome")
+	AttrReason         = attribute.Key("order.reason")
+	AttrOrderID        = attribute.Key("order.id")
+	AttrDuplicateCause = attribute.Key("order.duplicate.cause")
+	AttrRenewalResult  = attribute.Key("renewal.result")
+	AttrBreakerState   = attribute.Key("breaker.state")
+)
+
+const instrumentationScope = "github.com/idempotent-consumer/sbcosmos/worker"
+
+// instruments are a worker's tracer and meters. A nil *instruments records
+// nothing. It is safe for concurrent use.
+type instruments struct {
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+	queue  string
+	base   []attribute.KeyValue // messaging.system, destination
+	names  map[order.Outcome]attribute.KeyValue
+
+	consumed, deliveries, duplicates, mismatches, deadLetters metric.Int64Counter
+	settleFailures, renewals, breakerChanges                  metric.Int64Counter
+	inFlight, breakerOpen                                     metric.Int64UpDownCounter
+	processDuration                                           metric.Float64Histogram
+	baseOpt                                                   metric.MeasurementOption
+
+	breakerWasOpen bool // guarded by the breaker's lock
+}
+
+// instrument sets up w's telemetry from w.opts.Telemetry: it wraps the
+// receiver, hooks the breaker and registers the observed metrics. With the
+// zero Telemetry it does nothing.
+func (w *Worker) instrument() error {
+	o := w.opts.Telemetry
+	if o.TracerProvider == nil && o.MeterProvider == nil {
+		return nil
+	}
+	tp, mp, prop := o.TracerProvider, o.MeterProvider, o.Propagator
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
+	}
+	if mp == nil {
+		mp = metricnoop.NewMeterProvider()
+	}
+	if prop == nil {
+		prop = telemetry.Propagator()
+	}
+	t := &instruments{
+		tracer: tp.Tracer(instrumentationScope, trace.WithSchemaURL(semconv.SchemaURL)),
+		prop:   prop, queue: o.Queue,
+		base:  []attribute.KeyValue{semconv.MessagingSystemServiceBus, semconv.MessagingDestinationName(o.Queue)},
+		names: map[order.Outcome]attribute.KeyValue{},
+	}
+	if o.Subscription != "" {
+		t.base = append(t.base, semconv.MessagingDestinationSubscriptionName(o.Subscription))
+	}
+	for oc := order.Created; oc <= order.Ignored; oc++ {
+		t.names[oc] = AttrOutcome.String(oc.String())
+	}
+	m := mp.Meter(instrumentationScope, metric.WithSchemaURL(semconv.SchemaURL))
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	t.consumed = counter(MetricConsumed, "{message}", "Messages received.")
+	t.deliveries = counter(MetricDeliveries, "{delivery}", "Deliveries handled, by outcome and reason.")
+	t.duplicates = counter(MetricDuplicates, "{delivery}", "Duplicate deliveries, by cause.")
+	t.mismatches = counter(MetricMismatches, "{delivery}", "Deliveries of an order id reused for other content.")
+	t.deadLetters = counter(MetricDeadLetters, "{message}", "Messages dead-lettered, by reason.")
+	t.settleFailures = counter(MetricSettlementFailures, "{settlement}", "Settlements that failed.")
+	t.renewals = counter(MetricLockRenewals, "{renewal}", "Lock renewals, by result.")
+	t.breakerChanges = counter(MetricBreakerTransitions, "{transition}", "Circuit breaker state changes, by new state.")
+	var err error
+	t.processDuration, err = m.Float64Histogram(MetricProcessDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of processing operation."),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60))
+	errs = append(errs, err)
+
+	t.inFlight, err = m.Int64UpDownCounter(MetricInFlight, metric.WithUnit("{delivery}"), metric.WithDescription("Deliveries being handled."))
+	errs = append(errs, err)
+	t.breakerOpen, err = m.Int64UpDownCounter(MetricBreakerOpen, metric.WithDescription("1 while the circuit breaker has paused receiving (summed over the workers)."))
+	errs = append(errs, err)
+	var observed []metric.Observable
+	var ru metric.Float64ObservableCounter
+	if w.opts.RequestCharge != nil {
+		ru, err = m.Float64ObservableCounter(MetricRequestUnits, metric.WithUnit("{request_unit}"), metric.WithDescription("Request units the store was charged."))
+		errs = append(errs, err)
+		observed = append(observed, ru)
+	}
+	var hits, misses metric.Int64ObservableCounter
+	if o.CacheStats != nil {
+		hits, err = m.Int64ObservableCounter(MetricCacheHits, metric.WithUnit("{lookup}"), metric.WithDescription("Cache hits."))
+		errs = append(errs, err)
+		misses, err = m.Int64ObservableCounter(MetricCacheMisses, metric.WithUnit("{lookup}"), metric.WithDescription("Cache misses."))
+		errs = append(errs, err)
+		observed = append(observed, hits, misses)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	t.baseOpt = metric.WithAttributes(t.base...)
+	if len(observed) > 0 {
+		// Observed for as long as the MeterProvider lives: the sources
+		// are cumulative, and a worker runs once per process.
+		if _, err := m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
+			if ru != nil {
+				ob.ObserveFloat64(ru, w.opts.RequestCharge(), t.baseOpt)
+			}
+			if hits != nil {
+				h, mi := o.CacheStats()
+				ob.ObserveInt64(hits, h, t.baseOpt)
+				ob.ObserveInt64(misses, mi, t.baseOpt)
+			}
+			return nil
+		}, observed...); err != nil {
+			return err
+		}
+	}
+	w.tel = t
+	w.r = &tracedReceiver{Receiver: w.r, t: t}
+	w.breaker.onState = t.breakerChanged
+	return nil
+}
+
+// startProcess starts m's process span, a child of the trace context in
+// its application properties. It returns ctx unchanged when t is nil.
+func (t *instruments) startProcess(ctx context.Context, m *azservicebus.ReceivedMessage) (context.Context, trace.Span) {
+	if t == nil {
+		return ctx, nil
+	}
+	t.inFlight.Add(ctx, 1, t.baseOpt)
+	parent := telemetry.Extract(ctx, t.prop, m.ApplicationProperties)
+	attrs := append(t.messageAttrs(m), semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"))
+	return t.tracer.Start(parent, "process "+t.queue, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+}
+
+// endProcess ends the process span and records the delivery's metrics.
+func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Report) {
+	if t == nil {
+		return
+	}
+	t.inFlight.Add(ctx, -1, t.baseOpt)
+	res := rep.Result
+	outcome, ok := t.names[res.Outcome]
+	if !ok {
+		outcome = AttrOutcome.String(res.Outcome.String())
+	}
+	attrs := make([]attribute.KeyValue, 0, len(t.base)+2)
+	attrs = append(append(attrs, t.base...), outcome)
+	if res.Reason != "" {
+		attrs = append(attrs, AttrReason.String(res.Reason))
+	}
+	t.deliveries.Add(ctx, 1, metric.WithAttributes(attrs...))
+	t.processDuration.Record(ctx, rep.Duration.Seconds(), metric.WithAttributes(append(t.base[:len(t.base):len(t.base)],
+		semconv.MessagingOperationName("process"), outcome)...))
+	switch res.Outcome {
+	case order.Duplicate:
+		cause := "resend"
+		if rep.DeliveryCount > 1 {
+			cause = "redelivery"
+		}
+		t.duplicates.Add(ctx, 1, metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrDuplicateCause.String(cause))...))
+	case order.Mismatch:
+		t.mismatches.Add(ctx, 1, metric.WithAttributes(t.base...))
+	}
+
+	if span.IsRecording() {
+		span.SetAttributes(outcome, attribute.Bool("order.lock_lost", rep.LockLost), attribute.Bool("order.cut_off", rep.CutOff))
+		if res.Reason != "" {
+			span.SetAttributes(AttrReason.String(res.Reason))
+		}
+		if res.OrderID != "" {
+			span.SetAttributes(AttrOrderID.String(res.OrderID))
+		}
+		switch {
+		case res.Outcome == order.Transient || rep.LockLost:
+			span.SetAttributes(semconv.ErrorTypeKey.String(orDefaultString(res.Reason, "transient")))
+			if res.Err != nil {
+				span.RecordError(res.Err)
+			}
+			span.SetStatus(codes.Error, orDefaultString(res.Description, "transient failure: abandoned"))
+		case rep.SettleErr != nil:
+			span.SetStatus(codes.Error, "settlement failed")
+		}
+	}
+	span.End()
+}
+
+// messageAttrs are the span attributes of m.
+func (t *instruments) messageAttrs(m *azservicebus.ReceivedMessage) []attribute.KeyValue {
+	return append(t.base[:len(t.base):len(t.base)],
+		semconv.MessagingMessageID(m.MessageID),
+		semconv.MessagingServiceBusMessageDeliveryCount(int(m.DeliveryCount)))
+}
+
+// breakerChanged is the breaker's state hook; it is called with the
+// breaker's lock held.
+func (t *instruments) breakerChanged(s breakerState) {
+	ctx := context.Background()
+	t.breakerChanges.Add(ctx, 1, metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrBreakerState.String(s.String()))...))
+	if open := s != breakerClosed; open != t.breakerWasOpen {
+		t.breakerWasOpen = open
+		delta := int64(1)
+		if !open {
+			delta = -1
+		}
+		t.breakerOpen.Add(ctx, delta, t.baseOpt)
+	}
+}
+
+func orDefaultString(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// tracedReceiver adds spans and metrics to a Receiver's calls.
+type tracedReceiver struct {
+	Receiver
+	t *instruments
+}
+
+var _ Receiver = (*tracedReceiver)(nil)
+
+func (r *tracedReceiver) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
+	t := r.t
+	ctx, span := t.tracer.Start(ctx, "receive "+t.queue, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationTypeReceive, semconv.MessagingOperationName("receive"))...))
+	msgs, err := r.Receiver.ReceiveMessages(ctx, n, o)
+	if len(msgs) > 0 {
+		t.consumed.Add(ctx, int64(len(msgs)), metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationName("receive"))...))
+	}
+	if span.IsRecording() {
+		span.SetAttributes(semconv.MessagingBatchMessageCount(len(msgs)))
+		for _, m := range msgs {
+			if sc := trace.SpanContextFromContext(telemetry.Extract(context.Background(), t.prop, m.ApplicationProperties)); sc.IsValid() {
+				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{semconv.MessagingMessageID(m.MessageID)}})
+			}
+		}
+		endSpan(span, err)
+	}
+	return msgs, err
+}
+
+func (r *tracedReceiver) CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.CompleteMessageOptions) error {
+	ctx, span := r.startSettle(ctx, m, "complete", semconv.MessagingServiceBusDispositionStatusComplete)
+	err := r.Receiver.CompleteMessage(ctx, m, o)
+	r.endSettle(ctx, span, semconv.MessagingServiceBusDispositionStatusComplete, err)
+	return err
+}
+
+func (r *tracedReceiver) AbandonMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.AbandonMessageOptions) error {
+	ctx, span := r.startSettle(ctx, m, "abandon", semconv.MessagingServiceBusDispositionStatusAbandon)
+	err := r.Receiver.AbandonMessage(ctx, m, o)
+	r.endSettle(ctx, span, semconv.MessagingServiceBusDispositionStatusAbandon, err)
+	return err
+}
+
+func (r *tracedReceiver) DeadLetterMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeadLetterOptions) error {
+	ctx, span := r.startSettle(ctx, m, "dead_letter", semconv.MessagingServiceBusDispositionStatusDeadLetter)
+	reason := ""
+	if o != nil && o.Reason != nil {
+		reason = *o.Reason
+		span.SetAttributes(AttrReason.String(reason))
+	}
+	err := r.Receiver.DeadLetterMessage(ctx, m, o)
+	r.endSettle(ctx, span, semconv.MessagingServiceBusDispositionStatusDeadLetter, err)
+	if err == nil {
+		r.t.deadLetters.Add(ctx, 1, metric.WithAttributes(append(r.t.base[:len(r.t.base):len(r.t.base)], AttrReason.String(reason))...))
+	}
+	return err
+}
+
+func (r *tracedReceiver) RenewMessageLock(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.RenewMessageLockOptions) error {
+	t := r.t
+	ctx, span := t.tracer.Start(ctx, "renew_message_lock "+t.queue, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(t.messageAttrs(m), semconv.MessagingOperationName("renew_message_lock"))...))
+	err := r.Receiver.RenewMessageLock(ctx, m, o)
+	// The same classification as renewLock's.
+	result := ""
+	switch {
+	case err == nil:
+		result = "ok"
+	case isLockLost(err):
+		result = "lost"
+	case ctx.Err() != nil: // the handler finished meanwhile: not a failure
+	default:
+		result = "failed"
+	}
+	if result != "" {
+		t.renewals.Add(ctx, 1, metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrRenewalResult.String(result))...))
+	}
+	endSpan(span, err)
+	return err
+}
+
+func (r *tracedReceiver) startSettle(ctx context.Context, m *azservicebus.ReceivedMessage, op string, disposition attribute.KeyValue) (context.Context, trace.Span) {
+	t := r.t
+	return t.tracer.Start(ctx, op+" "+t.queue, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(t.messageAttrs(m), semconv.MessagingOperationTypeSettle, semconv.MessagingOperationName(op), disposition)...))
+}
+
+func (r *tracedReceiver) endSettle(ctx context.Context, span trace.Span, disposition attribute.KeyValue, err error) {
+	if err != nil {
+		r.t.settleFailures.Add(ctx, 1, metric.WithAttributes(append(r.t.base[:len(r.t.base):len(r.t.base)], disposition, semconv.ErrorTypeKey.String(errorType(err)))...))
+	}
+	endSpan(span, err)
+}
+
+// errorType is the error.type of a Service Bus call's error: the SDK's
+// code ("lock_lost", "connlost", ...) or "_OTHER".
+func errorType(err error) string {
+	var sbErr *azservicebus.Error
+	if errors.As(err, &sbErr) && sbErr.Code != "" {
+		return string(sbErr.Code)
+	}
+	return "_OTHER"
+}
+
+func endSpan(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}

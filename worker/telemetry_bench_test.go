@@ -1,0 +1,88 @@
+package worker_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+// BenchmarkTelemetry measures one delivery through the worker (receive,
+// handle, complete) against the fake receiver, with telemetry off (the zero
+// Options.Telemetry), and with the SDK's providers recording every span
+// and metric in memory.
+func BenchmarkTelemetry(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		tel  func() worker.Telemetry
+	}{
+		{"off", func() worker.Telemetry { return worker.Telemetry{} }},
+		{"sdk", func() worker.Telemetry {
+			return worker.Telemetry{
+				TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(discardSpans{})),
+				MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())),
+				Queue:          "orders",
+			}
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			r := newFakeReceiver()
+			r.msgs = make(chan *azservicebus.ReceivedMessage, b.N)
+			for range b.N {
+				r.msgs <- &azservicebus.ReceivedMessage{MessageID: "m", Body: []byte("m"), DeliveryCount: 1}
+			}
+			r.settled = nil
+			done := make(chan struct{})
+			n := 0
+			h := worker.HandlerFunc(func(context.Context, order.Message) order.Result {
+				return order.Result{Outcome: order.Created, OrderID: "m"}
+			})
+			w, err := worker.New(telemetryBenchReceiver{r}, h, nil, worker.Options{Concurrency: 8, RetryBackoff: -1, ReceiveDrain: -1, SummaryInterval: -1,
+				Telemetry: bc.tel(),
+				Observe: func(worker.Report) {
+					benchMu.Lock()
+					n++
+					if n == b.N {
+						close(done)
+					}
+					benchMu.Unlock()
+				}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			b.ReportAllocs()
+			b.ResetTimer()
+			ran := make(chan error, 1)
+			go func() { ran <- w.Run(ctx) }()
+			<-done
+			b.StopTimer()
+			cancel()
+			<-ran
+		})
+	}
+}
+
+// telemetryBenchReceiver completes without recording, so that the benchmark
+// measures the worker.
+type telemetryBenchReceiver struct{ *fakeReceiver }
+
+var benchMu sync.Mutex
+
+
+func (telemetryBenchReceiver) CompleteMessage(context.Context, *azservicebus.ReceivedMessage, *azservicebus.CompleteMessageOptions) error {
+	return nil
+}
+
+type discardSpans struct{}
+
+func (discardSpans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (discardSpans) OnEnd(sdktrace.ReadOnlySpan)                     {}
+func (discardSpans) Shutdown(context.Context) error                  { return nil }
+func (discardSpans) ForceFlush(context.Context) error                { return nil }

@@ -1,0 +1,211 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry/telemetrytest"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+// TestTelemetry runs a known mix of deliveries through a worker with
+// in-memory exporters and checks every metric and the span tree of one
+// delivery: a process span continuing the producer's trace, its settlement
+// and lock renewals as children.
+func TestTelemetry(t *testing.T) {
+	r := newFakeReceiver()
+	// The producer's side: a span whose context travels in the message.
+	producer := sdktrace.NewTracerProvider()
+	pctx, send := producer.Tracer("test").Start(context.Background(), "send orders")
+	send.End()
+	add := func(id string, deliveryCount uint32) {
+		props := map[string]any{}
+		telemetry.Inject(pctx, telemetry.Propagator(), props)
+		r.msgs <- &azservicebus.ReceivedMessage{MessageID: id, Body: []byte(id), DeliveryCount: deliveryCount, ApplicationProperties: props}
+	}
+	add("created", 1)
+	add("resent", 1)
+	add("redelivered", 3)
+	add("mismatch", 1)
+	add("invalid", 1)
+	add("transient", 1)
+	add("complete-lost", 1)
+	add("renewed", 1)
+	r.completeErr = func(m *azservicebus.ReceivedMessage) error {
+		if m.MessageID == "complete-lost" {
+			return &azservicebus.Error{Code: azservicebus.CodeLockLost}
+		}
+		return nil
+	}
+	var renewals atomic.Int64
+	r.renewErr = func(m *azservicebus.ReceivedMessage) error {
+		if renewals.Add(1) == 1 {
+			return errors.New("connection reset") // failed, retried
+		}
+		return nil
+	}
+	renewedTwice := make(chan struct{})
+	var inFlightDuring atomic.Int64
+	reader := sdkmetric.NewManualReader()
+	done := settledN(r, 8)
+	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		switch m.ID {
+		case "resent", "redelivered":
+			return order.Result{Outcome: order.Duplicate, OrderID: m.ID}
+		case "mismatch":
+			return order.Result{Outcome: order.Mismatch, OrderID: m.ID, Reason: order.ReasonOrderIDReused}
+		case "invalid":
+			return order.Result{Outcome: order.Invalid, Reason: order.ReasonInvalidMessage}
+		case "transient":
+			return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}
+		case "renewed":
+			inFlightDuring.Store(telemetrytest.Collect(t, reader).Int(worker.MetricInFlight))
+			select {
+			case <-renewedTwice:
+			case <-ctx.Done():
+			}
+		}
+		return order.Result{Outcome: order.Created, OrderID: m.ID}
+	})
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	var ru atomic.Int64
+	w := newWorker(t, r, h, worker.Options{
+		Concurrency: 1, LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond,
+		RequestCharge: func() float64 { return float64(ru.Add(1)) },
+		// One dependency failure opens the breaker; the probe closes it.
+		Breaker: worker.BreakerOptions{Threshold: 1, Probe: func(context.Context) error { return nil }, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
+		Telemetry: worker.Telemetry{TracerProvider: tp, MeterProvider: mp, Queue: "orders",
+			CacheStats: func() (int64, int64) { return 5, 2 }},
+	})
+	go func() {
+		for renewals.Load() < 2 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(renewedTwice)
+	}()
+	stop := start(t, w)
+	wait(t, done, "eight settlements")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	m := telemetrytest.Collect(t, reader)
+	s := w.Stats()
+	queue := semconv.MessagingDestinationName("orders")
+	outcome := func(o string) attribute.KeyValue { return worker.AttrOutcome.String(o) }
+	for _, c := range []struct {
+		name  string
+		attrs []attribute.KeyValue
+		want  int64
+	}{
+		{worker.MetricConsumed, []attribute.KeyValue{queue, semconv.MessagingSystemServiceBus}, 8},
+		{worker.MetricDeliveries, nil, 8},
+		{worker.MetricDeliveries, []attribute.KeyValue{outcome("created")}, s.Created},
+		{worker.MetricDeliveries, []attribute.KeyValue{outcome("created")}, 3},
+		{worker.MetricDeliveries, []attribute.KeyValue{outcome("duplicate")}, 2},
+		{worker.MetricDeliveries, []attribute.KeyValue{outcome("mismatch"), worker.AttrReason.String(order.ReasonOrderIDReused)}, 1},
+		{worker.MetricDeliveries, []attribute.KeyValue{outcome("invalid")}, 1},
+		{worker.MetricDeliveries, []attribute.KeyValue{outcome("transient"), worker.AttrReason.String(order.ReasonStoreUnavailable)}, 1},
+		{worker.MetricDuplicates, []attribute.KeyValue{worker.AttrDuplicateCause.String("resend")}, 1},
+		{worker.MetricDuplicates, []attribute.KeyValue{worker.AttrDuplicateCause.String("redelivery")}, 1},
+		{worker.MetricMismatches, nil, 1},
+		{worker.MetricDeadLetters, []attribute.KeyValue{worker.AttrReason.String(order.ReasonOrderIDReused)}, 1},
+		{worker.MetricDeadLetters, []attribute.KeyValue{worker.AttrReason.String(order.ReasonInvalidMessage)}, 1},
+		{worker.MetricSettlementFailures, []attribute.KeyValue{semconv.MessagingServiceBusDispositionStatusComplete, semconv.ErrorTypeKey.String(string(azservicebus.CodeLockLost))}, 1},
+		{worker.MetricSettlementFailures, nil, s.SettleFailed},
+		{worker.MetricLockRenewals, []attribute.KeyValue{worker.AttrRenewalResult.String("failed")}, s.RenewFailed},
+		{worker.MetricLockRenewals, []attribute.KeyValue{worker.AttrRenewalResult.String("failed")}, 1},
+		{worker.MetricLockRenewals, []attribute.KeyValue{worker.AttrRenewalResult.String("ok")}, s.Renewed},
+		{worker.MetricBreakerTransitions, []attribute.KeyValue{worker.AttrBreakerState.String("open")}, 1},
+		{worker.MetricBreakerTransitions, []attribute.KeyValue{worker.AttrBreakerState.String("closed")}, 1},
+		{worker.MetricBreakerOpen, nil, 0},
+		{worker.MetricInFlight, nil, 0},
+		{worker.MetricProcessDuration, []attribute.KeyValue{outcome("duplicate")}, 2},
+		{worker.MetricCacheHits, []attribute.KeyValue{queue}, 5},
+		{worker.MetricCacheMisses, []attribute.KeyValue{queue}, 2},
+	} {
+		if got := m.Int(c.name, c.attrs...); got != c.want {
+			t.Errorf("%s%v = %d, want %d", c.name, c.attrs, got, c.want)
+		}
+	}
+	if n := inFlightDuring.Load(); n != 1 {
+		t.Errorf("%s = %d while a delivery was handled, want 1", worker.MetricInFlight, n)
+	}
+	if s.Renewed < 1 {
+		t.Errorf("stats = %+v: want a successful renewal", s)
+	}
+	if v, _ := m.Value(worker.MetricRequestUnits); v < 1 {
+		t.Errorf("%s = %v, want the RequestCharge observed", worker.MetricRequestUnits, v)
+	}
+
+	// The span tree of the renewed delivery.
+	var process sdktrace.ReadOnlySpan
+	for _, sp := range telemetrytest.Spans(spans, "process orders") {
+		if v, _ := telemetrytest.Attr(sp, semconv.MessagingMessageIDKey); v.AsString() == "renewed" {
+			process = sp
+		}
+	}
+	if process == nil {
+		t.Fatalf("no process span of message renewed among %d spans", len(spans.Ended()))
+	}
+	if process.Parent().SpanID() != send.SpanContext().SpanID() || process.SpanContext().TraceID() != send.SpanContext().TraceID() {
+		t.Errorf("process span's parent = %v, want the producer's send span %v", process.Parent(), send.SpanContext())
+	}
+	if process.SpanKind() != trace.SpanKindConsumer {
+		t.Errorf("process span kind %v, want consumer", process.SpanKind())
+	}
+	for key, want := range map[attribute.Key]string{
+		semconv.MessagingSystemKey:          "servicebus",
+		semconv.MessagingOperationTypeKey:   "process",
+		semconv.MessagingDestinationNameKey: "orders",
+		worker.AttrOutcome:                  "created",
+		worker.AttrOrderID:                  "renewed",
+	} {
+		if v, _ := telemetrytest.Attr(process, key); v.Emit() != want {
+			t.Errorf("process span %s = %q, want %q", key, v.Emit(), want)
+		}
+	}
+	if v, _ := telemetrytest.Attr(process, semconv.MessagingServiceBusMessageDeliveryCountKey); v.AsInt64() != 1 {
+		t.Errorf("process span delivery count = %v, want 1", v.Emit())
+	}
+	children := map[string]int{}
+	for _, sp := range spans.Ended() {
+		if sp.Parent().SpanID() == process.SpanContext().SpanID() {
+			children[sp.Name()]++
+		}
+	}
+	if children["complete orders"] != 1 || children["renew_message_lock orders"] < 2 {
+		t.Errorf("children of the process span = %v, want one complete and at least two lock renewals", children)
+	}
+	for _, sp := range telemetrytest.Spans(spans, "dead_letter orders") {
+		if v, _ := telemetrytest.Attr(sp, semconv.MessagingServiceBusDispositionStatusKey); v.AsString() != "dead_letter" {
+			t.Errorf("dead-letter span disposition = %q", v.AsString())
+		}
+	}
+	if n := len(telemetrytest.Spans(spans, "dead_letter orders")); n != 2 {
+		t.Errorf("%d dead_letter spans, want 2", n)
+	}
+	receives := telemetrytest.Spans(spans, "receive orders")
+	links := 0
+	for _, sp := range receives {
+		links += len(sp.Links())
+	}
+	if links != 8 {
+		t.Errorf("receive spans link %d messages' creation contexts, want 8", links)
+	}
+}
