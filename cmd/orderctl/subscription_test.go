@@ -159,21 +159,33 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	w1 := order.NewWrite(o1, gen.ID(1), o1.RequestHash(), now)
-	s.publish(w0.Event)
-	s.publish(w1.Event)
-	// loyalty dead-letters both events, shipping processes both.
+	// Order 2 was deleted after its event and created again with other
+	// content.
+	o2 := gen.Order(2)
+	w2 := order.NewWrite(o2, gen.ID(2), o2.RequestHash(), now)
+	o2b := ordergen.Changed(o2)
+	if o2b.RequestHash() == o2.RequestHash() {
+		t.Fatal("ordergen.Changed kept the request hash")
+	}
+	if _, err := s.store.WriteOrder(ctx, order.NewWrite(o2b, gen.ID(2), o2b.RequestHash(), now)); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []order.Write{w0, w1, w2} {
+		s.publish(w.Event)
+	}
+	// loyalty dead-letters every event, shipping processes every one.
 	reason, desc := order.ReasonUnsupportedMessage, "unknown subject OrderAccepted"
-	s.settleAll("loyalty", 2, func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
+	s.settleAll("loyalty", 3, func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
 		return r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &desc})
 	})
-	s.settleAll("shipping", 2, func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
+	s.settleAll("shipping", 3, func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
 		return r.CompleteMessage(ctx, m, nil)
 	})
 	// The orders queue has a dead letter of its own, which the
 	// subscription's commands must not see.
 	s.deadLetter("orders-dead", ordergen.Malformed("orders-dead", 0), order.ReasonInvalidMessage, "malformed JSON", nil)
 	shipping := state(s.shipping)
-	if want := [4]int64{0, 0, 0, 2}; shipping != want {
+	if want := [4]int64{0, 0, 0, 3}; shipping != want {
 		t.Fatalf("shipping (active, locked, dead-lettered, completed) = %v, want %v", shipping, want)
 	}
 	s.clock.Advance(2 * time.Hour)
@@ -183,9 +195,9 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustContain(t, "list", out, "order-events/Subscriptions/loyalty/$DeadLetterQueue: 2 messages", w0.Event.ID+" (2h ago)")
-		if !regexp.MustCompile(`(?m)^` + reason + `\s+2\s+0\s+2\s+0\s+0\s`).MatchString(out) {
-			t.Errorf("list has no line %s with 2 messages, 1h-1d old:\n%s", reason, out)
+		mustContain(t, "list", out, "order-events/Subscriptions/loyalty/$DeadLetterQueue: 3 messages", w0.Event.ID+" (2h ago)")
+		if !regexp.MustCompile(`(?m)^` + reason + `\s+3\s+0\s+3\s+0\s+0\s`).MatchString(out) {
+			t.Errorf("list has no line %s with 3 messages, 1h-1d old:\n%s", reason, out)
 		}
 		if strings.Contains(out, "orders-dead") || strings.Contains(out, order.ReasonInvalidMessage) {
 			t.Errorf("list of the subscription shows the queue's dead letter:\n%s", out)
@@ -214,6 +226,12 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustContain(t, "show without the order", out, "no stored order "+gen.ID(1))
+		out, err = s.orderctl("dlq", "show", w2.Event.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustContain(t, "show with another order", out, "stored order "+gen.ID(2)+": status accepted",
+			"the stored order's request hash "+o2b.RequestHash()+" is not the event's "+o2.RequestHash())
 		endpoint := s.env["COSMOS_ENDPOINT"]
 		delete(s.env, "COSMOS_ENDPOINT")
 		out, err = s.orderctl("dlq", "show", w0.Event.ID)
@@ -240,11 +258,11 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 				}
 			}
 		}
-		if c := s.topic.Counters(); c.Sent != 2 || c.DuplicatesDropped != 0 {
+		if c := s.topic.Counters(); c.Sent != 3 || c.DuplicatesDropped != 0 {
 			t.Errorf("topic counters %+v: something was sent", c)
 		}
-		if got := state(s.loyalty); got != [4]int64{0, 0, 2, 0} {
-			t.Errorf("loyalty = %v, want its 2 dead letters only", got)
+		if got := state(s.loyalty); got != [4]int64{0, 0, 3, 0} {
+			t.Errorf("loyalty = %v, want its 3 dead letters only", got)
 		}
 		if got := state(s.shipping); got != shipping {
 			t.Errorf("shipping = %v, want %v", got, shipping)
@@ -256,8 +274,8 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustContain(t, "purge dry run", out, "purge order-events/Subscriptions/loyalty/$DeadLetterQueue: 1 of 2 messages selected", "would purge "+w0.Event.ID)
-		if got := state(s.loyalty); got[2] != 2 {
+		mustContain(t, "purge dry run", out, "purge order-events/Subscriptions/loyalty/$DeadLetterQueue: 1 of 3 messages selected", "would purge "+w0.Event.ID)
+		if got := state(s.loyalty); got[2] != 3 {
 			t.Errorf("a dry-run purge removed messages: loyalty %v", got)
 		}
 		out, err = s.orderctl("dlq", "purge", w0.Event.ID, "-yes")
@@ -266,14 +284,14 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 		}
 		mustContain(t, "purge", out, "purged "+w0.Event.ID, "purged 1 of 1")
 		dead := s.loyalty.DeadLetterQueue().Peek(10)
-		if len(dead) != 1 || dead[0].MessageID != w1.Event.ID {
+		if len(dead) != 2 || dead[0].MessageID != w1.Event.ID || dead[1].MessageID != w2.Event.ID {
 			t.Errorf("loyalty's dead-letter queue after the purge: %v", dead)
 		}
 		out, err = s.orderctl("dlq", "purge", "-all", "-yes")
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		mustContain(t, "purge -all", out, "purged "+w1.Event.ID, "purged 1 of 1")
+		mustContain(t, "purge -all", out, "purged "+w1.Event.ID, "purged "+w2.Event.ID, "purged 2 of 2")
 		if got := state(s.loyalty); got != [4]int64{0, 0, 0, 0} {
 			t.Errorf("loyalty after purge -all = %v, want empty", got)
 		}
@@ -283,7 +301,7 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 		if _, d := s.counts(); d != 1 {
 			t.Errorf("the orders queue's dead-letter queue has %d messages, want its 1", d)
 		}
-		if c := s.topic.Counters(); c.Sent != 2 {
+		if c := s.topic.Counters(); c.Sent != 3 {
 			t.Errorf("topic counters %+v: something was sent", c)
 		}
 	})
