@@ -18,6 +18,8 @@ import (
 // command line.
 type config struct {
 	cli.ServiceBus
+	Topic               string // with Subscription: work on the subscription's dead-letter queue, not the queue's
+	Subscription        string
 	LockDuration        time.Duration
 	MessageTTL          time.Duration
 	DuplicateWindow     time.Duration
@@ -62,6 +64,8 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	var c config
 	env := cli.NewEnv(fs, getenv)
 	c.ServiceBus.Define(env, "queue whose dead-letter queue (<queue>/$DeadLetterQueue) to work on, and to resubmit to")
+	env.String(&c.Topic, "topic", "SERVICEBUS_TOPIC", "", "topic whose subscription -subscription's dead-letter queue (<topic>/Subscriptions/<sub>/$DeadLetterQueue) to work on instead of the queue's (list, show, purge; resubmit is refused)")
+	env.String(&c.Subscription, "subscription", "SERVICEBUS_SUBSCRIPTION", "", "subscription of -topic whose dead-letter queue to work on")
 	env.Duration(&c.LockDuration, "lock-duration", "SERVICEBUS_LOCK_DURATION", defaultLockDuration, "the queue's lock duration (for the resubmission horizon)")
 	env.Duration(&c.MessageTTL, "message-ttl", "SERVICEBUS_MESSAGE_TTL", defaultMessageTTL, "the queue's default message time-to-live, 0 or unlimited for none (for the resubmission horizon)")
 	env.Duration(&c.DuplicateWindow, "duplicate-detection-window", "SERVICEBUS_DUPLICATE_DETECTION_WINDOW", defaultDuplicateWindow, "the queue's duplicate-detection window: a resubmission within it of the message's enqueue time is dropped by the broker")
@@ -148,11 +152,14 @@ func usage(fs *flag.FlagSet) {
 	fmt.Fprint(fs.Output(), `Usage: orderctl dlq list|show|resubmit|purge [flags] [MESSAGE-ID...]
 
 Works on the dead-letter queue of the orders queue (<queue>/$DeadLetterQueue),
-with the settings orderworker uses (the variables azd writes):
+or with SERVICEBUS_TOPIC and SERVICEBUS_SUBSCRIPTION (-topic, -subscription) on
+that of one subscription (<topic>/Subscriptions/<sub>/$DeadLetterQueue), with
+the settings orderworker uses (the variables azd writes):
 
   dlq list                       counts by dead-letter reason and age, oldest and newest (peeks: changes nothing)
   dlq show ID                    every copy of message ID: body, reason, description, delivery count, times,
-                                 properties; for OrderIdReused the field-by-field diff with the stored order
+                                 properties; for OrderIdReused the field-by-field diff with the stored order,
+                                 for an OrderAccepted event the stored order's status (with COSMOS_ENDPOINT)
   dlq resubmit ID...|-reason R|-all [-yes] [-force-window] [-force]
                                  sends each selected message to the queue again with the same MessageId, body,
                                  subject and properties, then completes its dead-letter copy
@@ -164,6 +171,15 @@ message enqueued less than the queue's duplicate-detection window ago (the
 broker would silently drop the resubmission) unless -force-window, and one
 past the resubmission horizon (the worker's deduplication markers may be
 forgotten) unless -force.
+
+On a subscription, resubmit is refused: Service Bus cannot send to one
+subscription, only to the topic, which copies the message to every
+subscription. The others would get the event again and process it a second
+time wherever their inbox markers have expired (or their consumer keeps
+none), and orderctl cannot see their consumers or marker TTLs; inside the
+topic's duplicate-detection window the broker drops it for all of them,
+including this one. Fix the cause, have this subscription's consumer act on
+the event by hand (dlq show prints it), then dlq purge it.
 
 In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (Entra ID; AZURE_CLIENT_ID selects a managed identity)
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY
@@ -178,6 +194,28 @@ Flags:
 // Validate reports every missing or inconsistent setting at once.
 func (c *config) Validate() error {
 	errs := []error{c.ServiceBus.Validate()}
+	switch {
+	case c.Subscription != "" && c.Topic == "":
+		errs = append(errs, errors.New("SERVICEBUS_SUBSCRIPTION (-subscription) without SERVICEBUS_TOPIC (-topic): set both to work on a subscription's dead-letter queue, or neither for SERVICEBUS_QUEUE's"))
+	case c.Topic != "" && c.Subscription == "":
+		errs = append(errs, errors.New("SERVICEBUS_TOPIC (-topic) without SERVICEBUS_SUBSCRIPTION (-subscription): a topic has no dead-letter queue of its own, each subscription has one; set both, or neither for SERVICEBUS_QUEUE's"))
+	}
+	if c.Topic != "" {
+		if err := checkEntityName(c.Topic, maxTopicName, true); err != nil {
+			errs = append(errs, fmt.Errorf("SERVICEBUS_TOPIC (-topic): %w", err))
+		}
+	}
+	if c.Subscription != "" {
+		if err := checkEntityName(c.Subscription, maxSubscriptionName, false); err != nil {
+			errs = append(errs, fmt.Errorf("SERVICEBUS_SUBSCRIPTION (-subscription): %w", err))
+		}
+	}
+	if c.Verb == "resubmit" && (c.Topic != "" || c.Subscription != "") {
+		errs = append(errs, fmt.Errorf("dlq resubmit does not work on a subscription's dead-letter queue: Service Bus cannot send to one subscription, "+
+			"and a resubmission to topic %q would reach every subscription of it, whose consumers would process the event again wherever their inbox markers "+
+			"have expired (or they keep none); inside the topic's duplicate-detection window the broker would drop it for all of them. "+
+			"Instead fix the cause, have subscription %q's consumer act on the event by hand (dlq show prints it), then dlq purge it", c.Topic, c.Subscription))
+	}
 	if c.CosmosEndpoint != "" {
 		if err := cli.CheckEndpoint(c.CosmosEndpoint); err != nil {
 			errs = append(errs, fmt.Errorf("COSMOS_ENDPOINT (-cosmos-endpoint): %w", err))
@@ -232,6 +270,31 @@ func (c *config) Validate() error {
 		errs = append(errs, fmt.Errorf("-older-than %v must be positive", c.OlderThan))
 	}
 	return errors.Join(errs...)
+}
+
+// The longest names Service Bus accepts.
+const (
+	maxTopicName        = 260
+	maxSubscriptionName = 50
+)
+
+// checkEntityName reports a name Service Bus refuses: longer than max, or
+// with a character other than a letter, digit, '.', '-', '_' (and '/' in a
+// topic's name, not at either end).
+func checkEntityName(name string, max int, slash bool) error {
+	if len(name) > max {
+		return fmt.Errorf("%q has %d characters; Service Bus allows %d", name, len(name), max)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == '/' && slash && i > 0 && i < len(name)-1 {
+			continue
+		}
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%q: character %q is not a letter, digit, '.', '-' or '_'", name, c)
+		}
+	}
+	return nil
 }
 
 // horizon returns the queue settings that bound redelivery.

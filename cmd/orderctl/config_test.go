@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -50,6 +51,25 @@ func TestConfig(t *testing.T) {
 		{name: "resubmit needs a selection", env: base, args: "dlq resubmit -yes", wantErr: []string{"dlq resubmit selects by MESSAGE-ID..., by -reason or -all"}},
 		{name: "two selections", env: base, args: "dlq purge id-1 -all", wantErr: []string{"give exactly one of them"}},
 		{name: "show takes one id", env: base, args: "dlq show a b", wantErr: []string{"dlq show takes exactly one MESSAGE-ID"}},
+		{name: "a subscription's dead-letter queue", env: merge(base, map[string]string{"SERVICEBUS_TOPIC": "order-events", "SERVICEBUS_SUBSCRIPTION": "loyalty"}),
+			args: "dlq purge -all -subscription shipping", check: func(t *testing.T, c config) {
+				if c.Topic != "order-events" || c.Subscription != "shipping" || !c.All {
+					t.Errorf("config = %+v", c)
+				}
+			}},
+		{name: "topic without subscription", env: merge(base, map[string]string{"SERVICEBUS_TOPIC": "order-events"}), args: "dlq list",
+			wantErr: []string{"SERVICEBUS_TOPIC (-topic) without SERVICEBUS_SUBSCRIPTION (-subscription)"}},
+		{name: "resubmit on a subscription", env: merge(base, map[string]string{"SERVICEBUS_TOPIC": "order-events", "SERVICEBUS_SUBSCRIPTION": "loyalty"}),
+			args: "dlq resubmit -all -yes", wantErr: []string{"dlq resubmit does not work on a subscription's dead-letter queue", "dlq purge it"}},
+		{name: "every subscription problem at once", env: map[string]string{"SERVICEBUS_SUBSCRIPTION": "loyalty/$DeadLetterQueue"},
+			args: "dlq resubmit", wantErr: []string{
+				"SERVICEBUS_NAMESPACE (-namespace) or", "SERVICEBUS_SUBSCRIPTION (-subscription) without SERVICEBUS_TOPIC (-topic)",
+				`SERVICEBUS_SUBSCRIPTION (-subscription): "loyalty/$DeadLetterQueue": character '/'`,
+				"dlq resubmit does not work on a subscription's dead-letter queue", "dlq resubmit selects by MESSAGE-ID",
+			}},
+		{name: "bad topic name", env: base, args: "dlq list -topic /order-events -subscription " + strings.Repeat("s", 51), wantErr: []string{
+			`SERVICEBUS_TOPIC (-topic): "/order-events": character '/'`, "has 51 characters; Service Bus allows 50",
+		}},
 		{name: "every problem at once, each named", env: map[string]string{"SERVICEBUS_LOCK_DURATION": "a minute", "COSMOS_ENDPOINT": "localhost:8081"},
 			args: "dlq list -force -all", wantErr: []string{
 				`SERVICEBUS_LOCK_DURATION: "a minute"`, "SERVICEBUS_NAMESPACE (-namespace) or", "COSMOS_ENDPOINT (-cosmos-endpoint)",
@@ -91,7 +111,7 @@ func TestHelpAndVersion(t *testing.T) {
 	if err := run(context.Background(), []string{"dlq", "-h"}, func(string) string { return "" }, io.Discard, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"dlq list", "dlq resubmit", "-force-window", "SERVICEBUS_DUPLICATE_DETECTION_WINDOW", "WORKER_RESUBMISSION_HORIZON", "COSMOS_ENDPOINT"} {
+	for _, v := range []string{"dlq list", "dlq resubmit", "-force-window", "SERVICEBUS_TOPIC", "SERVICEBUS_SUBSCRIPTION", "On a subscription, resubmit is refused", "SERVICEBUS_DUPLICATE_DETECTION_WINDOW", "WORKER_RESUBMISSION_HORIZON", "COSMOS_ENDPOINT"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("-h does not mention %s", v)
 		}
@@ -122,4 +142,11 @@ func TestDefaultsAgreeWithBicep(t *testing.T) {
 			t.Errorf("param %s: Bicep deploys %v, orderctl defaults to %v", param, d, want)
 		}
 	}
+}
+
+// merge returns a copy of a with b's entries added.
+func merge(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
 }

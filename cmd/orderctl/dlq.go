@@ -42,23 +42,48 @@ const maxReceive = 5000
 // available.
 const idleWait = 3 * time.Second
 
-// dlq is the dead-letter queue of one queue, and the queue.
+// dlq is the dead-letter queue of one queue, and the queue; or, with topic
+// and subscription set, that of one subscription of a topic (to which
+// nothing is resubmitted: a topic copies what it is sent to every
+// subscription).
 type dlq struct {
-	client *azservicebus.Client
-	queue  string
-	now    func() time.Time
+	client              *azservicebus.Client
+	queue               string
+	topic, subscription string
+	now                 func() time.Time
 }
 
-func (d *dlq) name() string { return d.queue + "/$DeadLetterQueue" }
+func (d *dlq) name() string {
+	if d.topic != "" {
+		return d.topic + "/Subscriptions/" + d.subscription + "/$DeadLetterQueue"
+	}
+	return d.queue + "/$DeadLetterQueue"
+}
+
+// receiver returns a PeekLock receiver on the dead-letter queue.
+func (d *dlq) receiver() (*azservicebus.Receiver, error) {
+	opts := &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter}
+	var r *azservicebus.Receiver
+	var err error
+	if d.topic != "" {
+		r, err = d.client.NewReceiverForSubscription(d.topic, d.subscription, opts)
+	} else {
+		r, err = d.client.NewReceiverForQueue(d.queue, opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("receiver for %s: %w", d.name(), err)
+	}
+	return r, nil
+}
 
 // peekAll returns every message in the dead-letter queue, without locking
 // any, in sequence-number order: PeekMessages pages through from sequence
 // number 0. Messages another receiver holds locked are included, as
 // Service Bus peeks them too.
 func (d *dlq) peekAll(ctx context.Context) ([]*azservicebus.ReceivedMessage, error) {
-	r, err := d.client.NewReceiverForQueue(d.queue, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	r, err := d.receiver()
 	if err != nil {
-		return nil, fmt.Errorf("receiver for %s: %w", d.name(), err)
+		return nil, err
 	}
 	defer closeBounded(r.Close)
 	var all []*azservicebus.ReceivedMessage
@@ -484,9 +509,13 @@ func (d *dlq) act(ctx context.Context, c config, w io.Writer) error {
 // then not sent. Before each send it renews the copy's lock, and sends
 // nothing for a copy whose lock lapsed while the pass held the others.
 func (d *dlq) apply(ctx context.Context, c config, targets map[int64]bool, total int, w io.Writer) (int, error) {
-	r, err := d.client.NewReceiverForQueue(d.queue, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	if c.Verb == "resubmit" && d.topic != "" {
+		// Validate refuses it; this is the last line of defence.
+		return 0, fmt.Errorf("resubmit to %s: refused on a subscription's dead-letter queue", d.name())
+	}
+	r, err := d.receiver()
 	if err != nil {
-		return 0, fmt.Errorf("receiver for %s: %w", d.name(), err)
+		return 0, err
 	}
 	defer closeBounded(r.Close)
 	var sender *azservicebus.Sender

@@ -1,5 +1,7 @@
 // Command orderctl is the operator's tool for the orders queue's dead-letter
-// queue (<queue>/$DeadLetterQueue):
+// queue (<queue>/$DeadLetterQueue), or with SERVICEBUS_TOPIC and
+// SERVICEBUS_SUBSCRIPTION for one subscription's
+// (<topic>/Subscriptions/<sub>/$DeadLetterQueue):
 //
 //	orderctl dlq list                  counts by reason and age (peeks only)
 //	orderctl dlq show ID               one message, and for OrderIdReused the diff with the stored order
@@ -12,7 +14,9 @@
 // project's test broker (a connection string). resubmit and purge are dry
 // runs unless -yes is given; resubmit sends before it completes the
 // dead-letter copy, refuses inside the queue's duplicate-detection window
-// and past the resubmission horizon, and prints exactly what it sent. A
+// and past the resubmission horizon, and prints exactly what it sent. On a
+// subscription, resubmit is refused: Service Bus can only send to the
+// topic, which would give the event to every subscription again. A
 // mistake on the command line exits 2, a refusal or failure 1.
 package main
 

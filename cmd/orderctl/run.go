@@ -41,7 +41,7 @@ func runAt(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer closeBounded(client.Close)
-	d := &dlq{client: client, queue: cfg.Queue, now: now}
+	d := &dlq{client: client, queue: cfg.Queue, topic: cfg.Topic, subscription: cfg.Subscription, now: now}
 	switch cfg.Verb {
 	case "list":
 		return d.list(ctx, stdout)

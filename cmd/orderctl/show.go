@@ -23,8 +23,9 @@ type orderReader interface {
 	ReadOrder(ctx context.Context, orderID string) (order.OrderDocument, error)
 }
 
-// show prints every dead-letter copy of message id; for an OrderIdReused
-// copy, and with a store, the field-by-field diff with the stored order.
+// show prints every dead-letter copy of message id; with a store, for an
+// OrderIdReused copy the field-by-field diff with the stored order, for an
+// OrderAccepted event (on a subscription) the stored order's status.
 func (d *dlq) show(ctx context.Context, id string, store orderReader, w io.Writer) error {
 	msgs, err := d.peekAll(ctx)
 	if err != nil {
@@ -87,16 +88,56 @@ func (d *dlq) show(ctx context.Context, id string, store orderReader, w io.Write
 		} else {
 			fmt.Fprintf(w, "    %q\n", m.Body)
 		}
-		if deref(m.DeadLetterReason) != order.ReasonOrderIDReused {
-			continue
+		ev, isEvent := acceptedEvent(m)
+		switch {
+		case deref(m.DeadLetterReason) == order.ReasonOrderIDReused:
+			if store == nil {
+				fmt.Fprintln(w, "  set COSMOS_ENDPOINT (-cosmos-endpoint) to compare it with the stored order")
+				continue
+			}
+			if err := printDiff(ctx, w, store, m); err != nil {
+				return err
+			}
+		case isEvent:
+			if store == nil {
+				fmt.Fprintln(w, "  set COSMOS_ENDPOINT (-cosmos-endpoint) to show the stored order's status")
+				continue
+			}
+			if err := printOrderOfEvent(ctx, w, store, ev); err != nil {
+				return err
+			}
 		}
-		if store == nil {
-			fmt.Fprintln(w, "  set COSMOS_ENDPOINT (-cosmos-endpoint) to compare it with the stored order")
-			continue
-		}
-		if err := printDiff(ctx, w, store, m); err != nil {
-			return err
-		}
+	}
+	return nil
+}
+
+// acceptedEvent decodes m as an OrderAccepted event, as the outbox relay
+// publishes it: the event document as the JSON body (Subject = the event
+// type, MessageId = the event id).
+func acceptedEvent(m *azservicebus.ReceivedMessage) (order.AcceptedEvent, bool) {
+	var ev order.AcceptedEvent
+	if json.Unmarshal(m.Body, &ev) != nil || ev.EventType != order.EventOrderAccepted || ev.OrderID == "" {
+		return ev, false
+	}
+	return ev, true
+}
+
+// printOrderOfEvent prints the status of the order an OrderAccepted event
+// is about, and whether the stored order is the one the event announced.
+func printOrderOfEvent(ctx context.Context, w io.Writer, store orderReader, ev order.AcceptedEvent) error {
+	stored, err := store.ReadOrder(ctx, ev.OrderID)
+	if errors.Is(err, order.ErrNotFound) {
+		fmt.Fprintf(w, "  no stored order %s: it was deleted since the event\n", ev.OrderID)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the stored order %s: %w", ev.OrderID, err)
+	}
+	fmt.Fprintf(w, "  stored order %s: status %s version %d, created by message %s at %s\n",
+		stored.OrderID, stored.Status, stored.Version, stored.MessageID, stored.ProcessedAt.UTC().Format(time.RFC3339))
+	if ev.RequestHash != "" && stored.RequestHash != ev.RequestHash {
+		fmt.Fprintf(w, "  the stored order's request hash %s is not the event's %s: the order was deleted and created again with other content since\n",
+			stored.RequestHash, ev.RequestHash)
 	}
 	return nil
 }
