@@ -197,10 +197,8 @@ func (c *config) Validate() error {
 	switch {
 	case c.Subscription != "" && c.Topic == "":
 		errs = append(errs, errors.New("SERVICEBUS_SUBSCRIPTION (-subscription) without SERVICEBUS_TOPIC (-topic): set both to work on a subscription's dead-letter queue, or neither for SERVICEBUS_QUEUE's"))
-	case c.Topic != "" && c.Subscription == "":
-		errs = append(errs, errors.New("SERVICEBUS_TOPIC (-topic) without SERVICEBUS_SUBSCRIPTION (-subscription): a topic has no dead-letter queue of its own, each subscription has one; set both, or neither for SERVICEBUS_QUEUE's"))
 	}
-	if c.Topic != "" {
+	if c.Subscription != "" {
 		if err := checkEntityName(c.Topic, maxTopicName, true); err != nil {
 			errs = append(errs, fmt.Errorf("SERVICEBUS_TOPIC (-topic): %w", err))
 		}
@@ -210,7 +208,7 @@ func (c *config) Validate() error {
 			errs = append(errs, fmt.Errorf("SERVICEBUS_SUBSCRIPTION (-subscription): %w", err))
 		}
 	}
-	if c.Verb == "resubmit" && (c.Topic != "" || c.Subscription != "") {
+	if c.Verb == "resubmit" && c.Subscription != "" {
 		errs = append(errs, fmt.Errorf("dlq resubmit does not work on a subscription's dead-letter queue: Service Bus cannot send to one subscription, "+
 			"and a resubmission to topic %q would reach every subscription of it, whose consumers would process the event again wherever their inbox markers "+
 			"have expired (or they keep none); inside the topic's duplicate-detection window the broker would drop it for all of them. "+

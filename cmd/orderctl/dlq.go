@@ -54,7 +54,7 @@ type dlq struct {
 }
 
 func (d *dlq) name() string {
-	if d.topic != "" {
+	if d.subscription != "" {
 		return d.topic + "/Subscriptions/" + d.subscription + "/$DeadLetterQueue"
 	}
 	return d.queue + "/$DeadLetterQueue"
@@ -65,7 +65,7 @@ func (d *dlq) receiver() (*azservicebus.Receiver, error) {
 	opts := &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter}
 	var r *azservicebus.Receiver
 	var err error
-	if d.topic != "" {
+	if d.subscription != "" {
 		r, err = d.client.NewReceiverForSubscription(d.topic, d.subscription, opts)
 	} else {
 		r, err = d.client.NewReceiverForQueue(d.queue, opts)
@@ -509,7 +509,7 @@ func (d *dlq) act(ctx context.Context, c config, w io.Writer) error {
 // then not sent. Before each send it renews the copy's lock, and sends
 // nothing for a copy whose lock lapsed while the pass held the others.
 func (d *dlq) apply(ctx context.Context, c config, targets map[int64]bool, total int, w io.Writer) (int, error) {
-	if c.Verb == "resubmit" && d.topic != "" {
+	if c.Verb == "resubmit" && d.subscription != "" {
 		// Validate refuses it; this is the last line of defence.
 		return 0, fmt.Errorf("resubmit to %s: refused on a subscription's dead-letter queue", d.name())
 	}

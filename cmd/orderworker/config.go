@@ -74,7 +74,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	var c config
 	env := cli.NewEnv(fs, getenv)
 	c.ServiceBus.Define(env, "queue to receive from")
-	env.String(&c.Topic, "topic", "SERVICEBUS_TOPIC", "", "topic whose subscription -subscription to receive from instead of the queue (the relay's order-events); runs the inbox consumer")
+	env.String(&c.Topic, "topic", "SERVICEBUS_TOPIC", "", "topic of -subscription (the relay's order-events); alone it changes nothing: the worker receives from the queue")
 	env.String(&c.Subscription, "subscription", "SERVICEBUS_SUBSCRIPTION", "", "subscription of -topic to receive from; also the default inbox consumer name")
 	env.Duration(&c.LockDuration, "lock-duration", "SERVICEBUS_LOCK_DURATION", defaultLockDuration, "the queue's lock duration; a lock is renewed when half of the time the broker granted it has passed, and the worker warns if the broker grants another duration")
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint, such as https://x.documents.azure.com:443/")
@@ -172,15 +172,18 @@ func (c *config) Validate() error {
 	if c.Concurrency < 1 || c.Concurrency > 5000 {
 		errs = append(errs, fmt.Errorf("WORKER_CONCURRENCY (-concurrency) %d is not between 1 and 5000", c.Concurrency))
 	}
-	if (c.Topic == "") != (c.Subscription == "") {
-		errs = append(errs, errors.New("set both SERVICEBUS_TOPIC (-topic) and SERVICEBUS_SUBSCRIPTION (-subscription) to receive from a subscription, or neither to receive from SERVICEBUS_QUEUE"))
+	// SERVICEBUS_SUBSCRIPTION selects the subscription mode. SERVICEBUS_TOPIC
+	// alone is the relay's topic, an azd output that lands in every
+	// environment: it leaves the worker on SERVICEBUS_QUEUE.
+	if c.Subscription != "" && c.Topic == "" {
+		errs = append(errs, errors.New("SERVICEBUS_SUBSCRIPTION (-subscription) needs SERVICEBUS_TOPIC (-topic), the topic it belongs to; unset it to receive from SERVICEBUS_QUEUE"))
 	}
 	if c.Subscription != "" {
 		if err := checkEntityName(c.Subscription, 50); err != nil {
 			errs = append(errs, fmt.Errorf("SERVICEBUS_SUBSCRIPTION (-subscription): %w", err))
 		}
 	}
-	if c.InboxConsumer != "" && c.Topic == "" && c.Queue == orderWriterQueue {
+	if c.InboxConsumer != "" && c.Subscription == "" && c.Queue == orderWriterQueue {
 		errs = append(errs, fmt.Errorf("WORKER_INBOX_CONSUMER %s would receive from SERVICEBUS_QUEUE %q, the order writer's queue: "+
 			"competing consumers of one queue each get some of its messages, so the inbox consumer would take orders away from the order writer "+
 			"(and see only some orders itself). Receive the order events from a subscription of the relay's topic instead "+

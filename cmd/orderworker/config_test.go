@@ -388,10 +388,15 @@ func TestSubscriptionMode(t *testing.T) {
 			}},
 		{name: "no inbox consumer on the order writer's queue", env: map[string]string{"WORKER_INBOX_CONSUMER": "loyalty"},
 			wantErr: []string{"WORKER_INBOX_CONSUMER", `"orders", the order writer's queue`, "competing consumers", "SERVICEBUS_SUBSCRIPTION"}},
-		{name: "a topic needs a subscription", env: map[string]string{"SERVICEBUS_TOPIC": "order-events"},
-			wantErr: []string{"SERVICEBUS_TOPIC (-topic) and SERVICEBUS_SUBSCRIPTION"}},
+		// azd puts the relay's SERVICEBUS_TOPIC into every environment.
+		{name: "a topic alone leaves the worker on the queue", env: map[string]string{"SERVICEBUS_TOPIC": "order-events"},
+			check: func(t *testing.T, c config) {
+				if c.Queue != "orders" || c.Subscription != "" || c.InboxConsumer != "" {
+					t.Errorf("config = %+v", c)
+				}
+			}},
 		{name: "a subscription needs a topic", env: map[string]string{"SERVICEBUS_SUBSCRIPTION": "loyalty"},
-			wantErr: []string{"SERVICEBUS_TOPIC (-topic) and SERVICEBUS_SUBSCRIPTION"}},
+			wantErr: []string{"SERVICEBUS_SUBSCRIPTION (-subscription) needs SERVICEBUS_TOPIC (-topic)"}},
 		{name: "a subscription name that is no consumer name", env: map[string]string{"SERVICEBUS_TOPIC": "t", "SERVICEBUS_SUBSCRIPTION": "loy:alty"},
 			wantErr: []string{"SERVICEBUS_SUBSCRIPTION", "WORKER_INBOX_CONSUMER"}},
 		{name: "a subscription name over Service Bus's 50", env: map[string]string{"SERVICEBUS_TOPIC": "t", "SERVICEBUS_SUBSCRIPTION": strings.Repeat("s", 51)},

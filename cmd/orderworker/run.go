@@ -122,7 +122,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // newReceiver returns the receiver of the subscription when one is
 // configured, else of the queue; PeekLock is the default mode of both.
 func newReceiver(sb *azservicebus.Client, cfg config) (*azservicebus.Receiver, error) {
-	if cfg.Topic != "" {
+	if cfg.Subscription != "" {
 		r, err := sb.NewReceiverForSubscription(cfg.Topic, cfg.Subscription, nil)
 		if err != nil {
 			return nil, fmt.Errorf("receiver for subscription %q of topic %q: %w", cfg.Subscription, cfg.Topic, err)
