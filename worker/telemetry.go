@@ -30,7 +30,8 @@ import (
 // too. Every receive call gets a "receive" span (kind client) linked to the
 // creation context of each message it returned. Attribute names follow the
 // OpenTelemetry messaging semantic conventions (semconv v1.43.0), with the
-// project's own order.outcome, order.reason and order.id.
+// project's own order.outcome, order.reason, order.id and, on a delivery
+// that took over another's payment claim, order.payment.taken_over.
 //
 // With a MeterProvider the worker records the metrics listed under Metric*
 // below. Their counts agree with Stats.
