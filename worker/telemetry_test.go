@@ -167,6 +167,13 @@ func TestTelemetry(t *testing.T) {
 	if process == nil {
 		t.Fatalf("no process span of message renewed among %d spans", len(spans.Ended()))
 	}
+	for _, sp := range telemetrytest.Spans(spans, "process orders") {
+		id, _ := telemetrytest.Attr(sp, semconv.MessagingMessageIDKey)
+		took, ok := telemetrytest.Attr(sp, "order.payment.taken_over")
+		if want := id.AsString() == "redelivered"; ok != want || ok && !took.AsBool() {
+			t.Errorf("process span of %s: order.payment.taken_over %v (set %v), want set %v", id.AsString(), took.Emit(), ok, want)
+		}
+	}
 	if process.Parent().SpanID() != send.SpanContext().SpanID() || process.SpanContext().TraceID() != send.SpanContext().TraceID() {
 		t.Errorf("process span's parent = %v, want the producer's send span %v", process.Parent(), send.SpanContext())
 	}
