@@ -11,7 +11,8 @@ import (
 
 // capturePayment makes sure the order's payment is captured exactly once.
 // It returns nil when the capture is completed (now or before) or when there
-// is nothing to capture, else the Result to settle with.
+// is nothing to capture, else the Result to settle with, and whether this
+// delivery took over a claim another delivery held (Result.PaymentTakenOver).
 //
 // An order whose total is zero has nothing to capture: no record, no call.
 //
@@ -34,16 +35,16 @@ import (
 // Writes that must happen after the handler's context may have ended (the
 // completed mark, the release of a claim) run under a context of their own,
 // bounded by PaymentOptions.WriteTimeout.
-func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocument) *Result {
+func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocument) (r *Result, tookOver bool) {
 	orderID := doc.OrderID
 	switch {
 	case p.payments.err != nil:
-		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonPaymentUnavailable, Description: "payment step misconfigured: " + p.payments.err.Error(), Err: p.payments.err}
+		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonPaymentUnavailable, Description: "payment step misconfigured: " + p.payments.err.Error(), Err: p.payments.err}, false
 	case p.docs == nil:
 		err := errors.New("payments configured without a document store")
-		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonStoreError, Description: err.Error(), Err: err}
+		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonStoreError, Description: err.Error(), Err: err}, false
 	case doc.TotalMinor == 0:
-		return nil // nothing to capture; the payments API rejects a zero amount
+		return nil, false // nothing to capture; the payments API rejects a zero amount
 	}
 	now := p.now().UTC()
 	me := p.claimOf(m)
@@ -60,14 +61,14 @@ func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocu
 			Owner: me.String(), Claim: me, Epoch: 1, ClaimedAt: now, FirstAttemptAt: &now, Attempts: 1}
 		body, err := json.Marshal(rec)
 		if err != nil {
-			return ptr(storeFailure(orderID, "encode payment record", err))
+			return ptr(storeFailure(orderID, "encode payment record", err)), false
 		}
 		err = p.docs.CreateDocuments(ctx, orderID, []Document{{ID: rec.ID, Body: body}})
 		if errors.Is(err, ErrAlreadyExists) {
-			return paymentBusy(orderID, "claimed by another delivery just now")
+			return paymentBusy(orderID, "claimed by another delivery just now"), false
 		}
 		if err != nil {
-			return ptr(storeFailure(orderID, "create payment record", err))
+			return ptr(storeFailure(orderID, "create payment record", err)), false
 		}
 		// The create answers no ETag: read it, and check that the record
 		// read is still the one created, since the claim may have been
@@ -77,17 +78,17 @@ func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocu
 		if etag, err = readJSON(ctx, p.docs, orderID, rec.ID, &got); err != nil {
 			// The claim is ours but its ETag unknown: it is taken over at
 			// once by this copy's next delivery, or after the lease.
-			return ptr(storeFailure(orderID, "read payment record", err))
+			return ptr(storeFailure(orderID, "read payment record", err)), false
 		}
 		switch {
 		case got.State == PaymentCompleted:
-			return nil
+			return nil, false
 		case got.Epoch != rec.Epoch || got.Claim != me:
-			return paymentBusy(orderID, fmt.Sprintf("claim taken over by %s right after its creation", got.Owner))
+			return paymentBusy(orderID, fmt.Sprintf("claim taken over by %s right after its creation", got.Owner)), false
 		}
-		return p.captureClaimed(ctx, rec, etag, now)
+		return p.captureClaimed(ctx, rec, etag, now), false
 	case err != nil:
-		return ptr(storeFailure(orderID, "read payment record", err))
+		return ptr(storeFailure(orderID, "read payment record", err)), false
 	}
 	return p.continuePayment(ctx, m, rec, etag, now)
 }
@@ -107,26 +108,28 @@ func newPaymentRecord(o *Order, hash string, me PaymentClaim, now time.Time) Pay
 
 // continuePayment goes on from rec, the payment record read at etag: done if
 // it is completed, else its claim is taken over if it may be, and the
-// payment captured.
-func (p *Processor) continuePayment(ctx context.Context, m Message, rec PaymentRecord, etag string, now time.Time) *Result {
+// payment captured. tookOver reports that the claim was held by another
+// delivery (not released) and this one's takeover was written.
+func (p *Processor) continuePayment(ctx context.Context, m Message, rec PaymentRecord, etag string, now time.Time) (r *Result, tookOver bool) {
 	orderID := rec.OrderID
 	if rec.State == PaymentCompleted {
-		return nil
+		return nil, false
 	}
 	me := p.claimOf(m)
 	ok, why := mayTakeOver(rec, me, now, p.payments.Lease)
 	if !ok {
-		return paymentBusy(orderID, why)
+		return paymentBusy(orderID, why), false
 	}
+	held := !rec.ClaimedAt.IsZero() // else released by its holder: claimed anew
 	rec.Owner, rec.Claim, rec.Epoch, rec.ClaimedAt, rec.Attempts = me.String(), me, rec.Epoch+1, now, rec.Attempts+1
 	etag, err := p.replaceJSON(ctx, orderID, rec.ID, rec, etag)
 	if err != nil {
 		if errors.Is(err, ErrPreconditionFailed) {
-			return paymentBusy(orderID, "claimed by another delivery just now")
+			return paymentBusy(orderID, "claimed by another delivery just now"), false
 		}
-		return ptr(storeFailure(orderID, "take over payment record", err))
+		return ptr(storeFailure(orderID, "take over payment record", err)), false
 	}
-	return p.captureClaimed(ctx, rec, etag, now)
+	return p.captureClaimed(ctx, rec, etag, now), held
 }
 
 // captureClaimed captures the payment of rec, whose claim this delivery

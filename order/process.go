@@ -126,6 +126,15 @@ type Result struct {
 	Reason      string // a Reason constant; empty for Created and Duplicate
 	Description string // human-readable detail for logs and the dead-letter queue
 	Err         error  // the underlying error of Invalid and Transient outcomes
+	// PaymentTakenOver reports that this delivery took over the payment
+	// claim another delivery held: an earlier delivery of the same copy
+	// (whose lock had ended) or a holder whose lease ran out. It is set
+	// whatever the outcome, once the takeover was written: the capture
+	// may have completed since, or failed. A claim its holder released
+	// (after a failed capture) is claimed anew, not taken over, and does
+	// not set it. Each takeover is a capture interrupted (a lost lock, a
+	// crash, a timeout) and resumed with the same idempotency key.
+	PaymentTakenOver bool
 }
 
 // Processor makes the processing decision. It is safe for concurrent use: all
@@ -241,8 +250,8 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 		p.learn(o.OrderID, hash, true)
 	case p.payments != nil:
 		// Nothing to capture, or a payment step that cannot run (it says
-		// why).
-		if r := p.capturePayment(ctx, m, w.Order); r != nil {
+		// why): no claim exists to take over.
+		if r, _ := p.capturePayment(ctx, m, w.Order); r != nil {
 			return *r
 		}
 	}
@@ -278,10 +287,13 @@ func (p *Processor) fromFact(ctx context.Context, m Message, o *Order, hash stri
 		return res
 	}
 	// The hash is equal, so the amount and currency are the stored order's.
-	if r := p.capturePayment(ctx, m, OrderDocument{ID: o.OrderID, OrderID: o.OrderID, TotalMinor: o.TotalMinor, Currency: o.Currency, RequestHash: hash}); r != nil {
+	r, took := p.capturePayment(ctx, m, OrderDocument{ID: o.OrderID, OrderID: o.OrderID, TotalMinor: o.TotalMinor, Currency: o.Currency, RequestHash: hash})
+	if r != nil {
+		r.PaymentTakenOver = took
 		return *r
 	}
 	p.learn(o.OrderID, hash, true)
+	res.PaymentTakenOver = took
 	return res
 }
 
@@ -332,10 +344,13 @@ func (p *Processor) known(ctx context.Context, m Message, o *Order, hash string,
 				Description: fmt.Sprintf("order accepted earlier (its payment record %s is %s)", rec.ID, rec.State)}
 			if rec.State != PaymentCompleted {
 				p.learn(o.OrderID, hash, false)
-				if r := p.continuePayment(ctx, m, rec, etag, p.now().UTC()); r != nil {
+				r, took := p.continuePayment(ctx, m, rec, etag, p.now().UTC())
+				if r != nil {
+					r.PaymentTakenOver = took
 					return *r, true
 				}
 				res.Description = fmt.Sprintf("order accepted earlier; its payment record %s is completed now", rec.ID)
+				res.PaymentTakenOver = took
 			}
 			p.learn(o.OrderID, hash, true)
 			return res, true
@@ -358,10 +373,13 @@ func (p *Processor) known(ctx context.Context, m Message, o *Order, hash string,
 	}
 	// An earlier delivery may have stopped between the order and its
 	// payment: the payment step runs for duplicates too.
-	if r := p.capturePayment(ctx, m, stored); r != nil {
+	r, took := p.capturePayment(ctx, m, stored)
+	if r != nil {
+		r.PaymentTakenOver = took
 		return *r, true
 	}
 	p.learn(o.OrderID, hash, true)
+	res.PaymentTakenOver = took
 	return res, true
 }
 

@@ -115,8 +115,8 @@
 // # Logs
 //
 // Every delivery is logged once with the keys order_id, message_id,
-// delivery_count, outcome, duration_ms (and reason, description, error when
-// set): at INFO with the message "processed" when it was completed, at WARN
+// delivery_count, outcome, duration_ms (and reason, description, error and
+// payment_taken_over when set): at INFO with the message "processed" when it was completed, at WARN
 // "dead-lettered" for an invalid message, at ERROR "dead-lettered" for a
 // reused order id, at WARN "abandoned for redelivery" for a transient
 // failure and at WARN "cut off by shutdown: abandoned" when the shutdown
@@ -125,7 +125,9 @@
 //
 // A summary is logged every Options.SummaryInterval with the totals, the
 // counts and rates of the interval (received_per_s, processed_per_s), the
-// number in flight, lock renewals and the breaker's state. It is logged at
+// number in flight, lock renewals and the breaker's state, and, with
+// Options.CacheStats, the cache's cumulative hits, misses and hit rate
+// (cache.hits, cache.misses, cache.hit_rate). It is logged at
 // INFO when the interval went well and at WARN when it saw retries,
 // dead-letters, lost locks, failed renewals, settlements or receives, or a
 // breaker that is not closed, so LOG_LEVEL=warn still shows every interval

@@ -17,7 +17,7 @@ import (
 func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
 	res := rep.Result
 	// slog.Attr values on the stack: a disabled level costs no allocation.
-	var buf [9]slog.Attr
+	var buf [10]slog.Attr
 	attrs := buf[:0]
 	if res.OrderID != "" {
 		attrs = append(attrs, slog.String("order_id", res.OrderID))
@@ -29,6 +29,9 @@ func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
 	}
 	if res.Description != "" {
 		attrs = append(attrs, slog.String("description", res.Description))
+	}
+	if res.PaymentTakenOver {
+		attrs = append(attrs, slog.Bool("payment_taken_over", true))
 	}
 	level, msg := slog.LevelInfo, "processed"
 	switch res.Outcome {
@@ -142,6 +145,11 @@ func (w *Worker) logSummary(msg string, prev, cur Stats, d time.Duration) {
 	if w.opts.RequestCharge != nil {
 		attrs = append(attrs, "request_units", w.opts.RequestCharge())
 	}
+	if w.opts.CacheStats != nil {
+		// Cumulative: the cache counts since the handler was made.
+		cs := w.opts.CacheStats()
+		attrs = append(attrs, slog.Group("cache", "hits", cs.Hits, "misses", cs.Misses, "hit_rate", round3(cs.HitRate()), "entries", cs.Entries))
+	}
 	level := slog.LevelInfo
 	if delta.Retried+delta.Mismatch+delta.Invalid+delta.LockLost+delta.RenewFailed+delta.SettleFailed+delta.ReceiveFailed+delta.BreakerOpened > 0 ||
 		cur.BreakerState != breakerClosed.String() {
@@ -151,3 +159,5 @@ func (w *Worker) logSummary(msg string, prev, cur Stats, d time.Duration) {
 }
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
+
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }

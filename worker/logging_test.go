@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -56,7 +57,9 @@ func TestOutcomeLogs(t *testing.T) {
 	}{
 		{order.Result{Outcome: order.Created, OrderID: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"error", "reason"},
 			func(s worker.Stats) int64 { return s.Created }},
-		{order.Result{Outcome: order.Duplicate, OrderID: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
+		{order.Result{Outcome: order.Duplicate, OrderID: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"payment_taken_over"},
+			func(s worker.Stats) int64 { return s.Duplicate }},
+		{order.Result{Outcome: order.Duplicate, OrderID: "o1", PaymentTakenOver: true}, slog.LevelInfo, "processed", []string{"order_id", "payment_taken_over"}, nil,
 			func(s worker.Stats) int64 { return s.Duplicate }},
 		{order.Result{Outcome: order.Applied, OrderID: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
 			func(s worker.Stats) int64 { return s.Applied }},
@@ -215,7 +218,59 @@ func TestSummaryLevel(t *testing.T) {
 		if shown[1].msg != "final summary" || shown[1].attrs["received"].Int64() != 2 || shown[1].attrs["created"].Int64() != 1 {
 			t.Errorf("final summary %+v: want the totals", shown[1].attrs)
 		}
+		if _, ok := first["cache.hits"]; ok {
+			t.Errorf("first summary %+v: cache counters without Options.CacheStats", first)
+		}
 		checkNoDurations(t, all)
+	})
+}
+
+// TestSummaryCacheStats: with Options.CacheStats the periodic and the final
+// summaries log the cache's cumulative hits, misses and hit rate.
+func TestSummaryCacheStats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFakeReceiver()
+		var mu sync.Mutex
+		stats := order.CacheStats{Hits: 3, Misses: 1, Entries: 1, Capacity: 10}
+		logs := newCapture(slog.LevelDebug)
+		w, err := worker.New(r, worker.HandlerFunc(func(context.Context, order.Message) order.Result { return order.Result{Outcome: order.Created} }),
+			slog.New(logs), worker.Options{RetryBackoff: -1, SummaryInterval: 10 * time.Second, CacheStats: func() order.CacheStats {
+				mu.Lock()
+				defer mu.Unlock()
+				return stats
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		time.Sleep(15 * time.Second) // summary at 10 s
+		mu.Lock()
+		stats.Hits, stats.Misses = 7, 3
+		mu.Unlock()
+		synctest.Wait()
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		sums := logs.matching("summary")
+		if len(sums) != 2 {
+			t.Fatalf("%d summaries, want one periodic and the final one", len(sums))
+		}
+		for i, want := range []struct {
+			hits, misses uint64
+			rate         float64
+		}{{3, 1, 0.75}, {7, 3, 0.7}} {
+			a := sums[i].attrs
+			if a["cache.hits"].Kind() != slog.KindUint64 || a["cache.misses"].Kind() != slog.KindUint64 || a["cache.hit_rate"].Kind() != slog.KindFloat64 {
+				t.Errorf("%s %+v: want cache.hits, cache.misses and cache.hit_rate", sums[i].msg, a)
+				continue
+			}
+			if a["cache.hits"].Uint64() != want.hits || a["cache.misses"].Uint64() != want.misses || a["cache.hit_rate"].Float64() != want.rate {
+				t.Errorf("%s %+v: want cache hits %d, misses %d, hit rate %v", sums[i].msg, a, want.hits, want.misses, want.rate)
+			}
+		}
 	})
 }
 

@@ -30,7 +30,8 @@ import (
 // too. Every receive call gets a "receive" span (kind client) linked to the
 // creation context of each message it returned. Attribute names follow the
 // OpenTelemetry messaging semantic conventions (semconv v1.43.0), with the
-// project's own order.outcome, order.reason and order.id.
+// project's own order.outcome, order.reason, order.id and, on a delivery
+// that took over another's payment claim, order.payment.taken_over.
 //
 // With a MeterProvider the worker records the metrics listed under Metric*
 // below. Their counts agree with Stats.
@@ -44,10 +45,6 @@ type Telemetry struct {
 	// and Subscription the subscription, if any
 	// (messaging.destination.subscription.name).
 	Queue, Subscription string
-	// CacheStats, if set, reports a cache's cumulative hits and misses (the
-	// order package's hot cache), observed as MetricCacheHits and
-	// MetricCacheMisses.
-	CacheStats func() (hits, misses int64)
 }
 
 // The names of the worker's metrics. Prometheus shows them with dots as
@@ -91,9 +88,16 @@ const (
 	// MetricRequestUnits is the store's cumulative request charge
 	// (Options.RequestCharge), in request units.
 	MetricRequestUnits = "orderworker.cosmosdb.request_units"
-	// MetricCacheHits and MetricCacheMisses are Telemetry.CacheStats.
+	// MetricCacheHits and MetricCacheMisses are the cumulative hits and
+	// misses of Options.CacheStats.
 	MetricCacheHits   = "orderworker.cache.hits"
 	MetricCacheMisses = "orderworker.cache.misses"
+	// MetricPaymentTakeovers counts deliveries that took over a payment
+	// claim another delivery held (order.Result.PaymentTakenOver): an
+	// earlier delivery of the same copy whose lock ended, or a holder
+	// whose lease ran out. Each is a capture interrupted by a lost lock,
+	// a crash or a timeout, and resumed with the same idempotency key.
+	MetricPaymentTakeovers = "orderworker.payment.takeovers"
 )
 
 // The attribute keys of the project's own attributes.
@@ -118,7 +122,7 @@ type instruments struct {
 	names  map[order.Outcome]attribute.KeyValue
 
 	consumed, deliveries, duplicates, mismatches, deadLetters metric.Int64Counter
-	settleFailures, renewals, breakerChanges                  metric.Int64Counter
+	settleFailures, renewals, breakerChanges, takeovers       metric.Int64Counter
 	inFlight, breakerOpen                                     metric.Int64UpDownCounter
 	processDuration                                           metric.Float64Histogram
 	baseOpt                                                   metric.MeasurementOption
@@ -171,6 +175,7 @@ func (w *Worker) instrument() error {
 	t.settleFailures = counter(MetricSettlementFailures, "{settlement}", "Settlements that failed.")
 	t.renewals = counter(MetricLockRenewals, "{renewal}", "Lock renewals, by result.")
 	t.breakerChanges = counter(MetricBreakerTransitions, "{transition}", "Circuit breaker state changes, by new state.")
+	t.takeovers = counter(MetricPaymentTakeovers, "{delivery}", "Deliveries that took over a payment claim another delivery held.")
 	var err error
 	t.processDuration, err = m.Float64Histogram(MetricProcessDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of processing operation."),
@@ -189,7 +194,7 @@ func (w *Worker) instrument() error {
 		observed = append(observed, ru)
 	}
 	var hits, misses metric.Int64ObservableCounter
-	if o.CacheStats != nil {
+	if w.opts.CacheStats != nil {
 		hits, err = m.Int64ObservableCounter(MetricCacheHits, metric.WithUnit("{lookup}"), metric.WithDescription("Cache hits."))
 		errs = append(errs, err)
 		misses, err = m.Int64ObservableCounter(MetricCacheMisses, metric.WithUnit("{lookup}"), metric.WithDescription("Cache misses."))
@@ -208,9 +213,9 @@ func (w *Worker) instrument() error {
 				ob.ObserveFloat64(ru, w.opts.RequestCharge(), t.baseOpt)
 			}
 			if hits != nil {
-				h, mi := o.CacheStats()
-				ob.ObserveInt64(hits, h, t.baseOpt)
-				ob.ObserveInt64(misses, mi, t.baseOpt)
+				cs := w.opts.CacheStats()
+				ob.ObserveInt64(hits, int64(cs.Hits), t.baseOpt)
+				ob.ObserveInt64(misses, int64(cs.Misses), t.baseOpt)
 			}
 			return nil
 		}, observed...); err != nil {
@@ -264,6 +269,9 @@ func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Repor
 	case order.Mismatch:
 		t.mismatches.Add(ctx, 1, metric.WithAttributes(t.base...))
 	}
+	if res.PaymentTakenOver {
+		t.takeovers.Add(ctx, 1, t.baseOpt)
+	}
 
 	if span.IsRecording() {
 		span.SetAttributes(outcome, attribute.Bool("order.lock_lost", rep.LockLost), attribute.Bool("order.cut_off", rep.CutOff))
@@ -272,6 +280,9 @@ func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Repor
 		}
 		if res.OrderID != "" {
 			span.SetAttributes(AttrOrderID.String(res.OrderID))
+		}
+		if res.PaymentTakenOver {
+			span.SetAttributes(attribute.Bool("order.payment.taken_over", true))
 		}
 		switch {
 		case res.Outcome == order.Transient || rep.LockLost:

@@ -75,7 +75,6 @@ type telemetryBenchReceiver struct{ *fakeReceiver }
 
 var benchMu sync.Mutex
 
-
 func (telemetryBenchReceiver) CompleteMessage(context.Context, *azservicebus.ReceivedMessage, *azservicebus.CompleteMessageOptions) error {
 	return nil
 }

@@ -63,8 +63,11 @@ func TestTelemetry(t *testing.T) {
 	done := settledN(r, 8)
 	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 		switch m.ID {
-		case "resent", "redelivered":
+		case "resent":
 			return order.Result{Outcome: order.Duplicate, OrderID: m.ID}
+		case "redelivered":
+			// The redelivery resumed a capture its earlier delivery held.
+			return order.Result{Outcome: order.Duplicate, OrderID: m.ID, PaymentTakenOver: true}
 		case "mismatch":
 			return order.Result{Outcome: order.Mismatch, OrderID: m.ID, Reason: order.ReasonOrderIDReused}
 		case "invalid":
@@ -88,9 +91,9 @@ func TestTelemetry(t *testing.T) {
 		Concurrency: 1, LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond,
 		RequestCharge: func() float64 { return float64(ru.Add(1)) },
 		// One dependency failure opens the breaker; the probe closes it.
-		Breaker: worker.BreakerOptions{Threshold: 1, Probe: func(context.Context) error { return nil }, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
-		Telemetry: worker.Telemetry{TracerProvider: tp, MeterProvider: mp, Queue: "orders",
-			CacheStats: func() (int64, int64) { return 5, 2 }},
+		Breaker:    worker.BreakerOptions{Threshold: 1, Probe: func(context.Context) error { return nil }, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
+		CacheStats: func() order.CacheStats { return order.CacheStats{Hits: 5, Misses: 2} },
+		Telemetry:  worker.Telemetry{TracerProvider: tp, MeterProvider: mp, Queue: "orders"},
 	})
 	go func() {
 		for renewals.Load() < 2 {
@@ -138,6 +141,7 @@ func TestTelemetry(t *testing.T) {
 		{worker.MetricProcessDuration, []attribute.KeyValue{outcome("duplicate")}, 2},
 		{worker.MetricCacheHits, []attribute.KeyValue{queue}, 5},
 		{worker.MetricCacheMisses, []attribute.KeyValue{queue}, 2},
+		{worker.MetricPaymentTakeovers, []attribute.KeyValue{queue}, 1},
 	} {
 		if got := m.Int(c.name, c.attrs...); got != c.want {
 			t.Errorf("%s%v = %d, want %d", c.name, c.attrs, got, c.want)
@@ -162,6 +166,13 @@ func TestTelemetry(t *testing.T) {
 	}
 	if process == nil {
 		t.Fatalf("no process span of message renewed among %d spans", len(spans.Ended()))
+	}
+	for _, sp := range telemetrytest.Spans(spans, "process orders") {
+		id, _ := telemetrytest.Attr(sp, semconv.MessagingMessageIDKey)
+		took, ok := telemetrytest.Attr(sp, "order.payment.taken_over")
+		if want := id.AsString() == "redelivered"; ok != want || ok && !took.AsBool() {
+			t.Errorf("process span of %s: order.payment.taken_over %v (set %v), want set %v", id.AsString(), took.Emit(), ok, want)
+		}
 	}
 	if process.Parent().SpanID() != send.SpanContext().SpanID() || process.SpanContext().TraceID() != send.SpanContext().TraceID() {
 		t.Errorf("process span's parent = %v, want the producer's send span %v", process.Parent(), send.SpanContext())

@@ -82,6 +82,12 @@ type Options struct {
 	// RequestCharge, if set, reports the store's cumulative request charge
 	// (Cosmos DB request units) for the summaries.
 	RequestCharge func() float64
+	// CacheStats, if set, reports the handler's cache counters (the order
+	// Processor's fact cache: (*order.Processor).CacheStats) for the
+	// summaries, which log its hits, misses and hit rate, and for the
+	// metrics MetricCacheHits and MetricCacheMisses. It is called from the
+	// summary and metric goroutines, concurrently with the handler.
+	CacheStats func() order.CacheStats
 	// Observe, if set, is called once for every delivery after its
 	// settlement attempt. It is called from handler goroutines concurrently.
 	Observe func(Report)

@@ -44,10 +44,12 @@ type config struct {
 	ShutdownGrace   time.Duration
 	SummaryInterval time.Duration
 	HealthAddr      string // listen address of /livez, /readyz, /startupz (and /metrics); empty: no listener
+	FactCache       int    // orders the order writer's fact cache remembers; 0: no cache
 
 	// Telemetry: OTEL_EXPORTER_OTLP_ENDPOINT exports traces and metrics
-	// over OTLP/HTTP, WORKER_METRICS_PROMETHEUS serves the metrics for
-	// scraping; neither by default.
+	// over OTLP (http/protobuf, or gRPC with OTEL_EXPORTER_OTLP_PROTOCOL),
+	// WORKER_METRICS_PROMETHEUS serves the metrics for scraping on the
+	// health listener; neither by default.
 	Telemetry telemetry.Config
 
 	cli.Logging
@@ -96,6 +98,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Duration(&c.ShutdownGrace, "shutdown-grace", "WORKER_SHUTDOWN_GRACE", 30*time.Second, "how long in-flight messages may finish after SIGTERM")
 	env.Duration(&c.SummaryInterval, "summary-interval", "WORKER_SUMMARY_INTERVAL", 30*time.Second, "how often to log a summary of outcomes")
 	env.String(&c.HealthAddr, "health-addr", "WORKER_HEALTH_ADDR", "", "listen address of the health probes /livez, /readyz and /startupz, such as :8080 (what the Container App's probes use); empty: no listener")
+	env.Int(&c.FactCache, "fact-cache", "WORKER_FACT_CACHE", order.DefaultFactCacheSize, "orders the order writer's cache of facts the store confirmed remembers, to answer their duplicates without a round trip; 0 turns it off")
 	c.Telemetry.Define(env, "orderworker", "WORKER_METRICS_PROMETHEUS")
 	c.Logging.Define(env)
 	fs.Usage = func() { usage(fs) }
@@ -125,8 +128,9 @@ after it, so the variables that azd writes are enough to run in Azure.
 
 In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a managed identity)
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_CREATE_CONTAINER=true
-Telemetry:    OTEL_EXPORTER_OTLP_ENDPOINT (traces and metrics over OTLP/HTTP),
-              WORKER_METRICS_PROMETHEUS=true (metrics on /metrics); none by default
+Telemetry:    OTEL_EXPORTER_OTLP_ENDPOINT (traces and metrics over OTLP/HTTP, or gRPC
+              with OTEL_EXPORTER_OTLP_PROTOCOL=grpc), WORKER_METRICS_PROMETHEUS=true
+              (metrics on WORKER_HEALTH_ADDR's /metrics); none by default
 No Azure:     orderworker -simulate runs everything in-process under injected faults (-simulate -h)
 Version:      orderworker -version prints the module version, VCS revision and Go version
 
@@ -205,11 +209,22 @@ func (c *config) Validate() error {
 			errs = append(errs, fmt.Errorf("WORKER_HEALTH_ADDR (-health-addr) %q is not host:port (such as :8080): %w", c.HealthAddr, err))
 		}
 	}
+	if c.Telemetry.Prometheus && c.HealthAddr == "" {
+		errs = append(errs, errors.New("WORKER_METRICS_PROMETHEUS (-metrics-prometheus) serves the metrics on the health listener's /metrics, "+
+			"which WORKER_HEALTH_ADDR (-health-addr) is not set to open: set it (such as :8080), or export over OTEL_EXPORTER_OTLP_ENDPOINT instead"))
+	}
+	if c.FactCache < 0 || c.FactCache > maxFactCache {
+		errs = append(errs, fmt.Errorf("WORKER_FACT_CACHE (-fact-cache) %d is not between 0 (no cache) and %d orders (the cache is allocated in full at start)", c.FactCache, maxFactCache))
+	}
 	if c.ShutdownGrace <= 0 {
 		errs = append(errs, fmt.Errorf("WORKER_SHUTDOWN_GRACE (-shutdown-grace) %v must be positive", c.ShutdownGrace))
 	}
 	return errors.Join(errs...)
 }
+
+// maxFactCache bounds WORKER_FACT_CACHE: the cache allocates its slots and
+// index for every entry at start.
+const maxFactCache = 10_000_000
 
 // checkEntityName reports a Service Bus entity name that is not 1 to max
 // characters of letters, digits, '.', '-' and '_'.
@@ -285,6 +300,7 @@ func (c config) LogValue() slog.Value {
 		slog.String("message_timeout", cli.FormatDuration(c.MessageTimeout)),
 		slog.String("shutdown_grace", cli.FormatDuration(c.ShutdownGrace)),
 		slog.String("health_addr", c.HealthAddr),
+		slog.Int("fact_cache", c.FactCache),
 		slog.Group("telemetry", anyAttrs(c.Telemetry.LogAttrs())...),
 	)...)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
+	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -110,13 +111,42 @@ func TestConfig(t *testing.T) {
 				t.Errorf("Telemetry = %+v, want nothing exported, service orderworker", c.Telemetry)
 			}
 		}},
-		{name: "telemetry settings are read", env: with("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", "OTEL_SERVICE_NAME", "orders-eu", "WORKER_METRICS_PROMETHEUS", "true"),
+		{name: "telemetry settings are read", env: with("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", "OTEL_SERVICE_NAME", "orders-eu", "WORKER_METRICS_PROMETHEUS", "true", "WORKER_HEALTH_ADDR", ":8080"),
 			check: func(t *testing.T, c config) {
 				want := telemetry.Config{ServiceName: "orders-eu", OTLPEndpoint: "http://collector:4318", Prometheus: true}
-				if c.Telemetry != want {
-					t.Errorf("Telemetry = %+v, want %+v", c.Telemetry, want)
+				if c.Telemetry != want || c.Telemetry.Protocol() != telemetry.ProtocolHTTPProtobuf {
+					t.Errorf("Telemetry = %+v (protocol %s), want %+v over http/protobuf", c.Telemetry, c.Telemetry.Protocol(), want)
 				}
 			}},
+		{name: "the Container Apps agent's variables", env: with("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel.service.k8se-apps:4317/", "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+			check: func(t *testing.T, c config) {
+				if c.Telemetry.Protocol() != telemetry.ProtocolGRPC {
+					t.Errorf("Telemetry = %+v, want gRPC", c.Telemetry)
+				}
+			}},
+		{name: "an OTLP protocol the exporters do not speak", env: with("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", "OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+			wantErr: []string{`OTEL_EXPORTER_OTLP_PROTOCOL (-otlp-protocol) "http/json"`}},
+		{name: "Prometheus without the health listener that would serve it", env: with("WORKER_METRICS_PROMETHEUS", "true"),
+			wantErr: []string{"WORKER_METRICS_PROMETHEUS (-metrics-prometheus)", "WORKER_HEALTH_ADDR (-health-addr)"}},
+		{name: "Prometheus flag without the health listener", env: azure, args: []string{"-metrics-prometheus"},
+			wantErr: []string{"WORKER_METRICS_PROMETHEUS (-metrics-prometheus)", "WORKER_HEALTH_ADDR (-health-addr)"}},
+		{name: "fact cache by default", env: azure, check: func(t *testing.T, c config) {
+			if c.FactCache != order.DefaultFactCacheSize {
+				t.Errorf("FactCache = %d, want order.DefaultFactCacheSize %d", c.FactCache, order.DefaultFactCacheSize)
+			}
+		}},
+		{name: "fact cache off", env: with("WORKER_FACT_CACHE", "0"), check: func(t *testing.T, c config) {
+			if c.FactCache != 0 {
+				t.Errorf("FactCache = %d, want 0", c.FactCache)
+			}
+		}},
+		{name: "fact cache by flag", env: azure, args: []string{"-fact-cache", "500"}, check: func(t *testing.T, c config) {
+			if c.FactCache != 500 {
+				t.Errorf("FactCache = %d, want 500", c.FactCache)
+			}
+		}},
+		{name: "negative fact cache", env: with("WORKER_FACT_CACHE", "-1"), wantErr: []string{"WORKER_FACT_CACHE (-fact-cache) -1"}},
+		{name: "fact cache beyond its bound", env: with("WORKER_FACT_CACHE", "2000000000"), wantErr: []string{"WORKER_FACT_CACHE (-fact-cache) 2000000000"}},
 		{name: "telemetry problems with the others", env: with("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", "WORKER_METRICS_PROMETHEUS", "yes please", "WORKER_CONCURRENCY", "0"),
 			wantErr: []string{"OTEL_EXPORTER_OTLP_ENDPOINT (-otlp-endpoint)", "WORKER_METRICS_PROMETHEUS", "WORKER_CONCURRENCY"}},
 		{name: "emulator connection string", env: with("SERVICEBUS_NAMESPACE", "", "SERVICEBUS_CONNECTION_STRING",

@@ -89,6 +89,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	var cacheStats func() order.CacheStats
+	if p, ok := handler.(*order.Processor); ok && cfg.FactCache > 0 {
+		cacheStats = p.CacheStats
+	}
 	w, err := worker.New(receiver, hs.track(handler), logger, worker.Options{
 		Concurrency:     cfg.Concurrency,
 		LockDuration:    cfg.LockDuration,
@@ -96,6 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ShutdownGrace:   cfg.ShutdownGrace,
 		SummaryInterval: cfg.SummaryInterval,
 		RequestCharge:   store.RequestCharge,
+		CacheStats:      cacheStats, // the summaries and orderworker.cache.hits/misses
 		// Stop receiving after five consecutive deliveries failed by the
 		// store or the payments service, and probe them until they
 		// answer: an outage costs the in-flight deliveries, not the
@@ -178,15 +183,16 @@ const breakerThreshold = 5
 // service, captures each order's payment once — and the probe of the
 // dependencies it needs, for the circuit breaker. Without patch conditions
 // (an emulator that ignores them) status changes are applied by read and
-// ETag-conditioned replace instead of a conditional patch.
+// ETag-conditioned replace instead of a conditional patch. The order writer
+// keeps a fact cache of WORKER_FACT_CACHE orders (order.WithFactCache).
 func newHandler(cfg config, store *cosmosstore.Store, patchConditions bool, tel *telemetry.Providers) (worker.Handler, func(context.Context) error, error) {
 	if cfg.InboxConsumer != "" {
 		c, err := order.NewInboxConsumer(cfg.InboxConsumer, store, cfg.InboxTTL, nil)
 		return c, store.Ping, err
 	}
-	opts := []order.Option{order.WithDocuments(store)}
+	opts := []order.Option{order.WithDocuments(store), order.WithFactCache(cfg.FactCache)}
 	if !patchConditions {
-		opts = []order.Option{order.WithDocuments(cosmosstore.WithoutPatch(store))}
+		opts[0] = order.WithDocuments(cosmosstore.WithoutPatch(store))
 	}
 	probe := store.Ping
 	if cfg.PaymentsURL != "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -73,9 +74,12 @@ func (c *otlpCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // TestRunExportsTelemetry runs the command itself with
 // OTEL_EXPORTER_OTLP_ENDPOINT set, against the test broker, cosmium and a
 // payments service, on one message carrying a producer's trace context, and
-// checks what reaches the collector when run returns: the process span in
+// checks what reaches the collector when run returns: the process spans in
 // the producer's trace, the Cosmos DB SDK's spans and the payments client's
-// span beneath it, and the worker's metrics.
+// span beneath it, and the worker's metrics. A second copy of the message,
+// handled after the first (WORKER_CONCURRENCY=1), is answered by the fact
+// cache: the cache's metrics are exported, and the final summary counts one
+// miss and one hit.
 func TestRunExportsTelemetry(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -112,21 +116,23 @@ func TestRunExportsTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sender.SendMessage(ctx, &azservicebus.Message{MessageID: &o.OrderID, Body: ordergen.Body(o, time.Now(), "t"), ApplicationProperties: props}, nil); err != nil {
-		t.Fatal(err)
+	for range 2 { // two copies: the queue has no duplicate detection
+		if err := sender.SendMessage(ctx, &azservicebus.Message{MessageID: &o.OrderID, Body: ordergen.Body(o, time.Now(), "t"), ApplicationProperties: props}, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	env := map[string]string{
 		"SERVICEBUS_CONNECTION_STRING": broker.ConnectionString(), "SERVICEBUS_QUEUE": "orders", "SERVICEBUS_LOCK_DURATION": "5s",
 		"COSMOS_ENDPOINT": cosmos.Endpoint, "COSMOS_KEY": cosmos.Key, "COSMOS_CREATE_CONTAINER": "true",
-		"PAYMENTS_URL": pay.URL, "LOG_FORMAT": "json", "LOG_LEVEL": "warn",
+		"PAYMENTS_URL": pay.URL, "LOG_FORMAT": "json", "LOG_LEVEL": "info", "WORKER_CONCURRENCY": "1",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL,
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	var stderr syncBuffer
 	ran := make(chan error, 1)
 	go func() { ran <- run(runCtx, nil, envOf(env), io.Discard, &stderr) }()
-	for q.Snapshot().Counters.Completed < 1 {
+	for q.Snapshot().Counters.Completed < 2 {
 		select {
 		case err := <-ran:
 			t.Fatalf("run returned early: %v\n%s", err, stderr.String())
@@ -140,26 +146,45 @@ func TestRunExportsTelemetry(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
 
+	var final struct {
+		Duplicate int64 `json:"duplicate"`
+		Cache     *struct {
+			Hits, Misses uint64
+		} `json:"cache"`
+	}
+	for line := range strings.Lines(stderr.String()) {
+		if strings.Contains(line, `"msg":"final summary"`) {
+			if err := json.Unmarshal([]byte(line), &final); err != nil {
+				t.Fatalf("final summary %s: %v", line, err)
+			}
+		}
+	}
+	if final.Cache == nil || final.Cache.Hits != 1 || final.Cache.Misses != 1 || final.Duplicate != 1 {
+		t.Errorf("final summary: %d duplicate, cache %+v; want the second copy a duplicate the cache answered (1 hit, 1 miss)\n%s", final.Duplicate, final.Cache, stderr.String())
+	}
+
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	traceID := send.SpanContext().TraceID()
 	byID := map[string]*tracepb.Span{}
-	var process *tracepb.Span
+	process := map[*tracepb.Span]bool{} // both copies' process spans
 	for _, s := range col.spans {
 		byID[hex.EncodeToString(s.SpanId)] = s
 		if s.Name == "process orders" && bytes.Equal(s.TraceId, traceID[:]) {
-			process = s
+			process[s] = true
 		}
 	}
-	if process == nil {
-		t.Fatalf("no process span in the producer's trace %s among %d spans", traceID, len(col.spans))
+	if len(process) != 2 {
+		t.Fatalf("%d process spans in the producer's trace %s among %d spans, want one per copy", len(process), traceID, len(col.spans))
 	}
-	if sid := send.SpanContext().SpanID(); !bytes.Equal(process.ParentSpanId, sid[:]) {
-		t.Errorf("process span's parent %x, want the producer's span %s", process.ParentSpanId, sid)
+	for p := range process {
+		if sid := send.SpanContext().SpanID(); !bytes.Equal(p.ParentSpanId, sid[:]) {
+			t.Errorf("process span's parent %x, want the producer's span %s", p.ParentSpanId, sid)
+		}
 	}
 	under := func(s *tracepb.Span) bool {
 		for p := byID[hex.EncodeToString(s.ParentSpanId)]; p != nil; p = byID[hex.EncodeToString(p.ParentSpanId)] {
-			if p == process {
+			if process[p] {
 				return true
 			}
 		}
@@ -180,10 +205,10 @@ func TestRunExportsTelemetry(t *testing.T) {
 		}
 	}
 	if cosmosSpans == 0 || payClient != 1 {
-		t.Errorf("under the process span: %d Cosmos DB spans and %d payments client spans, want some and 1", cosmosSpans, payClient)
+		t.Errorf("under the process spans: %d Cosmos DB spans and %d payments client spans, want some and 1 (the second copy calls neither)", cosmosSpans, payClient)
 	}
 	for _, name := range []string{"orderworker.deliveries", "messaging.process.duration", "messaging.client.consumed.messages",
-		"orderworker.cosmosdb.request_units", "http.client.request.duration"} {
+		"orderworker.cosmosdb.request_units", "http.client.request.duration", "orderworker.cache.hits", "orderworker.cache.misses"} {
 		if !col.metrics[name] {
 			t.Errorf("the collector received no %s; it received %v", name, keys(col.metrics))
 		}

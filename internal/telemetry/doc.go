@@ -1,6 +1,7 @@
 // Package telemetry sets up the project's OpenTelemetry traces and metrics:
-// the providers a command's settings ask for (OTLP over HTTP for traces and
-// metrics, a Prometheus scrape handler for metrics, or nothing), the W3C
+// the providers a command's settings ask for (OTLP for traces and metrics,
+// over HTTP or gRPC as OTEL_EXPORTER_OTLP_PROTOCOL says; a Prometheus scrape
+// handler for metrics; or nothing), the W3C
 // trace context carried in a Service Bus message's application properties,
 // and the instrumentation of the Cosmos DB client (the SDK's own spans
 // through azcore's tracing provider, and request units per request) and of

@@ -12,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
@@ -34,24 +36,42 @@ type Config struct {
 	// ServiceName is the service.name resource attribute
 	// (OTEL_SERVICE_NAME).
 	ServiceName string
-	// OTLPEndpoint is the base URL of an OTLP/HTTP collector
-	// (OTEL_EXPORTER_OTLP_ENDPOINT), such as http://localhost:4318; traces
-	// go to its /v1/traces and metrics to its /v1/metrics. Empty: no OTLP
-	// export. The exporters read the other OTEL_EXPORTER_OTLP_* variables
-	// (headers, timeout, compression) from the process environment
-	// themselves.
+	// OTLPEndpoint is the base URL of an OTLP collector
+	// (OTEL_EXPORTER_OTLP_ENDPOINT), such as http://localhost:4318 for
+	// OTLP/HTTP, whose /v1/traces and /v1/metrics receive traces and
+	// metrics, or http://otel.service.k8se-apps:4317/ for gRPC, where only
+	// the host and port count and http:// means without TLS. Empty: no
+	// OTLP export. The exporters read the other OTEL_EXPORTER_OTLP_*
+	// variables (headers, timeout, compression) from the process
+	// environment themselves.
 	OTLPEndpoint string
+	// OTLPProtocol is the OTLP transport (OTEL_EXPORTER_OTLP_PROTOCOL):
+	// ProtocolHTTPProtobuf, the OpenTelemetry specification's default
+	// (empty means it too), or ProtocolGRPC, which the Azure Container Apps
+	// managed OpenTelemetry agent takes. The Go exporters do not choose a
+	// transport from the variable: each speaks its own (otlptracehttp
+	// http/protobuf, otlptracegrpc gRPC), so New picks the exporter by it.
+	OTLPProtocol string
 	// Prometheus serves the metrics for scraping (Providers.MetricsHandler).
 	Prometheus bool
 }
 
+// The values of Config.OTLPProtocol, as OTEL_EXPORTER_OTLP_PROTOCOL spells
+// them.
+const (
+	ProtocolHTTPProtobuf = "http/protobuf"
+	ProtocolGRPC         = "grpc"
+)
+
 // Define defines the settings on env: OTEL_SERVICE_NAME (-otel-service-name,
-// default service), OTEL_EXPORTER_OTLP_ENDPOINT (-otlp-endpoint) and, when
+// default service), OTEL_EXPORTER_OTLP_ENDPOINT (-otlp-endpoint),
+// OTEL_EXPORTER_OTLP_PROTOCOL (-otlp-protocol; empty is http/protobuf) and, when
 // prometheusEnv is not empty, a Prometheus switch under that variable
 // (-metrics-prometheus), such as WORKER_METRICS_PROMETHEUS.
 func (c *Config) Define(env *cli.Env, service, prometheusEnv string) {
 	env.String(&c.ServiceName, "otel-service-name", "OTEL_SERVICE_NAME", service, "service.name of the traces and metrics exported")
-	env.String(&c.OTLPEndpoint, "otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "base URL of an OTLP/HTTP collector, such as http://localhost:4318; when set, traces and metrics are exported to it")
+	env.String(&c.OTLPEndpoint, "otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "base URL of an OTLP collector, such as http://localhost:4318 (http/protobuf) or http://localhost:4317 (grpc); when set, traces and metrics are exported to it")
+	env.String(&c.OTLPProtocol, "otlp-protocol", "OTEL_EXPORTER_OTLP_PROTOCOL", "", "OTLP transport: http/protobuf (when empty) or grpc (what the Azure Container Apps OpenTelemetry agent sets)")
 	if prometheusEnv != "" {
 		env.Bool(&c.Prometheus, "metrics-prometheus", prometheusEnv, false, "serve the metrics in the Prometheus format on the health listener's /metrics")
 	}
@@ -65,6 +85,11 @@ func (c *Config) Validate() error {
 		if u, err := url.Parse(c.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT (-otlp-endpoint) %q: want an http:// or https:// URL with a host", c.OTLPEndpoint))
 		}
+	}
+	switch c.OTLPProtocol {
+	case "", ProtocolHTTPProtobuf, ProtocolGRPC:
+	default:
+		errs = append(errs, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL (-otlp-protocol) %q: want %s or %s", c.OTLPProtocol, ProtocolHTTPProtobuf, ProtocolGRPC))
 	}
 	if c.Enabled() && c.ServiceName == "" {
 		errs = append(errs, errors.New("OTEL_SERVICE_NAME (-otel-service-name) must not be empty when telemetry is exported"))
@@ -80,8 +105,18 @@ func (c *Config) LogAttrs() []slog.Attr {
 	return []slog.Attr{
 		slog.String("otel_service_name", c.ServiceName),
 		slog.String("otlp_endpoint", c.OTLPEndpoint),
+		slog.String("otlp_protocol", c.Protocol()),
 		slog.Bool("metrics_prometheus", c.Prometheus),
 	}
+}
+
+// Protocol returns the OTLP transport: OTLPProtocol, or ProtocolHTTPProtobuf
+// when it is empty.
+func (c *Config) Protocol() string {
+	if c.OTLPProtocol == "" {
+		return ProtocolHTTPProtobuf
+	}
+	return c.OTLPProtocol
 }
 
 // Providers are the tracer and meter providers a Config asks for, with the
@@ -123,18 +158,13 @@ func New(ctx context.Context, c Config) (*Providers, error) {
 	p := &Providers{Propagator: Propagator(), TracerProvider: tracenoop.NewTracerProvider()}
 	var readers []sdkmetric.Option
 	if c.OTLPEndpoint != "" {
-		base, _ := url.Parse(c.OTLPEndpoint) // Validate parsed it
-		te, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(base.JoinPath("v1", "traces").String()))
+		te, me, err := otlpExporters(ctx, c)
 		if err != nil {
-			return nil, fmt.Errorf("telemetry: OTLP trace exporter: %w", err)
+			return nil, err
 		}
 		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(te), sdktrace.WithResource(res))
 		p.TracerProvider = tp
 		p.shutdown = append(p.shutdown, tp.Shutdown)
-		me, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(base.JoinPath("v1", "metrics").String()))
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("telemetry: OTLP metric exporter: %w", err), p.Shutdown(ctx))
-		}
 		readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me)))
 	}
 	if c.Prometheus {
@@ -151,6 +181,35 @@ func New(ctx context.Context, c Config) (*Providers, error) {
 	p.MeterProvider = mp
 	p.shutdown = append(p.shutdown, mp.Shutdown)
 	return p, nil
+}
+
+// otlpExporters returns the trace and metric exporters of c's endpoint and
+// protocol. Neither connects yet: the gRPC client dials when it first
+// exports.
+func otlpExporters(ctx context.Context, c Config) (sdktrace.SpanExporter, sdkmetric.Exporter, error) {
+	var te sdktrace.SpanExporter
+	var me sdkmetric.Exporter
+	var terr, merr error
+	if c.Protocol() == ProtocolGRPC {
+		// gRPC takes the host and port; http:// means without TLS.
+		te, terr = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(c.OTLPEndpoint))
+		if terr == nil {
+			me, merr = otlpmetricgrpc.New(ctx, otlpmetricgrpc.WithEndpointURL(c.OTLPEndpoint))
+		}
+	} else {
+		base, _ := url.Parse(c.OTLPEndpoint) // Validate parsed it
+		te, terr = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(base.JoinPath("v1", "traces").String()))
+		if terr == nil {
+			me, merr = otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(base.JoinPath("v1", "metrics").String()))
+		}
+	}
+	switch {
+	case terr != nil:
+		return nil, nil, fmt.Errorf("telemetry: OTLP (%s) trace exporter: %w", c.Protocol(), terr)
+	case merr != nil:
+		return nil, nil, errors.Join(fmt.Errorf("telemetry: OTLP (%s) metric exporter: %w", c.Protocol(), merr), te.Shutdown(ctx))
+	}
+	return te, me, nil
 }
 
 // MetricsHandler returns the Prometheus scrape handler, or nil when the
