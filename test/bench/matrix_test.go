@@ -1,0 +1,99 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// The matrix's axes. A cell is selected with -bench, for instance
+// -bench 'Matrix/latency=5ms/dup=50%/conc=16'.
+var (
+	matrixLatencies = []time.Duration{0, 5 * time.Millisecond}
+	matrixDups      = []float64{0, 0.25, 0.5, 1}
+	matrixConcs     = []int{1, 4, 16, 64}
+)
+
+// poolSize bounds the orders a cell stores before its timed part for its
+// duplicates to copy.
+const poolSize = 64
+
+// BenchmarkMatrix runs every contestant (see the package documentation) on
+// the same stream of b.N messages per cell, one after another, and reports
+// each one's throughput and the ratios between them. ns/op is suppressed:
+// a cell's time is the sum of five contestants'.
+func BenchmarkMatrix(b *testing.B) {
+	srv := cosmiumtest.Start(b)
+	for _, latency := range matrixLatencies {
+		b.Run(fmt.Sprintf("latency=%dms", latency.Milliseconds()), func(b *testing.B) {
+			c := newCosmos(b, srv, latency)
+			for _, dup := range matrixDups {
+				b.Run(fmt.Sprintf("dup=%d%%", int(dup*100)), func(b *testing.B) {
+					for _, conc := range matrixConcs {
+						b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
+							matrixCell(b, c, dup, conc)
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+var cellRuns int
+
+// matrixCell measures one cell: each contestant consumes b.N messages of
+// which the share dup are copies of orders it stored before the timer ran.
+// The contestants take turns in a rotating order from one call to the next,
+// so that none is always first or last under a changing machine load.
+func matrixCell(b *testing.B, c *cosmos, dup float64, conc int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	b.StopTimer()
+	rates := make(map[string]float64, len(contestants))
+	var races int64
+	cellRuns++
+	for i := range contestants {
+		k := contestants[(i+cellRuns)%len(contestants)]
+		prefix := uniquePrefix(k.name)
+		var pool []order.Message
+		if dup > 0 {
+			pool = stream(prefix+"p", min(b.N, poolSize), 0, nil)
+			if err := k.seed(ctx, c, conc, pool); err != nil {
+				b.Fatalf("%s: seed: %v", k.name, err)
+			}
+		}
+		consume, t, err := k.prepare(ctx, c, conc, stream(prefix, b.N, dup, pool))
+		if err != nil {
+			b.Fatalf("%s: %v", k.name, err)
+		}
+		b.StartTimer()
+		elapsed, err := consume()
+		b.StopTimer()
+		if err != nil {
+			b.Fatalf("%s: %v", k.name, err)
+		}
+		rates[k.name] = float64(b.N) / elapsed.Seconds()
+		races += t.raced.Load()
+	}
+	b.ReportMetric(0, "ns/op")
+	for _, k := range contestants {
+		b.ReportMetric(rates[k.name], k.name+"-msgs/s")
+		if c.latency > 0 {
+			// The rate conc handlers reach if each spends exactly one
+			// injected latency per message and nothing else.
+			bound := float64(conc) / c.latency.Seconds()
+			b.ReportMetric(rates[k.name]/bound, k.name+"-share")
+		}
+	}
+	for _, r := range []struct{ a, b string }{{"project", "sdk"}, {"worker", "sdk"}, {"project", "naive"}, {"worker", "naive"}} {
+		b.ReportMetric(rates[r.a]/rates[r.b], r.a+"/"+r.b)
+	}
+	if races > 0 {
+		b.ReportMetric(float64(races)/float64(b.N), "naive-races/op")
+	}
+}
