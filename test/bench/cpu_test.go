@@ -35,11 +35,13 @@ const (
 // broker and cosmium run as child processes, so this process's CPU time
 // (getrusage) is the consumer's own, the garbage collector included.
 //
-// Each phase consumes b.N messages inside a window that opens after
-// cpuWarmUp settlements and closes at the b.N-th after that, with
-// 2·concurrency more messages behind it so that the handlers stay busy to
-// the end: start-up, warm-up and shut-down are not counted. Each phase's
-// peak resident set (VmHWM, reset before the phase) is reported too.
+// The two run in four phases, bare, worker, worker, bare, so that a drift
+// of the machine's load weighs on both alike. Each phase consumes b.N/2
+// messages inside a window that opens after cpuWarmUp settlements and closes
+// at the b.N/2-th after that, with 2·concurrency more messages behind it so
+// that the handlers stay busy to the end: start-up, warm-up and shut-down are
+// not counted. The peak resident set (VmHWM, reset before each phase) is
+// reported too, the higher of each one's two phases.
 //
 // Metrics: worker- and sdk-cpu-µs/msg, worker/sdk (the target is ≤ 1.1),
 // own-cpu-µs/msg and own-allocs/msg (worker minus bare loop: the project's
@@ -59,13 +61,21 @@ func BenchmarkCPUPerMessage(b *testing.B) {
 			}
 			defer client.Close(context.Background())
 			b.StopTimer()
-			sdk := cpuPhase(b, ctx, c, client, "sdk", dup, func(r *azservicebus.Receiver, total int, settled func()) error {
+			bare := func(r *azservicebus.Receiver, total int, settled func()) error {
 				return bareLoop(ctx, r, cpuConcurrency, total, sdkHandler(c.container), settled)
-			})
-			wk := cpuPhase(b, ctx, c, client, "worker", dup, func(r *azservicebus.Receiver, total int, settled func()) error {
+			}
+			whole := func(r *azservicebus.Receiver, total int, settled func()) error {
 				_, err := runWorker(ctx, r, c.store, cpuConcurrency, total, &tally{}, settled)
 				return err
-			})
+			}
+			// ABBA: a drift of the machine's load over the run weighs on
+			// both alike.
+			half := max(b.N/2, 1)
+			var sdk, wk phaseResult
+			sdk.add(cpuPhase(b, ctx, c, client, "sdk", dup, half, bare))
+			wk.add(cpuPhase(b, ctx, c, client, "worker", dup, half, whole))
+			wk.add(cpuPhase(b, ctx, c, client, "worker", dup, half, whole))
+			sdk.add(cpuPhase(b, ctx, c, client, "sdk", dup, half, bare))
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(sdk.cpuPerMsg(), "sdk-cpu-µs/msg")
 			b.ReportMetric(wk.cpuPerMsg(), "worker-cpu-µs/msg")
@@ -88,19 +98,27 @@ type phaseResult struct {
 	peakRSS int64
 }
 
+// add adds the figures of o to r, keeping the higher peak.
+func (r *phaseResult) add(o phaseResult) {
+	r.n += o.n
+	r.cpu += o.cpu
+	r.allocs += o.allocs
+	r.peakRSS = max(r.peakRSS, o.peakRSS)
+}
+
 func (r phaseResult) cpuPerMsg() float64    { return float64(r.cpu) / 1e3 / float64(r.n) }
 func (r phaseResult) allocsPerMsg() float64 { return float64(r.allocs) / float64(r.n) }
 
-// cpuPhase queues cpuWarmUp + b.N + 2·concurrency messages (the share dup
+// cpuPhase queues cpuWarmUp + n + 2·concurrency messages (the share dup
 // of them copies of orders stored first with the contestant's handler),
 // runs consume on a new receiver until it has settled them all, and returns
-// what the window of b.N settlements after the warm-up cost.
-func cpuPhase(b *testing.B, ctx context.Context, c *cosmos, client *azservicebus.Client, name string, dup float64,
+// what the window of n settlements after the warm-up cost.
+func cpuPhase(b *testing.B, ctx context.Context, c *cosmos, client *azservicebus.Client, name string, dup float64, n int,
 	consume func(r *azservicebus.Receiver, total int, settled func()) error) phaseResult {
 	b.Helper()
 	k := contestantNamed(name)
 	prefix := uniquePrefix("cpu" + name)
-	total := cpuWarmUp + b.N + 2*cpuConcurrency
+	total := cpuWarmUp + n + 2*cpuConcurrency
 	var pool []order.Message
 	if dup > 0 {
 		pool = stream(prefix+"p", poolSize, 0, nil)
@@ -131,7 +149,7 @@ func cpuPhase(b *testing.B, ctx context.Context, c *cosmos, client *azservicebus
 			mu.Lock()
 			start = s
 			mu.Unlock()
-		case int64(cpuWarmUp + b.N):
+		case int64(cpuWarmUp + n):
 			s := takeSample(b)
 			mu.Lock()
 			end = s
@@ -149,7 +167,7 @@ func cpuPhase(b *testing.B, ctx context.Context, c *cosmos, client *azservicebus
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return phaseResult{n: b.N, cpu: end.cpu - start.cpu, allocs: end.allocs - start.allocs, peakRSS: rss}
+	return phaseResult{n: n, cpu: end.cpu - start.cpu, allocs: end.allocs - start.allocs, peakRSS: rss}
 }
 
 // sample is the process's CPU time and heap allocations at one moment.

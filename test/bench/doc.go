@@ -11,8 +11,9 @@
 //	BenchmarkMatrix/latency=5ms/dup=25%/conc=16
 //
 // runs the same message stream (the same orders, the same duplicates) through
-// five contestants, one after another in the same process, so that their
-// ratios come from one run on one machine load:
+// five contestants in the same process, taking turns in a rotating order
+// (five turns per cell), so that their ratios come from one run on one
+// machine load:
 //
 //   - project: order.Processor on cosmosstore.Store, the project's decision
 //     path as the worker calls it (decode, validate, request hash, one
@@ -48,19 +49,22 @@
 // account document to itself; without that, only the first request would be
 // delayed.
 //
-// Metrics per cell: <contestant>-msgs/s; project/sdk, worker/sdk and
-// project/naive, ratios of throughput; with latency, <contestant>-share, the
-// throughput as a share of concurrency ÷ latency (the rate at which the
-// handlers could issue one round trip each if nothing but the injected
-// latency took time).
+// Metrics per cell: <contestant>-msgs/s; project/sdk, worker/sdk,
+// project/naive and worker/naive, ratios of throughput; with latency,
+// <contestant>-share, the throughput as a share of concurrency ÷ latency
+// (the rate at which the handlers could issue one round trip each if
+// nothing but the injected latency took time), and <contestant>-rt/msg, the
+// Cosmos DB round trips per message the proxy counted. TestRoundTripsPerPath
+// counts them exactly for each path of the processor.
 //
 // # CPU per message (BenchmarkCPUPerMessage)
 //
-// It runs, in one process and one run, the whole worker (worker.Worker,
-// order.Processor, cosmosstore.Store, a JSON logger) receiving from the
-// project's Service Bus test broker through the real azservicebus client,
-// and a bare loop making the same SDK calls (azservicebus receive and
-// complete, the sdk contestant's azcosmos calls). The broker and cosmium run
+// It runs, in one process and one run, taking turns (bare, worker, worker,
+// bare), the whole worker (worker.Worker, order.Processor,
+// cosmosstore.Store, a JSON logger) receiving from the project's Service Bus
+// test broker through the real azservicebus client, and a bare loop making
+// the same SDK calls (azservicebus receive and complete, the sdk
+// contestant's azcosmos calls). The broker and cosmium run
 // as child processes, so the process's CPU time (getrusage) is the
 // consumer's alone. It reports CPU µs and allocations per settled message
 // for both, their ratio, the difference (the project's own code), and the

@@ -23,9 +23,11 @@ var (
 const poolSize = 64
 
 // BenchmarkMatrix runs every contestant (see the package documentation) on
-// the same stream of b.N messages per cell, one after another, and reports
-// each one's throughput and the ratios between them. ns/op is suppressed:
-// a cell's time is the sum of five contestants'.
+// the same stream of b.N messages per cell, taking turns, and reports
+// each one's throughput and the ratios between them; with latency, also
+// each one's Cosmos DB round trips per message, counted by the proxy
+// (<name>-rt/msg). ns/op is suppressed: a cell's time is the sum of five
+// contestants'.
 func BenchmarkMatrix(b *testing.B) {
 	srv := cosmiumtest.Start(b)
 	for _, latency := range matrixLatencies {
@@ -44,21 +46,21 @@ func BenchmarkMatrix(b *testing.B) {
 	}
 }
 
-var cellRuns int
+// matrixRounds is how many turns a cell's contestants take: each consumes
+// an equal part of its b.N messages per turn.
+const matrixRounds = 5
 
 // matrixCell measures one cell: each contestant consumes b.N messages of
 // which the share dup are copies of orders it stored before the timer ran.
-// The contestants take turns in a rotating order from one call to the next,
-// so that none is always first or last under a changing machine load.
+// The contestants take turns, matrixRounds times, in an order that rotates
+// from one turn to the next, so that a changing machine load weighs on all
+// of them alike; each one's time is the sum of its turns.
 func matrixCell(b *testing.B, c *cosmos, dup float64, conc int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	b.StopTimer()
-	rates := make(map[string]float64, len(contestants))
-	var races int64
-	cellRuns++
-	for i := range contestants {
-		k := contestants[(i+cellRuns)%len(contestants)]
+	streams := make([][]order.Message, len(contestants))
+	for i, k := range contestants {
 		prefix := uniquePrefix(k.name)
 		var pool []order.Message
 		if dup > 0 {
@@ -67,27 +69,49 @@ func matrixCell(b *testing.B, c *cosmos, dup float64, conc int) {
 				b.Fatalf("%s: seed: %v", k.name, err)
 			}
 		}
-		consume, t, err := k.prepare(ctx, c, conc, stream(prefix, b.N, dup, pool))
-		if err != nil {
-			b.Fatalf("%s: %v", k.name, err)
+		streams[i] = stream(prefix, b.N, dup, pool)
+	}
+	elapsed := make([]time.Duration, len(contestants))
+	reqs := make([]int64, len(contestants))
+	var races int64
+	rounds := min(matrixRounds, b.N)
+	for r := range rounds {
+		for j := range contestants {
+			i := (j + r) % len(contestants)
+			k := contestants[i]
+			msgs := streams[i][r*b.N/rounds : (r+1)*b.N/rounds]
+			consume, t, err := k.prepare(ctx, c, conc, msgs)
+			if err != nil {
+				b.Fatalf("%s: %v", k.name, err)
+			}
+			var before int64
+			if c.proxy != nil {
+				before = c.proxy.Requests()
+			}
+			b.StartTimer()
+			d, err := consume()
+			b.StopTimer()
+			if err != nil {
+				b.Fatalf("%s: %v", k.name, err)
+			}
+			if c.proxy != nil {
+				reqs[i] += c.proxy.Requests() - before
+			}
+			elapsed[i] += d
+			races += t.raced.Load()
 		}
-		b.StartTimer()
-		elapsed, err := consume()
-		b.StopTimer()
-		if err != nil {
-			b.Fatalf("%s: %v", k.name, err)
-		}
-		rates[k.name] = float64(b.N) / elapsed.Seconds()
-		races += t.raced.Load()
 	}
 	b.ReportMetric(0, "ns/op")
-	for _, k := range contestants {
+	rates := make(map[string]float64, len(contestants))
+	for i, k := range contestants {
+		rates[k.name] = float64(b.N) / elapsed[i].Seconds()
 		b.ReportMetric(rates[k.name], k.name+"-msgs/s")
 		if c.latency > 0 {
 			// The rate conc handlers reach if each spends exactly one
 			// injected latency per message and nothing else.
 			bound := float64(conc) / c.latency.Seconds()
 			b.ReportMetric(rates[k.name]/bound, k.name+"-share")
+			b.ReportMetric(float64(reqs[i])/float64(b.N), k.name+"-rt/msg")
 		}
 	}
 	for _, r := range []struct{ a, b string }{{"project", "sdk"}, {"worker", "sdk"}, {"project", "naive"}, {"worker", "naive"}} {
