@@ -110,7 +110,8 @@ func (r phaseResult) cpuPerMsg() float64    { return float64(r.cpu) / 1e3 / floa
 func (r phaseResult) allocsPerMsg() float64 { return float64(r.allocs) / float64(r.n) }
 
 // cpuPhase queues cpuWarmUp + n + 2·concurrency messages (the share dup
-// of them copies of orders stored first with the contestant's handler),
+// of them copies, each of another order stored first with the contestant's
+// handler),
 // runs consume on a new receiver until it has settled them all, and returns
 // what the window of n settlements after the warm-up cost.
 func cpuPhase(b *testing.B, ctx context.Context, c *cosmos, client *azservicebus.Client, name string, dup float64, n int,
@@ -121,8 +122,8 @@ func cpuPhase(b *testing.B, ctx context.Context, c *cosmos, client *azservicebus
 	total := cpuWarmUp + n + 2*cpuConcurrency
 	var pool []order.Message
 	if dup > 0 {
-		pool = stream(prefix+"p", poolSize, 0, nil)
-		if err := k.seed(ctx, c, cpuConcurrency, pool); err != nil {
+		pool = stream(prefix+"p", max(copiesOf(total, dup), 1), 0, nil)
+		if err := k.seed(ctx, c, seedConcurrency, pool); err != nil {
 			b.Fatalf("%s: seed: %v", name, err)
 		}
 	}

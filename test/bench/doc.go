@@ -34,9 +34,13 @@
 //     duplicate, and a race between the read and the insert that the
 //     recipe does not handle (counted as races/op when it happens).
 //
-// Duplicates are copies of orders that were created before the timed part
-// (for dup=100% every message is one), so a cell measures steady-state costs,
-// not races. Each contestant writes under its own order-id prefix.
+// Duplicates are copies of orders that were stored before the timed part
+// (for dup=100% every message is one), each of another order, so that each
+// copy is the first the consumer sees of its order, as when the original
+// went to another worker: a cell measures the store's path for a copy, not
+// races and not a cache. BenchmarkRepeatedCopies is the other extreme: the
+// same 64 orders copied over and over. Each contestant writes under its own
+// order-id prefix.
 //
 // The latency=5ms cells put a LatencyProxy between the SDK and cosmium,
 // which delays every HTTP round trip by 5 ms. azcosmos reads the account

@@ -19,9 +19,12 @@ var (
 	matrixConcs     = []int{1, 4, 16, 64}
 )
 
-// poolSize bounds the orders a cell stores before its timed part for its
-// duplicates to copy.
-const poolSize = 64
+// seedConcurrency is how many handlers store the orders that a cell's
+// copies duplicate, before its timed part.
+const seedConcurrency = 64
+
+// copiesOf returns how many of n messages stream makes copies at share dup.
+func copiesOf(n int, dup float64) int { return int(float64(n) * dup) }
 
 // BenchmarkMatrix runs every contestant (see the package documentation) on
 // the same stream of b.N messages per cell, taking turns, and reports
@@ -38,7 +41,7 @@ func BenchmarkMatrix(b *testing.B) {
 				b.Run(fmt.Sprintf("dup=%d%%", int(dup*100)), func(b *testing.B) {
 					for _, conc := range matrixConcs {
 						b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
-							matrixCell(b, c, dup, conc)
+							matrixCell(b, c, dup, conc, 0)
 						})
 					}
 				})
@@ -47,18 +50,36 @@ func BenchmarkMatrix(b *testing.B) {
 	}
 }
 
+// BenchmarkRepeatedCopies is the matrix's cell for a stream of nothing but
+// copies of the same 64 orders, over and over, with 5 ms per round trip at
+// concurrency 16: the case of a hot duplicate (a producer that resends in a
+// loop, redeliveries to the worker that processed the original), which a
+// consumer that remembers what the store confirmed can answer without a
+// round trip.
+func BenchmarkRepeatedCopies(b *testing.B) {
+	srv := cosmiumtest.Start(b)
+	c := newCosmos(b, srv, 5*time.Millisecond)
+	b.Run("latency=5ms/dup=100%/conc=16/orders=64", func(b *testing.B) {
+		matrixCell(b, c, 1, 16, 64)
+	})
+}
+
 // matrixRounds is how many turns a cell's contestants take: each consumes
 // an equal part of its b.N messages per turn.
 const matrixRounds = 5
 
 // matrixCell measures one cell: each contestant consumes b.N messages of
-// which the share dup are copies of orders it stored before the timer ran.
+// which the share dup are copies of orders it stored before the timer ran:
+// of as many orders as there are copies, so that each copy is the first
+// this consumer sees of its order (as when the original went to another
+// worker, or before a restart), or, with repeat > 0, of only that many
+// orders, copied over and over.
 // The contestants take turns, matrixRounds times, in an order that rotates
 // from one turn to the next, so that a changing machine load weighs on all
 // of them alike; each one's rate is the median of its turns' rates, so that
 // a burst of load from other processes on the shared machine that spoils
 // up to two of a contestant's five turns does not decide its figure.
-func matrixCell(b *testing.B, c *cosmos, dup float64, conc int) {
+func matrixCell(b *testing.B, c *cosmos, dup float64, conc, repeat int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	b.StopTimer()
@@ -67,8 +88,12 @@ func matrixCell(b *testing.B, c *cosmos, dup float64, conc int) {
 		prefix := uniquePrefix(k.name)
 		var pool []order.Message
 		if dup > 0 {
-			pool = stream(prefix+"p", min(b.N, poolSize), 0, nil)
-			if err := k.seed(ctx, c, conc, pool); err != nil {
+			n := max(copiesOf(b.N, dup), 1)
+			if repeat > 0 {
+				n = min(n, repeat)
+			}
+			pool = stream(prefix+"p", n, 0, nil)
+			if err := k.seed(ctx, c, seedConcurrency, pool); err != nil {
 				b.Fatalf("%s: seed: %v", k.name, err)
 			}
 		}
