@@ -41,7 +41,12 @@ type cosmos struct {
 	client    *azcosmos.Client
 	container *azcosmos.ContainerClient
 	store     *cosmosstore.Store
-	proxy     *bench.LatencyProxy // nil without latency
+	// proc is the processor of the project and worker contestants, one
+	// for the life of the client as a worker has one for its life: what it
+	// remembers of earlier messages helps later ones, as in production.
+	// Orders that copies duplicate are stored with another processor.
+	proc  *order.Processor
+	proxy *bench.LatencyProxy // nil without latency
 }
 
 // newCosmos returns a client of srv, through a LatencyProxy when latency is
@@ -75,6 +80,7 @@ func newCosmos(tb testing.TB, srv *cosmiumtest.Server, latency time.Duration) *c
 	if c.store, err = cosmosstore.New(client, benchDatabase, benchContainer); err != nil {
 		tb.Fatal(err)
 	}
+	c.proc = newProcessor(c.store)
 	return c
 }
 
@@ -154,11 +160,13 @@ func (k contestant) run(ctx context.Context, c *cosmos, conc int, msgs []order.M
 }
 
 // seed stores the orders of msgs the way the contestant stores them, so
-// that their copies are duplicates. The worker's documents are the
-// processor's.
+// that their copies are duplicates. The project's and the worker's orders
+// are stored by a processor of their own, which the contestant's does not
+// share: what a processor remembers of the orders it stored does not help
+// the contestant with their copies.
 func (k contestant) seed(ctx context.Context, c *cosmos, conc int, msgs []order.Message) error {
-	h := projectHandler(c)
-	if k.handler != nil {
+	h := processorHandler(newProcessor(c.store))
+	if k.handler != nil && k.name != "project" {
 		h = k.handler(c)
 	}
 	return drive(ctx, conc, msgs, h, &tally{})
@@ -193,11 +201,18 @@ func drive(ctx context.Context, conc int, msgs []order.Message, h handler, t *ta
 	return first
 }
 
-// projectHandler is the project's decision path: order.Processor on
-// cosmosstore.Store, configured as orderworker configures it without a
-// payments service.
-func projectHandler(c *cosmos) handler {
-	p := order.NewProcessor(c.store, nil, order.WithDocuments(c.store))
+// newProcessor returns the project's processor on store, configured as
+// orderworker configures it without a payments service.
+func newProcessor(store *cosmosstore.Store) *order.Processor {
+	return order.NewProcessor(store, nil, order.WithDocuments(store))
+}
+
+// projectHandler is the project's decision path: the client's processor
+// (order.Processor on cosmosstore.Store).
+func projectHandler(c *cosmos) handler { return processorHandler(c.proc) }
+
+// processorHandler is p's decision, which must be Created or Duplicate.
+func processorHandler(p *order.Processor) handler {
 	return func(ctx context.Context, m order.Message) (outcome, error) {
 		r := p.Process(ctx, m)
 		switch r.Outcome {
@@ -228,15 +243,15 @@ func queueForWorker(ctx context.Context, c *cosmos, conc int, msgs []order.Messa
 		return nil, err
 	}
 	return func() (time.Duration, error) {
-		return runWorker(ctx, q.NewReceiver(), c.store, conc, len(msgs), t, nil)
+		return runWorker(ctx, q.NewReceiver(), c.proc, c.store, conc, len(msgs), t, nil)
 	}, nil
 }
 
-// runWorker runs a worker on r until it has settled n deliveries, calling
-// settled (if set) after each, then stops it. It returns the time from
-// the worker's start to the n-th settlement. Every delivery must be
-// created or a duplicate, and settled.
-func runWorker(ctx context.Context, r worker.Receiver, store *cosmosstore.Store, conc, n int, t *tally, settled func()) (time.Duration, error) {
+// runWorker runs a worker with processor p on r until it has settled n
+// deliveries, calling settled (if set) after each, then stops it. It
+// returns the time from the worker's start to the n-th settlement. Every
+// delivery must be created or a duplicate, and settled.
+func runWorker(ctx context.Context, r worker.Receiver, p *order.Processor, store *cosmosstore.Store, conc, n int, t *tally, settled func()) (time.Duration, error) {
 	logger, err := cli.NewLogger(io.Discard, "json", "info")
 	if err != nil {
 		return 0, err
@@ -245,7 +260,7 @@ func runWorker(ctx context.Context, r worker.Receiver, store *cosmosstore.Store,
 	var bad atomic.Pointer[worker.Report]
 	var doneAt time.Time
 	done := make(chan struct{})
-	w, err := worker.New(r, order.NewProcessor(store, nil, order.WithDocuments(store)), logger, worker.Options{
+	w, err := worker.New(r, p, logger, worker.Options{
 		Concurrency:     conc,
 		LockDuration:    time.Minute,
 		SummaryInterval: -1,

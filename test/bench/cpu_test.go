@@ -65,7 +65,7 @@ func BenchmarkCPUPerMessage(b *testing.B) {
 				return bareLoop(ctx, r, cpuConcurrency, total, sdkHandler(c.container), settled)
 			}
 			whole := func(r *azservicebus.Receiver, total int, settled func()) error {
-				_, err := runWorker(ctx, r, c.store, cpuConcurrency, total, &tally{}, settled)
+				_, err := runWorker(ctx, r, c.proc, c.store, cpuConcurrency, total, &tally{}, settled)
 				return err
 			}
 			// ABBA: a drift of the machine's load over the run weighs on

@@ -53,7 +53,7 @@ func TestRoundTripsPerPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cosmos{client: client, container: container, store: store}
+	c := &cosmos{client: client, container: container, store: store, proc: order.NewProcessor(store, nil, order.WithDocuments(store))}
 	gw := &countingGateway{}
 	// Each path runs its setup on one processor and its counted message on
 	// the same one ("this worker": whatever the processor remembers helps)
