@@ -20,6 +20,7 @@ import (
 )
 
 const (
+	cpuPhases      = 6 // three of each consumer
 	cpuConcurrency = 16
 	cpuWarmUp      = 200 // settlements before the measured window opens
 	cpuQueue       = "orders"
@@ -35,13 +36,15 @@ const (
 // broker and cosmium run as child processes, so this process's CPU time
 // (getrusage) is the consumer's own, the garbage collector included.
 //
-// The two run in four phases, bare, worker, worker, bare, so that a drift
-// of the machine's load weighs on both alike. Each phase consumes b.N/2
+// The two run in six phases, bare and worker in the order ABBAAB, so that a
+// drift of the machine's load weighs on both alike, and each one's CPU per
+// message is the median of its three phases. Each phase consumes b.N/6
 // messages inside a window that opens after cpuWarmUp settlements and closes
-// at the b.N/2-th after that, with 2·concurrency more messages behind it so
+// at the b.N/6-th after that, with 2·concurrency more messages behind it so
 // that the handlers stay busy to the end: start-up, warm-up and shut-down are
-// not counted. The peak resident set (VmHWM, reset before each phase) is
-// reported too, the higher of each one's two phases.
+// not counted. Allocations are counted over all three phases. The peak
+// resident set (VmHWM, reset before each phase) is reported too, the highest
+// of each one's phases.
 //
 // Metrics: worker- and sdk-cpu-µs/msg, worker/sdk (the target is ≤ 1.1),
 // own-cpu-µs/msg and own-allocs/msg (worker minus bare loop: the project's
@@ -68,14 +71,22 @@ func BenchmarkCPUPerMessage(b *testing.B) {
 				_, err := runWorker(ctx, r, c.proc, c.store, cpuConcurrency, total, &tally{}, settled)
 				return err
 			}
-			// ABBA: a drift of the machine's load over the run weighs on
-			// both alike.
-			half := max(b.N/2, 1)
-			var sdk, wk phaseResult
-			sdk.add(cpuPhase(b, ctx, c, client, "sdk", dup, half, bare))
-			wk.add(cpuPhase(b, ctx, c, client, "worker", dup, half, whole))
-			wk.add(cpuPhase(b, ctx, c, client, "worker", dup, half, whole))
-			sdk.add(cpuPhase(b, ctx, c, client, "sdk", dup, half, bare))
+			// Six phases, bare and worker in the order ABBAAB, so that a
+			// drift of the machine's load weighs on both alike; each one's
+			// CPU per message is the median of its three phases, so that a
+			// burst of load from other processes in one phase does not
+			// decide it.
+			part := max(b.N/cpuPhases, 1)
+			var sdk, wk phaseResults
+			for _, bareFirst := range []bool{true, false, true} {
+				if bareFirst {
+					sdk.add(cpuPhase(b, ctx, c, client, "sdk", dup, part, bare))
+				}
+				wk.add(cpuPhase(b, ctx, c, client, "worker", dup, part, whole))
+				if !bareFirst {
+					sdk.add(cpuPhase(b, ctx, c, client, "sdk", dup, part, bare))
+				}
+			}
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(sdk.cpuPerMsg(), "sdk-cpu-µs/msg")
 			b.ReportMetric(wk.cpuPerMsg(), "worker-cpu-µs/msg")
@@ -84,8 +95,8 @@ func BenchmarkCPUPerMessage(b *testing.B) {
 			b.ReportMetric(sdk.allocsPerMsg(), "sdk-allocs/msg")
 			b.ReportMetric(wk.allocsPerMsg(), "worker-allocs/msg")
 			b.ReportMetric(wk.allocsPerMsg()-sdk.allocsPerMsg(), "own-allocs/msg")
-			b.ReportMetric(float64(sdk.peakRSS)/(1<<20), "sdk-VmHWM-MB")
-			b.ReportMetric(float64(wk.peakRSS)/(1<<20), "worker-VmHWM-MB")
+			b.ReportMetric(float64(sdk.peakRSS())/(1<<20), "sdk-VmHWM-MB")
+			b.ReportMetric(float64(wk.peakRSS())/(1<<20), "worker-VmHWM-MB")
 		})
 	}
 }
@@ -98,22 +109,45 @@ type phaseResult struct {
 	peakRSS int64
 }
 
-// add adds the figures of o to r, keeping the higher peak.
-func (r *phaseResult) add(o phaseResult) {
-	r.n += o.n
-	r.cpu += o.cpu
-	r.allocs += o.allocs
-	r.peakRSS = max(r.peakRSS, o.peakRSS)
+// phaseResults are the phases of one consumer.
+type phaseResults []phaseResult
+
+func (rs *phaseResults) add(r phaseResult) { *rs = append(*rs, r) }
+
+// cpuPerMsg is the median of the phases' CPU µs per message.
+func (rs phaseResults) cpuPerMsg() float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = float64(r.cpu) / 1e3 / float64(r.n)
+	}
+	return median(xs)
 }
 
-func (r phaseResult) cpuPerMsg() float64    { return float64(r.cpu) / 1e3 / float64(r.n) }
-func (r phaseResult) allocsPerMsg() float64 { return float64(r.allocs) / float64(r.n) }
+// allocsPerMsg is the phases' allocations per message, over all of them:
+// allocations do not depend on the machine's load.
+func (rs phaseResults) allocsPerMsg() float64 {
+	var allocs uint64
+	var n int
+	for _, r := range rs {
+		allocs, n = allocs+r.allocs, n+r.n
+	}
+	return float64(allocs) / float64(n)
+}
+
+// peakRSS is the highest peak of the phases.
+func (rs phaseResults) peakRSS() int64 {
+	var peak int64
+	for _, r := range rs {
+		peak = max(peak, r.peakRSS)
+	}
+	return peak
+}
 
 // cpuPhase queues cpuWarmUp + n + 2·concurrency messages (the share dup
-// of them copies, each of another order stored first with the contestant's
-// handler),
-// runs consume on a new receiver until it has settled them all, and returns
-// what the window of n settlements after the warm-up cost.
+// of them copies, each of another order stored first with the
+// contestant's handler), runs consume on a new receiver until it has
+// settled them all, and returns what the window of n settlements after the
+// warm-up cost.
 func cpuPhase(b *testing.B, ctx context.Context, c *cosmos, client *azservicebus.Client, name string, dup float64, n int,
 	consume func(r *azservicebus.Receiver, total int, settled func()) error) phaseResult {
 	b.Helper()

@@ -63,14 +63,13 @@
 //
 // # CPU per message (BenchmarkCPUPerMessage)
 //
-// It runs, in one process and one run, taking turns (bare, worker, worker,
-// bare), the whole worker (worker.Worker, order.Processor,
-// cosmosstore.Store, a JSON logger) receiving from the project's Service Bus
-// test broker through the real azservicebus client, and a bare loop making
-// the same SDK calls (azservicebus receive and complete, the sdk
-// contestant's azcosmos calls). The broker and cosmium run
-// as child processes, so the process's CPU time (getrusage) is the
-// consumer's alone. It reports CPU µs and allocations per settled message
-// for both, their ratio, the difference (the project's own code), and the
-// peak resident set (VmHWM) of each phase.
+// It runs, in one process and one run, taking turns (six phases, ABBAAB),
+// the whole worker (worker.Worker, order.Processor, cosmosstore.Store, a
+// JSON logger) receiving from the project's Service Bus test broker through
+// the real azservicebus client, and a bare loop making the same SDK calls
+// (azservicebus receive and complete, the sdk contestant's azcosmos calls).
+// The broker and cosmium run as child processes, so the process's CPU time
+// (getrusage) is the consumer's alone. It reports CPU µs and allocations
+// per settled message for both, their ratio, the difference (the project's
+// own code), and the peak resident set (VmHWM) of each.
 package bench
