@@ -425,11 +425,15 @@ func upsertHandler(c *azcosmos.ContainerClient) handler {
 	}
 }
 
-// naiveHandler is seed 003's recipe: look the idempotency key up; if it is
-// there the message is a duplicate and is dropped, else process it and
-// store the key (here: the batch that writes the order and its event). The
-// read and the insert are separate steps: a concurrent copy can insert in
-// between, and the recipe has no answer to the conflict (counted as raced).
+// naiveHandler is seed 003's recipe: look the idempotency key up in the
+// database; if it is there the message is a duplicate and is dropped, else
+// process it and store the key with the business data in one transaction
+// (here: the batch that writes the order and its event). The recipe's
+// first step, a look-up in a Redis cache in front of the database, is left
+// out: it needs a second store, and its miss costs the same database read.
+// The read and the insert are separate steps: a concurrent copy can insert
+// in between, and the recipe has no answer to the conflict (counted as
+// raced).
 func naiveHandler(c *azcosmos.ContainerClient) handler {
 	return func(ctx context.Context, m order.Message) (outcome, error) {
 		d, err := newSDKDocs(m)

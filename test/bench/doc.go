@@ -30,9 +30,10 @@
 //   - upsert: the non-idempotent baseline: the same two documents upserted
 //     in one transactional batch; a duplicate overwrites the order.
 //   - naive: the recipe of seed 003 (a point read of the idempotency key;
-//     if absent, insert): two round trips for a new order, one for a
-//     duplicate, and a race between the read and the insert that the
-//     recipe does not handle (counted as races/op when it happens).
+//     if absent, insert; its Redis look-up in front is left out): two round
+//     trips for a new order, one for a duplicate, and a race between the
+//     read and the insert that the recipe does not handle (counted as
+//     naive-races/op when it happens).
 //
 // Duplicates are copies of orders that were stored before the timed part
 // (for dup=100% every message is one), each of another order, so that each
