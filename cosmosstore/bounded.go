@@ -66,6 +66,15 @@ func (s *Store) replaceItem(ctx context.Context, pk, id string, body []byte, o *
 	})
 }
 
+// patchItem patches one item, bounded by ctx, and counts its request charge.
+func (s *Store) patchItem(ctx context.Context, pk, id string, ops azcosmos.PatchOperations) (azcosmos.ItemResponse, error) {
+	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
+		resp, err := s.container.PatchItem(ctx, azcosmos.NewPartitionKeyString(pk), id, ops, nil)
+		s.addCharge(itemCharge(resp, err))
+		return resp, err
+	})
+}
+
 // createItem creates one item, bounded by ctx, and counts its request charge.
 func (s *Store) createItem(ctx context.Context, pk string, body []byte) (azcosmos.ItemResponse, error) {
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {

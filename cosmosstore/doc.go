@@ -7,7 +7,9 @@
 // partition key path is /orderId ([PartitionKeyPath]), and the order document's
 // id is the order id, so id = orderId = partition key value. The OrderAccepted
 // outbox event (id "OrderAccepted:" + orderId) shares the partition, so
-// [Store.CreateOrder] writes both in one transactional batch: both or neither.
+// [Store.WriteOrder] writes both (and, with a payment step, the payment
+// claim) in one transactional batch: all or none, and returns the ETags the
+// batch response reports for them.
 // The order document is the idempotency marker; because its id is the order
 // id, a second create of the same order conflicts.
 //
@@ -19,6 +21,10 @@
 // ETag has not moved (an If-Match header), which makes concurrent
 // read-modify-write cycles safe: one wins, the others get
 // order.ErrPreconditionFailed, read again and decide again.
+// [Store.PatchDocument] patches one on the server under a filter predicate
+// ("FROM c WHERE c.version < 5"), in one round trip; a predicate that does
+// not match is a 412 as well. Cosmium ignores the predicate (see
+// [WithoutPatch]).
 //
 // # Time to live
 //
@@ -96,7 +102,7 @@
 //
 // # Concurrency and idempotency
 //
-// A [Store] is safe for concurrent use. CreateOrder and CreateDocuments are
+// A [Store] is safe for concurrent use. WriteOrder, CreateOrder and CreateDocuments are
 // safe to call any number of times, concurrently, for the same documents:
 // Cosmos DB's atomic batch lets exactly one call write them, and every other
 // call writes nothing and returns an error matching order.ErrAlreadyExists.

@@ -162,7 +162,9 @@ func TestCosmium_ReplaceDocument_StaleIfMatchStillReplaces_CosmiumHasNoETagHeade
 // reads and replaces working together.
 func TestCosmium_Processor_StatusChanges_ETagGuardNotExercised(t *testing.T) {
 	s, _ := cosmiumStore(t)
-	p := order.NewProcessor(s, nil, order.WithDocuments(s))
+	// Without the conditional patch, whose condition cosmium ignores (see
+	// TestCosmium_PatchConditionIgnored_CosmiumNotFaithful).
+	p := order.NewProcessor(s, nil, order.WithDocuments(cosmosstore.WithoutPatch(s)))
 	placed := []byte(`{"orderId":"ord-9","customerId":"cust-1","currency":"EUR",` +
 		`"lines":[{"sku":"SKU-1","quantity":1,"unitPriceMinor":500}],"totalMinor":500,"placedAt":"2026-11-30T10:00:00Z"}`)
 	if r := p.Process(t.Context(), order.Message{ID: "ord-9", Body: placed, DeliveryCount: 1}); r.Outcome != order.Created {
@@ -250,5 +252,28 @@ func BenchmarkCosmium_ReadReplaceDocument(b *testing.B) {
 		if _, err := s.ReplaceDocument(b.Context(), "ord-1", d, etag); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Cosmium v0.1.20 applies a patch whatever its condition: it never reads
+// the filter predicate. This is why the processor's one-call status path is
+// tested against the fake gateway (TestRoundTrips_FakeGateway) and why a
+// worker on cosmium needs cosmosstore.WithoutPatch. If this test fails,
+// cosmium evaluates conditions now, and both can go.
+func TestCosmium_PatchConditionIgnored_CosmiumNotFaithful(t *testing.T) {
+	s, _ := cosmiumStore(t)
+	if err := s.CreateOrder(t.Context(), newWrite("ord-p", "cust-1")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.PatchDocument(t.Context(), "ord-p", "ord-p", order.Patch{
+		If:  []order.Below{{Path: "/version", Value: 1}}, // the stored version is 1: not below 1
+		Ops: []order.PatchOp{{Op: order.PatchSet, Path: "/status", Value: "paid"}},
+	})
+	doc, rerr := s.ReadOrder(t.Context(), "ord-p")
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil || doc.Status != "paid" {
+		t.Errorf("patch with an unmet condition: %v, status %q; cosmium used to apply it regardless", err, doc.Status)
 	}
 }

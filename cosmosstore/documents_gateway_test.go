@@ -326,7 +326,9 @@ func TestGateway_Processor_StatusChange_RereadsAfter412_NotFaithfulInCosmium(t *
 	s := storeFor(t, g.endpoint(), noRetries())
 	p := order.NewProcessor(s, nil, order.WithDocuments(s))
 	body := []byte(`{"orderId":"ord-1","status":"shipped","version":3,"changedAt":"2026-12-01T09:00:00Z"}`)
-	r := p.Process(t.Context(), order.Message{ID: order.StatusMessageID("ord-1", 3), Subject: order.SubjectOrderStatusChanged, Body: body, DeliveryCount: 1})
+	// A redelivery: it reads first, and so takes the read-and-replace path
+	// (a first delivery patches; see TestRoundTrips_FakeGateway).
+	r := p.Process(t.Context(), order.Message{ID: order.StatusMessageID("ord-1", 3), Subject: order.SubjectOrderStatusChanged, Body: body, DeliveryCount: 2})
 	if r.Outcome != order.Applied {
 		t.Fatalf("outcome %v (%s), want applied", r.Outcome, r.Description)
 	}

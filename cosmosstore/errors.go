@@ -146,7 +146,7 @@ func kindOf(status, subStatus int, oneDocument bool) error {
 // id, so that a 404 means that document is missing.
 func addressesOneDocument(op string) bool {
 	switch op {
-	case opRead, opReadDocument, opReplaceDocument, opCheck, opPing:
+	case opRead, opReadDocument, opReplaceDocument, opPatchDocument, opCheck, opPing:
 		return true
 	}
 	return false

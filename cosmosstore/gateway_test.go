@@ -39,6 +39,9 @@ type gateway struct {
 	replaces   []reply // the answers to the next document replaces, in order
 	batches    []batchRequest
 	replaced   []replaceRequest
+	patch      reply   // the answer to a document patch when patches is empty
+	patches    []reply // the answers to the next document patches, in order
+	patched    []replaceRequest
 	createDB   reply             // the answer to a database create
 	createColl reply             // the answer to a container create
 	readColl   reply             // the answer to a container read
@@ -119,6 +122,22 @@ func (g *gateway) queueReplaces(rs ...reply) {
 	g.mu.Lock()
 	g.replaces = append(g.replaces, rs...)
 	g.mu.Unlock()
+}
+
+func (g *gateway) setPatch(r reply) { g.mu.Lock(); g.patch = r; g.mu.Unlock() }
+
+// queuePatches sets the answers to the next patches, in order; after them,
+// the answer of setPatch.
+func (g *gateway) queuePatches(rs ...reply) {
+	g.mu.Lock()
+	g.patches = append(g.patches, rs...)
+	g.mu.Unlock()
+}
+
+func (g *gateway) sentPatches() []replaceRequest {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]replaceRequest(nil), g.patched...)
 }
 
 func (g *gateway) sentReplaces() []replaceRequest {
@@ -217,6 +236,16 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		g.replaced = append(g.replaced, rr)
 		rep := next(&g.replaces, g.replace)
+		g.mu.Unlock()
+		g.answer(w, rep)
+	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, docs+"/"):
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			g.t.Errorf("gateway: patch body: %v", err)
+		}
+		g.mu.Lock()
+		g.patched = append(g.patched, replaceRequest{path: r.URL.Path, partitionKey: r.Header.Get("x-ms-documentdb-partitionkey"), prefer: r.Header.Get("Prefer"), body: body})
+		rep := next(&g.patches, g.patch)
 		g.mu.Unlock()
 		g.answer(w, rep)
 	case r.Method == http.MethodPost && (r.URL.Path == "/dbs" || r.URL.Path == "/dbs/orders/colls"):

@@ -109,15 +109,18 @@ type Item struct {
 // batch) that Cosmos DB would refuse (see the package documentation), or for
 // the first operation whose id exists (409).
 func (s *Store) CreateBatch(ctx context.Context, pk string, docs []order.Document) error {
-	return s.createBatch(ctx, opCreateDocuments, pk, docs)
+	_, err := s.createBatch(ctx, opCreateDocuments, pk, docs)
+	return err
 }
 
-func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Document) error {
+// createBatch is CreateBatch that returns the ETags of the documents it
+// created, in the order of docs, as Cosmos DB's batch response reports them.
+func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Document) ([]string, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	if len(docs) == 0 {
-		return fmt.Errorf("memstore: %s %q: no documents to create", op, pk)
+		return nil, fmt.Errorf("memstore: %s %q: no documents to create", op, pk)
 	}
 	fail := func(i int, p *problem) error {
 		e := &StatusError{Op: op, PartitionKey: pk, Index: i, StatusCode: p.status, SubStatus: p.subStatus, Reason: p.reason}
@@ -127,33 +130,33 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 		return e
 	}
 	if len(docs) > MaxBatchOperations {
-		return fail(-1, badRequest("the batch has %d operations; the limit is %d", len(docs), MaxBatchOperations))
+		return nil, fail(-1, badRequest("the batch has %d operations; the limit is %d", len(docs), MaxBatchOperations))
 	}
 	parsedDocs := make([]parsed, len(docs))
 	for i, d := range docs {
 		if !json.Valid(d.Body) {
 			// azcosmos marshals the batch itself and fails before it
 			// sends anything.
-			return fmt.Errorf("memstore: %s %q: document %d (id %q) is not valid JSON, so the SDK would send no batch", op, pk, i, d.ID)
+			return nil, fmt.Errorf("memstore: %s %q: document %d (id %q) is not valid JSON, so the SDK would send no batch", op, pk, i, d.ID)
 		}
 		p, err := parseDocument(pk, d)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		parsedDocs[i] = p
 	}
 	size := batchPayloadSize(docs)
 	if size > MaxRequestBytes {
-		return fail(-1, &problem{status: http.StatusRequestEntityTooLarge,
+		return nil, fail(-1, &problem{status: http.StatusRequestEntityTooLarge,
 			reason: fmt.Sprintf("the batch request is %d bytes; the limit is %d", size, MaxRequestBytes)})
 	}
 	seen := make(map[string]bool, len(docs))
 	for i, p := range parsedDocs {
 		if p.problem != nil {
-			return fail(i, p.problem)
+			return nil, fail(i, p.problem)
 		}
 		if seen[docs[i].ID] {
-			return fail(i, badRequest("the batch has more than one operation on this id"))
+			return nil, fail(i, badRequest("the batch has more than one operation on this id"))
 		}
 		seen[docs[i].ID] = true
 	}
@@ -161,7 +164,7 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 	defer s.mu.Unlock()
 	for i, d := range docs {
 		if _, ok := s.live(pk, d.ID); ok {
-			return fail(i, &problem{status: http.StatusConflict, reason: "a document with this id exists in the partition"})
+			return nil, fail(i, &problem{status: http.StatusConflict, reason: "a document with this id exists in the partition"})
 		}
 	}
 	part := s.parts[pk]
@@ -169,12 +172,14 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 		part = make(map[string]*Item)
 		s.parts[pk] = part
 	}
+	etags := make([]string, len(docs))
 	for i, d := range docs {
 		it := &Item{PartitionKey: pk, ID: d.ID}
 		s.write(it, d.Body, parsedDocs[i].ttl)
 		part[d.ID] = it
+		etags[i] = it.ETag
 	}
-	return nil
+	return etags, nil
 }
 
 // CreateDocuments implements order.DocumentStore with CreateBatch.
@@ -281,6 +286,19 @@ func (s *Store) Get(pk, id string) (Item, bool) {
 	return c, true
 }
 
+// Delete removes the document pk/id, as a delete in Cosmos DB does (by an
+// operator: no component of the project deletes documents), and reports
+// whether it was there.
+func (s *Store) Delete(pk, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.live(pk, id); !ok {
+		return false
+	}
+	delete(s.parts[pk], id)
+	return true
+}
+
 // Items returns a copy of every live document, ordered by partition key and
 // id.
 func (s *Store) Items() []Item {
@@ -307,13 +325,24 @@ func (s *Store) Items() []Item {
 	return out
 }
 
-// CreateOrder implements order.Store with one transactional batch.
-func (s *Store) CreateOrder(ctx context.Context, w order.Write) error {
+// WriteOrder implements order.Store with one transactional batch, and
+// returns the ETags of the documents it created.
+func (s *Store) WriteOrder(ctx context.Context, w order.Write) (order.WriteETags, error) {
 	docs, err := w.Documents()
 	if err != nil {
-		return err
+		return order.WriteETags{}, err
 	}
-	return s.createBatch(ctx, opCreateOrder, w.PartitionKey(), docs)
+	etags, err := s.createBatch(ctx, opCreateOrder, w.PartitionKey(), docs)
+	if err != nil {
+		return order.WriteETags{}, err
+	}
+	return w.ETags(etags), nil
+}
+
+// CreateOrder is WriteOrder without the ETags.
+func (s *Store) CreateOrder(ctx context.Context, w order.Write) error {
+	_, err := s.WriteOrder(ctx, w)
+	return err
 }
 
 // ReadOrder implements order.Store.

@@ -15,8 +15,8 @@ import (
 // read that follows it.
 type conflictingStore struct{ *memstore.Store }
 
-func (conflictingStore) CreateOrder(context.Context, order.Write) error {
-	return fmt.Errorf("transactional batch failed: operation 0: 409 Conflict: %w", order.ErrAlreadyExists)
+func (conflictingStore) WriteOrder(context.Context, order.Write) (order.WriteETags, error) {
+	return order.WriteETags{}, fmt.Errorf("transactional batch failed: operation 0: 409 Conflict: %w", order.ErrAlreadyExists)
 }
 
 // storeOnly hides every method of a memstore but those of order.Store.

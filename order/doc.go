@@ -51,11 +51,29 @@
 //
 // Because both ids are derived from the order id, a second attempt to write the
 // same order conflicts on the order document, and the batch fails as a whole.
+// With a payment step, the batch also holds the payment record's first claim
+// ([Write.Payment]), and [Store.WriteOrder] returns the ETags the batch
+// response reports, so the capture needs no write of its own before it calls
+// the payments service.
+//
+// # Round trips
+//
+// The decision costs the fewest store calls its correctness allows: a new
+// order one (the batch; with a payment step two, the batch and the completed
+// mark, and one payments call). A redelivery (DeliveryCount above 1) is most
+// likely a duplicate, so it reads first (the order, or with a payment step
+// the payment record, which carries the request hash and the payment's
+// state) and creates only if nothing is there: one call for a duplicate. A
+// bounded cache of facts the store confirmed (see [WithFactCache]) answers a
+// duplicate or a reused id it knows with none. The create stays the arbiter
+// of every race. A status change applies in one conditional patch on its
+// first delivery (see [Patcher]).
 //
 // # Idempotency contract
 //
 // [Processor.Process] may be called any number of times, concurrently, for
 // deliveries of the same message; the store's atomic create makes exactly one
 // call return [Created] and every other call with the same content return
-// [Duplicate]. A duplicate never changes a stored document.
+// [Duplicate]. A duplicate never changes a stored document (the payment step
+// of a duplicate may complete the order's payment record).
 package order

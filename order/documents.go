@@ -41,8 +41,15 @@ type OrderDocument struct {
 	// StatusChange.ContentHash, for the most recent MaxStatusHashes applied
 	// versions: a change that reuses one of them with other content is told
 	// from a redelivery. Versions skipped (a newer one was applied first)
-	// are not recorded and cannot be compared.
-	StatusHashes map[int64]string `json:"statusHashes,omitempty"`
+	// are not recorded and cannot be compared. A new order has an empty
+	// map (not null), so that a patch can add to it.
+	StatusHashes map[int64]string `json:"statusHashes"`
+	// StatusHashCount is len(StatusHashes), kept beside it so that a
+	// conditional patch, which cannot count a map's keys, adds a hash only
+	// while fewer than MaxStatusHashes are recorded. Absent (zero after
+	// decoding, undefined to the store) in a document written before it
+	// existed, which the patch's condition then refuses.
+	StatusHashCount int `json:"statusHashCount"`
 }
 
 // AcceptedEvent is the OrderAccepted outbox event. Downstream services read it
@@ -67,6 +74,22 @@ func EventID(orderID string) string { return EventOrderAccepted + ":" + orderID 
 type Write struct {
 	Order OrderDocument
 	Event AcceptedEvent
+	// Payment, when not nil, is the in-progress claim of the order's payment
+	// record, written in the same batch so that the payment step needs no
+	// write of its own before it calls the payments service. Nil: no
+	// payment step, or an order with nothing to capture.
+	Payment *PaymentRecord
+}
+
+// WriteETags are the ETags of the documents a Store.WriteOrder created, as
+// its response reported them: what a conditional replace of one of them
+// passes as ifMatch without reading it first. An ETag is empty when the
+// store reports none (cosmium sends none), or for a document the Write did
+// not hold.
+type WriteETags struct {
+	Order   string
+	Event   string
+	Payment string
 }
 
 // NewWrite builds the documents for an accepted order.
@@ -78,6 +101,7 @@ func NewWrite(o Order, messageID, requestHash string, processedAt time.Time) Wri
 			CustomerID: o.CustomerID, Currency: o.Currency, Lines: o.Lines,
 			TotalMinor: o.TotalMinor, PlacedAt: o.PlacedAt.UTC(), Status: "accepted", Version: 1,
 			RequestHash: requestHash, MessageID: messageID, ProcessedAt: processedAt,
+			StatusHashes: map[int64]string{},
 		},
 		Event: AcceptedEvent{
 			ID: EventID(o.OrderID), OrderID: o.OrderID, Type: TypeEvent,
@@ -97,7 +121,8 @@ type Document struct {
 }
 
 // Documents returns the documents of w in batch order: the order document
-// first, so that a conflicting batch reports the conflict on operation 0.
+// first, so that a conflicting batch reports the conflict on operation 0,
+// then the event, then the payment claim if w has one.
 func (w Write) Documents() ([]Document, error) {
 	ob, err := json.Marshal(w.Order)
 	if err != nil {
@@ -107,5 +132,28 @@ func (w Write) Documents() ([]Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []Document{{ID: w.Order.ID, Body: ob}, {ID: w.Event.ID, Body: eb}}, nil
+	if w.Payment == nil {
+		return []Document{{ID: w.Order.ID, Body: ob}, {ID: w.Event.ID, Body: eb}}, nil
+	}
+	pb, err := json.Marshal(w.Payment)
+	if err != nil {
+		return nil, err
+	}
+	return []Document{{ID: w.Order.ID, Body: ob}, {ID: w.Event.ID, Body: eb}, {ID: w.Payment.ID, Body: pb}}, nil
+}
+
+// ETags returns the WriteETags of w's documents from the ETags a store
+// reported for them, in the order of Documents.
+func (w Write) ETags(etags []string) WriteETags {
+	var e WriteETags
+	if len(etags) > 0 {
+		e.Order = etags[0]
+	}
+	if len(etags) > 1 {
+		e.Event = etags[1]
+	}
+	if len(etags) > 2 && w.Payment != nil {
+		e.Payment = etags[2]
+	}
+	return e
 }

@@ -39,3 +39,20 @@ func ExampleDecode() {
 	// Output:
 	// order: totalMinor: 150 does not equal the sum of the lines, 200
 }
+
+// A duplicate of an order this worker created, or read, is answered from
+// its cache of confirmed facts, without a store call; CacheStats tells the
+// hit rate.
+func ExampleProcessor_CacheStats() {
+	p := order.NewProcessor(memstore.New(), nil, order.WithFactCache(1000))
+	ctx := context.Background()
+	body := []byte(`{"orderId":"ord-8","customerId":"c-1","currency":"EUR",
+		"lines":[{"sku":"book","quantity":1,"unitPriceMinor":2500}],"totalMinor":2500,
+		"placedAt":"2026-11-30T10:00:00Z"}`)
+	p.Process(ctx, order.Message{ID: "ord-8", Body: body, DeliveryCount: 1})
+	p.Process(ctx, order.Message{ID: "ord-8", Body: body, DeliveryCount: 2})
+	st := p.CacheStats()
+	fmt.Printf("%d hits, %d misses, %d of %d entries, hit rate %.2f\n", st.Hits, st.Misses, st.Entries, st.Capacity, st.HitRate())
+	// Output:
+	// 1 hits, 1 misses, 1 of 1000 entries, hit rate 0.50
+}

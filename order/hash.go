@@ -34,7 +34,11 @@ func (o *Order) RequestHash() string {
 		b = binary.BigEndian.AppendUint64(b, uint64(l.UnitPriceMinor))
 	}
 	b = binary.BigEndian.AppendUint64(b, uint64(o.TotalMinor))
-	b = appendString(b, o.PlacedAt.UTC().Format(time.RFC3339Nano))
+	// appendString of the RFC 3339 time, without a string in between.
+	var ts [len(time.RFC3339Nano) + 8]byte
+	t := o.PlacedAt.UTC().AppendFormat(ts[:0], time.RFC3339Nano)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(t)))
+	b = append(b, t...)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

@@ -170,18 +170,20 @@ func (o *Order) Validate() error {
 	}
 	var total int64
 	for i, l := range o.Lines {
-		field := "lines[" + strconv.Itoa(i) + "]"
-		if err := checkID(field+".sku", l.SKU); err != nil {
-			return err
+		// The field's name is built only for an error: a valid order
+		// allocates nothing here.
+		field := func() string { return "lines[" + strconv.Itoa(i) + "]" }
+		if checkID("", l.SKU) != nil {
+			return checkID(field()+".sku", l.SKU)
 		}
 		if l.Quantity < 1 || l.Quantity > MaxQuantity {
-			return &FieldError{Field: field + ".quantity", Problem: fmt.Sprintf("%d is not between 1 and %d", l.Quantity, MaxQuantity)}
+			return &FieldError{Field: field() + ".quantity", Problem: fmt.Sprintf("%d is not between 1 and %d", l.Quantity, MaxQuantity)}
 		}
 		if l.UnitPriceMinor < 0 {
-			return &FieldError{Field: field + ".unitPriceMinor", Problem: fmt.Sprintf("%d is negative", l.UnitPriceMinor)}
+			return &FieldError{Field: field() + ".unitPriceMinor", Problem: fmt.Sprintf("%d is negative", l.UnitPriceMinor)}
 		}
 		if l.UnitPriceMinor > (math.MaxInt64-total)/l.Quantity {
-			return &FieldError{Field: field + ".unitPriceMinor", Problem: "the order total overflows"}
+			return &FieldError{Field: field() + ".unitPriceMinor", Problem: "the order total overflows"}
 		}
 		total += l.Quantity * l.UnitPriceMinor
 	}

@@ -171,3 +171,14 @@ func FuzzDecode(f *testing.F) {
 		_ = o.RequestHash()
 	})
 }
+
+// TestRequestHashIsStable: the request hash of a known order is the one
+// every earlier version computed. Stored orders carry it, so a change to the
+// encoding (or to how it is built) that changes it would make every
+// redelivery of a stored order a Mismatch.
+func TestRequestHashIsStable(t *testing.T) {
+	o := validOrder()
+	if got, want := o.RequestHash(), "7527ef973e755aa251270fc49388bc1037e7a0153ab40ba973e2280c3ea14dbc"; got != want {
+		t.Errorf("RequestHash = %s, want %s", got, want)
+	}
+}

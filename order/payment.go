@@ -49,17 +49,22 @@ func (c PaymentClaim) String() string {
 // ETag the writer read or wrote last, so a claim that was taken over is
 // fenced: its holder's later writes fail with 412 and change nothing.
 type PaymentRecord struct {
-	ID             string       `json:"id"`      // PaymentRecordID(OrderID)
-	OrderID        string       `json:"orderId"` // the partition key
-	Type           string       `json:"type"`    // TypePayment
-	State          string       `json:"state"`   // PaymentInProgress or PaymentCompleted
-	IdempotencyKey string       `json:"idempotencyKey"`
-	AmountMinor    int64        `json:"amountMinor"`
-	Currency       string       `json:"currency"`
-	Owner          string       `json:"owner"`     // Claim.String(), for people
-	Claim          PaymentClaim `json:"claim"`     // the delivery that holds (or last held) the claim
-	Epoch          int64        `json:"epoch"`     // incremented on every claim
-	ClaimedAt      time.Time    `json:"claimedAt"` // zero: released, claimable at once
+	ID             string `json:"id"`      // PaymentRecordID(OrderID)
+	OrderID        string `json:"orderId"` // the partition key
+	Type           string `json:"type"`    // TypePayment
+	State          string `json:"state"`   // PaymentInProgress or PaymentCompleted
+	IdempotencyKey string `json:"idempotencyKey"`
+	AmountMinor    int64  `json:"amountMinor"`
+	Currency       string `json:"currency"`
+	// RequestHash is the request hash of the order the record pays, so that
+	// a read of the record alone tells a duplicate of the order from an id
+	// reused for other content. Empty in a record written before the field
+	// existed.
+	RequestHash string       `json:"requestHash,omitempty"`
+	Owner       string       `json:"owner"`     // Claim.String(), for people
+	Claim       PaymentClaim `json:"claim"`     // the delivery that holds (or last held) the claim
+	Epoch       int64        `json:"epoch"`     // incremented on every claim
+	ClaimedAt   time.Time    `json:"claimedAt"` // zero: released, claimable at once
 	// FirstAttemptAt is when the key was first sent (the claim written just
 	// before the first capture call). The payments service remembers the key
 	// for its retention after the charge, which came after this time. Nil

@@ -46,15 +46,17 @@ func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocu
 		return nil // nothing to capture; the payments API rejects a zero amount
 	}
 	now := p.now().UTC()
-	me := PaymentClaim{Worker: p.payments.Owner, MessageID: m.ID, SequenceNumber: m.SequenceNumber, DeliveryCount: m.DeliveryCount}
+	me := p.claimOf(m)
 
 	// 1. Claim the record: create it, or take its claim over.
 	var rec PaymentRecord
 	etag, err := readJSON(ctx, p.docs, orderID, PaymentRecordID(orderID), &rec)
 	switch {
 	case errors.Is(err, ErrNotFound):
+		// The order was accepted without its claim (by a worker that did
+		// not batch it, or without a payment step): create it on its own.
 		rec = PaymentRecord{ID: PaymentRecordID(orderID), OrderID: orderID, Type: TypePayment, State: PaymentInProgress,
-			IdempotencyKey: PaymentKey(orderID), AmountMinor: doc.TotalMinor, Currency: doc.Currency,
+			IdempotencyKey: PaymentKey(orderID), AmountMinor: doc.TotalMinor, Currency: doc.Currency, RequestHash: doc.RequestHash,
 			Owner: me.String(), Claim: me, Epoch: 1, ClaimedAt: now, FirstAttemptAt: &now, Attempts: 1}
 		body, err := json.Marshal(rec)
 		if err != nil {
@@ -83,23 +85,56 @@ func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocu
 		case got.Epoch != rec.Epoch || got.Claim != me:
 			return paymentBusy(orderID, fmt.Sprintf("claim taken over by %s right after its creation", got.Owner))
 		}
+		return p.captureClaimed(ctx, rec, etag, now)
 	case err != nil:
 		return ptr(storeFailure(orderID, "read payment record", err))
-	case rec.State == PaymentCompleted:
-		return nil
-	default:
-		ok, why := mayTakeOver(rec, me, now, p.payments.Lease)
-		if !ok {
-			return paymentBusy(orderID, why)
-		}
-		rec.Owner, rec.Claim, rec.Epoch, rec.ClaimedAt, rec.Attempts = me.String(), me, rec.Epoch+1, now, rec.Attempts+1
-		if etag, err = p.replaceJSON(ctx, orderID, rec.ID, rec, etag); err != nil {
-			if errors.Is(err, ErrPreconditionFailed) {
-				return paymentBusy(orderID, "claimed by another delivery just now")
-			}
-			return ptr(storeFailure(orderID, "take over payment record", err))
-		}
 	}
+	return p.continuePayment(ctx, m, rec, etag, now)
+}
+
+// claimOf returns the claim of delivery m.
+func (p *Processor) claimOf(m Message) PaymentClaim {
+	return PaymentClaim{Worker: p.payments.Owner, MessageID: m.ID, SequenceNumber: m.SequenceNumber, DeliveryCount: m.DeliveryCount}
+}
+
+// newPaymentRecord returns the first claim of o's payment record (request
+// hash hash) by the delivery me at now: epoch 1, first sent now.
+func newPaymentRecord(o *Order, hash string, me PaymentClaim, now time.Time) PaymentRecord {
+	return PaymentRecord{ID: PaymentRecordID(o.OrderID), OrderID: o.OrderID, Type: TypePayment, State: PaymentInProgress,
+		IdempotencyKey: PaymentKey(o.OrderID), AmountMinor: o.TotalMinor, Currency: o.Currency, RequestHash: hash,
+		Owner: me.String(), Claim: me, Epoch: 1, ClaimedAt: now, FirstAttemptAt: &now, Attempts: 1}
+}
+
+// continuePayment goes on from rec, the payment record read at etag: done if
+// it is completed, else its claim is taken over if it may be, and the
+// payment captured.
+func (p *Processor) continuePayment(ctx context.Context, m Message, rec PaymentRecord, etag string, now time.Time) *Result {
+	orderID := rec.OrderID
+	if rec.State == PaymentCompleted {
+		return nil
+	}
+	me := p.claimOf(m)
+	ok, why := mayTakeOver(rec, me, now, p.payments.Lease)
+	if !ok {
+		return paymentBusy(orderID, why)
+	}
+	rec.Owner, rec.Claim, rec.Epoch, rec.ClaimedAt, rec.Attempts = me.String(), me, rec.Epoch+1, now, rec.Attempts+1
+	etag, err := p.replaceJSON(ctx, orderID, rec.ID, rec, etag)
+	if err != nil {
+		if errors.Is(err, ErrPreconditionFailed) {
+			return paymentBusy(orderID, "claimed by another delivery just now")
+		}
+		return ptr(storeFailure(orderID, "take over payment record", err))
+	}
+	return p.captureClaimed(ctx, rec, etag, now)
+}
+
+// captureClaimed captures the payment of rec, whose claim this delivery
+// holds at etag (claimed at now), and marks the record completed. A store
+// that reports no ETags (cosmium) leaves etag empty: the replaces are then
+// unconditional, and no claim is fenced.
+func (p *Processor) captureClaimed(ctx context.Context, rec PaymentRecord, etag string, now time.Time) *Result {
+	orderID := rec.OrderID
 	// From here on the claim is this delivery's, as long as its ETag is.
 
 	// 2. A claim whose key the service may have forgotten is resolved by a

@@ -430,7 +430,9 @@ func TestEarlierDeliveryWaitsForTheLease(t *testing.T) {
 	clk := &testClock{now: fixedNow()}
 	s := memstore.New()
 	g := newGateway()
-	p := order.NewProcessor(s, clk.Now, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"))
+	// No fact cache: the completed record is turned back into a claim by
+	// hand below, which no component does.
+	p := order.NewProcessor(s, clk.Now, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"), order.WithFactCache(0))
 	if r := p.Process(ctx, delivery(validBody, 7, 3)); r.Outcome != order.Created {
 		t.Fatal(r)
 	}
@@ -605,50 +607,51 @@ func TestPaymentOptionsValidate(t *testing.T) {
 	}
 }
 
-// The create of a payment record answers no ETag, so the creator reads it
-// back; a takeover in between (this copy's next delivery, when the
-// creator's lock lapsed) must not be mistaken for the creator's own claim.
-func TestTakeoverRightAfterTheCreateIsSeen(t *testing.T) {
+// The claim is written in the order's batch, whose response reports its
+// ETag, so the creator does not read it back before it captures: a takeover
+// in between (this copy's next delivery, when the creator's lock lapsed) is
+// fenced at the creator's completed mark, which fails with 412 on the
+// batch's ETag. The creator then reports success only if the record is
+// completed with its payment; both captures used the same key, so the
+// customer is charged once.
+func TestTakeoverRightAfterTheBatchIsFenced(t *testing.T) {
 	for _, completed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("taken over and completed: %v", completed), func(t *testing.T) {
 			ctx := t.Context()
 			s := &faultyStore{Store: memstore.New()}
 			g := newGateway()
 			p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Hour, "w1"))
-			reads := 0
-			s.read = func(id string) {
-				if id != order.PaymentRecordID("ord-1") {
-					return
+			var first atomic.Bool
+			s.replace = func(_ context.Context, d order.Document) error {
+				if !first.CompareAndSwap(false, true) {
+					return nil
 				}
-				if reads++; reads != 2 { // the first read finds nothing; the second follows the create
-					return
-				}
-				if completed {
-					if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != order.Duplicate {
-						t.Errorf("delivery 2: %v %s", r.Outcome, r.Description)
+				func() { // delivery 1's completed mark, before it is written
+					if completed {
+						if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != order.Duplicate {
+							t.Errorf("delivery 2: %v %s", r.Outcome, r.Description)
+						}
+						return
 					}
-					return
-				}
-				putRecord(t, s.Store, func(r *order.PaymentRecord) {
-					r.Claim, r.Owner, r.Epoch, r.Attempts = order.PaymentClaim{Worker: "w2", MessageID: "ord-1", SequenceNumber: 7, DeliveryCount: 2}, "w2", 2, 2
-				})
+					putRecord(t, s.Store, func(r *order.PaymentRecord) {
+						r.Claim, r.Owner, r.Epoch, r.Attempts = order.PaymentClaim{Worker: "w2", MessageID: "ord-1", SequenceNumber: 7, DeliveryCount: 2}, "w2", 2, 2
+					})
+				}()
+				return nil
 			}
 			r := p.Process(ctx, delivery(validBody, 7, 1))
-			if reads < 2 {
-				t.Fatal("the record was not read back after its create")
-			}
 			after := s.Items()
 			rec := paymentRecord(t, s.Store)
 			if completed {
-				if r.Outcome != order.Created || rec.Claim.DeliveryCount != 2 || g.calls != 1 {
-					t.Errorf("delivery 1: %v (%s), record %+v, %d captures; want success, the record left to delivery 2, 1 capture", r.Outcome, r.Description, rec, g.calls)
+				if r.Outcome != order.Created || rec.Claim.DeliveryCount != 2 || g.total() != 1 {
+					t.Errorf("delivery 1: %v (%s), record %+v, %d charges; want success, the record left to delivery 2, 1 charge", r.Outcome, r.Description, rec, g.total())
 				}
-			} else if r.Outcome != order.Transient || r.Reason != order.ReasonPaymentInProgress || g.calls != 0 {
-				t.Errorf("delivery 1: %v %q (%s), %d captures; want PaymentInProgress and none", r.Outcome, r.Reason, r.Description, g.calls)
+			} else if r.Outcome != order.Transient || r.Reason != order.ReasonPaymentInProgress || rec.State != order.PaymentInProgress || g.total() != 1 {
+				t.Errorf("delivery 1: %v %q (%s), record %+v, %d charges; want PaymentInProgress, the record left to w2, 1 charge", r.Outcome, r.Reason, r.Description, rec, g.total())
 			}
 			for _, it := range after {
 				if it.ID == order.PaymentRecordID("ord-1") && it.Writes != map[bool]int{true: 3, false: 2}[completed] {
-					t.Errorf("payment record written %d times, want only by its creation and delivery 2", it.Writes)
+					t.Errorf("payment record written %d times, want only by the batch and the takeover", it.Writes)
 				}
 			}
 		})

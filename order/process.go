@@ -130,12 +130,14 @@ type Result struct {
 
 // Processor makes the processing decision. It is safe for concurrent use: all
 // coordination between concurrent deliveries of one message happens in the
-// store's atomic create.
+// store's atomic create and its conditional writes; the fact cache (see
+// WithFactCache) holds only what the store confirmed and cannot change.
 type Processor struct {
 	store    Store
 	now      func() time.Time
 	docs     DocumentStore // status changes and payment records; nil: neither
 	payments *payments     // nil: no payment step
+	facts    *factCache    // nil: no fact cache (see WithFactCache)
 }
 
 // Option configures a Processor.
@@ -152,7 +154,7 @@ func NewProcessor(s Store, now func() time.Time, opts ...Option) *Processor {
 	if now == nil {
 		now = time.Now
 	}
-	p := &Processor{store: s, now: now}
+	p := &Processor{store: s, now: now, facts: newFactCache(DefaultFactCacheSize)}
 	for _, o := range opts {
 		o(p)
 	}
@@ -173,9 +175,20 @@ func (p *Processor) Process(ctx context.Context, m Message) Result {
 	}
 }
 
-// placeOrder reads top to bottom: decode and validate, check the dedup key,
-// let the store's atomic create be both the duplicate check and the write,
-// then (if configured) capture the payment exactly once.
+// placeOrder reads top to bottom: decode and validate, answer from the
+// facts already known, read first when a duplicate is likely, else let the
+// store's atomic create be both the duplicate check and the write, then (if
+// configured) capture the payment exactly once.
+//
+// The round trips to the store: a new order costs one (the batch), with a
+// payment step two (the batch with the claim, the completed mark) and the
+// payments call. A redelivery (DeliveryCount above 1) is most likely a
+// duplicate, so it reads first and creates only if nothing is there: a
+// duplicate costs one read (with a payment step, of the payment record,
+// which tells both the request hash and whether the payment is done). A
+// duplicate the fact cache knows costs none. The create stays the arbiter
+// of every race: a read that finds nothing leads to a create, which
+// conflicts if another delivery was first.
 func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 	// 1. Decode and validate; the dedup key is the MessageId, which the
 	// producer sets to the order id. A message that fails here can never
@@ -184,32 +197,172 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 	if invalid != nil {
 		return *invalid
 	}
-	// 2. Create the order and its outbox event atomically. The create is the
-	// dedup check and the write in one step.
 	hash := o.RequestHash()
-	w := NewWrite(o, m.ID, hash, p.now())
-	var res Result
-	switch err := p.store.CreateOrder(ctx, w); {
-	case err == nil:
-		res = Result{Outcome: Created, OrderID: o.OrderID}
-	case errors.Is(err, ErrAlreadyExists):
-		var stored OrderDocument
-		if res, stored = p.compare(ctx, o.OrderID, hash); res.Outcome != Duplicate {
+	// 2. Facts confirmed by the store earlier answer without a round trip.
+	if p.facts != nil {
+		if f, ok := p.facts.get(o.OrderID); ok {
+			return p.fromFact(ctx, m, &o, hash, f)
+		}
+	}
+	// 3. A redelivery is likely a duplicate: read before writing.
+	if m.DeliveryCount > 1 {
+		if res, known := p.known(ctx, m, &o, hash, false); known {
 			return res
 		}
-		w.Order = stored
+	}
+	// 4. Create the order, its outbox event and (with a payment step) the
+	// payment claim atomically. The create is the dedup check and the write
+	// in one step.
+	w := NewWrite(o, m.ID, hash, p.now())
+	var claim PaymentClaim
+	if p.claimsInBatch(&o) {
+		claim = p.claimOf(m)
+		rec := newPaymentRecord(&o, hash, claim, p.now().UTC())
+		w.Payment = &rec
+	}
+	etags, err := p.store.WriteOrder(ctx, w)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrAlreadyExists):
+		res, _ := p.known(ctx, m, &o, hash, true)
+		return res
 	default:
 		return storeFailure(o.OrderID, "create", err)
 	}
-	// 3. A side effect outside the transaction: the payment capture. It
-	// runs for duplicates too, since an earlier delivery may have stopped
-	// between the order and its payment.
-	if p.payments != nil {
+	p.learn(o.OrderID, hash, false)
+	res := Result{Outcome: Created, OrderID: o.OrderID}
+	// 5. A side effect outside the transaction: the payment capture, on the
+	// claim the batch wrote, at the ETag the batch reported.
+	switch {
+	case w.Payment != nil:
+		if r := p.captureClaimed(ctx, *w.Payment, etags.Payment, *w.Payment.FirstAttemptAt); r != nil {
+			return *r
+		}
+		p.learn(o.OrderID, hash, true)
+	case p.payments != nil:
+		// Nothing to capture, or a payment step that cannot run (it says
+		// why).
 		if r := p.capturePayment(ctx, m, w.Order); r != nil {
 			return *r
 		}
 	}
 	return res
+}
+
+// claimsInBatch reports whether the payment claim of o is written in its
+// order's batch: a payment step is configured and can run, and there is
+// something to capture.
+func (p *Processor) claimsInBatch(o *Order) bool {
+	return p.payments != nil && p.payments.err == nil && p.docs != nil && o.TotalMinor > 0
+}
+
+// learn records confirmed facts in the cache, if there is one.
+func (p *Processor) learn(orderID, hash string, paid bool) {
+	if p.facts != nil {
+		p.facts.learn(orderID, hash, paid)
+	}
+}
+
+// fromFact decides a delivery of o (hash) from f, what the cache knows of
+// its order: a Mismatch or a Duplicate without a round trip, or, when the
+// payment is not known completed, the payment step without the order read.
+func (p *Processor) fromFact(ctx context.Context, m Message, o *Order, hash string, f fact) Result {
+	h, _ := decodeHash(hash)
+	if h != f.hash {
+		return Result{Outcome: Mismatch, OrderID: o.OrderID, Reason: ReasonOrderIDReused,
+			Description: fmt.Sprintf("order %s exists with request hash %x (confirmed by the store earlier and remembered by this worker; the store was not read again); this message has request hash %s",
+				o.OrderID, f.hash, hash)}
+	}
+	res := Result{Outcome: Duplicate, OrderID: o.OrderID, Description: "order accepted earlier (confirmed by the store and remembered by this worker; the store was not read again)"}
+	if f.paid || p.payments == nil || o.TotalMinor == 0 {
+		return res
+	}
+	// The hash is equal, so the amount and currency are the stored order's.
+	if r := p.capturePayment(ctx, m, OrderDocument{ID: o.OrderID, OrderID: o.OrderID, TotalMinor: o.TotalMinor, Currency: o.Currency, RequestHash: hash}); r != nil {
+		return *r
+	}
+	p.learn(o.OrderID, hash, true)
+	return res
+}
+
+// known decides a delivery of o (hash) from what the store holds, when it
+// holds the order: Duplicate (after the payment step, if any) or Mismatch.
+// With a payment step it reads the payment record first, written in the
+// order's batch with the order's request hash: one read then tells a
+// duplicate from a reused id and whether the payment is done. Without one,
+// or for a record that predates the request hash, it reads the order.
+//
+// If the store holds no order, known reports false, unless conflicted (the
+// create just conflicted): then the order document is missing although a
+// document of its batch exists (see orderDocumentMissing).
+//
+// A payment record with a request hash is written only in its order's
+// batch, so finding one proves the order was accepted with that hash. Like
+// the fact cache, this path does not notice an order document deleted
+// since, which is out of contract (see WithFactCache): the order document
+// itself is read, and OrderDocumentMissing reported, only without a
+// payment step, for an order with nothing to capture, or when the record
+// predates the hash.
+func (p *Processor) known(ctx context.Context, m Message, o *Order, hash string, conflicted bool) (Result, bool) {
+	op := "read"
+	if conflicted {
+		op = "read after conflict"
+	}
+	if p.claimsInBatch(o) {
+		var rec PaymentRecord
+		etag, err := readJSON(ctx, p.docs, o.OrderID, PaymentRecordID(o.OrderID), &rec)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			if !conflicted {
+				return Result{}, false // a new order, most likely: create it
+			}
+			// The order was accepted without a claim (before claims were
+			// batched, or by a worker without payments): read the order.
+		case err != nil:
+			return storeFailure(o.OrderID, op+" payment record", err), true
+		case rec.RequestHash == "":
+			// A record that predates the request hash: read the order.
+		case rec.RequestHash != hash:
+			p.learn(o.OrderID, rec.RequestHash, false)
+			return Result{Outcome: Mismatch, OrderID: o.OrderID, Reason: ReasonOrderIDReused,
+				Description: fmt.Sprintf("order %s exists with request hash %s (recorded on its payment record %s, claimed first by message %s); this message has request hash %s",
+					o.OrderID, rec.RequestHash, rec.ID, rec.Claim.MessageID, hash)}, true
+		default:
+			res := Result{Outcome: Duplicate, OrderID: o.OrderID,
+				Description: fmt.Sprintf("order accepted earlier (its payment record %s is %s)", rec.ID, rec.State)}
+			if rec.State != PaymentCompleted {
+				p.learn(o.OrderID, hash, false)
+				if r := p.continuePayment(ctx, m, rec, etag, p.now().UTC()); r != nil {
+					return *r, true
+				}
+				res.Description = fmt.Sprintf("order accepted earlier; its payment record %s is completed now", rec.ID)
+			}
+			p.learn(o.OrderID, hash, true)
+			return res, true
+		}
+	}
+	stored, err := p.store.ReadOrder(ctx, o.OrderID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if !conflicted {
+			return Result{}, false
+		}
+		return p.orderDocumentMissing(ctx, o.OrderID, err), true
+	case err != nil:
+		return storeFailure(o.OrderID, op, err), true
+	}
+	p.learn(o.OrderID, stored.RequestHash, false)
+	res := compareStored(stored, hash)
+	if res.Outcome != Duplicate || p.payments == nil {
+		return res, true
+	}
+	// An earlier delivery may have stopped between the order and its
+	// payment: the payment step runs for duplicates too.
+	if r := p.capturePayment(ctx, m, stored); r != nil {
+		return *r, true
+	}
+	p.learn(o.OrderID, hash, true)
+	return res, true
 }
 
 // decodeOrderMessage decodes and validates an order message and checks that
@@ -227,22 +380,17 @@ func decodeOrderMessage(m Message) (Order, *Result) {
 	return o, nil
 }
 
-// compare decides between Duplicate and Mismatch after a create conflicted.
-func (p *Processor) compare(ctx context.Context, orderID, hash string) (Result, OrderDocument) {
-	stored, err := p.store.ReadOrder(ctx, orderID)
-	if errors.Is(err, ErrNotFound) {
-		return p.orderDocumentMissing(ctx, orderID, err), stored
-	}
-	if err != nil {
-		return storeFailure(orderID, "read after conflict", err), stored
-	}
+// compareStored decides between Duplicate and Mismatch from the stored
+// order document.
+func compareStored(stored OrderDocument, hash string) Result {
+	orderID := stored.OrderID
 	if stored.RequestHash == hash {
 		return Result{Outcome: Duplicate, OrderID: orderID,
-			Description: fmt.Sprintf("order created by message %s at %s", stored.MessageID, stored.ProcessedAt.Format(time.RFC3339))}, stored
+			Description: fmt.Sprintf("order created by message %s at %s", stored.MessageID, stored.ProcessedAt.Format(time.RFC3339))}
 	}
 	return Result{Outcome: Mismatch, OrderID: orderID, Reason: ReasonOrderIDReused,
 		Description: fmt.Sprintf("order %s exists with request hash %s (created by message %s at %s); this message has request hash %s",
-			orderID, stored.RequestHash, stored.MessageID, stored.ProcessedAt.Format(time.RFC3339), hash)}, stored
+			orderID, stored.RequestHash, stored.MessageID, stored.ProcessedAt.Format(time.RFC3339), hash)}
 }
 
 // orderDocumentMissing decides a create that conflicted although the order

@@ -98,8 +98,17 @@ func (c *StatusChange) validate() error {
 const maxReplaceAttempts = 3
 
 // applyStatus applies a status change if it is newer than the stored
-// version, with an ETag-conditioned replace. An older or equal version is a
+// version: on a first delivery with one conditional patch (when the store
+// is a Patcher), else, and when the patch's condition fails, by reading the
+// order and replacing it ETag-conditioned. An older or equal version is a
 // no-op; a change for an order that does not exist yet is retried, not lost.
+//
+// Round trips: a change applied on its first delivery costs one (the
+// patch); a redelivery of an applied change one (the read). A stale change
+// on its first delivery (out of order, or a resend) costs two, since the
+// failed patch returns no document and telling a stale change from a
+// reused version needs the stored hashes; a redelivery that is applied
+// after all costs two (read, replace).
 func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
 	c, err := decodeStatusChange(m.Body)
 	if err != nil {
@@ -114,6 +123,23 @@ func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
 		return Result{Outcome: Invalid, OrderID: c.OrderID, Reason: ReasonUnsupportedMessage, Description: err.Error(), Err: err}
 	}
 	hash := c.ContentHash()
+	// A first delivery is most likely new: apply it in one conditional
+	// patch. A patch that fails its condition carries no document, so a
+	// stale change, a reused version and a document the patch cannot keep
+	// (see statusPatch) are told apart by the read below. A redelivery is
+	// most likely applied already: it reads first.
+	if pt, ok := p.docs.(Patcher); ok && m.DeliveryCount <= 1 {
+		_, err := pt.PatchDocument(ctx, c.OrderID, c.OrderID, statusPatch(&c, hash))
+		switch {
+		case err == nil:
+			return Result{Outcome: Applied, OrderID: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
+		case errors.Is(err, ErrNotFound):
+			return Result{Outcome: Transient, OrderID: c.OrderID, Reason: ReasonOrderNotYetCreated,
+				Description: fmt.Sprintf("status %s (version %d) arrived before the order; retrying", c.Status, c.Version), Err: err}
+		case !errors.Is(err, ErrPreconditionFailed):
+			return storeFailure(c.OrderID, "patch for status change", err)
+		}
+	}
 	for range maxReplaceAttempts {
 		var doc OrderDocument
 		etag, err := readJSON(ctx, p.docs, c.OrderID, c.OrderID, &doc)
@@ -182,6 +208,7 @@ func (d *OrderDocument) recordStatusHash(v int64, hash string) {
 		}
 		delete(d.StatusHashes, lowest)
 	}
+	d.StatusHashCount = len(d.StatusHashes)
 }
 
 // staleOrReused decides a change c (content hash) that is not newer than

@@ -8,11 +8,13 @@ import (
 // Store is the storage the processing decision needs. Implementations must be
 // safe for concurrent use.
 type Store interface {
-	// CreateOrder writes every document of w atomically, in one transactional
-	// batch under w.PartitionKey(): all of them or none. If any of them exists
-	// already it writes nothing and returns an error matching
-	// ErrAlreadyExists.
-	CreateOrder(ctx context.Context, w Write) error
+	// WriteOrder creates every document of w (w.Documents) atomically, in
+	// one transactional batch under w.PartitionKey(): all of them or none,
+	// and returns the ETags the response reported for them, so that the
+	// caller may replace one conditionally without reading it first. If any
+	// of them exists already it writes nothing and returns an error
+	// matching ErrAlreadyExists.
+	WriteOrder(ctx context.Context, w Write) (WriteETags, error)
 	// ReadOrder returns the stored order document, or an error matching
 	// ErrNotFound.
 	ReadOrder(ctx context.Context, orderID string) (OrderDocument, error)

@@ -19,11 +19,16 @@ type refusingStore struct {
 	err error
 }
 
-func (s refusingStore) CreateOrder(context.Context, order.Write) error { return s.err }
+func (s refusingStore) WriteOrder(context.Context, order.Write) (order.WriteETags, error) {
+	return order.WriteETags{}, s.err
+}
 func (s refusingStore) CreateDocuments(context.Context, string, []order.Document) error {
 	return s.err
 }
 func (s refusingStore) ReplaceDocument(context.Context, string, order.Document, string) (string, error) {
+	return "", s.err
+}
+func (s refusingStore) PatchDocument(context.Context, string, string, order.Patch) (string, error) {
 	return "", s.err
 }
 

@@ -4,6 +4,54 @@
 // its lock renewed while it runs, and every result is settled by one switch
 // over the outcome.
 //
+// # Pipeline
+//
+// Each delivery passes through three stages; the bounds are per Worker, with
+// c = Options.Concurrency:
+//
+//   - Receive. One goroutine calls ReceiveMessages, never concurrently (the
+//     SDK forbids it). Before each call it takes a free handler slot, and as
+//     many more as are free at that moment, and asks for exactly that many
+//     messages: every message it receives has a handler that starts on it
+//     as soon as the call returns. It never holds a message that no handler
+//     can start on, since the broker locks, and counts the delivery of,
+//     every message it sends on the call's link credit, whether or not a
+//     handler ever sees it. (The SDK itself may keep the first message of a
+//     call for up to its TimeAfterFirstMessage, 20 ms, while it waits for
+//     more; with a backlog the call returns as soon as all have arrived.)
+//     Receiving ahead of a free slot would take the receive's round trip
+//     off a handler's cycle, but the message would wait, locked and
+//     counted, as long as the running handlers take, and one still waiting
+//     when the shutdown grace ends would be abandoned (or left to expire)
+//     without a handler ever having seen it.
+//   - Process: at most c messages. A handler slot is held from the receive
+//     call to the end of the Process phase: Process under MessageTimeout,
+//     the breaker's record, and the retry backoff of a transient failure.
+//     The slot is then given back, before the settlement, so the next
+//     receive's round trip overlaps this message's settlement.
+//   - Settle: at most c settlements run at once. A handler takes a
+//     settlement slot before it gives up its handler slot, so when
+//     settlements are slow, processed messages wait holding their handler
+//     slots and the loop receives no more: at most 2c messages are received
+//     and not yet settled (c settling, c in their Process phase or waiting
+//     for a settlement slot), and that wait is bounded because every
+//     settlement ends within SettleTimeout.
+//
+// A message's lock is renewed from its receipt until its settlement begins:
+// during the Process phase until MessageTimeout (a handler that ignores its
+// deadline loses the lock rather than hold the message for good), and again
+// while it waits for a settlement slot. The renewal stops when the
+// settlement starts (a renewal racing a completion would report the lock of
+// a completed message lost); by then the lock has about half of its
+// duration left or more (see Lock renewal), more than the default
+// SettleTimeout of 20 s for the default 60 s lock. A settlement that runs
+// past the lock fails with a lost lock and the message comes back: a
+// duplicate the handler's idempotency absorbs.
+//
+// Per message the worker starts one goroutine, which runs both phases; lock
+// renewal uses a timer that starts a goroutine only when a renewal is due.
+// Observe is called on that goroutine after the settlement attempt.
+//
 // # Delivery contract
 //
 // Service Bus delivers at least once, so every message may be handled more
@@ -41,15 +89,20 @@
 // too) by a worker that no longer handles messages. The receive call in
 // progress, whose credit was issued before shutdown began, may go on for
 // Options.ReceiveDrain to collect what the broker sends on that credit; its
-// messages are handled like any other. After that window it is cancelled,
+// messages are handled like any other (each has the handler slot taken
+// before the call). After that window it is cancelled,
 // and whatever the broker still sends on the credit left is given back by
 // the SDK's background releaser with the AMQP released outcome, which
 // Service Bus does not count as a delivery, until the caller closes the
 // receiver. In-flight handlers finish and settle within
 // Options.ShutdownGrace; the rest are cancelled, logged as cut off by
 // shutdown and abandoned (each settlement bounded by Options.SettleTimeout,
-// independently of the grace), and Run returns. Closing the Service Bus
-// client is the caller's job, after Run returns.
+// independently of the grace), and Run returns once every settlement
+// attempt has ended and been reported: after the receive has stopped, at
+// most ShutdownGrace, plus the time cancelled handlers take to return, plus
+// two SettleTimeouts (the settlements in progress when the grace ends, then
+// those that waited for their slots). Closing the Service Bus client is the
+// caller's job, after Run returns.
 //
 // The residual: a message the broker sends on credit left on the link
 // (by a receive cancelled on an idle queue, or one that returned fewer

@@ -16,17 +16,19 @@ import (
 // the package documentation).
 func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
 	res := rep.Result
-	attrs := make([]any, 0, 16)
+	// slog.Attr values on the stack: a disabled level costs no allocation.
+	var buf [9]slog.Attr
+	attrs := buf[:0]
 	if res.OrderID != "" {
-		attrs = append(attrs, "order_id", res.OrderID)
+		attrs = append(attrs, slog.String("order_id", res.OrderID))
 	}
-	attrs = append(attrs, "message_id", m.MessageID, "delivery_count", m.DeliveryCount,
-		"outcome", res.Outcome.String(), "duration_ms", rep.Duration.Milliseconds())
+	attrs = append(attrs, slog.String("message_id", m.MessageID), slog.Uint64("delivery_count", uint64(m.DeliveryCount)),
+		slog.String("outcome", res.Outcome.String()), slog.Int64("duration_ms", rep.Duration.Milliseconds()))
 	if res.Reason != "" {
-		attrs = append(attrs, "reason", res.Reason)
+		attrs = append(attrs, slog.String("reason", res.Reason))
 	}
 	if res.Description != "" {
-		attrs = append(attrs, "description", res.Description)
+		attrs = append(attrs, slog.String("description", res.Description))
 	}
 	level, msg := slog.LevelInfo, "processed"
 	switch res.Outcome {
@@ -53,21 +55,22 @@ func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
 			w.cutOff.Add(1)
 			msg = "cut off by shutdown: abandoned"
 		} else if res.Err != nil {
-			attrs = append(attrs, "error", res.Err.Error())
+			attrs = append(attrs, slog.String("error", res.Err.Error()))
 		}
 	}
+	ctx := context.Background()
 	if rep.LockLost {
 		w.lockLost.Add(1)
-		w.log.Warn("lock lost while handling: not settled; the redelivery will be a duplicate", attrs...)
+		w.log.LogAttrs(ctx, slog.LevelWarn, "lock lost while handling: not settled; the redelivery will be a duplicate", attrs...)
 		return
 	}
-	w.log.Log(context.Background(), level, msg, attrs...)
+	w.log.LogAttrs(ctx, level, msg, attrs...)
 	if rep.SettleErr != nil {
 		w.settleFailed.Add(1)
 		if isLockLost(rep.SettleErr) {
 			w.lockLost.Add(1)
 		}
-		w.log.Warn("settlement failed; the message will be redelivered and must then be a duplicate", append(attrs, "error", rep.SettleErr.Error())...)
+		w.log.LogAttrs(ctx, slog.LevelWarn, "settlement failed; the message will be redelivered and must then be a duplicate", append(attrs, slog.String("error", rep.SettleErr.Error()))...)
 	}
 }
 

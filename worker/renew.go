@@ -12,28 +12,27 @@ import (
 const minRenewWait = 100 * time.Millisecond
 
 // renewLock keeps m's lock until ctx ends and reports whether the lock was
-// lost. It renews when half of the time left until m.LockedUntil has passed,
-// reading LockedUntil again after every renewal (the SDK's RenewMessageLock
-// updates it), so the queue's real lock duration sets the pace whatever the
-// configuration says. It never waits longer than half the configured
-// LockDuration after the last renewal either, which bounds the damage of a
-// skewed clock; without LockedUntil that is the only rule.
-func (w *Worker) renewLock(ctx context.Context, m *azservicebus.ReceivedMessage) bool {
-	last := time.Now() // the receipt, then the last successful renewal
-	t := time.NewTimer(w.renewWait(m, last, last))
-	defer t.Stop()
+// lost. It is called when the next renewal is due (see renewWait; *last is
+// the receipt or the last successful renewal, which it updates) and renews
+// at once, then when half of the time left until
+// m.LockedUntil has passed, reading LockedUntil again after every renewal
+// (the SDK's RenewMessageLock updates it), so the queue's real lock
+// duration sets the pace whatever the configuration says. It never waits
+// longer than half the configured LockDuration after the last renewal
+// either, which bounds the damage of a skewed clock; without LockedUntil
+// that is the only rule.
+func (w *Worker) renewLock(ctx context.Context, m *azservicebus.ReceivedMessage, last *time.Time) bool {
+	var t *time.Timer
 	for {
-		select {
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return false
-		case <-t.C:
 		}
 		err := w.r.RenewMessageLock(ctx, m, nil)
 		now := time.Now()
 		switch {
 		case err == nil:
 			w.renewed.Add(1)
-			last = now
+			*last = now
 			w.checkGrantedLock(m, now)
 		case isLockLost(err):
 			return true
@@ -43,7 +42,18 @@ func (w *Worker) renewLock(ctx context.Context, m *azservicebus.ReceivedMessage)
 			w.renewFailed.Add(1)
 			w.log.Warn("lock renewal failed; will try again", "message_id", m.MessageID, "error", err)
 		}
-		t.Reset(w.renewWait(m, last, time.Now()))
+		wait := w.renewWait(m, *last, time.Now())
+		if t == nil {
+			t = time.NewTimer(wait)
+			defer t.Stop()
+		} else {
+			t.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
 	}
 }
 

@@ -137,3 +137,34 @@ func TestRenewalWithLockedUntilInThePast(t *testing.T) {
 		}
 	})
 }
+
+// TestRenewalEndsWithTheMessageTimeout: a handler that ignores its
+// MessageTimeout keeps its lock only until that deadline; after it the lock
+// lapses and the broker gives the message to another consumer, instead of
+// a hung handler holding it for good.
+func TestRenewalEndsWithTheMessageTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFakeReceiver("hung")
+		done := settledN(r, 1)
+		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+			time.Sleep(10 * time.Second) // ignores ctx
+			return order.Result{Outcome: order.Created, OrderID: m.ID}
+		})
+		w := newWorker(t, r, h, worker.Options{LockDuration: 4 * time.Second, MessageTimeout: 3 * time.Second, SummaryInterval: -1})
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		<-done
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		// Renewed at 2 s; the next renewal, due at 4 s, is past the 3 s
+		// deadline.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if n := r.renewals["hung"]; n != 1 {
+			t.Errorf("%d renewals of a handler that ran 10 s past its 3 s deadline, want 1 (at 2 s)", n)
+		}
+	})
+}

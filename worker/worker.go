@@ -32,7 +32,9 @@ func (f HandlerFunc) Process(ctx context.Context, m order.Message) order.Result 
 
 // Options configure a Worker. The zero value of each field selects its default.
 type Options struct {
-	// Concurrency bounds the handlers running at once. Default 8.
+	// Concurrency bounds the handlers running at once, and separately the
+	// settlements in progress: at most 2*Concurrency messages are received
+	// and not yet settled (see the package documentation). Default 8.
 	Concurrency int
 	// LockDuration is the queue's lock duration. A handler's lock is renewed
 	// when half of the time left until the message's LockedUntil has passed,
@@ -112,7 +114,7 @@ type Report struct {
 	MessageID     string
 	DeliveryCount uint32
 	Result        order.Result
-	LockLost      bool  // the lock was lost while handling: no settlement was attempted
+	LockLost      bool  // the lock was lost while handling or waiting to be settled: no settlement was attempted
 	CutOff        bool  // the shutdown grace cancelled the handler; the message was abandoned
 	SettleErr     error // the settlement error, if settlement failed
 	Duration      time.Duration
@@ -231,6 +233,24 @@ var errGraceOver = errors.New("worker: shutdown grace period over")
 // errLockLost is the cause of a handler's context when its lock was lost.
 var errLockLost = errors.New("worker: message lock lost")
 
+// pipeline is one Run's state shared by the receive loop and the handlers.
+type pipeline struct {
+	// handlerCtx is the handlers' context: it outlives Run's context and
+	// is cancelled, with cause errGraceOver, when the shutdown grace ends.
+	handlerCtx context.Context
+	// settleCtx is the parent of every settlement's context: never
+	// cancelled, each settlement has its own SettleTimeout.
+	settleCtx context.Context
+	// slots holds a token for every message between the moment the loop
+	// asks for it and the end of its Process phase: at most Concurrency.
+	slots chan struct{}
+	// settling holds a token for every settlement in progress: at most
+	// Concurrency. A handler takes one before it gives up its slot.
+	settling chan struct{}
+	// inflight counts the handler goroutines; Run waits for them.
+	inflight sync.WaitGroup
+}
+
 // Run receives and handles messages until ctx is cancelled, then shuts down
 // gracefully (see the package comment) and returns nil. It returns an error
 // only when receiving fails in a way that retrying cannot fix, such as a
@@ -240,6 +260,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// is cancelled only when the grace period ends.
 	handlerCtx, cancelHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelHandlers(nil)
+	p := &pipeline{
+		handlerCtx: handlerCtx,
+		settleCtx:  context.WithoutCancel(ctx),
+		slots:      make(chan struct{}, w.opts.Concurrency),
+		settling:   make(chan struct{}, w.opts.Concurrency),
+	}
 
 	// Receive calls outlive ctx by up to ReceiveDrain; without a drain
 	// they end with ctx itself, at once.
@@ -255,9 +281,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelRx()
 
 	stopSummary := w.startSummary()
-	slots := make(chan struct{}, w.opts.Concurrency)
-	var inflight sync.WaitGroup
-	err := w.receiveLoop(ctx, rx, handlerCtx, slots, &inflight)
+	err := w.receiveLoop(ctx, rx, p)
 	cancelRx()
 
 	begun := time.Now()
@@ -268,7 +292,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("shutdown: stopped receiving, draining in-flight handlers",
 		"why", why, "in_flight", w.inFlight.Load(), "grace", w.opts.ShutdownGrace.String())
 	done := make(chan struct{})
-	go func() { inflight.Wait(); close(done) }()
+	go func() { p.inflight.Wait(); close(done) }()
 	grace := time.NewTimer(w.opts.ShutdownGrace)
 	defer grace.Stop()
 	select {
@@ -285,18 +309,21 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // receiveLoop receives while ctx lives and the breaker lets it. It takes a
-// free handler slot before it asks for messages, so it never holds a message
-// (and lets its lock tick) that no handler can start on, and it never calls
-// ReceiveMessages once ctx has ended: that call would issue fresh link
-// credit at shutdown. Receive calls use rx, which ends ReceiveDrain after
-// ctx.
-func (w *Worker) receiveLoop(ctx, rx, handlerCtx context.Context, slots chan struct{}, inflight *sync.WaitGroup) error {
+// free handler slot before it asks for a message, so every message it
+// receives has a handler that starts on it at once (it never holds a
+// message, its lock ticking, that no handler can start on), and it asks
+// for as many messages as there are free slots. A slot frees as soon as its
+// handler's Process phase ends, before the settlement, so the next receive
+// overlaps the settlement's round trip. It never calls ReceiveMessages once
+// ctx has ended: that call would issue fresh link credit at shutdown.
+// Receive calls use rx, which ends ReceiveDrain after ctx.
+func (w *Worker) receiveLoop(ctx, rx context.Context, p *pipeline) error {
 	backoff := time.Duration(0)
 	failures := 0
 	var failingSince time.Time
 	for {
 		select {
-		case slots <- struct{}{}:
+		case p.slots <- struct{}{}:
 		case <-ctx.Done():
 			return nil
 		}
@@ -304,19 +331,19 @@ func (w *Worker) receiveLoop(ctx, rx, handlerCtx context.Context, slots chan str
 		// A select with a free slot and a done context may pick either:
 		// check ctx before every receive.
 		if !ok || ctx.Err() != nil {
-			<-slots
+			<-p.slots
 			grant.done()
 			return nil
 		}
 		n := 1
-		for n < grant.max && tryAcquire(slots) {
+		for n < grant.max && tryAcquire(p.slots) {
 			n++
 		}
 		msgs, err := w.r.ReceiveMessages(grant.ctx, n, nil)
 		cancelledByBreaker := grant.ctx.Err() != nil && ctx.Err() == nil
 		grant.done()
 		for i := len(msgs); i < n; i++ {
-			<-slots
+			<-p.slots
 		}
 		if grant.trial && len(msgs) == 0 {
 			w.breaker.trialUnused()
@@ -324,11 +351,8 @@ func (w *Worker) receiveLoop(ctx, rx, handlerCtx context.Context, slots chan str
 		for _, m := range msgs {
 			w.received.Add(1)
 			w.inFlight.Add(1)
-			inflight.Add(1)
-			go func() {
-				defer func() { w.inFlight.Add(-1); <-slots; inflight.Done() }()
-				w.handle(handlerCtx, m, grant.trial)
-			}()
+			p.inflight.Add(1)
+			go w.handle(p, m, grant.trial)
 		}
 		if err == nil || cancelledByBreaker {
 			if failures > 0 {
@@ -377,23 +401,52 @@ func fatalReceiveError(err error) bool {
 	return errors.As(err, &sbErr) && (sbErr.Code == azservicebus.CodeUnauthorizedAccess || sbErr.Code == azservicebus.CodeNotFound)
 }
 
-// handle processes one delivery under its own deadline, renews its lock while
-// the handler runs, and settles the result. trial marks the breaker's
-// half-open trial delivery.
-func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage, trial bool) {
+// handle runs one delivery through its two phases: process, holding a
+// handler slot (p.slots, taken by the receive loop), and settle, holding a
+// settlement slot instead. It takes the settlement slot before it gives up
+// the handler slot, so messages waiting to be settled hold handler slots
+// and the loop receives no more than it can settle. trial marks the
+// breaker's half-open trial delivery. Observe is called last, after the
+// settlement attempt.
+func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool) {
+	defer p.inflight.Done()
+	defer w.inFlight.Add(-1)
 	start := time.Now()
-	w.checkGrantedLock(m, start)
+	d := w.process(p.handlerCtx, m, trial)
+
+	w.waitToSettle(p, d)
+	<-p.slots
+	rep := d.rep
+	if !rep.LockLost {
+		// Settlement has a deadline of its own: it runs even after the
+		// grace period cancelled the handler.
+		sctx, cancelSettle := context.WithTimeout(p.settleCtx, w.opts.SettleTimeout)
+		rep.SettleErr = w.settle(sctx, m, rep.Result)
+		cancelSettle()
+	}
+	<-p.settling
+
+	rep.Duration = time.Since(start)
+	w.record(m, rep)
+	if w.opts.Observe != nil {
+		w.opts.Observe(rep)
+	}
+}
+
+// process is the Process phase of one delivery: it calls the handler under
+// its MessageTimeout, renews the lock meanwhile (until that deadline: a
+// handler that ignores it loses the lock, and the message goes to another
+// consumer), feeds the breaker, and waits out the retry backoff of a
+// transient failure.
+func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, trial bool) *delivery {
+	now := time.Now()
+	w.checkGrantedLock(m, now)
+	d := &delivery{w: w, m: m, last: now}
 	lctx, loseLock := context.WithCancelCause(ctx)
+	defer loseLock(nil)
 	mctx, cancel := context.WithTimeout(lctx, w.opts.MessageTimeout)
-	var lost atomic.Bool
-	renewDone := make(chan struct{})
-	go func() {
-		defer close(renewDone)
-		if w.renewLock(mctx, m) {
-			lost.Store(true)
-			loseLock(errLockLost)
-		}
-	}()
+	defer cancel()
+	d.renew(mctx, loseLock)
 
 	om := order.Message{ID: m.MessageID, Subject: deref(m.Subject), Body: m.Body, DeliveryCount: m.DeliveryCount}
 	if m.SequenceNumber != nil {
@@ -403,27 +456,74 @@ func (w *Worker) handle(ctx context.Context, m *azservicebus.ReceivedMessage, tr
 	// A result reached after the grace or a lost lock cancelled the handler
 	// says nothing about the dependencies.
 	cutOff := res.Outcome == order.Transient && errors.Is(context.Cause(mctx), errGraceOver)
-	w.breaker.record(res, trial, !cutOff && !lost.Load() && !errors.Is(context.Cause(mctx), errLockLost))
-	if res.Outcome == order.Transient && !lost.Load() {
+	lost := d.lost.Load() || errors.Is(context.Cause(mctx), errLockLost)
+	w.breaker.record(res, trial, !cutOff && !lost)
+	if res.Outcome == order.Transient && !lost {
 		w.backoff(mctx, m.DeliveryCount)
 	}
 	cancel()
-	loseLock(nil)
-	<-renewDone
+	d.stopRenewal()
+	d.rep = Report{MessageID: m.MessageID, DeliveryCount: m.DeliveryCount, Result: res, LockLost: d.lost.Load(), CutOff: cutOff}
+	return d
+}
 
-	rep := Report{MessageID: m.MessageID, DeliveryCount: m.DeliveryCount, Result: res, LockLost: lost.Load(), CutOff: cutOff}
-	if !rep.LockLost {
-		// Settlement has a deadline of its own: it runs even after the
-		// grace period cancelled the handler.
-		sctx, cancelSettle := context.WithTimeout(context.WithoutCancel(ctx), w.opts.SettleTimeout)
-		rep.SettleErr = w.settle(sctx, m, res)
-		cancelSettle()
+// waitToSettle takes a settlement slot for d. When none is free it waits,
+// renewing d's lock, until one is; the wait is bounded, since every
+// settlement ends within SettleTimeout. A lock lost meanwhile sets
+// d.rep.LockLost.
+func (w *Worker) waitToSettle(p *pipeline, d *delivery) {
+	if tryAcquire(p.settling) {
+		return
 	}
-	rep.Duration = time.Since(start)
-	w.record(m, rep)
-	if w.opts.Observe != nil {
-		w.opts.Observe(rep)
+	if d.rep.LockLost { // no lock to keep
+		p.settling <- struct{}{}
+		return
 	}
+	rctx, stop := context.WithCancelCause(p.handlerCtx)
+	d.renew(rctx, stop)
+	p.settling <- struct{}{}
+	stop(nil)
+	d.stopRenewal()
+	d.rep.LockLost = d.lost.Load()
+}
+
+// delivery is one message being handled, with the state its lock renewal
+// shares with the handler.
+type delivery struct {
+	w    *Worker
+	m    *azservicebus.ReceivedMessage
+	rep  Report      // set at the end of the Process phase
+	lost atomic.Bool // a renewal found the lock lost
+	// last is the receipt or the last successful renewal. A renewal
+	// updates it while it runs; the handler reads it only between
+	// stopRenewal and the next renew.
+	last     time.Time
+	timer    *time.Timer    // starts the renewal when the next renewal is due
+	renewing sync.WaitGroup // the renewal the timer started, if it did
+}
+
+// renew keeps d's lock while ctx lives: a timer starts the renewal when the
+// next one is due (so no goroutine waits for a renewal that most messages
+// never need), and lose is called with errLockLost when the lock is found
+// lost. Every renew is followed by stopRenewal once ctx has ended.
+func (d *delivery) renew(ctx context.Context, lose context.CancelCauseFunc) {
+	d.renewing.Add(1)
+	d.timer = time.AfterFunc(d.w.renewWait(d.m, d.last, time.Now()), func() {
+		defer d.renewing.Done()
+		if d.w.renewLock(ctx, d.m, &d.last) {
+			d.lost.Store(true)
+			lose(errLockLost)
+		}
+	})
+}
+
+// stopRenewal waits until the renewal renew started has returned; the
+// context given to renew must have ended.
+func (d *delivery) stopRenewal() {
+	if d.timer.Stop() {
+		d.renewing.Done() // the timer had not fired: no renewal will start
+	}
+	d.renewing.Wait()
 }
 
 // settle is the one place where an outcome becomes a settlement.

@@ -156,34 +156,47 @@ func (s *faultStore) next(calls map[string]uint64, id string) (n uint64, outage 
 	return calls[id], s.outages[id]
 }
 
-// CreateOrder implements order.Store.
-func (s *faultStore) CreateOrder(ctx context.Context, w order.Write) error {
-	return s.logged(w.PartitionKey(), "create order and its event", s.createOrder(ctx, w))
+// WriteOrder implements order.Store.
+func (s *faultStore) WriteOrder(ctx context.Context, w order.Write) (order.WriteETags, error) {
+	what := "create order and its event"
+	if w.Payment != nil {
+		what += " and payment claim (" + w.Payment.State + " by " + w.Payment.Owner + ")"
+	}
+	etags, err := s.writeOrder(ctx, w)
+	return etags, s.logged(w.PartitionKey(), what, err)
 }
 
-func (s *faultStore) createOrder(ctx context.Context, w order.Write) error {
+// CreateOrder is WriteOrder without the ETags.
+func (s *faultStore) CreateOrder(ctx context.Context, w order.Write) error {
+	_, err := s.WriteOrder(ctx, w)
+	return err
+}
+
+func (s *faultStore) writeOrder(ctx context.Context, w order.Write) (order.WriteETags, error) {
 	if err := s.wait(ctx); err != nil {
-		return err
+		return order.WriteETags{}, err
 	}
 	id := w.PartitionKey()
 	n, outage := s.next(s.creates, id)
 	switch {
 	case outage:
 		s.tr.count(func(c *FaultCounts) { c.OutageErrors++ })
-		return fmt.Errorf("create order %q: %w", id, errUnavailable)
+		return order.WriteETags{}, fmt.Errorf("create order %q: %w", id, errUnavailable)
 	case s.plan.inject(faultTransientCreate, id, n, 0):
 		s.tr.count(func(c *FaultCounts) { c.Transient++ })
-		return fmt.Errorf("create order %q: %w", id, errThrottled)
+		return order.WriteETags{}, fmt.Errorf("create order %q: %w", id, errThrottled)
 	}
-	if err := s.mem.CreateOrder(ctx, w); err != nil {
-		return err
+	etags, err := s.mem.WriteOrder(ctx, w)
+	if err != nil {
+		return order.WriteETags{}, err
 	}
 	ambiguous := s.plan.inject(faultAmbiguous, id, n, 0)
 	s.tr.wrote(deliveryFrom(ctx), id, ambiguous)
 	if ambiguous {
-		return fmt.Errorf("create order %q: %w", id, errTimedOut)
+		// The response is lost: the caller learns no ETags.
+		return order.WriteETags{}, fmt.Errorf("create order %q: %w", id, errTimedOut)
 	}
-	return nil
+	return etags, nil
 }
 
 // ReadOrder implements order.Store.
@@ -304,6 +317,32 @@ func (s *faultStore) replaceDocument(ctx context.Context, pk string, d order.Doc
 		return "", fmt.Errorf("fault: mark payment record completed in partition %q: %w", pk, errUnavailable)
 	}
 	return s.mem.ReplaceDocument(ctx, pk, d, ifMatch)
+}
+
+var _ order.Patcher = (*faultStore)(nil)
+
+// PatchDocument implements order.Patcher (the status changes' one-call
+// path), with the document calls' faults.
+func (s *faultStore) PatchDocument(ctx context.Context, pk, id string, p order.Patch) (string, error) {
+	what := "patch " + id
+	for _, op := range p.Ops {
+		if op.Path == "/version" {
+			what += fmt.Sprintf(" (to version %v)", op.Value)
+		}
+	}
+	etag, err := s.patchDocument(ctx, pk, id, p)
+	return etag, s.logged(pk, what, err)
+}
+
+func (s *faultStore) patchDocument(ctx context.Context, pk, id string, p order.Patch) (string, error) {
+	if err := s.wait(ctx); err != nil {
+		return "", err
+	}
+	n, outage := s.next(s.docCalls, pk)
+	if err := s.fail("patch "+id, pk, n, outage); err != nil {
+		return "", err
+	}
+	return s.mem.PatchDocument(ctx, pk, id, p)
 }
 
 // logged records a store call of order id and its result in the history.
