@@ -1,0 +1,164 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/bench"
+)
+
+// countingGateway is a payments gateway that captures every call at once,
+// so that only the store's round trips are counted.
+type countingGateway struct{ calls atomic.Int64 }
+
+func (g *countingGateway) Capture(_ context.Context, key string, _ order.Capture) (string, error) {
+	g.calls.Add(1)
+	return "pay-" + key, nil
+}
+
+// TestRoundTripsPerPath counts the HTTP requests that each path of the
+// processor, and each baseline, sends to Cosmos DB, through a proxy with no
+// latency: exactly, since every request is a round trip a network charges
+// for. The table it logs is the README's (What it costs). A change of a
+// count fails here until the table is updated.
+func TestRoundTripsPerPath(t *testing.T) {
+	srv := cosmiumtest.Start(t)
+	p, err := bench.NewLatencyProxy(srv.Endpoint, bench.ProxyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	client, err := cosmosstore.NewClientWithKey(p.Endpoint(), srv.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ctx := t.Context()
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, benchDatabase, benchContainer); err != nil {
+		t.Fatal(err)
+	}
+	store, err := cosmosstore.New(client, benchDatabase, benchContainer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	container, err := client.NewContainer(benchDatabase, benchContainer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cosmos{client: client, container: container, store: store, proc: order.NewProcessor(store, nil, order.WithDocuments(store))}
+	gw := &countingGateway{}
+	// Each path runs its setup on one processor and its counted message on
+	// the same one ("this worker": whatever the processor remembers helps)
+	// or on a new one ("another worker": nothing remembered, as when the
+	// original went to another worker or before a restart).
+	plain := func() *order.Processor { return order.NewProcessor(store, nil, order.WithDocuments(store)) }
+	paying := func() *order.Processor {
+		return order.NewProcessor(store, nil, order.WithDocuments(store), order.WithPayments(gw, time.Minute, "bench"))
+	}
+	process := func(p *order.Processor, want ...order.Outcome) handler {
+		return func(ctx context.Context, m order.Message) (outcome, error) {
+			r := p.Process(ctx, m)
+			for _, w := range want {
+				if r.Outcome == w {
+					return created, nil
+				}
+			}
+			return 0, fmt.Errorf("outcome %v (%s), want %v", r.Outcome, r.Description, want)
+		}
+	}
+	gen := ordergen.New(3, "rt")
+	sentAt := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	placed := func(o order.Order) order.Message {
+		return order.Message{ID: o.OrderID, Body: ordergen.Body(o, sentAt, "t"), DeliveryCount: 1}
+	}
+	status := func(id string, version int64, s string) order.Message {
+		body := fmt.Sprintf(`{"orderId":%q,"status":%q,"version":%d,"changedAt":"2026-12-01T10:00:00Z"}`, id, s, version)
+		return order.Message{ID: order.StatusMessageID(id, version), Subject: order.SubjectOrderStatusChanged, Body: []byte(body), DeliveryCount: 1}
+	}
+	redelivered := func(m order.Message) order.Message { m.DeliveryCount = 2; return m }
+	next := 0
+	fresh := func() order.Order { next++; return gen.Order(next) }
+
+	type path struct {
+		name   string
+		before []order.Message // processed first with setup, not counted
+		setup  handler
+		msg    order.Message
+		h      handler
+		want   int64
+	}
+	// A path on the processor: setup on p, the counted message on q.
+	on := func(name string, p, q *order.Processor, before []order.Message, msg order.Message, want int64, outcomes ...order.Outcome) path {
+		return path{name: name, before: before, setup: process(p, order.Created, order.Applied), msg: msg, h: process(q, outcomes...), want: want}
+	}
+	o := make([]order.Order, 20)
+	for i := range o {
+		o[i] = fresh()
+	}
+	same := func(p *order.Processor) (*order.Processor, *order.Processor) { return p, p }
+	other := func(mk func() *order.Processor) (*order.Processor, *order.Processor) { return mk(), mk() }
+	var paths []path
+	add := func(name string, pq func() (*order.Processor, *order.Processor), before []order.Message, msg order.Message, want int64, outcomes ...order.Outcome) {
+		p, q := pq()
+		paths = append(paths, on(name, p, q, before, msg, want, outcomes...))
+	}
+	pl := func() (*order.Processor, *order.Processor) { return other(plain) }
+	plSame := func() (*order.Processor, *order.Processor) { return same(plain()) }
+	pay := func() (*order.Processor, *order.Processor) { return other(paying) }
+	paySame := func() (*order.Processor, *order.Processor) { return same(paying()) }
+	one := func(m ...order.Message) []order.Message { return m }
+	add("order, new: created", pl, nil, placed(o[0]), 1, order.Created)
+	add("order, copy, another worker: duplicate", pl, one(placed(o[1])), placed(o[1]), 2, order.Duplicate)
+	add("order, redelivery, another worker: duplicate", pl, one(placed(o[2])), redelivered(placed(o[2])), 1, order.Duplicate)
+	add("order, copy, same worker: duplicate", plSame, one(placed(o[3])), placed(o[3]), 0, order.Duplicate)
+	add("order, id reused, another worker: mismatch", pl, one(placed(o[4])), placed(ordergen.Changed(o[4])), 2, order.Mismatch)
+	add("order, id reused, same worker: mismatch", plSame, one(placed(o[5])), placed(ordergen.Changed(o[5])), 0, order.Mismatch)
+	add("order, malformed: invalid", pl, nil, order.Message{ID: "rt-bad", Body: ordergen.Malformed("rt-bad", 0), DeliveryCount: 1}, 0, order.Invalid)
+	add("status change, newer: applied", pl, one(placed(o[6])), status(o[6].OrderID, 2, "paid"), 1, order.Applied)
+	add("status change, redelivery: stale", pl, one(placed(o[7]), status(o[7].OrderID, 2, "paid")), redelivered(status(o[7].OrderID, 2, "paid")), 1, order.Stale)
+	add("status change before its order: retried", pl, nil, status(o[8].OrderID, 2, "paid"), 1, order.Transient)
+	add("order with payment, new: created and captured", pay, nil, placed(o[9]), 2, order.Created)
+	add("order with payment, copy, another worker: duplicate", pay, one(placed(o[10])), placed(o[10]), 2, order.Duplicate)
+	add("order with payment, copy, same worker: duplicate", paySame, one(placed(o[11])), placed(o[11]), 0, order.Duplicate)
+	sdk, naive, upsert := sdkHandler(c.container), naiveHandler(c.container), upsertHandler(c.container)
+	paths = append(paths,
+		path{name: "raw SDK, new", msg: placed(o[12]), h: sdk, want: 1},
+		path{name: "raw SDK, copy", before: one(placed(o[13])), setup: sdk, msg: placed(o[13]), h: sdk, want: 2},
+		path{name: "naive read-then-insert, new", msg: placed(o[14]), h: naive, want: 2},
+		path{name: "naive read-then-insert, copy", before: one(placed(o[15])), setup: naive, msg: placed(o[15]), h: naive, want: 1},
+		path{name: "upsert (not idempotent), new or copy", before: one(placed(o[16])), setup: upsert, msg: placed(o[16]), h: upsert, want: 1},
+	)
+	// Warm the client up: its first data-plane call may read the account
+	// and the container's properties.
+	if _, err := projectHandler(c)(ctx, placed(o[19])); err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	table.WriteString("| path | round trips |\n|---|---|\n")
+	for _, pa := range paths {
+		for _, m := range pa.before {
+			if _, err := pa.setup(ctx, m); err != nil {
+				t.Fatalf("%s: before: %v", pa.name, err)
+			}
+		}
+		before := p.Requests()
+		if _, err := pa.h(ctx, pa.msg); err != nil {
+			t.Errorf("%s: %v", pa.name, err)
+			continue
+		}
+		got := p.Requests() - before
+		fmt.Fprintf(&table, "| %s | %d |\n", pa.name, got)
+		if got != pa.want {
+			t.Errorf("%s: %d round trips, want %d", pa.name, got, pa.want)
+		}
+	}
+	t.Logf("Cosmos DB round trips per message:\n%s", table.String())
+}
