@@ -119,7 +119,7 @@ up() {
 	start cosmium "$bin/cosmium" -Host 127.0.0.1 -Port "$cosmos_port" -AccountKey "$COSMOS_KEY" -DisableTls -LogLevel error
 	wait_for cosmium 30 eval '! port_free $cosmos_port'
 	start sbbroker "$bin/sbbroker" -addr "127.0.0.1:$broker_port" -queue orders,orders-itest \
-		-lock-duration "$lock" -duplicate-detection-window "$dup_window"
+		-topic order-events:loyalty,shipping -lock-duration "$lock" -duplicate-detection-window "$dup_window"
 	wait_for sbbroker 30 grep -q '^Endpoint=' "$dir/log/sbbroker.log"
 	PAYMENTS_ADDR=127.0.0.1:$payments_port start paymentservice "$bin/paymentservice" -log-format json
 	wait_for paymentservice 30 curl -fs -o /dev/null "$PAYMENTS_URL/healthz"
@@ -130,7 +130,8 @@ up() {
 	cat <<EOF
 
 The local stack runs (logs in $dir/log):
-  sbbroker        127.0.0.1:$broker_port  queues orders, orders-itest; duplicate-detection window $dup_window (each drop is logged)
+  sbbroker        127.0.0.1:$broker_port  queues orders, orders-itest; topic order-events (subscriptions loyalty, shipping);
+                                  duplicate-detection window $dup_window (each drop is logged)
   cosmium         127.0.0.1:$cosmos_port  database orders, container orders; random account key in $dir/cosmos.key
   paymentservice  127.0.0.1:$payments_port
   orderworker     consumes orders, captures payments
@@ -199,7 +200,7 @@ down() {
 		grep '"msg":"final summary"' "$dir/log/orderworker.log" | tail -n 1 || true
 	fi
 	if [[ -f $dir/log/sbbroker.log ]]; then
-		grep 'queue at exit' "$dir/log/sbbroker.log" | tail -n 2 || true
+		grep -E '(queue|topic|subscription) at exit' "$dir/log/sbbroker.log" | tail -n 5 || true
 	fi
 }
 

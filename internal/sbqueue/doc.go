@@ -1,6 +1,6 @@
-// Package sbqueue is an in-process model of Azure Service Bus queues with
-// PeekLock semantics, for tests and simulations that must run without Azure
-// or Docker. It speaks no protocol: the worker reaches it through Receiver,
+// Package sbqueue is an in-process model of Azure Service Bus queues and
+// topics with PeekLock semantics, for tests and simulations that must run
+// without Azure or Docker. It speaks no protocol: the worker reaches it through Receiver,
 // which satisfies the worker's receiver interface, and a protocol front end
 // (such as an AMQP test broker) can drive a Queue directly.
 //
@@ -20,6 +20,12 @@
 //   - With RequiresDuplicateDetection, a message whose MessageID was
 //     accepted less than DuplicateDetectionWindow ago is accepted and
 //     silently dropped, whatever its content.
+//   - A Topic copies every message sent to it to each of its subscriptions
+//     at send time (the default rule; filters are not modelled, see Topic).
+//     Each subscription is a Queue, named "<topic>/Subscriptions/<name>",
+//     with its own locks, delivery counts, MaxDeliveryCount, time-to-live
+//     and dead-letter queue. Duplicate detection is the topic's: a duplicate
+//     is dropped before fan-out, so no subscription gets it.
 //   - A Receiver has the SDK's link credit: the broker sends on credit
 //     whether or not a handler waits, a message sent is locked and its
 //     delivery counted from that moment, leftover credit stays on the link
@@ -33,6 +39,13 @@
 // the timers of the code under test; with a VirtualClock tests move time
 // with VirtualClock.Advance instead.
 //
-// Namespace, Queue, Receiver, Sender and VirtualClock are safe for
+// For a topic: Namespace.CreateTopic, then Topic.CreateSubscription for
+// each subscription (it returns the subscription's *Queue); send with
+// Topic.Send or Topic.NewSender, receive from a subscription with
+// Queue.Receive or Queue.NewReceiver as from any queue. Namespace.Queue
+// resolves subscription paths ("order-events/Subscriptions/loyalty", with
+// "/$DeadLetterQueue" for the dead-letter queue), case-insensitively.
+//
+// Namespace, Queue, Topic, Receiver, Sender and VirtualClock are safe for
 // concurrent use.
 package sbqueue

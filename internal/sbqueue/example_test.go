@@ -89,3 +89,35 @@ func ExampleQueue_DeadLetterQueue() {
 	// order-1 InvalidMessage body is not JSON
 	// <nil> 0
 }
+
+// A topic copies every message to each of its subscriptions; each
+// subscription is a queue of its own. Duplicate detection is the topic's:
+// a resend inside the window reaches no subscription.
+func ExampleTopic() {
+	ns := sbqueue.NewNamespace(sbqueue.NewVirtualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	topic, err := ns.CreateTopic("order-events", sbqueue.TopicOptions{RequiresDuplicateDetection: true})
+	if err != nil {
+		panic(err)
+	}
+	loyalty, _ := topic.CreateSubscription("loyalty", sbqueue.SubscriptionOptions{})
+	shipping, _ := topic.CreateSubscription("shipping", sbqueue.SubscriptionOptions{MaxDeliveryCount: 5})
+	ctx := context.Background()
+	for _, body := range []string{"created", "created again"} {
+		enqueued, _ := topic.Send(ctx, sbqueue.Message{MessageID: "order-1/created", Body: []byte(body)})
+		fmt.Println(body, "enqueued:", enqueued)
+	}
+
+	l := loyalty.TryReceive(1)[0]
+	fmt.Println(loyalty.Complete(l.LockToken), len(loyalty.Peek(10)))
+	s := shipping.TryReceive(1)[0]
+	fmt.Println(string(s.Body), "delivery", s.DeliveryCount, "on", s.SequenceNumber == l.SequenceNumber)
+
+	same, _ := ns.Queue("Order-Events/subscriptions/SHIPPING")
+	fmt.Println(same == shipping, shipping.Name())
+	// Output:
+	// created enqueued: true
+	// created again enqueued: false
+	// <nil> 0
+	// created delivery 1 on true
+	// true order-events/Subscriptions/shipping
+}

@@ -20,8 +20,21 @@ const (
 // dead-letter sub-queue, as in "orders/$DeadLetterQueue".
 const DeadLetterQueueSuffix = "/$DeadLetterQueue"
 
-// ErrQueueExists is returned by CreateQueue for a name already in use.
-var ErrQueueExists = errors.New("sbqueue: queue already exists")
+// Errors for names already in use. Queues and topics share one set of
+// names, as in Service Bus: the error names what holds the name.
+var (
+	// ErrQueueExists is returned by CreateQueue and CreateTopic for the
+	// name of a queue.
+	ErrQueueExists = errors.New("sbqueue: queue already exists")
+
+	// ErrTopicExists is returned by CreateQueue and CreateTopic for the
+	// name of a topic.
+	ErrTopicExists = errors.New("sbqueue: topic already exists")
+
+	// ErrSubscriptionExists is returned by Topic.CreateSubscription for the
+	// name of one of the topic's subscriptions.
+	ErrSubscriptionExists = errors.New("sbqueue: subscription already exists")
+)
 
 // QueueOptions are a queue's properties. CreateQueue replaces a zero
 // LockDuration, MaxDeliveryCount or DuplicateDetectionWindow with the
@@ -68,13 +81,15 @@ func (o QueueOptions) withDefaults() (QueueOptions, error) {
 	return o, nil
 }
 
-// Namespace holds queues by name, like a Service Bus namespace. Names are
-// case-insensitive, as in Service Bus. It is safe for concurrent use.
+// Namespace holds queues and topics by name, like a Service Bus namespace.
+// Names are case-insensitive, as in Service Bus, and a queue and a topic
+// cannot share one. It is safe for concurrent use.
 type Namespace struct {
 	clock Clock
 
 	mu     sync.Mutex
 	queues map[string]*Queue // by strings.ToLower(name)
+	topics map[string]*Topic // by strings.ToLower(name)
 }
 
 // NewNamespace returns an empty namespace whose queues take time from
@@ -83,13 +98,34 @@ func NewNamespace(clock Clock) *Namespace {
 	if clock == nil {
 		clock = RealClock()
 	}
-	return &Namespace{clock: clock, queues: make(map[string]*Queue)}
+	return &Namespace{clock: clock, queues: make(map[string]*Queue), topics: make(map[string]*Topic)}
+}
+
+// validEntityName reports whether name can name a queue or a topic: 1 to
+// 260 characters, no "$", no leading or trailing "/", and no
+// SubscriptionsSegment, which would make subscription paths ambiguous.
+func validEntityName(name string) bool {
+	return name != "" && len(name) <= 260 && !strings.ContainsAny(name, "$") &&
+		!strings.HasPrefix(name, "/") && !strings.HasSuffix(name, "/") &&
+		!strings.Contains(strings.ToLower(name), strings.ToLower(SubscriptionsSegment))
+}
+
+// taken returns the error for a name held by a queue or a topic, or nil.
+// Requires n.mu.
+func (n *Namespace) taken(name, key string) error {
+	if _, ok := n.queues[key]; ok {
+		return fmt.Errorf("create %q: %w", name, ErrQueueExists)
+	}
+	if _, ok := n.topics[key]; ok {
+		return fmt.Errorf("create %q: %w", name, ErrTopicExists)
+	}
+	return nil
 }
 
 // CreateQueue creates the queue name, with its dead-letter queue. It returns
-// an error wrapping ErrQueueExists if the name is taken.
+// an error wrapping ErrQueueExists or ErrTopicExists if the name is taken.
 func (n *Namespace) CreateQueue(name string, o QueueOptions) (*Queue, error) {
-	if name == "" || len(name) > 260 || strings.ContainsAny(name, "$") || strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") {
+	if !validEntityName(name) {
 		return nil, fmt.Errorf("sbqueue: invalid queue name %q", name)
 	}
 	o, err := o.withDefaults()
@@ -100,17 +136,54 @@ func (n *Namespace) CreateQueue(name string, o QueueOptions) (*Queue, error) {
 
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if _, ok := n.queues[key]; ok {
-		return nil, fmt.Errorf("create %q: %w", name, ErrQueueExists)
+	if err := n.taken(name, key); err != nil {
+		return nil, err
 	}
 	q := newQueue(name, o, n.clock)
 	n.queues[key] = q
 	return q, nil
 }
 
-// Queue returns the queue called name. A name ending in
-// DeadLetterQueueSuffix (case-insensitively) resolves to that queue's
-// dead-letter queue.
+// CreateTopic creates the topic name, without subscriptions. It returns an
+// error wrapping ErrQueueExists or ErrTopicExists if the name is taken.
+func (n *Namespace) CreateTopic(name string, o TopicOptions) (*Topic, error) {
+	if !validEntityName(name) {
+		return nil, fmt.Errorf("sbqueue: invalid topic name %q", name)
+	}
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	key := strings.ToLower(name)
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.taken(name, key); err != nil {
+		return nil, err
+	}
+	t := newTopic(name, o, n.clock)
+	n.topics[key] = t
+	return t, nil
+}
+
+// Topic returns the topic called name (case-insensitively).
+func (n *Namespace) Topic(name string) (*Topic, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t, ok := n.topics[strings.ToLower(name)]
+	return t, ok
+}
+
+// Queue returns the queue an entity path names, case-insensitively, as
+// Service Bus resolves it:
+//
+//	orders                                          the queue orders
+//	orders/$DeadLetterQueue                         its dead-letter queue
+//	order-events/Subscriptions/loyalty              a topic's subscription
+//	order-events/Subscriptions/loyalty/$DeadLetterQueue
+//	                                                the subscription's dead-letter queue
+//
+// A topic's own name is not a queue: use Topic for it.
 func (n *Namespace) Queue(name string) (*Queue, bool) {
 	key := strings.ToLower(name)
 	dlq := strings.HasSuffix(key, strings.ToLower(DeadLetterQueueSuffix))
@@ -118,11 +191,22 @@ func (n *Namespace) Queue(name string) (*Queue, bool) {
 		key = key[:len(key)-len(DeadLetterQueueSuffix)]
 	}
 
-	n.mu.Lock()
-	q, ok := n.queues[key]
-	n.mu.Unlock()
-	if !ok {
-		return nil, false
+	var q *Queue
+	if i := strings.LastIndex(key, strings.ToLower(SubscriptionsSegment)); i >= 0 {
+		t, ok := n.Topic(key[:i])
+		if !ok {
+			return nil, false
+		}
+		if q, ok = t.Subscription(key[i+len(SubscriptionsSegment):]); !ok {
+			return nil, false
+		}
+	} else {
+		n.mu.Lock()
+		q = n.queues[key]
+		n.mu.Unlock()
+		if q == nil {
+			return nil, false
+		}
 	}
 	if dlq {
 		return q.dlq, true

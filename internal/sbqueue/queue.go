@@ -85,6 +85,7 @@ type Queue struct {
 	s     *shared
 	dlq   *Queue // nil on a dead-letter queue
 	main  *Queue // the queue whose dead-letter queue this is; nil on a main queue
+	topic *Topic // the topic of a subscription and of its dead-letter queue; nil for a queue
 
 	// Guarded by s.mu.
 	nextSeq      int64 // last sequence number assigned; used on the main queue only
@@ -92,18 +93,11 @@ type Queue struct {
 	expiring     entryHeap // available entries with a TTL, by expiry
 	locked       map[[16]byte]*entry
 	earliestLock time.Time // no lock in locked expires before this
-	seen         map[string]time.Time
-	seenLog      []seenRecord // accepted IDs in acceptance order, for pruning
-	seenLogHead  int
+	dedup        dedupHistory
 	counters     Counters
 	blocked      int     // Receive calls waiting for a message
 	links        []*link // receive links of Receivers, in attach order
 	nextLink     int     // where dispatch starts looking for credit
-}
-
-type seenRecord struct {
-	id string
-	at time.Time
 }
 
 func newQueue(name string, o QueueOptions, clock Clock) *Queue {
@@ -134,7 +128,6 @@ func newEntity(name string, o QueueOptions, clock Clock, s *shared) *Queue {
 			index: func(e *entry) *int { return &e.expiryIdx },
 		},
 		locked: make(map[[16]byte]*entry),
-		seen:   make(map[string]time.Time),
 	}
 }
 
@@ -145,6 +138,8 @@ func (q *Queue) Name() string { return q.name }
 // Options returns the queue's options with defaults applied. A dead-letter
 // queue reports its parent's LockDuration and nothing else: its messages
 // never expire, are never dead-lettered and are not checked for duplicates.
+// A subscription reports no duplicate detection (RequiresDuplicateDetection
+// false, DuplicateDetectionWindow zero): that is its topic's.
 func (q *Queue) Options() QueueOptions { return q.opts }
 
 // DeadLetterQueue returns the queue's dead-letter sub-queue, which is
@@ -187,26 +182,16 @@ func (q *Queue) sendBatch(ctx context.Context, ms []Message, dropped *[]int) (en
 	if q.main != nil {
 		return 0, fmt.Errorf("send to %s: %w", q.name, ErrDeadLetterQueue)
 	}
-	entries := make([]*entry, len(ms))
-	for i, m := range ms {
-		if m.TimeToLive < 0 {
-			return 0, fmt.Errorf("sbqueue: send to %s: negative TimeToLive %v", q.name, m.TimeToLive)
-		}
-		m = m.clone()
-		if m.MessageID == "" {
-			m.MessageID = uuidString(newUUID())
-		}
-		if d := q.opts.DefaultMessageTimeToLive; d > 0 && (m.TimeToLive == 0 || m.TimeToLive > d) {
-			m.TimeToLive = d
-		}
-		entries[i] = &entry{msg: m, availIdx: -1, expiryIdx: -1}
+	entries, err := newEntries(q.name, ms, q.opts.DefaultMessageTimeToLive)
+	if err != nil {
+		return 0, err
 	}
 
 	q.s.mu.Lock()
 	defer q.s.mu.Unlock()
 	now := q.sweep()
 	for i, e := range entries {
-		if q.isDuplicate(e.msg.MessageID, now) {
+		if q.opts.RequiresDuplicateDetection && q.dedup.isDuplicate(e.msg.MessageID, now, q.opts.DuplicateDetectionWindow) {
 			q.counters.DuplicatesDropped++
 			if dropped != nil {
 				*dropped = append(*dropped, i)
@@ -214,47 +199,88 @@ func (q *Queue) sendBatch(ctx context.Context, ms []Message, dropped *[]int) (en
 			continue
 		}
 		q.nextSeq++
-		e.seq = q.nextSeq
-		e.enqueued = now
-		if e.msg.TimeToLive > 0 {
-			e.expiresAt = now.Add(e.msg.TimeToLive)
-		}
-		q.counters.Sent++
-		q.makeAvailable(e, now)
+		q.enqueue(e, q.nextSeq, now)
 		enqueued++
 	}
 	q.dispatchPair(now)
 	return enqueued, nil
 }
 
-// isDuplicate applies duplicate detection to id at now, recording id when it
-// is accepted. Requires q.s.mu.
-func (q *Queue) isDuplicate(id string, now time.Time) bool {
-	if !q.opts.RequiresDuplicateDetection {
-		return false
+// newEntries validates and copies ms for the entity called name: a message
+// without a MessageID gets a random one, and a TimeToLive of zero or above
+// defaultTTL (when positive) becomes defaultTTL.
+func newEntries(name string, ms []Message, defaultTTL time.Duration) ([]*entry, error) {
+	entries := make([]*entry, len(ms))
+	for i, m := range ms {
+		if m.TimeToLive < 0 {
+			return nil, fmt.Errorf("sbqueue: send to %s: negative TimeToLive %v", name, m.TimeToLive)
+		}
+		m = m.clone()
+		if m.MessageID == "" {
+			m.MessageID = uuidString(newUUID())
+		}
+		if defaultTTL > 0 && (m.TimeToLive == 0 || m.TimeToLive > defaultTTL) {
+			m.TimeToLive = defaultTTL
+		}
+		entries[i] = &entry{msg: m, availIdx: -1, expiryIdx: -1}
 	}
-	window := q.opts.DuplicateDetectionWindow
+	return entries, nil
+}
+
+// enqueue makes a new entry available with sequence number seq. Requires
+// q.s.mu and a prior sweep; the caller dispatches afterwards.
+func (q *Queue) enqueue(e *entry, seq int64, now time.Time) {
+	e.seq = seq
+	e.enqueued = now
+	if e.msg.TimeToLive > 0 {
+		e.expiresAt = now.Add(e.msg.TimeToLive)
+	}
+	q.counters.Sent++
+	q.makeAvailable(e, now)
+}
+
+// dedupHistory is the duplicate-detection record of one queue or topic:
+// the MessageIDs accepted within the window. It is guarded by its owner's
+// mutex.
+type dedupHistory struct {
+	seen    map[string]time.Time
+	log     []seenRecord // accepted IDs in acceptance order, for pruning
+	logHead int
+}
+
+type seenRecord struct {
+	id string
+	at time.Time
+}
+
+// isDuplicate applies duplicate detection with window to id at now: it
+// reports whether id was accepted less than window ago, and records id
+// when it is accepted.
+func (h *dedupHistory) isDuplicate(id string, now time.Time, window time.Duration) bool {
 	// Prune records that left the window.
-	for q.seenLogHead < len(q.seenLog) {
-		r := q.seenLog[q.seenLogHead]
+	for h.logHead < len(h.log) {
+		r := h.log[h.logHead]
 		if now.Sub(r.at) < window {
 			break
 		}
-		if at, ok := q.seen[r.id]; ok && at.Equal(r.at) {
-			delete(q.seen, r.id)
+		if at, ok := h.seen[r.id]; ok && at.Equal(r.at) {
+			delete(h.seen, r.id)
 		}
-		q.seenLog[q.seenLogHead] = seenRecord{}
-		q.seenLogHead++
+		h.log[h.logHead] = seenRecord{}
+		h.logHead++
 	}
-	if q.seenLogHead > len(q.seenLog)/2 {
-		q.seenLog = append(q.seenLog[:0], q.seenLog[q.seenLogHead:]...)
-		q.seenLogHead = 0
+	if h.logHead > len(h.log)/2 {
+		h.log = append(h.log[:0], h.log[h.logHead:]...)
+		h.logHead = 0
 	}
-	if at, ok := q.seen[id]; ok && now.Sub(at) < window {
+	if at, ok := h.seen[id]; ok && now.Sub(at) < window {
 		return true
 	}
-	q.seen[id] = now
-	q.seenLog = append(q.seenLog, seenRecord{id: id, at: now})
+	if h.seen == nil {
+		h.seen = make(map[string]time.Time)
+	}
+	h.seen[id] = now
+	h.log = append(h.log, seenRecord{id: id, at: now})
 	return false
 }
 

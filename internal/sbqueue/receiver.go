@@ -19,9 +19,9 @@ const maxReceiveMessages = 5000
 // calls on one receiver.
 var errConcurrentReceive = errors.New("receiver is already receiving messages. ReceiveMessages() cannot be called concurrently")
 
-// Receiver is a PeekLock receiver on one queue (or dead-letter queue) with
-// the method set of *azservicebus.Receiver that the worker uses, so the real
-// worker loop runs against the model unchanged.
+// Receiver is a PeekLock receiver on one queue, subscription or dead-letter
+// queue with the method set of *azservicebus.Receiver that the worker uses,
+// so the real worker loop runs against the model unchanged.
 //
 // It models the SDK's (v1.11.0) link credit, which the worker's shutdown
 // depends on:
@@ -219,17 +219,18 @@ func (r *Receiver) RenewMessageLock(_ context.Context, m *azservicebus.ReceivedM
 	return nil
 }
 
-// Sender sends to one queue with the SendMessage method of
+// Sender sends to one queue or topic with the SendMessage method of
 // *azservicebus.Sender. It is safe for concurrent use.
 type Sender struct {
-	q *Queue
+	send func(context.Context, Message) (bool, error) // Queue.Send or Topic.Send
 }
 
-// NewSender returns a Sender on q.
-func (q *Queue) NewSender() *Sender { return &Sender{q: q} }
+// NewSender returns a Sender on q. On a dead-letter queue every send fails
+// with ErrDeadLetterQueue.
+func (q *Queue) NewSender() *Sender { return &Sender{send: q.Send} }
 
-// SendMessage sends m to the queue, like Queue.Send: a duplicate dropped by
-// duplicate detection is reported as success. Scheduled messages are not
+// SendMessage sends m to the queue or topic, like Queue.Send or Topic.Send:
+// a duplicate dropped by duplicate detection is reported as success. Scheduled messages are not
 // modelled: a message with ScheduledEnqueueTime set is refused.
 func (s *Sender) SendMessage(ctx context.Context, m *azservicebus.Message, _ *azservicebus.SendMessageOptions) error {
 	if m.ScheduledEnqueueTime != nil {
@@ -260,7 +261,7 @@ func (s *Sender) SendMessage(ctx context.Context, m *azservicebus.Message, _ *az
 	if m.TimeToLive != nil {
 		msg.TimeToLive = *m.TimeToLive
 	}
-	_, err := s.q.Send(ctx, msg)
+	_, err := s.send(ctx, msg)
 	return err
 }
 

@@ -28,8 +28,8 @@ const DefaultIdleTimeout = 60 * time.Second
 // ErrBrokerClosed is returned by Serve after Close.
 var ErrBrokerClosed = errors.New("sbbroker: broker closed")
 
-// ErrUnknownEntity is returned by the fault controls for a queue that does
-// not exist.
+// ErrUnknownEntity is returned by the fault controls for a queue or
+// subscription that does not exist.
 var ErrUnknownEntity = errors.New("sbbroker: unknown entity")
 
 // Options configures a Broker. The zero value is usable.
@@ -64,21 +64,23 @@ type Broker struct {
 	wg        sync.WaitGroup
 }
 
-// Dropped counts what the broker took from senders of one queue without
-// enqueueing it, by reason.
+// Dropped counts what the broker took from senders of one queue or topic
+// without enqueueing it, by reason.
 type Dropped struct {
 	// Duplicates were accepted (the sender saw success) and dropped by
 	// duplicate detection: their MessageId was sent less than the queue's
-	// window ago. Service Bus drops them just as silently; the broker also
-	// logs each one.
+	// or topic's window ago. A topic drops them before fan-out, so no
+	// subscription got them. Service Bus drops them just as silently; the
+	// broker also logs each one.
 	Duplicates int64
 	// Rejected sends failed, and the sender got the error: a MessageId over
 	// MaxMessageIDLength, a body that does not decode, a scheduled message.
 	Rejected int64
 }
 
-// Dropped returns, per queue name, what the broker did not enqueue and
-// why; queues with nothing dropped are absent. Safe for concurrent use.
+// Dropped returns, per queue or topic name (as created, whatever case the
+// senders used), what the broker did not enqueue and why; entities with
+// nothing dropped are absent. Safe for concurrent use.
 func (b *Broker) Dropped() map[string]Dropped {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -89,21 +91,22 @@ func (b *Broker) Dropped() map[string]Dropped {
 	return out
 }
 
-// dropped records and logs one duplicate dropped by duplicate detection.
-func (b *Broker) dropped(entity, messageID string, window time.Duration) {
+// dropped records and logs one duplicate dropped by duplicate detection on
+// the entity called name; kind, "queue" or "topic", is the log key.
+func (b *Broker) dropped(kind, name, messageID string, window time.Duration) {
 	b.mu.Lock()
-	b.dropsFor(entity).Duplicates++
+	b.dropsFor(name).Duplicates++
 	b.mu.Unlock()
 	b.log.Info("duplicate dropped by duplicate detection: the sender was told it was accepted",
-		"queue", entity, "message_id", messageID, "window", window.String())
+		kind, name, "message_id", messageID, "window", window.String())
 }
 
 // reject records and logs a refused send and returns its outcome.
-func (b *Broker) reject(entity string, cond wire.Symbol, desc string) wire.Rejected {
+func (b *Broker) reject(kind, name string, cond wire.Symbol, desc string) wire.Rejected {
 	b.mu.Lock()
-	b.dropsFor(entity).Rejected++
+	b.dropsFor(name).Rejected++
 	b.mu.Unlock()
-	b.log.Warn("send rejected", "queue", entity, "condition", string(cond), "reason", desc)
+	b.log.Warn("send rejected", kind, name, "condition", string(cond), "reason", desc)
 	return wire.Rejected{Error: &wire.Error{Condition: cond, Description: desc}}
 }
 
@@ -124,7 +127,7 @@ type dispositionFault struct {
 	lose  int
 }
 
-// New returns a Broker for the queues of ns. It does not listen until Serve
+// New returns a Broker for the queues and topics of ns. It does not listen until Serve
 // is called.
 func New(ns *sbqueue.Namespace, o Options) *Broker {
 	if o.KeyName == "" {
@@ -290,21 +293,27 @@ func (b *Broker) DropConnections() int {
 	return len(b.conns)
 }
 
-// DetachReceivers detaches every receive link on entity (a queue name, or
-// "<queue>/$DeadLetterQueue", case-insensitively) with amqp:link:detach-forced, as Service Bus
-// does when it moves a link, and returns how many it detached. Locks
+// DetachReceivers detaches every receive link on entity (a queue name,
+// "<queue>/$DeadLetterQueue", a subscription "<topic>/Subscriptions/<name>"
+// or its dead-letter queue, case-insensitively) with
+// amqp:link:detach-forced, as Service Bus does when it moves a link, and
+// returns how many it detached. Locks
 // survive, so the SDK settles messages received on those links through
 // $management.
 func (b *Broker) DetachReceivers(entity string) int {
+	q, ok := b.ns.Queue(entity)
+	if !ok {
+		return 0
+	}
 	n := 0
 	for _, c := range b.connections() {
-		n += c.detachReceivers(entity)
+		n += c.detachReceivers(q)
 	}
 	return n
 }
 
-// ExpireLocks makes every current lock on entity expire now, without
-// waiting for the lock duration.
+// ExpireLocks makes every current lock on entity (any path DetachReceivers
+// accepts) expire now, without waiting for the lock duration.
 func (b *Broker) ExpireLocks(entity string) error {
 	q, ok := b.ns.Queue(entity)
 	if !ok {

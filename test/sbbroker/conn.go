@@ -8,10 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker/internal/wire"
 )
 
@@ -335,14 +335,14 @@ func (c *conn) begin(ch uint16, p *wire.Begin) error {
 	})
 }
 
-// detachReceivers force-detaches the receive links on entity.
-func (c *conn) detachReceivers(entity string) int {
+// detachReceivers force-detaches the receive links on q.
+func (c *conn) detachReceivers(q *sbqueue.Queue) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
 	for _, s := range c.sessions {
 		for _, l := range s.links {
-			if l.kind == kindReceiver && strings.EqualFold(l.entity, entity) && !l.closed {
+			if l.kind == kindReceiver && l.queue == q && !l.closed {
 				l.close()
 				l.detachSent = true
 				c.write(s.ch, &wire.Detach{Handle: l.handle, Closed: true, Error: &wire.Error{

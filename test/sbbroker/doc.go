@@ -5,10 +5,11 @@
 //
 //	Endpoint=sb://127.0.0.1:PORT;SharedAccessKeyName=…;SharedAccessKey=…;UseDevelopmentEmulator=true;
 //
-// without Docker or Azure. Queues, locks, delivery counts, dead-lettering,
-// time-to-live and duplicate detection come from the in-process queue model
-// (internal/sbqueue); this package is the AMQP front end to it, and tests
-// inspect the same sbqueue.Namespace to assert what happened.
+// without Docker or Azure. Queues, topics and their subscriptions, locks,
+// delivery counts, dead-lettering, time-to-live and duplicate detection come
+// from the in-process queue model (internal/sbqueue); this package is the
+// AMQP front end to it, and tests inspect the same sbqueue.Namespace to
+// assert what happened.
 //
 // # What it implements
 //
@@ -20,12 +21,27 @@
 //     amqp:connection:framing-error; sizes are bounded before allocation.
 //   - $cbs put-token: SAS tokens are verified (key name, HMAC-SHA256
 //     signature, expiry, audience); a bad token gets 401 (the SDK's
-//     CodeUnauthorizedAccess), a token for a queue that does not exist 404
-//     (CodeNotFound), a good one 202.
+//     CodeUnauthorizedAccess), a token for an entity that does not exist
+//     (queue, topic, subscription or dead-letter queue) 404 (CodeNotFound),
+//     a good one 202.
+//   - Addresses as Service Bus resolves them, case-insensitively: a queue
+//     "<queue>" and "<queue>/$DeadLetterQueue"; a topic "<topic>", which is
+//     sent to; its subscriptions "<topic>/Subscriptions/<sub>" and
+//     "<topic>/Subscriptions/<sub>/$DeadLetterQueue", which are received
+//     from, settled and managed like queues (Client.NewSender(topic),
+//     Client.NewReceiverForSubscription(topic, sub, …), SubQueueDeadLetter).
+//     A receive link on a topic, and a send link to a subscription or any
+//     dead-letter queue, are refused with amqp:not-allowed (the SDK returns
+//     it unmapped, as a fatal link error): Service Bus refuses both, but its
+//     exact condition is not documented, and amqp:not-allowed is what it
+//     uses for a link on the wrong kind of entity. Either way the SDK fails
+//     the call at once without retrying.
 //   - Sending: single messages and batches (format 0x80013700, one inner
-//     message per data section), settled with accepted; duplicates dropped by
-//     duplicate detection are accepted too, as Service Bus does, but each
-//     drop is logged (queue, message_id, window) and counted (Dropped); the
+//     message per data section), settled with accepted; a message sent to a
+//     topic is copied to every subscription (see sbqueue.Topic). Duplicates
+//     dropped by duplicate detection are accepted too, as Service Bus does
+//     (a topic's are dropped at the topic, before fan-out), but each drop is
+//     logged (queue or topic, message_id, window) and counted (Dropped); the
 //     link announces a 256 KiB max-message-size (Options.MaxMessageSize). A
 //     MessageId over 128 characters (MaxMessageIDLength) rejects the send,
 //     for a batch the whole batch, with com.microsoft:argument-out-of-range.
@@ -52,24 +68,29 @@
 //     lost lock), com.microsoft:update-disposition (completed, abandoned,
 //     suspended; 410 for a lost lock) and com.microsoft:peek-message. A
 //     reply larger than one frame goes out as a multi-frame transfer, as
-//     from Service Bus. The
-//     dead-letter sub-queue is addressed as "<queue>/$DeadLetterQueue" for
-//     receiving, settling and management.
+//     from Service Bus. Every operation works on a queue, a subscription
+//     and either's dead-letter queue (addressed as above). On a topic's own
+//     $management link, which the SDK's sender opens, renew-lock,
+//     update-disposition and peek-message answer 400 (a topic holds no
+//     messages; Service Bus's status here is not documented) and the
+//     scheduling operations 501.
 //   - Fault controls for tests: DropConnections, DetachReceivers (detach with
 //     amqp:link:detach-forced), ExpireLocks, DelayDispositions and
 //     LoseDispositions.
 //
 // # What it does not implement
 //
-// Topics and subscriptions, sessions (session-enabled queues and session
-// receivers), scheduled messages (a message with a scheduled enqueue time is
+// Subscription rules and filters (every subscription has the default rule
+// and gets every message; the rule management operations answer 501),
+// auto-forwarding, sessions (session-enabled queues and session receivers), scheduled messages (a message with a scheduled enqueue time is
 // rejected with amqp:not-allowed; the schedule-message and
 // cancel-scheduled-message operations answer 501), deferral (rejected with
 // amqp:not-allowed; receive-by-sequence-number answers 501), transactions,
 // the management operations for rules and sessions, drain-mode credit,
 // Entra ID (JWT) tokens (put-token answers 401), TLS and WebSockets,
 // throttling (server-busy), and entity administration over HTTP (the
-// admin.Client). Queue properties are fixed when the namespace is created.
+// admin.Client). Queues, topics and subscriptions, and their properties,
+// are fixed when the namespace is created.
 // Locks survive link detaches and dropped connections, as in Service Bus;
 // no state survives the process.
 //

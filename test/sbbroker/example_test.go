@@ -104,3 +104,60 @@ func ExampleBroker_DetachReceivers() {
 	// complete error: <nil>
 	// completed: 1
 }
+
+// Example_topic publishes to a topic and receives each subscription's own
+// copy, as azservicebus addresses them.
+func Example_topic() {
+	ns := sbqueue.NewNamespace(sbqueue.RealClock())
+	topic, err := ns.CreateTopic("order-events", sbqueue.TopicOptions{RequiresDuplicateDetection: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, sub := range []string{"loyalty", "shipping"} {
+		if _, err := topic.CreateSubscription(sub, sbqueue.SubscriptionOptions{}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	broker := sbbroker.New(ns, sbbroker.Options{})
+	if err := broker.Start("127.0.0.1:0"); err != nil {
+		log.Fatal(err)
+	}
+	defer broker.Close()
+
+	ctx := context.Background()
+	client, err := azservicebus.NewClientFromConnectionString(broker.ConnectionString(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close(ctx)
+
+	sender, err := client.NewSender("order-events", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	id := "order-1/created"
+	for range 2 { // the resend is dropped at the topic
+		if err := sender.SendMessage(ctx, &azservicebus.Message{MessageID: &id, Body: []byte(`{"orderId":"order-1"}`)}, nil); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for _, sub := range []string{"loyalty", "shipping"} {
+		receiver, err := client.NewReceiverForSubscription("order-events", sub, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		msgs, err := receiver.ReceiveMessages(ctx, 1, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s: %s delivery %d\n", sub, msgs[0].MessageID, msgs[0].DeliveryCount)
+		if err := receiver.CompleteMessage(ctx, msgs[0], nil); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("dropped at the topic:", broker.Dropped()["order-events"].Duplicates)
+	// Output:
+	// loyalty: order-1/created delivery 1
+	// shipping: order-1/created delivery 1
+	// dropped at the topic: 1
+}

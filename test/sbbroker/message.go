@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/Azure/go-amqp"
@@ -195,25 +196,35 @@ const condArgumentOutOfRange wire.Symbol = "com.microsoft:argument-out-of-range"
 // logs each one with its MessageId and the window, and counts it (see
 // Broker.Dropped).
 func (c *conn) enqueue(l *link, format uint32, data []byte) any {
+	// Counted under the entity's own name, whatever case the client used.
+	var (
+		kind, name string
+		send       func(context.Context, []sbqueue.Message) ([]int, time.Duration, error)
+	)
+	if l.topic != nil {
+		kind, name, send = "topic", l.topic.Name(), l.topic.SendBatchReport
+	} else {
+		kind, name, send = "queue", l.queue.Name(), l.queue.SendBatchReport
+	}
 	ms, err := decodeSend(format, data)
 	if errors.Is(err, errScheduled) {
-		return c.b.reject(l.entity, condNotAllowed, err.Error())
+		return c.b.reject(kind, name, condNotAllowed, err.Error())
 	}
 	if err != nil {
-		return c.b.reject(l.entity, condDecodeError, err.Error())
+		return c.b.reject(kind, name, condDecodeError, err.Error())
 	}
 	for i, m := range ms {
 		if n := utf8.RuneCountInString(m.MessageID); n > MaxMessageIDLength {
-			return c.b.reject(l.entity, condArgumentOutOfRange, fmt.Sprintf(
+			return c.b.reject(kind, name, condArgumentOutOfRange, fmt.Sprintf(
 				"message %d: the MessageId is %d characters long; the maximum is %d", i, n, MaxMessageIDLength))
 		}
 	}
-	dropped, window, err := l.queue.SendBatchReport(context.Background(), ms)
+	dropped, window, err := send(context.Background(), ms)
 	if err != nil {
-		return c.b.reject(l.entity, condNotAllowed, err.Error())
+		return c.b.reject(kind, name, condNotAllowed, err.Error())
 	}
 	for _, i := range dropped {
-		c.b.dropped(l.entity, ms[i].MessageID, window)
+		c.b.dropped(kind, name, ms[i].MessageID, window)
 	}
 	return wire.Accepted{}
 }

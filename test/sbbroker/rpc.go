@@ -46,12 +46,20 @@ func (b *Broker) putToken(req *amqp.Message) response {
 	if err != nil {
 		return statusf(400, "%v", err)
 	}
-	if entity != "" {
-		if _, ok := b.ns.Queue(entity); !ok {
-			return statusf(404, "the messaging entity %q could not be found", entity)
-		}
+	if entity != "" && !b.exists(entity) {
+		return statusf(404, "the messaging entity %q could not be found", entity)
 	}
 	return response{status: 202, description: "Accepted"}
+}
+
+// exists reports whether an entity path names a queue, a topic, a
+// subscription or a dead-letter queue of the namespace.
+func (b *Broker) exists(entity string) bool {
+	if _, ok := b.ns.Topic(entity); ok {
+		return true
+	}
+	_, ok := b.ns.Queue(entity)
+	return ok
 }
 
 // errBadToken is wrapped by every SAS verification failure.
@@ -144,6 +152,20 @@ func (b *Broker) manage(q *sbqueue.Queue, req *amqp.Message) response {
 		return updateDisposition(q, body)
 	case opPeekMessage:
 		return peek(q, body)
+	}
+	return statusf(501, "operation %q is not supported by the test broker", op)
+}
+
+// manageTopic handles a $management request on a topic, which the SDK's
+// sender opens next to its send link. A topic holds no messages of its own,
+// so the lock and peek operations are refused with 400 (the status Service
+// Bus gives is not documented; the SDK reports any non-2xx status as an
+// error); the sender's scheduling operations are not implemented (501).
+func manageTopic(t *sbqueue.Topic, req *amqp.Message) response {
+	op, _ := req.ApplicationProperties["operation"].(string)
+	switch op {
+	case opRenewLock, opUpdateDisposition, opPeekMessage:
+		return statusf(400, "operation %q is not allowed on topic %q: use one of its subscriptions", op, t.Name())
 	}
 	return statusf(501, "operation %q is not supported by the test broker", op)
 }

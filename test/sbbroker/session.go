@@ -50,9 +50,10 @@ type link struct {
 	kind    linkKind
 	name    string
 	handle  uint32
-	address string // the node address: the queue, $cbs or <entity>/$management; reply links: their target
-	entity  string // the queue path for queue and management links
-	queue   *sbqueue.Queue
+	address string         // the node address: the entity, $cbs or <entity>/$management; reply links: their target
+	entity  string         // the entity path (as the client wrote it) for entity and management links
+	queue   *sbqueue.Queue // the queue, dead-letter queue or subscription; nil for a topic
+	topic   *sbqueue.Topic // set instead of queue on a sender or management link to a topic
 
 	closed     bool // detached, or the session or connection ended
 	detachSent bool // the broker detached first and waits for the client's detach
@@ -144,6 +145,10 @@ func (s *session) attach(a *wire.Attach) error {
 		case strings.HasSuffix(l.address, "/$management"):
 			l.kind = kindRequest
 			l.entity = strings.TrimSuffix(l.address, "/$management")
+			if t, ok := s.c.b.ns.Topic(l.entity); ok {
+				l.topic = t
+				break
+			}
 			q, ok := s.c.b.ns.Queue(l.entity)
 			if !ok {
 				return s.refuse(a, condNotFound, fmt.Sprintf("entity %q does not exist", l.entity))
@@ -152,11 +157,19 @@ func (s *session) attach(a *wire.Attach) error {
 		default:
 			l.kind = kindSender
 			l.entity = l.address
-			if strings.Contains(l.entity, "/") {
-				return s.refuse(a, condNotAllowed, fmt.Sprintf("cannot send to %q", l.entity))
+			if t, ok := s.c.b.ns.Topic(l.entity); ok {
+				l.topic = t
+				break
 			}
 			q, ok := s.c.b.ns.Queue(l.entity)
-			if !ok {
+			switch {
+			case ok && q.Topic() != nil:
+				return s.refuse(a, condNotAllowed, fmt.Sprintf("cannot send to %q: it is a subscription (or its dead-letter queue); send to its topic %q", l.entity, q.Topic().Name()))
+			case ok && q.DeadLetterQueue() == nil:
+				return s.refuse(a, condNotAllowed, fmt.Sprintf("cannot send to %q: it is a dead-letter queue", l.entity))
+			case !ok && strings.Contains(l.entity, "/"):
+				return s.refuse(a, condNotAllowed, fmt.Sprintf("cannot send to %q", l.entity))
+			case !ok:
 				return s.refuse(a, condNotFound, fmt.Sprintf("entity %q does not exist", l.entity))
 			}
 			l.queue = q
@@ -187,6 +200,13 @@ func (s *session) attach(a *wire.Attach) error {
 		l.address = a.Target.Address
 		s.links[a.Handle] = l
 		return s.write(reply)
+	}
+	if t, ok := s.c.b.ns.Topic(l.address); ok {
+		// Service Bus delivers a topic's messages only through its
+		// subscriptions. (The condition Service Bus uses here is not
+		// documented; amqp:not-allowed is what it uses for a link on the
+		// wrong kind of entity.)
+		return s.refuse(a, condNotAllowed, fmt.Sprintf("cannot receive from topic %q: receive from one of its subscriptions, %s%s<name>", t.Name(), t.Name(), sbqueue.SubscriptionsSegment))
 	}
 	q, ok := s.c.b.ns.Queue(l.address)
 	if !ok {
@@ -631,9 +651,12 @@ func (c *conn) request(l *link, data []byte) any {
 		return wire.Rejected{Error: &wire.Error{Condition: condNotAllowed, Description: "request without reply-to"}}
 	}
 	var res response
-	if l.address == "$cbs" {
+	switch {
+	case l.address == "$cbs":
 		res = c.b.putToken(&req)
-	} else {
+	case l.topic != nil:
+		res = manageTopic(l.topic, &req)
+	default:
 		res = c.b.manage(l.queue, &req)
 	}
 	reply := &amqp.Message{

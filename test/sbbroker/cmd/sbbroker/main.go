@@ -2,22 +2,30 @@
 // real orderproducer and orderworker (or any azservicebus program) can run
 // locally without Docker or Azure.
 //
-// It creates the queues named by -queue, listens on -addr (loopback only,
-// unless -allow-remote is given), prints the emulator connection string on
-// stdout and logs to stderr. SIGINT or SIGTERM stops it; queue contents live
-// in memory and are lost.
+// It creates the queues named by -queue and the topics (with their
+// subscriptions) named by -topic, listens on -addr (loopback only, unless
+// -allow-remote is given), prints the emulator connection string on stdout
+// and logs to stderr. SIGINT or SIGTERM stops it; entity contents live in
+// memory and are lost.
 //
 // Usage:
 //
-//	sbbroker [-addr 127.0.0.1:5672] [-queue orders[,other]]... [-lock-duration 1m]
-//	         [-max-delivery-count 10] [-duplicate-detection-window 10m] [-ttl 0]
+//	sbbroker [-addr 127.0.0.1:5672] [-queue orders[,other]]... [-topic order-events:loyalty,shipping]...
+//	         [-lock-duration 1m] [-max-delivery-count 10] [-duplicate-detection-window 10m] [-ttl 0]
 //
-// Environment variables SBBROKER_ADDR and SBBROKER_QUEUES supply defaults
-// for -addr and -queue.
+// Environment variables SBBROKER_ADDR, SBBROKER_QUEUES and SBBROKER_TOPICS
+// supply defaults for -addr, -queue and -topic (SBBROKER_TOPICS separates
+// topics with ";", as in "order-events:loyalty,shipping;audit:all").
+//
+// Every queue and every subscription gets -lock-duration,
+// -max-delivery-count and -dead-letter-on-expiration; every queue and every
+// topic gets -duplicate-detection-window and -ttl (a topic detects
+// duplicates before it copies a message to its subscriptions, as Service
+// Bus does).
 //
 // Duplicate detection drops a resend silently, as Service Bus does, but the
-// broker logs each drop (queue, message_id, window) and counts the drops in
-// the queue summary it logs at exit. -h prints the usage and exits 0; a
+// broker logs each drop (queue or topic, message_id, window) and counts the
+// drops in the summary it logs at exit. -h prints the usage and exits 0; a
 // mistake on the command line prints one line and exits 2.
 package main
 
@@ -60,6 +68,39 @@ func (q *queueList) Set(v string) error {
 	return nil
 }
 
+// topicSpec is one topic and its subscriptions.
+type topicSpec struct {
+	name string
+	subs []string
+}
+
+// topicList is a repeatable -topic flag: "name:sub1,sub2", or "name" for a
+// topic without subscriptions.
+type topicList []topicSpec
+
+func (l *topicList) String() string {
+	parts := make([]string, len(*l))
+	for i, t := range *l {
+		parts[i] = t.name + ":" + strings.Join(t.subs, ",")
+	}
+	return strings.Join(parts, ";")
+}
+
+func (l *topicList) Set(v string) error {
+	name, subs, _ := strings.Cut(v, ":")
+	t := topicSpec{name: strings.TrimSpace(name)}
+	if t.name == "" {
+		return fmt.Errorf("topic %q has no name: give name:subscription,…", v)
+	}
+	for _, sub := range strings.Split(subs, ",") {
+		if sub = strings.TrimSpace(sub); sub != "" {
+			t.subs = append(t.subs, sub)
+		}
+	}
+	*l = append(*l, t)
+	return nil
+}
+
 // run parses args, starts the broker, writes its connection string to
 // stdout and serves until ctx is done.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -69,6 +110,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	allowRemote := fs.Bool("allow-remote", false, "allow listening on a non-loopback address (the broker has no TLS)")
 	var queues queueList
 	fs.Var(&queues, "queue", "queue `name`s to create, comma-separated or repeated (default orders, or $SBBROKER_QUEUES)")
+	var topics topicList
+	fs.Var(&topics, "topic", "a topic to create with its subscriptions, as `topic:sub1,sub2`; repeat for more topics (default $SBBROKER_TOPICS, topics separated by ;)")
 	lock := fs.Duration("lock-duration", sbqueue.DefaultLockDuration, "message lock `duration`")
 	maxDeliveries := fs.Int("max-delivery-count", sbqueue.DefaultMaxDeliveryCount, "deliveries before a message is dead-lettered")
 	dupWindow := fs.Duration("duplicate-detection-window", sbqueue.DefaultDuplicateDetectionWindow, "duplicate-detection `window` (a resend inside it is dropped and logged); 0 disables duplicate detection")
@@ -82,6 +125,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if len(queues) == 0 {
 		queues.Set(envOr(getenv, "SBBROKER_QUEUES", "orders"))
+	}
+	if len(topics) == 0 {
+		for _, spec := range strings.Split(getenv("SBBROKER_TOPICS"), ";") {
+			if strings.TrimSpace(spec) == "" {
+				continue
+			}
+			if err := topics.Set(spec); err != nil {
+				return fmt.Errorf("SBBROKER_TOPICS: %w", err)
+			}
+		}
 	}
 	switch {
 	case len(queues) == 0:
@@ -118,26 +171,48 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 	}
+	to := sbqueue.TopicOptions{
+		RequiresDuplicateDetection: *dupWindow > 0,
+		DuplicateDetectionWindow:   *dupWindow,
+		DefaultMessageTimeToLive:   *ttl,
+	}
+	so := sbqueue.SubscriptionOptions{
+		LockDuration:                     *lock,
+		MaxDeliveryCount:                 *maxDeliveries,
+		DeadLetteringOnMessageExpiration: *dlqOnExpiry,
+	}
+	for _, spec := range topics {
+		t, err := ns.CreateTopic(spec.name, to)
+		if err != nil {
+			return err
+		}
+		for _, sub := range spec.subs {
+			if _, err := t.CreateSubscription(sub, so); err != nil {
+				return err
+			}
+		}
+	}
 	b := sbbroker.New(ns, sbbroker.Options{KeyName: *keyName, Key: *key, Logger: log})
 	if err := b.Start(*addr); err != nil {
 		return err
 	}
 	defer b.Close()
 	log.Info("broker listening", "addr", b.Addr().String(), "queues", queues.String(),
-		"lock_duration", *lock, "max_delivery_count", *maxDeliveries,
+		"topics", topics.String(), "lock_duration", *lock, "max_delivery_count", *maxDeliveries,
 		"duplicate_detection_window", *dupWindow, "ttl", *ttl)
 	if _, err := fmt.Fprintln(stdout, b.ConnectionString()); err != nil {
 		return err
 	}
 	<-ctx.Done()
 	log.Info("stopping", "cause", context.Cause(ctx))
-	logSummary(log, ns, b, queues)
+	logSummary(log, ns, b, queues, topics)
 	return nil
 }
 
-// logSummary logs, per queue, what it holds and what happened to what was
-// sent to it, including what the broker dropped and why.
-func logSummary(log *slog.Logger, ns *sbqueue.Namespace, b *sbbroker.Broker, queues []string) {
+// logSummary logs, per queue and per subscription, what it holds and what
+// happened to what was sent to it, and per topic what it accepted, including
+// what the broker dropped and why.
+func logSummary(log *slog.Logger, ns *sbqueue.Namespace, b *sbbroker.Broker, queues []string, topics topicList) {
 	dropped := b.Dropped()
 	for _, name := range queues {
 		q, _ := ns.Queue(name)
@@ -146,6 +221,19 @@ func logSummary(log *slog.Logger, ns *sbqueue.Namespace, b *sbbroker.Broker, que
 			"dead_letters", len(s.DeadLetters), "enqueued", s.Counters.Sent, "completed", s.Counters.Completed,
 			"dropped_duplicates", dropped[name].Duplicates, "rejected_sends", dropped[name].Rejected,
 			"expired", s.Counters.Expired)
+	}
+	for _, spec := range topics {
+		t, _ := ns.Topic(spec.name)
+		c := t.Counters()
+		log.Info("topic at exit", "topic", spec.name, "enqueued", c.Sent,
+			"dropped_duplicates", dropped[spec.name].Duplicates, "rejected_sends", dropped[spec.name].Rejected,
+			"no_subscription", c.Discarded)
+		for _, q := range t.Subscriptions() {
+			s := q.Snapshot()
+			log.Info("subscription at exit", "subscription", q.Name(), "active", len(s.Active), "locked", len(s.Locked),
+				"dead_letters", len(s.DeadLetters), "enqueued", s.Counters.Sent, "completed", s.Counters.Completed,
+				"expired", s.Counters.Expired)
+		}
 	}
 }
 

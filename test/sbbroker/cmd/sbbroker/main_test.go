@@ -87,6 +87,10 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{"unparsable duration", []string{"-lock-duration", "soon"}, "invalid value"},
 		{"stray argument", []string{"extra"}, "unexpected arguments"},
 		{"duplicate queue", []string{"-queue", "a,A"}, "already exists"},
+		{"topic without a name", []string{"-topic", ":loyalty"}, "has no name"},
+		{"duplicate subscription", []string{"-topic", "order-events:loyalty,Loyalty"}, "subscription already exists"},
+		{"topic named like a queue", []string{"-queue", "orders", "-topic", "Orders:a"}, "queue already exists"},
+		{"bad subscription name", []string{"-topic", "order-events:a$b"}, "invalid subscription name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,5 +199,110 @@ func TestRunReportsDroppedDuplicates(t *testing.T) {
 	}
 	if !strings.Contains(logs, "enqueued=2") || !strings.Contains(logs, "dropped_duplicates=2") {
 		t.Errorf("the summary at exit does not count the drops:\n%s", logs)
+	}
+}
+
+// TestRunServesTopics: -topic declares a topic with its subscriptions;
+// each subscription gets its own copy, the topic's duplicate detection drops
+// a resend before fan-out and is logged under the topic, and the summary at
+// exit covers the topic and each subscription.
+func TestRunServesTopics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	stdout, w := io.Pipe()
+	var stderr strings.Builder
+	done := make(chan error, 1)
+	env := func(k string) string {
+		if k == "SBBROKER_TOPICS" {
+			return "ignored:x" // -topic replaces it
+		}
+		return ""
+	}
+	go func() {
+		done <- run(runCtx, []string{"-addr", "127.0.0.1:0", "-topic", "order-events:loyalty,shipping",
+			"-lock-duration", "30s", "-duplicate-detection-window", "2m"}, env, w, &stderr)
+		w.Close()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the connection string: %v (stderr: %s)", err, stderr.String())
+	}
+	go io.Copy(io.Discard, stdout)
+	client, err := azservicebus.NewClientFromConnectionString(strings.TrimSpace(line), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(ctx)
+	s, err := client.NewSender("order-events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"e-1", "e-1"} {
+		if err := s.SendMessage(ctx, &azservicebus.Message{MessageID: &id}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sub := range []string{"loyalty", "shipping"} {
+		r, err := client.NewReceiverForSubscription("order-events", sub, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := r.ReceiveMessages(ctx, 1, nil)
+		if err != nil || len(ms) != 1 || ms[0].MessageID != "e-1" {
+			t.Fatalf("receive from %s: %d messages, %v", sub, len(ms), err)
+		}
+		if got := ms[0].LockedUntil.Sub(*ms[0].EnqueuedTime); got < 29*time.Second || got > 31*time.Second {
+			t.Errorf("%s lock duration %v, want the 30s given by -lock-duration", sub, got)
+		}
+		if err := r.CompleteMessage(ctx, ms[0], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	logs := stderr.String()
+	for _, want := range []string{
+		"topics=order-events:loyalty,shipping",
+		"duplicate dropped by duplicate detection: the sender was told it was accepted\" topic=order-events message_id=e-1 window=2m0s",
+		"\"topic at exit\" topic=order-events enqueued=1 dropped_duplicates=1",
+		"\"subscription at exit\" subscription=order-events/Subscriptions/loyalty active=0 locked=0 dead_letters=0 enqueued=1 completed=1",
+		"\"subscription at exit\" subscription=order-events/Subscriptions/shipping active=0 locked=0 dead_letters=0 enqueued=1 completed=1",
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "ignored") {
+		t.Errorf("SBBROKER_TOPICS was used although -topic was given:\n%s", logs)
+	}
+}
+
+func TestTopicsFromEnvironment(t *testing.T) {
+	var l topicList
+	for _, v := range []string{"order-events:loyalty, shipping", "audit", "x:"} {
+		if err := l.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := l.String(); got != "order-events:loyalty,shipping;audit:;x:" {
+		t.Errorf("String() = %q", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // run returns once the broker has started
+	var stdout, stderr strings.Builder
+	env := func(k string) string {
+		if k == "SBBROKER_TOPICS" {
+			return "order-events:loyalty,shipping; audit:all"
+		}
+		return ""
+	}
+	if err := run(ctx, []string{"-addr", "127.0.0.1:0"}, env, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "topics=order-events:loyalty,shipping;audit:all ") {
+		t.Errorf("SBBROKER_TOPICS not applied:\n%s", stderr.String())
 	}
 }
