@@ -76,6 +76,7 @@ func scenario(seed uint64) simulation.Config {
 			OutOfOrder: rate() * 3, PaymentFailure: rate(), PaymentTimeout: rate(), PaymentCrash: rate(),
 			PaymentMarkFailure: rate(), ResubmitEarly: 2 * rate(), ResubmitLate: 1, WorkerRestart: restart,
 			PaymentRecordOutage: rate() / 3,
+			RelayCrash:          rate(), RelayStop: rate(), RelayPause: rate() / 2, RelayLostAck: rate(),
 		},
 	}
 }
