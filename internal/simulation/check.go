@@ -54,8 +54,10 @@ type Untouched struct {
 	DeliveryCount uint32
 }
 
-// Subscription is the queue of one inbox consumer and what the producer
-// sent to it.
+// Subscription is the queue of one inbox consumer and what was sent to it:
+// in a run, the subscription of the relay's topic and every message the
+// relay sent to the topic (MessageId the event id, OrderID its order), each
+// subscription getting a copy of what the topic accepted.
 type Subscription struct {
 	Consumer string           // the consumer's name, which its markers and loyalty entries carry
 	Sent     []Sent           // in order; its own sequence numbers
@@ -107,8 +109,8 @@ const (
 // document" (at most one, and present for every completed message);
 // one-event makes "each side effect ran exactly once"; rejects-dead-lettered
 // and duplicates-change-nothing are the last two points as written. The
-// last three extend them to the payment capture, status changes and inbox
-// consumers.
+// others extend them to the payment capture, status changes, the worker's
+// receive loop, the outbox relay and the inbox consumers.
 func Invariants() []Invariant {
 	return []Invariant{
 		{OneOrderDocument, "every order has at most one order document, stored under its own id and partition and holding content the producer sent for it", checkOneOrderDocument},
