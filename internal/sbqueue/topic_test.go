@@ -480,3 +480,38 @@ func FuzzNamespaceQueuePath(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkTopicFanOut measures one message's round trip through a topic:
+// send (duplicate detection at the topic, a copy per subscription), then
+// receive and complete on every subscription.
+func BenchmarkTopicFanOut(b *testing.B) {
+	for _, subs := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("subscriptions=%d", subs), func(b *testing.B) {
+			clock := sbqueue.NewVirtualClock(t0)
+			topic, err := sbqueue.NewNamespace(clock).CreateTopic("order-events", sbqueue.TopicOptions{RequiresDuplicateDetection: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			qs := make([]*sbqueue.Queue, subs)
+			for i := range qs {
+				if qs[i], err = topic.CreateSubscription(fmt.Sprintf("s%d", i), sbqueue.SubscriptionOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			body := []byte(`{"orderId":"order-1","amount":100}`)
+			b.ReportAllocs()
+			for b.Loop() {
+				clock.Advance(time.Millisecond)
+				if _, err := topic.Send(ctx, sbqueue.Message{Body: body}); err != nil {
+					b.Fatal(err)
+				}
+				for _, q := range qs {
+					if err := q.Complete(q.TryReceive(1)[0].LockToken); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
