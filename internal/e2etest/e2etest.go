@@ -26,14 +26,15 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
-// BuildCommands builds orderworker and orderproducer into a temporary
-// directory and returns it. The test fails if the build does.
+// BuildCommands builds orderworker, orderproducer and orderrelay into a
+// temporary directory and returns it. The test fails if the build does.
 func BuildCommands(tb testing.TB) string {
 	tb.Helper()
 	dir := tb.TempDir()
 	build := exec.Command("go", "build", "-o", dir,
 		"github.com/idempotent-consumer/sbcosmos/cmd/orderworker",
-		"github.com/idempotent-consumer/sbcosmos/cmd/orderproducer")
+		"github.com/idempotent-consumer/sbcosmos/cmd/orderproducer",
+		"github.com/idempotent-consumer/sbcosmos/cmd/orderrelay")
 	if out, err := build.CombinedOutput(); err != nil {
 		tb.Fatalf("building the binaries: %v\n%s", err, out)
 	}
