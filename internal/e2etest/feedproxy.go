@@ -71,6 +71,44 @@ type FeedProxy struct {
 	changed  map[string]int64  // document key -> lsn of its latest change
 	reads    int               // change feed reads answered
 	modified int               // of them, with documents
+
+	holdMu   sync.Mutex
+	holdCond func() bool   // nil: nothing armed
+	held     chan struct{} // closed when a write is held
+	released chan struct{} // closed to let the held write fail
+}
+
+// HoldLeaseWrite arms the proxy to hold the first replace of a relay's
+// lease document for which cond, called at each such replace, returns
+// true: the request is not forwarded, held is closed, and once release is
+// called the request fails with 503. A test uses it to SIGKILL a relay
+// between the publish of a page and its checkpoint.
+func (p *FeedProxy) HoldLeaseWrite(cond func() bool) (held <-chan struct{}, release func()) {
+	p.holdMu.Lock()
+	defer p.holdMu.Unlock()
+	p.holdCond, p.held, p.released = cond, make(chan struct{}), make(chan struct{})
+	rel := p.released
+	var once sync.Once
+	return p.held, func() { once.Do(func() { close(rel) }) }
+}
+
+// hold holds r if it is the write HoldLeaseWrite armed for, and reports
+// whether it answered r.
+func (p *FeedProxy) hold(r *http.Request) bool {
+	p.holdMu.Lock()
+	cond, held, released := p.holdCond, p.held, p.released
+	if cond == nil || !cond() {
+		p.holdMu.Unlock()
+		return false
+	}
+	p.holdCond = nil
+	p.holdMu.Unlock()
+	close(held)
+	select {
+	case <-released:
+	case <-r.Context().Done():
+	}
+	return true
 }
 
 // StartFeedProxy starts a proxy in front of the cosmium at endpoint with
@@ -105,6 +143,10 @@ func StartFeedProxy(tb testing.TB, endpoint, key, db, coll string) *FeedProxy {
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && r.URL.Path == feedPath && r.Header.Get("A-IM") != "" {
 			p.serveFeed(w, r)
+			return
+		}
+		if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, feedPath+"/lease:") && p.hold(r) {
+			http.Error(w, `{"code":"ServiceUnavailable","message":"held by the test"}`, http.StatusServiceUnavailable)
 			return
 		}
 		if r.Method == http.MethodGet && r.URL.Path == "/dbs/"+db+"/colls/"+coll+"/pkranges" {
