@@ -41,7 +41,9 @@ type Config struct {
 	// The parts of the pattern beyond writing orders, all on by default:
 	// the payment capture (an in-process payments service, charged once
 	// per order through its idempotency key), the status changes, and two
-	// inbox consumers ("loyalty" and "audit") on subscriptions of their own.
+	// inbox consumers ("loyalty" and "audit") on subscriptions of their own
+	// of the topic the outbox relay publishes to (DisableInbox turns the
+	// relay off too).
 	DisablePayments      bool
 	DisableStatusChanges bool
 	DisableInbox         bool
@@ -300,7 +302,7 @@ const breakerThreshold = 5
 
 // Progress is a snapshot of a running simulation.
 type Progress struct {
-	Phase      string // "sending", "waiting out the window", "late sends", "draining", "resubmitting", "draining resubmissions", "checking" or "done"
+	Phase      string // "sending", "waiting out the window", "late sends", "draining", "resubmitting", "draining resubmissions", "stopping the relay", "checking" or "done"
 	Sent       int    // messages enqueued so far, on every queue
 	Settled    int64  // messages completed or dead-lettered so far
 	Deliveries int64
@@ -322,9 +324,10 @@ type subscription struct {
 // the options cmd/orderworker gives it) running the consumer against the
 // in-memory store and the payments service, with the faults of cfg.Faults,
 // until every message is completed or dead-lettered; then it checks the
-// invariants against the final state. Unless cfg.DisableInbox, the orders
-// also go, as to the subscriptions of a Service Bus topic, to a queue per
-// inbox consumer, each with workers and faults of its own.
+// invariants against the final state. Unless cfg.DisableInbox, two
+// instances of the outbox relay publish the stored OrderAccepted events
+// from the store's change feed to a topic, whose subscriptions, one per
+// inbox consumer, each have workers and faults of their own.
 //
 // Everything runs on real time: time.Now and Go's timers, which the
 // queues' locks, the workers' backoff, lock renewal, message deadline and
@@ -337,9 +340,11 @@ type subscription struct {
 // immediate retries and status changes) while the workers consume; just
 // after the duplicate-detection window it sends the late retries and the
 // reused ids; then the run waits until every queue is empty (locks left by
-// crashed deliveries lapse on their own). Then the operator resubmits
-// dead-lettered order messages twice, ResubmitEarly and ResubmitLate after
-// the queues drained, each followed by a drain.
+// crashed deliveries lapse on their own) and the relay has checkpointed past
+// every stored event. Then the operator resubmits dead-lettered order
+// messages twice, ResubmitEarly and ResubmitLate after the queues drained,
+// each followed by a drain. Last, the relays get SIGTERM and the
+// subscriptions drain once more.
 //
 // progress, if not nil, is called at the start of each phase, every
 // cfg.ProgressInterval and once at the end, never concurrently.
