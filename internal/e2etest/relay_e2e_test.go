@@ -1,19 +1,97 @@
-package sbbroker_test
+package e2etest_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/internal/e2etest"
 	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
+	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
 )
+
+const (
+	e2eLock      = 3 * time.Second // short, so a killed process's locks lapse quickly
+	e2eDatabase  = "orders"
+	e2eContainer = "orders"
+)
+
+// relayEnv is the test broker with the orders queue, cosmium, and the
+// binaries, as test/sbbroker's end-to-end tests set them up.
+type relayEnv struct {
+	ns      *sbqueue.Namespace
+	queue   *sbqueue.Queue
+	cosmos  *cosmiumtest.Server
+	bin     string
+	baseEnv []string
+}
+
+func newRelayEnv(t *testing.T) *relayEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs the real binaries and cosmium; skipped with -short")
+	}
+	bin := e2etest.BuildCommands(t)
+	ns := sbqueue.NewNamespace(sbqueue.RealClock())
+	q, err := ns.CreateQueue("orders", sbqueue.QueueOptions{LockDuration: e2eLock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := sbbroker.New(ns, sbbroker.Options{})
+	if err := b.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	srv := cosmiumtest.Start(t)
+	return &relayEnv{ns: ns, queue: q, cosmos: srv, bin: bin, baseEnv: []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + os.Getenv("HOME"),
+		"SERVICEBUS_CONNECTION_STRING=" + b.ConnectionString(),
+		"SERVICEBUS_QUEUE=orders",
+		"SERVICEBUS_LOCK_DURATION=" + e2eLock.String(),
+		"COSMOS_ENDPOINT=" + srv.Endpoint,
+		"COSMOS_KEY=" + srv.Key,
+		"COSMOS_DATABASE=" + e2eDatabase,
+		"COSMOS_CONTAINER=" + e2eContainer,
+		"COSMOS_CREATE_CONTAINER=true",
+		"LOG_FORMAT=json",
+		"WORKER_SHUTDOWN_GRACE=20s",
+		"WORKER_SUMMARY_INTERVAL=1s",
+	}}
+}
+
+func (e *relayEnv) start(t *testing.T, name, binary string, args ...string) *e2etest.Process {
+	t.Helper()
+	return e2etest.Start(t, e.baseEnv, e.bin, name, binary, args...)
+}
+
+func (e *relayEnv) container(t *testing.T) *azcosmos.ContainerClient {
+	t.Helper()
+	cred, err := azcosmos.NewKeyCredential(e.cosmos.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := azcosmos.NewClientWithKey(e.cosmos.Endpoint, cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	c, err := client.NewContainer(e2eDatabase, e2eContainer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 // TestEndToEndRelaySurvivesSIGKILL runs the whole outbox loop with the real
 // binaries: orderproducer → queue orders → orderworker (order + event in one
@@ -33,7 +111,7 @@ import (
 // time (fencing is proven on memstore and against the fake gateway). The
 // feed is not Cosmos DB's.
 func TestEndToEndRelaySurvivesSIGKILL(t *testing.T) {
-	e := newE2E(t)
+	e := newRelayEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	topic, err := e.ns.CreateTopic("order-events", sbqueue.TopicOptions{RequiresDuplicateDetection: true, DuplicateDetectionWindow: 10 * time.Minute})
@@ -71,7 +149,7 @@ func TestEndToEndRelaySurvivesSIGKILL(t *testing.T) {
 	const count = 150
 	produced := make(chan e2etest.ProducerSummary, 1)
 	go func() {
-		produced <- runProducer(t, ctx, e, "-count", fmt.Sprint(count), "-duplicates", "0.1", "-seed", "11", "-id-prefix", "relay", "-batch-size", "25")
+		produced <- e2etest.RunProducer(t, ctx, e.baseEnv, e.bin, "-count", fmt.Sprint(count), "-duplicates", "0.1", "-seed", "11", "-id-prefix", "relay", "-batch-size", "25")
 	}()
 	// Hold relay 1's checkpoint of a page it published, once the topic has
 	// accepted a quarter of the events, and SIGKILL it then: between the
