@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -155,9 +154,11 @@ func (c *InboxConsumer) ttlSeconds() int {
 // Process decides by the message's Subject. An order placement is decoded,
 // then the marker and the loyalty entry are written atomically; a conflict
 // on the marker is this consumer's duplicate (or, if the marker's request
-// hash differs, an id reused for other content). A status change is of no
-// use to the loyalty consumer: Ignored, nothing written. An unknown subject
-// is Invalid.
+// hash differs, an id reused for other content). An OrderAccepted event
+// from the outbox relay (Subject EventOrderAccepted, MessageId the event id)
+// is decoded with DecodeAcceptedEvent and written the same way, keyed by the
+// event id. A status change is of no use to the loyalty consumer: Ignored,
+// nothing written. An unknown subject is Invalid.
 func (c *InboxConsumer) Process(ctx context.Context, m Message) Result {
 	if err := c.Validate(); err != nil {
 		return Result{Outcome: Transient, Reason: ReasonConsumerMisconfigured, Description: err.Error(), Err: err}
@@ -165,6 +166,8 @@ func (c *InboxConsumer) Process(ctx context.Context, m Message) Result {
 	switch m.Subject {
 	case "", SubjectOrderPlaced:
 		return c.placeOrder(ctx, m)
+	case EventOrderAccepted:
+		return c.acceptedEvent(ctx, m)
 	case SubjectOrderStatusChanged:
 		// Named by its MessageId only: the body is not this consumer's
 		// business, so it is not decoded.
@@ -186,42 +189,7 @@ func (c *InboxConsumer) placeOrder(ctx context.Context, m Message) Result {
 	if invalid != nil {
 		return *invalid
 	}
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
-	at := now().UTC()
-	hash := o.RequestHash()
-	marker := InboxMarker{ID: InboxMarkerID(c.Name, m.ID), OrderID: o.OrderID, Type: TypeInboxMarker, Consumer: c.Name,
-		MessageID: m.ID, RequestHash: hash, ProcessedAt: at, TTL: c.ttlSeconds()}
-	entry := LoyaltyEntry{ID: randomID(), OrderID: o.OrderID, Type: TypeLoyaltyEntry, Consumer: c.Name,
-		CustomerID: o.CustomerID, Points: o.TotalMinor / 100, AwardedAt: at}
-	mb, err := json.Marshal(marker)
-	if err != nil {
-		return storeFailure(o.OrderID, "encode inbox marker", err)
-	}
-	eb, err := json.Marshal(entry)
-	if err != nil {
-		return storeFailure(o.OrderID, "encode loyalty entry", err)
-	}
-	err = c.Store.CreateDocuments(ctx, o.OrderID, []Document{{ID: marker.ID, Body: mb}, {ID: entry.ID, Body: eb}})
-	switch {
-	case err == nil:
-		return Result{Outcome: Created, OrderID: o.OrderID, Description: fmt.Sprintf("%d points awarded by %s", entry.Points, c.Name)}
-	case !errors.Is(err, ErrAlreadyExists):
-		return storeFailure(o.OrderID, "create inbox marker and loyalty entry", err)
-	}
-	var stored InboxMarker
-	if _, err := readJSON(ctx, c.Store, o.OrderID, marker.ID, &stored); err != nil {
-		return storeFailure(o.OrderID, "read inbox marker after conflict", err)
-	}
-	if stored.RequestHash != hash {
-		return Result{Outcome: Mismatch, OrderID: o.OrderID, Reason: ReasonOrderIDReused,
-			Description: fmt.Sprintf("consumer %s processed message %s with request hash %s; this message has request hash %s",
-				c.Name, m.ID, stored.RequestHash, hash)}
-	}
-	return Result{Outcome: Duplicate, OrderID: o.OrderID,
-		Description: fmt.Sprintf("consumer %s processed it at %s", c.Name, stored.ProcessedAt.Format(time.RFC3339))}
+	return c.award(ctx, m.ID, o.OrderID, o.CustomerID, o.TotalMinor, o.RequestHash())
 }
 
 func randomID() string {

@@ -275,7 +275,10 @@ func (r *Relay) write(ctx context.Context, l *lease, change func(*Lease)) error 
 // Release frees every lease this instance holds, saving its published
 // continuation, so that another instance can take the ranges over at once.
 // Each write is bounded by CallTimeout; ctx may be already canceled only if
-// the caller wants nothing released. It returns the errors it met.
+// the caller wants nothing released. A lease another instance took over
+// meanwhile (this one paused past its expiry) is not this instance's to
+// release: it is dropped and counted in Stats.Lost, not an error. It
+// returns the errors of the other writes.
 func (r *Relay) Release(ctx context.Context) error {
 	var errs []error
 	for _, fr := range r.Owned() {
@@ -290,6 +293,13 @@ func (r *Relay) Release(ctx context.Context) error {
 			d.ExpiresAt = time.Time{}
 		})
 		delete(r.owned, fr)
+		if errors.Is(err, errLost) {
+			// Taken over while this instance was paused: nothing of ours
+			// to release, and the new owner goes on from its checkpoint.
+			r.lost.Add(1)
+			r.log.Warn("lease lost before its release: another relay instance holds the feed range", "feed_range", fr, "error", err)
+			continue
+		}
 		if err != nil {
 			r.log.Warn("lease not released; it expires by itself", "feed_range", fr, "error", err)
 			errs = append(errs, fmt.Errorf("release lease of %s: %w", fr, err))

@@ -180,6 +180,33 @@ func TestRelay_StaleOwnersCheckpointIsRejected(t *testing.T) {
 	f.wantEveryEvent(sent)
 }
 
+// TestRelay_ReleaseOfALeaseTakenOverIsNoError: an instance that paused
+// past its lease's expiry and is then stopped finds the lease taken over;
+// releasing it would be wrong and is no failure: the range is dropped and
+// counted, the new owner's lease unchanged.
+func TestRelay_ReleaseOfALeaseTakenOverIsNoError(t *testing.T) {
+	f := newFixture(t, 1)
+	f.addOrders(10)
+	stuck := f.clock.Now()
+	a := f.relay("a", func() time.Time { return stuck }, nil)
+	if err := drain(t, a); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Minute)
+	b := f.relay("b", f.clock.Now, nil)
+	if err := drain(t, b); err != nil || len(b.Owned()) != 1 {
+		t.Fatalf("b owns %v, err %v", b.Owned(), err)
+	}
+	fr := b.Owned()[0]
+	before := f.lease(fr)
+	if err := a.Release(context.Background()); err != nil || len(a.Owned()) != 0 || a.Stats().Lost != 1 {
+		t.Fatalf("a.Release = %v, owned %v, stats %+v; want no error and the range dropped as lost", err, a.Owned(), a.Stats())
+	}
+	if got := f.lease(fr); got != before {
+		t.Errorf("lease after a's release = %+v, want b's unchanged %+v", got, before)
+	}
+}
+
 func TestRelay_TwoInstancesNeverBothOwnARange(t *testing.T) {
 	f := newFixture(t, 4)
 	// Audit every accepted lease write: it may take a lease only from no

@@ -26,7 +26,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
-// BuildCommands builds orderworker, orderproducer and orderctl into a
+// BuildCommands builds orderworker, orderproducer, orderctl and orderrelay into a
 // temporary directory and returns it. The test fails if the build does.
 func BuildCommands(tb testing.TB) string {
 	tb.Helper()
@@ -34,7 +34,8 @@ func BuildCommands(tb testing.TB) string {
 	build := exec.Command("go", "build", "-o", dir,
 		"github.com/idempotent-consumer/sbcosmos/cmd/orderworker",
 		"github.com/idempotent-consumer/sbcosmos/cmd/orderproducer",
-		"github.com/idempotent-consumer/sbcosmos/cmd/orderctl")
+		"github.com/idempotent-consumer/sbcosmos/cmd/orderctl",
+		"github.com/idempotent-consumer/sbcosmos/cmd/orderrelay")
 	if out, err := build.CombinedOutput(); err != nil {
 		tb.Fatalf("building the binaries: %v\n%s", err, out)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/internal/simulation"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
@@ -160,6 +161,27 @@ func sharedName(_ string, e simulation.Env) worker.Handler {
 	return simulation.DefaultInboxConsumer("loyalty", e)
 }
 
+// droppingSender is a relay whose sender drops every third batch and
+// reports success, as a relay that checkpoints past a send that failed: the
+// events of that batch never reach the topic.
+func droppingSender(s relay.Sender) relay.Sender { return &dropEveryThird{inner: s} }
+
+type dropEveryThird struct {
+	inner relay.Sender
+	n     atomic.Int64
+}
+
+func (d *dropEveryThird) NewBatch(ctx context.Context) (relay.Batch, error) {
+	return d.inner.NewBatch(ctx)
+}
+
+func (d *dropEveryThird) SendBatch(ctx context.Context, b relay.Batch) error {
+	if d.n.Add(1)%3 == 1 {
+		return nil
+	}
+	return d.inner.SendBatch(ctx, b)
+}
+
 // TestBrokenPatternsFailTheChecker proves that the invariants of the parts
 // beyond writing orders can fail: each run below breaks one of them, under
 // the fault that exposes it, and the checker must name it.
@@ -178,9 +200,12 @@ func TestBrokenPatternsFailTheChecker(t *testing.T) {
 		{"two inbox consumers sharing one name",
 			simulation.Config{InboxConsumer: sharedName}, simulation.InboxOncePerConsumer},
 		// MinRetention for the default queue settings is 15m: a 5m marker
-		// is gone when a retry sent after the 10m window arrives.
-		{"inbox markers that expire before a late retry arrives",
-			simulation.Config{MarkerTTL: 5 * time.Minute, Faults: simulation.FaultRates{RetryOutsideWindow: 0.3}}, simulation.InboxOncePerConsumer},
+		// is gone when a relay that paused past its lease republishes its
+		// page after the 10m window.
+		{"inbox markers that expire before a late republish arrives",
+			simulation.Config{MarkerTTL: 5 * time.Minute, Faults: simulation.FaultRates{RelayPause: 1}}, simulation.InboxOncePerConsumer},
+		{"a relay that checkpoints a batch its send dropped",
+			simulation.Config{RelaySender: droppingSender}, simulation.EventReachesEverySubscription},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/relay"
 )
 
 // State is what the checker holds against the invariants: the producer's
@@ -52,8 +54,10 @@ type Untouched struct {
 	DeliveryCount uint32
 }
 
-// Subscription is the queue of one inbox consumer and what the producer
-// sent to it.
+// Subscription is the queue of one inbox consumer and what was sent to it:
+// in a run, the subscription of the relay's topic and every message the
+// relay sent to the topic (MessageId the event id, OrderID its order), each
+// subscription getting a copy of what the topic accepted.
 type Subscription struct {
 	Consumer string           // the consumer's name, which its markers and loyalty entries carry
 	Sent     []Sent           // in order; its own sequence numbers
@@ -94,7 +98,9 @@ const (
 	OneChargePerOrder       = "one-charge-per-order"
 	StatusIsHighestVersion  = "status-is-highest-version"
 	InboxOncePerConsumer    = "inbox-once-per-consumer"
-	NoUntouchedDelivery     = "no-untouched-delivery"
+	// EventReachesEverySubscription: the relay's part.
+	EventReachesEverySubscription = "event-reaches-every-subscription"
+	NoUntouchedDelivery           = "no-untouched-delivery"
 )
 
 // Invariants returns the invariants Check verifies, in the order it checks
@@ -103,8 +109,8 @@ const (
 // document" (at most one, and present for every completed message);
 // one-event makes "each side effect ran exactly once"; rejects-dead-lettered
 // and duplicates-change-nothing are the last two points as written. The
-// last three extend them to the payment capture, status changes and inbox
-// consumers.
+// others extend them to the payment capture, status changes, the worker's
+// receive loop, the outbox relay and the inbox consumers.
 func Invariants() []Invariant {
 	return []Invariant{
 		{OneOrderDocument, "every order has at most one order document, stored under its own id and partition and holding content the producer sent for it", checkOneOrderDocument},
@@ -115,6 +121,7 @@ func Invariants() []Invariant {
 		{OneChargePerOrder, "the payments service charged every stored order exactly once (at most once if all its messages were dead-lettered) and nothing else; every completed order message has a completed payment record naming that charge, for the order's amount", checkOneChargePerOrder},
 		{StatusIsHighestVersion, "every stored order's status and version are those of the highest version sent for it; every status change was completed with a version at least its own stored, dead-lettered because its order was never stored, or resubmitted by the operator", checkStatusIsHighestVersion},
 		{NoUntouchedDelivery, "no worker took a message from the broker without handing it to a handler: a received message is locked, and abandoning it or letting its lock lapse raises its delivery count, so a shutdown must not receive what it will not handle", checkNoUntouchedDelivery},
+		{EventReachesEverySubscription, "every stored OrderAccepted event was published by the relay and reached every inbox consumer's subscription, across the relay's crashes, stops, pauses and lease takeovers", checkEventReachesEverySubscription},
 		{InboxOncePerConsumer, "every inbox consumer wrote exactly one loyalty entry for every valid order and none for anything else, with its marker, which recorded content sent for the order and is gone only after its TTL; one consumer never suppresses another", checkInboxOncePerConsumer},
 	}
 }
@@ -252,6 +259,9 @@ func newIndex(s *State) *index {
 			idx.markers = append(idx.markers, d)
 		case order.TypeLoyaltyEntry:
 			idx.loyalty = append(idx.loyalty, d)
+		case relay.TypeLease, relay.TypeManifest:
+			// The relay's own documents, under their own ids as partition
+			// keys: no consumer's business.
 		default:
 			idx.malformed = append(idx.malformed, d)
 		}
@@ -275,13 +285,24 @@ func (idx *index) inboxStored(consumer string) func(string) (string, bool) {
 				return m.requestHash, true
 			}
 		}
+		orderID := orderOfMessage(id)
 		for _, e := range idx.loyalty {
-			if e.consumer == consumer && e.orderID == id {
+			if e.consumer == consumer && e.orderID == orderID {
 				return "", true
 			}
 		}
 		return "", false
 	}
+}
+
+// orderOfMessage returns the order an inbox consumer's message is about:
+// the order of an OrderAccepted event id, else the MessageId itself (an
+// order placement's).
+func orderOfMessage(id string) string {
+	if rest, ok := strings.CutPrefix(id, order.EventID("")); ok {
+		return rest
+	}
+	return id
 }
 
 // paymentDone reports whether order id has a completed payment record, or
@@ -547,6 +568,7 @@ func checkDuplicatesChangeNothing(idx *index) []Violation {
 			if why := changedCreation(it, idx.events[f.OrderID]); why != "" {
 				add(it, "changed after its creation: %s", why)
 			}
+		case relay.TypeLease, relay.TypeManifest: // rewritten by every renewal and checkpoint
 		case order.TypePayment:
 			if limit := 2*f.Attempts + 1; it.Writes > limit {
 				add(it, "written %d times for %d claims: want at most a claim and a release per claim, plus the completion (%d)", it.Writes, f.Attempts, limit)
@@ -742,10 +764,12 @@ func checkInboxOncePerConsumer(idx *index) []Violation {
 	consumers := make(map[string]bool)
 	for _, sub := range idx.s.Inbox {
 		consumers[sub.Consumer] = true
-		valid := make(map[string][]Sent) // processable copies on its queue, by id
+		byOrder := make(map[string][]Sent)   // processable copies on its queue, by the order they are about
+		byMessage := make(map[string][]Sent) // the same, by MessageId
 		for _, m := range sub.Sent {
 			if m.Enqueued && m.Kind.Processable() {
-				valid[m.MessageID] = append(valid[m.MessageID], m)
+				byOrder[m.OrderIDOrMessageID()] = append(byOrder[m.OrderIDOrMessageID()], m)
+				byMessage[m.MessageID] = append(byMessage[m.MessageID], m)
 			}
 		}
 		entries := make(map[string][]doc)
@@ -754,27 +778,30 @@ func checkInboxOncePerConsumer(idx *index) []Violation {
 				entries[e.orderID] = append(entries[e.orderID], e)
 			}
 		}
-		markers := make(map[string]doc)
+		marked := make(map[string]bool) // orders with a live marker
 		for _, m := range idx.markers {
 			if m.consumer != sub.Consumer {
 				continue
 			}
-			markers[m.messageID] = m
+			copies := byMessage[m.messageID]
 			switch {
-			case m.item.ID != order.InboxMarkerID(sub.Consumer, m.messageID) || m.item.PartitionKey != m.messageID:
-				add(m.messageID, "%s's marker %q in partition %q, want %q in %q", sub.Consumer, m.item.ID, m.item.PartitionKey, order.InboxMarkerID(sub.Consumer, m.messageID), m.messageID)
-			case len(valid[m.messageID]) == 0:
-				add(m.messageID, "%s has a marker, but no valid message with this id was queued", sub.Consumer)
-			case !slices.ContainsFunc(valid[m.messageID], func(s Sent) bool { return s.RequestHash == m.requestHash }):
-				add(m.messageID, "%s's marker has request hash %s, which no message sent for the order has", sub.Consumer, m.requestHash)
+			case len(copies) == 0:
+				add(orderOfMessage(m.messageID), "%s has a marker for %s, but no valid message with this id was queued", sub.Consumer, m.messageID)
+			case m.item.ID != order.InboxMarkerID(sub.Consumer, m.messageID) || m.item.PartitionKey != copies[0].OrderIDOrMessageID():
+				add(copies[0].OrderIDOrMessageID(), "%s's marker %q in partition %q, want %q in %q", sub.Consumer, m.item.ID, m.item.PartitionKey,
+					order.InboxMarkerID(sub.Consumer, m.messageID), copies[0].OrderIDOrMessageID())
+			case !slices.ContainsFunc(copies, func(s Sent) bool { return s.RequestHash == m.requestHash }):
+				add(copies[0].OrderIDOrMessageID(), "%s's marker has request hash %s, which no message sent for the order has", sub.Consumer, m.requestHash)
+			default:
+				marked[copies[0].OrderIDOrMessageID()] = true
 			}
 		}
-		for _, id := range sortedKeys(valid) {
+		for _, id := range sortedKeys(byOrder) {
 			es := entries[id]
 			if len(es) != 1 {
 				add(id, "%s wrote %d loyalty entries for the order, want 1", sub.Consumer, len(es))
 			}
-			if _, ok := markers[id]; ok || len(es) == 0 {
+			if marked[id] || len(es) == 0 {
 				continue
 			}
 			var e order.LoyaltyEntry
@@ -783,7 +810,7 @@ func checkInboxOncePerConsumer(idx *index) []Violation {
 			}
 		}
 		for _, id := range sortedKeys(entries) {
-			if len(valid[id]) == 0 {
+			if len(byOrder[id]) == 0 {
 				add(id, "%s wrote %d loyalty entries, but no valid message with this id was queued", sub.Consumer, len(entries[id]))
 			}
 		}
@@ -791,6 +818,35 @@ func checkInboxOncePerConsumer(idx *index) []Violation {
 	for _, d := range append(slices.Clone(idx.markers), idx.loyalty...) {
 		if !consumers[d.consumer] {
 			add(d.orderID, "%s %q written by %q, which is no inbox consumer's name", d.typ, d.item.ID, d.consumer)
+		}
+	}
+	return out
+}
+
+// checkEventReachesEverySubscription holds the relay to its contract: every
+// OrderAccepted event stored (one per stored order: one-event) was
+// accepted by the topic, with the event's content, at least once, so that
+// every subscription got a copy; its effect in each consumer's records is
+// inbox-once-per-consumer's to check. The topic accepted nothing that is
+// not a stored event.
+func checkEventReachesEverySubscription(idx *index) []Violation {
+	var out []Violation
+	add := func(id, format string, args ...any) {
+		out = append(out, Violation{Invariant: EventReachesEverySubscription, OrderID: id, Detail: fmt.Sprintf(format, args...)})
+	}
+	for _, sub := range idx.s.Inbox {
+		got := make(map[string][]Sent) // by order
+		for _, m := range sub.Sent {
+			if m.Enqueued && m.Kind.Processable() {
+				got[m.OrderIDOrMessageID()] = append(got[m.OrderIDOrMessageID()], m)
+			}
+		}
+		for _, id := range sortedKeys(idx.events) {
+			for _, e := range idx.events[id] {
+				if !slices.ContainsFunc(got[id], func(m Sent) bool { return m.RequestHash == e.requestHash }) {
+					add(id, "event %q is stored, but %s's subscription never received it (%d copies of other content): the relay lost it", e.item.ID, sub.Consumer, len(got[id]))
+				}
+			}
 		}
 	}
 	return out

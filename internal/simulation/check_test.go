@@ -69,6 +69,17 @@ func inboxDocuments(t *testing.T, consumer, id, variant string, at time.Time) []
 	return []memstore.Item{item(t, id, m.ID, m, 1), item(t, id, e.ID, e, 1)}
 }
 
+// eventInboxDocuments returns the marker and loyalty entry consumer writes
+// for the OrderAccepted event of content(id, variant), as the relay
+// publishes it: the marker keyed by the event id, in the order's partition.
+func eventInboxDocuments(t *testing.T, consumer, id, variant string) []memstore.Item {
+	m := order.InboxMarker{ID: order.InboxMarkerID(consumer, order.EventID(id)), OrderID: id, Type: order.TypeInboxMarker, Consumer: consumer,
+		MessageID: order.EventID(id), RequestHash: hash(id, variant), ProcessedAt: stateStart, TTL: 7200}
+	e := order.LoyaltyEntry{ID: "loyalty-" + consumer + "-" + id, OrderID: id, Type: order.TypeLoyaltyEntry, Consumer: consumer,
+		CustomerID: variant, Points: 5, AwardedAt: stateStart}
+	return []memstore.Item{item(t, id, m.ID, m, 1), item(t, id, e.ID, e, 1)}
+}
+
 func deadLetter(seq int64, id, reason string) sbqueue.ReceivedMessage {
 	return sbqueue.ReceivedMessage{
 		Message:          sbqueue.Message{MessageID: id},
@@ -191,10 +202,10 @@ func TestCheck(t *testing.T) {
 		{"stored content never sent", func(t *testing.T, s *simulation.State) {
 			withoutDocuments(s, func(it memstore.Item) bool { return it.ID != "A" && it.ID != order.EventID("A") })
 			s.Documents = append(s.Documents, documents(t, "A", "other")...)
-		}, []string{simulation.OneOrderDocument, simulation.RejectsDeadLettered, simulation.StatusIsHighestVersion}},
+		}, []string{simulation.OneOrderDocument, simulation.RejectsDeadLettered, simulation.StatusIsHighestVersion, simulation.EventReachesEverySubscription}},
 		{"a document for an invalid message", func(t *testing.T, s *simulation.State) {
 			s.Documents = append(s.Documents, documents(t, "C", "c")...)
-		}, []string{simulation.OneOrderDocument}},
+		}, []string{simulation.OneOrderDocument, simulation.EventReachesEverySubscription}},
 		{"a document the checker cannot read", func(t *testing.T, s *simulation.State) {
 			s.Documents = append(s.Documents, memstore.Item{PartitionKey: "A", ID: "junk", Body: []byte("{"), Writes: 1})
 		}, []string{simulation.OneOrderDocument}},
@@ -383,6 +394,50 @@ func TestCheck(t *testing.T) {
 			withoutDocuments(s, func(it memstore.Item) bool { return it.ID != order.InboxMarkerID("loyalty", "A") })
 			s.Documents = append(s.Documents, inboxDocuments(t, "loyalty", "A", "other", stateStart)[0])
 		}, []string{simulation.RejectsDeadLettered, simulation.InboxOncePerConsumer}},
+		{"OrderAccepted events through a topic to two subscriptions", func(t *testing.T, s *simulation.State) {
+			// The relay's messages: MessageId the event id, one copy per
+			// subscription, A's republished after the window.
+			withoutDocuments(s, func(it memstore.Item) bool {
+				return !strings.HasPrefix(it.ID, "inbox:") && !strings.HasPrefix(it.ID, "loyalty-")
+			})
+			sent := []simulation.Sent{
+				{MessageID: order.EventID("A"), OrderID: "A", Kind: simulation.Original, RequestHash: hash("A", "a"), Enqueued: true, Seq: 1},
+				{MessageID: order.EventID("B"), OrderID: "B", Kind: simulation.Original, RequestHash: hash("B", "b"), Enqueued: true, Seq: 2},
+				{MessageID: order.EventID("A"), OrderID: "A", Kind: simulation.Retry, RequestHash: hash("A", "a")},
+				{MessageID: order.EventID("A"), OrderID: "A", Kind: simulation.Retry, RequestHash: hash("A", "a"), Enqueued: true, Seq: 3},
+			}
+			s.Inbox = nil
+			for _, c := range []string{"loyalty", "audit"} {
+				s.Inbox = append(s.Inbox, simulation.Subscription{Consumer: c, Sent: sent, Queue: sbqueue.Snapshot{Counters: sbqueue.Counters{Sent: 3}}})
+				for _, id := range []string{"A", "B"} {
+					s.Documents = append(s.Documents, eventInboxDocuments(t, c, id, strings.ToLower(id))...)
+				}
+			}
+		}, nil},
+		{"an event the relay never published to a subscription", func(t *testing.T, s *simulation.State) {
+			withoutDocuments(s, func(it memstore.Item) bool {
+				return !strings.HasPrefix(it.ID, "inbox:") && !strings.HasPrefix(it.ID, "loyalty-")
+			})
+			sent := []simulation.Sent{
+				{MessageID: order.EventID("A"), OrderID: "A", Kind: simulation.Original, RequestHash: hash("A", "a"), Enqueued: true, Seq: 1},
+			}
+			s.Inbox = []simulation.Subscription{{Consumer: "loyalty", Sent: sent, Queue: sbqueue.Snapshot{Counters: sbqueue.Counters{Sent: 1}}}}
+			s.Documents = append(s.Documents, eventInboxDocuments(t, "loyalty", "A", "a")...)
+		}, []string{simulation.EventReachesEverySubscription}},
+		{"an event marker in another order's partition", func(t *testing.T, s *simulation.State) {
+			withoutDocuments(s, func(it memstore.Item) bool {
+				return !strings.HasPrefix(it.ID, "inbox:") && !strings.HasPrefix(it.ID, "loyalty-")
+			})
+			sent := []simulation.Sent{
+				{MessageID: order.EventID("A"), OrderID: "A", Kind: simulation.Original, RequestHash: hash("A", "a"), Enqueued: true, Seq: 1},
+				{MessageID: order.EventID("B"), OrderID: "B", Kind: simulation.Original, RequestHash: hash("B", "b"), Enqueued: true, Seq: 2},
+			}
+			s.Inbox = []simulation.Subscription{{Consumer: "loyalty", Sent: sent, Queue: sbqueue.Snapshot{Counters: sbqueue.Counters{Sent: 2}}}}
+			s.Documents = append(s.Documents, eventInboxDocuments(t, "loyalty", "A", "a")...)
+			docs := eventInboxDocuments(t, "loyalty", "B", "b")
+			docs[0].PartitionKey = "A"
+			s.Documents = append(s.Documents, docs...)
+		}, []string{simulation.InboxOncePerConsumer}},
 		{"an inbox mismatch completed", func(t *testing.T, s *simulation.State) {
 			s.Inbox[0].Queue.DeadLetters = s.Inbox[0].Queue.DeadLetters[:1]
 		}, []string{simulation.RejectsDeadLettered}},
@@ -439,7 +494,7 @@ func TestInvariantsAreNamedAndStated(t *testing.T) {
 		}
 		seen[inv.Name] = true
 	}
-	if len(seen) != 9 {
-		t.Errorf("%d invariants, want 9", len(seen))
+	if len(seen) != 10 {
+		t.Errorf("%d invariants, want 10", len(seen))
 	}
 }

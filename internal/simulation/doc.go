@@ -35,13 +35,24 @@
 // handler, with no socket. The service forgets a key KeyRetention after its
 // charge; a request with a forgotten key is a new charge. Some orders get
 // status changes (versions 2 to 4), sent in order or shuffled, some before
-// the order itself. Beside the order writers, two inbox consumers
-// (order.InboxConsumer, "loyalty" and "audit") process the same orders,
-// each from a queue of its own, as from the subscriptions of a Service Bus
-// topic (whose filter keeps status changes out), each with faults of its
+// the order itself.
+//
+// The outbox runs too: two instances of package relay, unchanged, with the
+// options cmd/orderrelay gives it (lease duration, poll interval and call
+// timeout on their real timers: Config.RelayLeaseDuration and the others),
+// read memstore's change feed of the run's store (four feed ranges), keep
+// their leases in the same store and publish every OrderAccepted event to
+// a topic of the queue model (sbqueue.Topic: duplicate detection at the
+// topic, fan-out to each subscription). Two inbox consumers
+// (order.InboxConsumer, "loyalty" and "audit") receive the events from
+// subscriptions of their own, each with delivery and store faults of its
 // own, writing to the same store; their markers expire after MarkerTTL, by
 // default the minimum retention order.RedeliveryHorizon computes for the
-// queues' settings.
+// queues' settings. A killed or stopped relay instance is replaced by a new
+// one, as a process supervisor does; the run drains only once the relay has
+// checkpointed past every stored event, and at its end the relays get
+// SIGTERM and the subscriptions drain what a paused instance published
+// last.
 //
 // # Faults
 //
@@ -69,7 +80,18 @@
 // after the payments service's key retention has passed; and an order
 // writer is shut down mid-run as on SIGTERM (its context cancelled, its
 // handlers given the shutdown grace, its receiver closed, with whatever
-// link credit it left) and replaced by a new worker. Every fault is
+// link credit it left) and replaced by a new worker. The relay is SIGKILLed
+// after the topic accepted a batch and before its checkpoint (every later
+// call of the instance fails and reaches nothing, its leases stay until
+// they expire, another instance takes the range over and republishes the
+// page); gets SIGTERM while sending (it finishes the page, checkpoints and
+// releases, and another instance takes the range over at once); freezes
+// after reading a page for a lease duration plus the duplicate-detection
+// window (another instance takes the range over after the expiry; the
+// frozen one then publishes its page past the window, so the subscribers
+// get it again, and its checkpoint is refused with 412); and loses the
+// answer to a batch the topic accepted (it sends the page again and the
+// topic drops the copies). Every fault is
 // switchable and rate-controlled (FaultRates) and planned from the seed:
 // whether a fault strikes a given opportunity (the n-th delivery of a
 // queued message, the n-th store call for an order) is a function of the
@@ -118,6 +140,20 @@
 //     before the call or after its commit; real latencies vary, but every
 //     ordering the variation could produce between two deliveries is one
 //     the lapsed locks, crashes and races of the plan produce too.
+//   - The relay's faults are bounded (three of each kind a run) and one
+//     instance pauses at a time, so that the run ends and a range always
+//     has an instance to take it over; each fault meets the relay at a
+//     point (between publish and checkpoint, mid-page, past the lease's
+//     expiry) where any other moment's crash would meet the same state of
+//     its lease. The relay's feed reads and lease writes do not fail
+//     (package relay's own tests inject those), and the topic model's
+//     batch size is Service Bus standard's 256 KB with an approximate
+//     envelope size per message.
+//   - The redelivery horizon the markers' default TTL follows covers the
+//     queues' redeliveries, not a relay republishing after an arbitrarily
+//     long pause: a republish later than MarkerTTL would be processed
+//     again, which a test shows (a 5 minute TTL against a pause past the
+//     10 minute window); the real relay's pauses are bounded by nothing.
 //   - The inbox consumers' queues get no resubmissions: their markers' TTL
 //     would then have to cover the resubmission horizon, which
 //     order.RedeliveryHorizon computes and its own tests check; their
@@ -148,8 +184,10 @@
 // keeps its creation fields and is rewritten only by status versions);
 // every stored order was charged exactly once, and its payment record
 // names that charge; every order ends at the highest status version sent;
-// every inbox consumer processed every valid order exactly once, whatever
-// the other did; and no worker took a message from the broker without
+// every stored OrderAccepted event was published by the relay and reached
+// every subscription (event-reaches-every-subscription, across crashes,
+// stops, pauses and lease takeovers); every inbox consumer processed every
+// event exactly once, whatever the other did; and no worker took a message from the broker without
 // handing it to a handler (every receive locks a message and, once it is
 // abandoned or its lock lapses, raises its delivery count). The report
 // accounts for every message sent (sent =
@@ -163,7 +201,8 @@
 // one that keys its writes by delivery, one that sends a fresh idempotency
 // key per capture call, one that applies status changes without comparing
 // versions, two inbox consumers sharing one name, inbox markers that expire
-// before the redelivery horizon) make the checker fail, and that the
+// before a relay's late republish, a relay that checkpoints a batch its
+// send dropped) make the checker fail, and that the
 // simulation reaches the paths of defects 1 and 2 of issue 9 in the payment
 // step (a claim captured again after the key retention: a second charge; a
 // claim left by a failed completed-mark waited out until MaxDeliveryCount)

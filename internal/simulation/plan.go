@@ -91,6 +91,19 @@ type FaultRates struct {
 	// closed) and replaced by a new worker on a new receiver; at most
 	// twice per worker.
 	WorkerRestart float64
+
+	// The outbox relay's faults, per batch it sends (RelayPause: per read
+	// of the change feed that returned changes), each at most three times a
+	// run. RelayCrash: the relay is SIGKILLed after the topic accepted a
+	// batch, before its checkpoint; its leases expire and another instance
+	// republishes the page. RelayStop: it gets SIGTERM while sending (its
+	// context cancelled mid-page): it finishes the page, checkpoints and
+	// releases its leases. RelayPause: it freezes after reading a page for
+	// a lease duration plus the duplicate-detection window, then publishes
+	// the page (to the subscribers: the window has passed) and finds its
+	// lease taken. RelayLostAck: a batch is sent and its answer lost; the
+	// relay sends the page again, and the topic drops the copies.
+	RelayCrash, RelayStop, RelayPause, RelayLostAck float64
 }
 
 // DefaultFaultRates returns rates that exercise every fault in a run of a
@@ -114,6 +127,10 @@ func DefaultFaultRates() FaultRates {
 		PaymentMarkFailure:  0.02,
 		PaymentRecordOutage: 0.005,
 		WorkerRestart:       0.002,
+		RelayCrash:          0.05,
+		RelayStop:           0.05,
+		RelayPause:          0.02,
+		RelayLostAck:        0.05,
 		ResubmitEarly:       0.5,
 		ResubmitLate:        1,
 	}
@@ -143,6 +160,7 @@ func (r FaultRates) fields() []namedRate {
 		{"PaymentFailure", r.PaymentFailure}, {"PaymentTimeout", r.PaymentTimeout}, {"PaymentCrash", r.PaymentCrash},
 		{"PaymentMarkFailure", r.PaymentMarkFailure}, {"PaymentRecordOutage", r.PaymentRecordOutage}, {"ResubmitEarly", r.ResubmitEarly}, {"ResubmitLate", r.ResubmitLate},
 		{"WorkerRestart", r.WorkerRestart},
+		{"RelayCrash", r.RelayCrash}, {"RelayStop", r.RelayStop}, {"RelayPause", r.RelayPause}, {"RelayLostAck", r.RelayLostAck},
 	}
 }
 

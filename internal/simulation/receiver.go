@@ -65,6 +65,8 @@ func (r *faultReceiver) ReceiveMessages(ctx context.Context, maxMessages int, o 
 		d := &delivery{messageID: m.MessageID, orderID: m.MessageID, deliveryCount: m.DeliveryCount, token: m.LockToken}
 		if m.CorrelationID != nil {
 			d.orderID = *m.CorrelationID
+		} else if id, ok := m.ApplicationProperties["orderId"].(string); ok {
+			d.orderID = id // the relay's events name their order so
 		}
 		if m.SequenceNumber != nil {
 			d.seq = *m.SequenceNumber

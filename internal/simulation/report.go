@@ -54,6 +54,7 @@ type Report struct {
 	Payments         PaymentReport
 	Status           StatusReport
 	Inbox            []InboxReport // one per inbox consumer
+	Relay            RelayReport   // the outbox relay, when the inbox consumers run
 	Elapsed          time.Duration // the run's duration on its clock: virtual inside a synctest bubble
 	InvariantsHeld   []string      // names of the invariants with no violation
 	InvariantsFailed []string      // names of the invariants with a violation
@@ -381,7 +382,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		if c.MarkerTTL == order.UnboundedRetention {
 			ttl = "none: the queues' messages never expire, so no finite TTL is safe"
 		}
-		line("Inbox consumers (a queue each, as topic subscriptions; marker TTL %s)", ttl)
+		line("Inbox consumers (subscriptions of topic %s, fed by the outbox relay; marker TTL %s)", topicName, ttl)
 		for _, in := range r.Inbox {
 			row(in.Consumer+": created", in.Outcomes.Created, fmt.Sprintf("%d deliveries, %d faults", in.Deliveries, in.Faults))
 			row("  duplicates completed", in.Outcomes.Duplicate, "marker found: nothing written")
@@ -394,6 +395,19 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 			}
 			row("  messages accounted for", "", note)
 		}
+		line("")
+	}
+	if rl := r.Relay; rl.Enabled {
+		line("Outbox relay (%d instances over %d feed ranges; lease %s, poll %s, call timeout %s)", rl.Instances, feedRanges,
+			c.RelayLeaseDuration, c.RelayPollInterval, c.RelayCallTimeout)
+		row("events sent to the topic", rl.Sent, fmt.Sprintf("%d in %d batches the relay saw succeed; %d documents skipped (not events), %d unpublishable",
+			rl.Published, rl.Batches, rl.Skipped, rl.Unpublishable))
+		row("accepted by the topic", rl.TopicEnqueued, fmt.Sprintf("%d republishes dropped by its duplicate detection", rl.DuplicatesDropped))
+		row("republished to the subscribers", rl.Republished, "after the window: inbox duplicates")
+		row("checkpoints", rl.Checkpoints, fmt.Sprintf("%d leases acquired, %d lost to another instance", rl.Acquired, rl.Lost))
+		row("lease takeovers", rl.Takeovers, fmt.Sprintf("%d after expiry, %d after a release", rl.ExpiredTakeovers, rl.Takeovers-rl.ExpiredTakeovers))
+		row("relay faults", rl.Crashes+rl.Stops+rl.Pauses+rl.LostAcks, fmt.Sprintf("%d SIGKILLs before a checkpoint, %d SIGTERMs mid-page, %d pauses past the lease, %d lost acknowledgements",
+			rl.Crashes, rl.Stops, rl.Pauses, rl.LostAcks))
 		line("")
 	}
 	line("Store (documents)")

@@ -14,6 +14,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
@@ -40,7 +41,9 @@ type Config struct {
 	// The parts of the pattern beyond writing orders, all on by default:
 	// the payment capture (an in-process payments service, charged once
 	// per order through its idempotency key), the status changes, and two
-	// inbox consumers ("loyalty" and "audit") on subscriptions of their own.
+	// inbox consumers ("loyalty" and "audit") on subscriptions of their own
+	// of the topic the outbox relay publishes to (DisableInbox turns the
+	// relay off too).
 	DisablePayments      bool
 	DisableStatusChanges bool
 	DisableInbox         bool
@@ -76,6 +79,14 @@ type Config struct {
 	ResubmitEarly time.Duration
 	ResubmitLate  time.Duration
 
+	// The outbox relay's timers, as cmd/orderrelay's RELAY_LEASE_DURATION,
+	// RELAY_POLL_INTERVAL and RELAY_CALL_TIMEOUT. Defaults: the relay's,
+	// relay.DefaultLeaseDuration, DefaultPollInterval and
+	// DefaultCallTimeout.
+	RelayLeaseDuration time.Duration
+	RelayPollInterval  time.Duration
+	RelayCallTimeout   time.Duration
+
 	// MarkerTTL is the time-to-live of the inbox markers.
 	// Default: the minimum retention for the queues' settings,
 	// order.RedeliveryHorizon.MinRetention. A shorter TTL is accepted, to
@@ -91,6 +102,10 @@ type Config struct {
 	// InboxConsumer builds the inbox consumer of the subscription named
 	// subscription, once per worker. Default: DefaultInboxConsumer.
 	InboxConsumer func(subscription string, e Env) worker.Handler
+
+	// RelaySender, if not nil, wraps the sender of every relay instance.
+	// Tests plug in broken relays to show that the checker catches them.
+	RelaySender func(relay.Sender) relay.Sender
 
 	// Logger receives the workers' logs. Default: discarded.
 	Logger *slog.Logger
@@ -124,7 +139,8 @@ type Config struct {
 // -simulate` uses on the wall clock: 1 s locks (the shortest Service Bus
 // allows), a 1 s duplicate-detection window, a 3 s key retention, and
 // resubmissions 1.5 s and 3.5 s after the queues drained; the worker's shutdown
-// grace is 2 s; store calls take 1 ms and payment requests 3 ms. Fields
+// grace is 2 s; store calls take 1 ms and payment requests 3 ms; the relay's
+// leases last 3 s, it polls every 100 ms and its calls time out after 1 s. Fields
 // already set are kept.
 func (c Config) CompressedTimeScale() Config {
 	def := func(p *time.Duration, v time.Duration) {
@@ -140,6 +156,9 @@ func (c Config) CompressedTimeScale() Config {
 	def(&c.ShutdownGrace, 2*time.Second)
 	def(&c.StoreLatency, time.Millisecond)
 	def(&c.PaymentLatency, 3*time.Millisecond)
+	def(&c.RelayLeaseDuration, 3*time.Second)
+	def(&c.RelayPollInterval, 100*time.Millisecond)
+	def(&c.RelayCallTimeout, time.Second)
 	return c
 }
 
@@ -218,6 +237,9 @@ func (c Config) withDefaults() Config {
 	defDur(&c.ProgressInterval, 100*time.Millisecond)
 	defDur(&c.StoreLatency, 5*time.Millisecond)
 	defDur(&c.PaymentLatency, 20*time.Millisecond)
+	defDur(&c.RelayLeaseDuration, relay.DefaultLeaseDuration)
+	defDur(&c.RelayPollInterval, relay.DefaultPollInterval)
+	defDur(&c.RelayCallTimeout, relay.DefaultCallTimeout)
 	defDur(&c.StallTimeout, 20*c.LockDuration)
 	defDur(&c.TimeLimit, c.DuplicateDetectionWindow+c.ResubmitEarly+c.ResubmitLate+
 		time.Duration(100*c.MaxDeliveryCount)*c.LockDuration)
@@ -286,7 +308,7 @@ const breakerThreshold = 5
 
 // Progress is a snapshot of a running simulation.
 type Progress struct {
-	Phase      string // "sending", "waiting out the window", "late sends", "draining", "resubmitting", "draining resubmissions", "checking" or "done"
+	Phase      string // "sending", "waiting out the window", "late sends", "draining", "resubmitting", "draining resubmissions", "stopping the relay", "checking" or "done"
 	Sent       int    // messages enqueued so far, on every queue
 	Settled    int64  // messages completed or dead-lettered so far
 	Deliveries int64
@@ -308,9 +330,10 @@ type subscription struct {
 // the options cmd/orderworker gives it) running the consumer against the
 // in-memory store and the payments service, with the faults of cfg.Faults,
 // until every message is completed or dead-lettered; then it checks the
-// invariants against the final state. Unless cfg.DisableInbox, the orders
-// also go, as to the subscriptions of a Service Bus topic, to a queue per
-// inbox consumer, each with workers and faults of its own.
+// invariants against the final state. Unless cfg.DisableInbox, two
+// instances of the outbox relay publish the stored OrderAccepted events
+// from the store's change feed to a topic, whose subscriptions, one per
+// inbox consumer, each have workers and faults of their own.
 //
 // Everything runs on real time: time.Now and Go's timers, which the
 // queues' locks, the workers' backoff, lock renewal, message deadline and
@@ -323,9 +346,11 @@ type subscription struct {
 // immediate retries and status changes) while the workers consume; just
 // after the duplicate-detection window it sends the late retries and the
 // reused ids; then the run waits until every queue is empty (locks left by
-// crashed deliveries lapse on their own). Then the operator resubmits
-// dead-lettered order messages twice, ResubmitEarly and ResubmitLate after
-// the queues drained, each followed by a drain.
+// crashed deliveries lapse on their own) and the relay has checkpointed past
+// every stored event. Then the operator resubmits dead-lettered order
+// messages twice, ResubmitEarly and ResubmitLate after the queues drained,
+// each followed by a drain. Last, the relays get SIGTERM and the
+// subscriptions drain once more.
 //
 // progress, if not nil, is called at the start of each phase, every
 // cfg.ProgressInterval and once at the end, never concurrently.
@@ -379,13 +404,32 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		names = append(names, inboxConsumers[:]...)
 	}
 	subs := make([]*subscription, len(names))
+	var topic *sbqueue.Topic
+	if len(names) > 1 {
+		var err error
+		if topic, err = ns.CreateTopic(topicName, sbqueue.TopicOptions{
+			RequiresDuplicateDetection: true, DuplicateDetectionWindow: cfg.DuplicateDetectionWindow,
+		}); err != nil {
+			return nil, err
+		}
+	}
 	for i, name := range names {
-		q, err := ns.CreateQueue(name, sbqueue.QueueOptions{
-			LockDuration:               cfg.LockDuration,
-			MaxDeliveryCount:           cfg.MaxDeliveryCount,
-			RequiresDuplicateDetection: true,
-			DuplicateDetectionWindow:   cfg.DuplicateDetectionWindow,
-		})
+		var q *sbqueue.Queue
+		var err error
+		if i == 0 {
+			q, err = ns.CreateQueue(name, sbqueue.QueueOptions{
+				LockDuration:               cfg.LockDuration,
+				MaxDeliveryCount:           cfg.MaxDeliveryCount,
+				RequiresDuplicateDetection: true,
+				DuplicateDetectionWindow:   cfg.DuplicateDetectionWindow,
+			})
+		} else {
+			// The inbox consumers' subscriptions of the topic the relay
+			// publishes the OrderAccepted events to.
+			q, err = topic.CreateSubscription(name, sbqueue.SubscriptionOptions{
+				LockDuration: cfg.LockDuration, MaxDeliveryCount: cfg.MaxDeliveryCount,
+			})
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -426,15 +470,16 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		}
 	}
 	go pool.supervise()
+	var rr *relayRun
+	if topic != nil {
+		rr = newRelayRun(cfg, mem, topic, p, hist, changed, logger)
+		rr.start(ctx)
+	}
 
-	d := &driver{cfg: cfg, subs: subs, changed: changed, start: start, progress: progress}
+	d := &driver{cfg: cfg, subs: subs, changed: changed, start: start, progress: progress, relay: rr}
 	d.setPhase("sending")
 	stopProgress := d.startProgress()
-	outlets := make([]*outlet, len(subs))
-	for i, s := range subs {
-		outlets[i] = s.out
-	}
-	prod := newProducer(outlets, gen, p)
+	prod := newProducer([]*outlet{subs[0].out}, gen, p) // the inbox consumers get the relay's events
 	err := prod.sendFirst(ctx, cfg.Orders)
 	if err == nil && len(prod.late) > 0 {
 		// The late sends go just after the window, while the workers
@@ -467,6 +512,20 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 			err = d.drain(ctx)
 		}
 	}
+	if rr != nil {
+		// The relays get SIGTERM; a paused one wakes first and publishes
+		// its page, which the subscriptions then drain.
+		d.setPhase("stopping the relay")
+		rerr := rr.stop()
+		d.relay = nil
+		if err == nil {
+			err = rerr
+		}
+		if err == nil {
+			d.setPhase("draining")
+			err = d.drain(ctx)
+		}
+	}
 	werr := pool.stopAll()
 	d.setPhase("checking")
 	stopProgress()
@@ -488,8 +547,13 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		state.Untouched = append(state.Untouched, s.tr.untouched(s.out.consumer)...)
 	}
 	rep.Restarts = pool.restarts
-	for _, s := range subs[1:] {
-		state.Inbox = append(state.Inbox, Subscription{Consumer: s.out.consumer, Sent: s.out.sent, Queue: s.out.q.Snapshot()})
+	if rr != nil {
+		sent, _ := rr.out.snapshot()
+		for _, s := range subs[1:] {
+			s.out.sent = sent // each subscription got a copy of everything the topic accepted
+			state.Inbox = append(state.Inbox, Subscription{Consumer: s.out.consumer, Sent: sent, Queue: s.out.q.Snapshot()})
+		}
+		rep.Relay = rr.report()
 	}
 	if svc != nil && err == nil {
 		state.Payments, err = ledger(svc, state.Documents)
@@ -642,6 +706,7 @@ func (r *Report) fill(s *State, prod *producer, subs []*subscription, op *operat
 type driver struct {
 	cfg      Config
 	subs     []*subscription
+	relay    *relayRun     // nil without inbox consumers, or once stopped
 	changed  chan struct{} // every tracker's signal
 	start    time.Time
 	progress func(Progress)
@@ -726,6 +791,9 @@ func (d *driver) empty() (bool, int64) {
 		if len(snap.Active) > 0 || len(snap.Locked) > 0 || s.tr.busy() {
 			empty = false
 		}
+	}
+	if empty && d.relay != nil && !d.relay.caughtUp(context.Background()) {
+		empty = false // an event stored is not yet published
 	}
 	return empty, settled
 }

@@ -76,6 +76,7 @@ func scenario(seed uint64) simulation.Config {
 			OutOfOrder: rate() * 3, PaymentFailure: rate(), PaymentTimeout: rate(), PaymentCrash: rate(),
 			PaymentMarkFailure: rate(), ResubmitEarly: 2 * rate(), ResubmitLate: 1, WorkerRestart: restart,
 			PaymentRecordOutage: rate() / 3,
+			RelayCrash:          rate(), RelayStop: rate(), RelayPause: rate() / 2, RelayLostAck: rate(),
 		},
 	}
 }
@@ -90,6 +91,7 @@ func TestEveryFaultOccurs(t *testing.T) {
 			ProducerRetry: 0.2, RetryOutsideWindow: 0.2, Crash: 0.1, LostSettlement: 0.1, LockExpiry: 0.1,
 			Transient: 0.1, Ambiguous: 0.1, Outage: 0.02, Reuse: 0.1, Malformed: 0.1,
 			OutOfOrder: 0.5, PaymentFailure: 0.4, PaymentTimeout: 0.1, PaymentCrash: 0.1, PaymentMarkFailure: 0.05, ResubmitEarly: 0.5, ResubmitLate: 1,
+			RelayCrash: 0.2, RelayStop: 0.2, RelayPause: 0.2, RelayLostAck: 0.2,
 		},
 	})
 	if err != nil {
@@ -138,6 +140,15 @@ func TestEveryFaultOccurs(t *testing.T) {
 		"status changes before their order":    rep.Status.BeforeOrder,
 		"status changes dead-lettered":         rep.Status.DeadLettered,
 		"inbox consumers":                      len(rep.Inbox),
+		"relay SIGKILLs before a checkpoint":   rep.Relay.Crashes,
+		"relay SIGTERMs mid-page":              rep.Relay.Stops,
+		"relay pauses past the lease":          rep.Relay.Pauses,
+		"relay acknowledgements lost":          rep.Relay.LostAcks,
+		"republishes dropped by the topic":     int(rep.Relay.DuplicatesDropped),
+		"republishes past the window":          rep.Relay.Republished,
+		"lease takeovers after expiry":         rep.Relay.ExpiredTakeovers,
+		"lease takeovers after a release":      rep.Relay.Takeovers - rep.Relay.ExpiredTakeovers,
+		"leases lost by a stale owner":         int(rep.Relay.Lost),
 	} {
 		if n == 0 {
 			t.Errorf("no %s", name)
@@ -153,6 +164,9 @@ func TestEveryFaultOccurs(t *testing.T) {
 		if in.Outcomes.Created == 0 || in.Outcomes.Duplicate == 0 || in.Faults == 0 || in.Entries == 0 || !in.Accounting.Balanced() {
 			t.Errorf("inbox consumer %s: %+v", in.Consumer, in)
 		}
+	}
+	if r := rep.Relay; r.Instances < 2+r.Crashes+r.Stops || r.Unpublishable != 0 || r.TopicEnqueued != int64(rep.EventDocuments+r.Republished) {
+		t.Errorf("relay %+v: want an instance per slot and per crash or stop, nothing unpublishable, and the topic to accept each of %d events once plus the republishes", r, rep.EventDocuments)
 	}
 	if rep.Outcomes.Duplicate != dc.Total() {
 		t.Errorf("%d duplicates, %d attributed", rep.Outcomes.Duplicate, dc.Total())

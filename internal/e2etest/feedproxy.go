@@ -1,0 +1,317 @@
+package e2etest
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// FeedProxy is a Cosmos DB gateway for tests that gives cosmium, which has
+// no change feed, one: it forwards every request to cosmium unchanged,
+// except the change feed reads (a GET of a container's documents with
+// A-IM: Incremental Feed) and the read of its partition key ranges, which
+// it answers itself, the feed from a log of changes it
+// builds by reading all of the container's documents from cosmium at each
+// change feed read.
+//
+// # What it keeps of Cosmos DB, and what it does not
+//
+// Its change feed is the latest-version mode of one physical partition
+// (cosmium reports one partition key range, "0"): each document whose
+// content changed since the previous read gets the next log sequence
+// number, and a read after an ETag (If-None-Match, as the SDK sends the
+// continuation) returns, in log order, the latest version of every document
+// changed after it, up to x-ms-max-item-count, with the ETag of the last
+// one; 304 Not Modified with the same ETag when nothing changed. Documents
+// carry cosmium's system properties and an _lsn. Writes between two reads
+// collapse into their latest version, as in Cosmos DB; documents that
+// changed between the same two reads get their numbers in the order
+// cosmium lists them, not in their write order (Cosmos DB orders one
+// partition key value's changes; a reader of this feed must not depend on
+// more, and the relay does not). Deletions are not in the feed, as in the
+// latest-version mode. The feed is computed from snapshots, not from
+// Cosmos DB's log: its latency, paging cost, splits and the service's
+// continuation tokens are not exercised (cosmosstore's fake-gateway tests
+// cover the SDK's side of those). Leases and checkpoints go to cosmium,
+// which ignores If-Match: they are not fenced, so a test runs one relay
+// instance at a time.
+//
+// The account read's answer is rewritten to name the proxy as the
+// account's endpoints, so that the SDK sends every request through it.
+//
+// It is safe for concurrent use.
+type FeedProxy struct {
+	// Endpoint is the proxy's account endpoint, "http://127.0.0.1:PORT/".
+	Endpoint string
+
+	srv      *httptest.Server
+	target   *url.URL
+	key      string
+	db, coll string
+
+	mu       sync.Mutex
+	lsn      int64
+	versions map[string]string // document key -> body of its latest version
+	changed  map[string]int64  // document key -> lsn of its latest change
+	reads    int               // change feed reads answered
+	modified int               // of them, with documents
+
+	holdMu   sync.Mutex
+	holdCond func() bool   // nil: nothing armed
+	held     chan struct{} // closed when a write is held
+	released chan struct{} // closed to let the held write fail
+}
+
+// HoldLeaseWrite arms the proxy to hold the first replace of a relay's
+// lease document for which cond, called at each such replace, returns
+// true: the request is not forwarded, held is closed, and once release is
+// called the request fails with 503. A test uses it to SIGKILL a relay
+// between the publish of a page and its checkpoint.
+func (p *FeedProxy) HoldLeaseWrite(cond func() bool) (held <-chan struct{}, release func()) {
+	p.holdMu.Lock()
+	defer p.holdMu.Unlock()
+	p.holdCond, p.held, p.released = cond, make(chan struct{}), make(chan struct{})
+	rel := p.released
+	var once sync.Once
+	return p.held, func() { once.Do(func() { close(rel) }) }
+}
+
+// hold holds r if it is the write HoldLeaseWrite armed for, and reports
+// whether it answered r.
+func (p *FeedProxy) hold(r *http.Request) bool {
+	p.holdMu.Lock()
+	cond, held, released := p.holdCond, p.held, p.released
+	if cond == nil || !cond() {
+		p.holdMu.Unlock()
+		return false
+	}
+	p.holdCond = nil
+	p.holdMu.Unlock()
+	close(held)
+	select {
+	case <-released:
+	case <-r.Context().Done():
+	}
+	return true
+}
+
+// StartFeedProxy starts a proxy in front of the cosmium at endpoint with
+// account key key, serving the change feed of container coll of database
+// db. The test's cleanup stops it.
+func StartFeedProxy(tb testing.TB, endpoint, key, db, coll string) *FeedProxy {
+	tb.Helper()
+	target, err := url.Parse(endpoint)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &FeedProxy{target: target, key: key, db: db, coll: coll, versions: make(map[string]string), changed: make(map[string]int64)}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	// The account read names the regional endpoints the SDK sends every
+	// later request to: cosmium's own. They must name the proxy.
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.Method != http.MethodGet || resp.Request.URL.Path != "/" {
+			return nil
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		body = bytes.ReplaceAll(body, []byte(target.Host), []byte(p.srv.Listener.Addr().String()))
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	feedPath := "/dbs/" + db + "/colls/" + coll + "/docs"
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == feedPath && r.Header.Get("A-IM") != "" {
+			p.serveFeed(w, r)
+			return
+		}
+		if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, feedPath+"/lease:") && p.hold(r) {
+			http.Error(w, `{"code":"ServiceUnavailable","message":"held by the test"}`, http.StatusServiceUnavailable)
+			return
+		}
+		if r.Method == http.MethodGet && r.URL.Path == "/dbs/"+db+"/colls/"+coll+"/pkranges" {
+			p.servePartitionKeyRanges(w, r)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	tb.Cleanup(p.srv.Close)
+	p.Endpoint = p.srv.URL + "/"
+	return p
+}
+
+// Reads returns how many change feed reads the proxy answered, and how
+// many of them returned documents.
+func (p *FeedProxy) Reads() (reads, modified int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reads, p.modified
+}
+
+// Documents returns every document of the container, as cosmium lists
+// them.
+func (p *FeedProxy) Documents(ctx context.Context) ([]json.RawMessage, error) {
+	link := "dbs/" + p.db + "/colls/" + p.coll
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.target.JoinPath(link, "docs").String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	date := time.Now().UTC().Format(http.TimeFormat)
+	req.Header.Set("x-ms-date", date)
+	req.Header.Set("x-ms-version", "2018-12-31")
+	req.Header.Set("Authorization", authorization(http.MethodGet, "docs", link, date, p.key))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("cosmium listed the documents with %s: %s", resp.Status, body)
+	}
+	var list struct {
+		Documents []json.RawMessage `json:"Documents"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, err
+	}
+	return list.Documents, nil
+}
+
+// authorization is the master-key Authorization header of a request
+// (Cosmos DB's REST API, "Access control on Cosmos DB resources").
+func authorization(verb, resourceType, resourceLink, date, key string) string {
+	k, _ := base64.StdEncoding.DecodeString(key)
+	mac := hmac.New(sha256.New, k)
+	fmt.Fprintf(mac, "%s\n%s\n%s\n%s\n\n", strings.ToLower(verb), strings.ToLower(resourceType), resourceLink, strings.ToLower(date))
+	return url.QueryEscape("type=master&ver=1.0&sig=" + base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+}
+
+// refresh reads every document from cosmium and logs those whose content
+// changed. p.mu is held.
+func (p *FeedProxy) refresh(ctx context.Context) error {
+	docs, err := p.Documents(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		var head struct {
+			ID      string `json:"id"`
+			OrderID string `json:"orderId"`
+		}
+		if err := json.Unmarshal(d, &head); err != nil {
+			return fmt.Errorf("cosmium document %s: %w", d, err)
+		}
+		key := head.OrderID + "\x00" + head.ID
+		if p.versions[key] == string(d) {
+			continue
+		}
+		p.lsn++
+		p.versions[key], p.changed[key] = string(d), p.lsn
+	}
+	return nil
+}
+
+// servePartitionKeyRanges answers the read of the container's partition
+// key ranges with cosmium's one range, "0" over the whole hash space: cosmium
+// serves it too, but checks the SDK's signature of this read (made with
+// A-IM: Incremental Feed) against another resource id and answers 401.
+func (p *FeedProxy) servePartitionKeyRanges(w http.ResponseWriter, r *http.Request) {
+	const etag = `"pkranges-1"`
+	w.Header().Set("ETag", etag)
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("x-ms-item-count", "1")
+	fmt.Fprintf(w, `{"_rid":%q,"PartitionKeyRanges":[{"id":"0","_rid":%q,"minInclusive":"","maxExclusive":"FF","ridPrefix":0,"throughputFraction":1,"status":"online","parents":[]}],"_count":1}`,
+		p.coll, p.coll+"-pkrange-0")
+}
+
+// serveFeed answers a change feed read.
+func (p *FeedProxy) serveFeed(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rg := r.Header.Get("x-ms-documentdb-partitionkeyrangeid"); rg != "" && rg != "0" {
+		http.Error(w, `{"code":"Gone","message":"no such partition key range"}`, http.StatusGone)
+		return
+	}
+	if err := p.refresh(r.Context()); err != nil {
+		http.Error(w, `{"code":"ServiceUnavailable","message":`+strconv.Quote(err.Error())+`}`, http.StatusServiceUnavailable)
+		return
+	}
+	from := int64(0)
+	if inm := r.Header.Get("If-None-Match"); inm != "" && inm != "*" {
+		n, err := strconv.ParseInt(strings.Trim(inm, `"`), 10, 64)
+		if err != nil {
+			http.Error(w, `{"code":"BadRequest","message":"If-None-Match is not an ETag of this feed"}`, http.StatusBadRequest)
+			return
+		}
+		from = n
+	}
+	maxItems := 100
+	if n, err := strconv.Atoi(r.Header.Get("x-ms-max-item-count")); err == nil && n > 0 {
+		maxItems = n
+	}
+	type change struct {
+		lsn  int64
+		body string
+	}
+	var page []change
+	for k, lsn := range p.changed {
+		if lsn > from {
+			page = append(page, change{lsn, p.versions[k]})
+		}
+	}
+	slices.SortFunc(page, func(a, b change) int { return cmp.Compare(a.lsn, b.lsn) })
+	if len(page) > maxItems {
+		page = page[:maxItems]
+	}
+	p.reads++
+	if len(page) == 0 {
+		w.Header().Set("ETag", fmt.Sprintf(`"%d"`, from))
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	p.modified++
+	var b bytes.Buffer
+	b.WriteString(`{"_rid":"` + p.coll + `","Documents":[`)
+	for i, c := range page {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		// The document with its _lsn, as Cosmos DB's feed carries it.
+		body := strings.TrimSpace(c.body)
+		b.WriteString(strings.TrimSuffix(body, "}"))
+		fmt.Fprintf(&b, `,"_lsn":%d}`, c.lsn)
+	}
+	fmt.Fprintf(&b, `],"_count":%d}`, len(page))
+	w.Header().Set("ETag", fmt.Sprintf(`"%d"`, page[len(page)-1].lsn))
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("x-ms-item-count", strconv.Itoa(len(page)))
+	_, _ = w.Write(b.Bytes())
+}

@@ -1,0 +1,169 @@
+package order
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DecodeAcceptedEvent decodes and validates the body of an OrderAccepted
+// event as the outbox relay publishes it (package relay): the AcceptedEvent
+// document without Cosmos DB's system properties. Every field of
+// AcceptedEvent must be present under its exact JSON name (encoding/json
+// alone would also match "OrderID" or "orderid"), type must be TypeEvent,
+// eventType EventOrderAccepted, orderId a legal order id, id
+// EventID(orderId), customerId a legal identifier, currency three capital
+// letters, totalMinor not negative, requestHash 64 lower-case hex digits and
+// occurredAt a time. Other fields (a newer producer's, or "ttl") are
+// ignored. A *FieldError names the first problem; the order id is returned
+// whenever it could be read, for the log.
+func DecodeAcceptedEvent(body []byte) (AcceptedEvent, string, error) {
+	var fields map[string]json.RawMessage
+	d := json.NewDecoder(bytes.NewReader(body))
+	if err := d.Decode(&fields); err != nil || fields == nil {
+		return AcceptedEvent{}, "", &FieldError{Field: "body", Problem: "is not a JSON object"}
+	}
+	if d.More() {
+		return AcceptedEvent{}, "", &FieldError{Field: "body", Problem: "has data after the JSON object"}
+	}
+	var ev AcceptedEvent
+	var orderID string
+	str := func(k string, dst *string) error {
+		raw, ok := fields[k]
+		if !ok {
+			return &FieldError{Field: k, Problem: "is required"}
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return &FieldError{Field: k, Problem: "is not a string"}
+		}
+		return nil
+	}
+	if err := str("orderId", &ev.OrderID); err != nil {
+		return ev, "", err
+	}
+	if err := checkOrderID("orderId", ev.OrderID); err != nil {
+		return ev, "", err
+	}
+	orderID = ev.OrderID
+	for _, f := range []struct {
+		k   string
+		dst *string
+	}{{"id", &ev.ID}, {"type", &ev.Type}, {"eventType", &ev.EventType}, {"customerId", &ev.CustomerID},
+		{"currency", &ev.Currency}, {"requestHash", &ev.RequestHash}} {
+		if err := str(f.k, f.dst); err != nil {
+			return ev, orderID, err
+		}
+	}
+	raw, ok := fields["totalMinor"]
+	if !ok {
+		return ev, orderID, &FieldError{Field: "totalMinor", Problem: "is required"}
+	}
+	if err := json.Unmarshal(raw, &ev.TotalMinor); err != nil {
+		return ev, orderID, &FieldError{Field: "totalMinor", Problem: "is not an integer"}
+	}
+	var at string
+	if err := str("occurredAt", &at); err != nil {
+		return ev, orderID, err
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return ev, orderID, &FieldError{Field: "occurredAt", Problem: fmt.Sprintf("%q is not an RFC 3339 time", at)}
+	}
+	ev.OccurredAt = t
+	switch {
+	case ev.Type != TypeEvent:
+		return ev, orderID, &FieldError{Field: "type", Problem: fmt.Sprintf("%q is not %q", ev.Type, TypeEvent)}
+	case ev.EventType != EventOrderAccepted:
+		return ev, orderID, &FieldError{Field: "eventType", Problem: fmt.Sprintf("%q is not %q", ev.EventType, EventOrderAccepted)}
+	case ev.ID != EventID(ev.OrderID):
+		return ev, orderID, &FieldError{Field: "id", Problem: fmt.Sprintf("%q is not the event id of order %q, %q", ev.ID, ev.OrderID, EventID(ev.OrderID))}
+	case ev.TotalMinor < 0:
+		return ev, orderID, &FieldError{Field: "totalMinor", Problem: fmt.Sprintf("%d is negative", ev.TotalMinor)}
+	case !isCurrency(ev.Currency):
+		return ev, orderID, &FieldError{Field: "currency", Problem: fmt.Sprintf("%q is not three capital letters", ev.Currency)}
+	case !isRequestHash(ev.RequestHash):
+		return ev, orderID, &FieldError{Field: "requestHash", Problem: fmt.Sprintf("%q is not 64 lower-case hex digits", ev.RequestHash)}
+	}
+	if err := checkID("customerId", ev.CustomerID); err != nil {
+		return ev, orderID, err
+	}
+	return ev, orderID, nil
+}
+
+// isRequestHash reports whether s is a RequestHash: a SHA-256 in 64
+// lower-case hex digits.
+func isRequestHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// acceptedEvent is Process for an OrderAccepted event from the outbox
+// relay. The event's MessageId is its id, so the marker is
+// InboxMarkerID(c.Name, EventID(orderId)), in the order's partition, with
+// the event's request hash: a redelivery or a republish is this consumer's
+// Duplicate; an event id that arrives with another request hash is a
+// Mismatch. A malformed event, or one whose id is not its MessageId, is
+// Invalid at its first delivery: no redelivery can change its bytes.
+func (c *InboxConsumer) acceptedEvent(ctx context.Context, m Message) Result {
+	ev, orderID, err := DecodeAcceptedEvent(m.Body)
+	if err != nil {
+		return Result{Outcome: Invalid, OrderID: orderID, Reason: ReasonInvalidMessage, Description: "OrderAccepted event: " + err.Error(), Err: err}
+	}
+	if m.ID != ev.ID {
+		err := &FieldError{Field: "id", Problem: fmt.Sprintf("%q does not equal the MessageId %q", ev.ID, m.ID)}
+		return Result{Outcome: Invalid, OrderID: ev.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
+	}
+	return c.award(ctx, m.ID, ev.OrderID, ev.CustomerID, ev.TotalMinor, ev.RequestHash)
+}
+
+// award writes c's marker for messageID and the loyalty entry of the order
+// in one transactional batch in the order's partition, and decides a
+// conflict on the marker: Duplicate for the same request hash, Mismatch for
+// another.
+func (c *InboxConsumer) award(ctx context.Context, messageID, orderID, customerID string, totalMinor int64, hash string) Result {
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	at := now().UTC()
+	marker := InboxMarker{ID: InboxMarkerID(c.Name, messageID), OrderID: orderID, Type: TypeInboxMarker, Consumer: c.Name,
+		MessageID: messageID, RequestHash: hash, ProcessedAt: at, TTL: c.ttlSeconds()}
+	entry := LoyaltyEntry{ID: randomID(), OrderID: orderID, Type: TypeLoyaltyEntry, Consumer: c.Name,
+		CustomerID: customerID, Points: totalMinor / 100, AwardedAt: at}
+	mb, err := json.Marshal(marker)
+	if err != nil {
+		return storeFailure(orderID, "encode inbox marker", err)
+	}
+	eb, err := json.Marshal(entry)
+	if err != nil {
+		return storeFailure(orderID, "encode loyalty entry", err)
+	}
+	err = c.Store.CreateDocuments(ctx, orderID, []Document{{ID: marker.ID, Body: mb}, {ID: entry.ID, Body: eb}})
+	switch {
+	case err == nil:
+		return Result{Outcome: Created, OrderID: orderID, Description: fmt.Sprintf("%d points awarded by %s", entry.Points, c.Name)}
+	case !errors.Is(err, ErrAlreadyExists):
+		return storeFailure(orderID, "create inbox marker and loyalty entry", err)
+	}
+	var stored InboxMarker
+	if _, err := readJSON(ctx, c.Store, orderID, marker.ID, &stored); err != nil {
+		return storeFailure(orderID, "read inbox marker after conflict", err)
+	}
+	if stored.RequestHash != hash {
+		return Result{Outcome: Mismatch, OrderID: orderID, Reason: ReasonOrderIDReused,
+			Description: fmt.Sprintf("consumer %s processed message %s with request hash %s; this message has request hash %s",
+				c.Name, messageID, stored.RequestHash, hash)}
+	}
+	return Result{Outcome: Duplicate, OrderID: orderID,
+		Description: fmt.Sprintf("consumer %s processed it at %s", c.Name, stored.ProcessedAt.Format(time.RFC3339))}
+}

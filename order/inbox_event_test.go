@@ -1,0 +1,205 @@
+package order_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/memstore"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// eventBody returns the body the outbox relay publishes for the
+// OrderAccepted event of o: the event document as the worker writes it,
+// with Cosmos DB's system properties removed (the relay removes them).
+func eventBody(t testing.TB, o order.Order) []byte {
+	t.Helper()
+	docs, err := order.NewWrite(o, o.OrderID, o.RequestHash(), fixedNow()).Documents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs[1].Body
+}
+
+func hashOf(o order.Order) string { return o.RequestHash() }
+
+func testOrder(id string) order.Order {
+	return order.Order{OrderID: id, CustomerID: "cust-1", Currency: "EUR",
+		Lines: []order.Line{{SKU: "sku-1", Quantity: 2, UnitPriceMinor: 1250}}, TotalMinor: 2500,
+		PlacedAt: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+}
+
+// eventMsg is the message the relay sends for body: MessageId the event
+// id, Subject the event type.
+func eventMsg(orderID string, body []byte) order.Message {
+	return order.Message{ID: order.EventID(orderID), Subject: order.EventOrderAccepted, Body: body, DeliveryCount: 1}
+}
+
+// edit returns body with field k set to v (deleted if v is nil).
+func edit(t testing.TB, body []byte, k string, v any) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	if v == nil {
+		delete(m, k)
+	} else {
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestInboxConsumerProcessesOrderAcceptedEvents: each consumer processes an
+// OrderAccepted event from the relay exactly once, with a marker keyed by
+// its own name and the event id in the order's partition: a redelivery or
+// a republish is its Duplicate, another consumer's processing never
+// suppresses it, and an event id republished with other content is a
+// Mismatch.
+func TestInboxConsumerProcessesOrderAcceptedEvents(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	loyalty := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: time.Hour, Now: fixedNow}
+	audit := &order.InboxConsumer{Name: "audit", Store: s, MarkerTTL: time.Hour, Now: fixedNow}
+	o := testOrder("ord-7")
+	body := eventBody(t, o)
+	other := o
+	other.CustomerID = "cust-2"
+	for _, tt := range []struct {
+		name      string
+		c         *order.InboxConsumer
+		m         order.Message
+		want      order.Outcome
+		reason    string
+		wantItems int
+	}{
+		{"first delivery", loyalty, eventMsg("ord-7", body), order.Created, "", 2},
+		{"redelivery", loyalty, eventMsg("ord-7", body), order.Duplicate, "", 2},
+		{"another consumer", audit, eventMsg("ord-7", body), order.Created, "", 4},
+		{"republish to the other consumer", audit, eventMsg("ord-7", body), order.Duplicate, "", 4},
+		{"event id with other content", loyalty, eventMsg("ord-7", eventBody(t, other)), order.Mismatch, order.ReasonOrderIDReused, 4},
+		{"another order", loyalty, eventMsg("ord-8", eventBody(t, testOrder("ord-8"))), order.Created, "", 6},
+	} {
+		r := tt.c.Process(ctx, tt.m)
+		if r.Outcome != tt.want || r.Reason != tt.reason || r.OrderID != tt.m.ID[len("OrderAccepted:"):] {
+			t.Errorf("%s: %v %q for order %q (%s), want %v %q", tt.name, r.Outcome, r.Reason, r.OrderID, r.Description, tt.want, tt.reason)
+		}
+		if n := len(s.Items()); n != tt.wantItems {
+			t.Errorf("%s: %d documents stored, want %d", tt.name, n, tt.wantItems)
+		}
+	}
+	for _, name := range []string{"loyalty", "audit"} {
+		it, ok := s.Get("ord-7", order.InboxMarkerID(name, order.EventID("ord-7")))
+		var m order.InboxMarker
+		if !ok || json.Unmarshal(it.Body, &m) != nil || m.RequestHash != o.RequestHash() || m.MessageID != order.EventID("ord-7") || m.OrderID != "ord-7" {
+			t.Errorf("%s's marker for the event: found %v, %+v; want it in partition ord-7 with the order's request hash", name, ok, m)
+		}
+	}
+	var points []int64
+	for _, it := range s.Items() {
+		var e order.LoyaltyEntry
+		if json.Unmarshal(it.Body, &e) == nil && e.Type == order.TypeLoyaltyEntry && e.OrderID == "ord-7" {
+			points = append(points, e.Points)
+		}
+	}
+	if len(points) != 2 || points[0] != 25 || points[1] != 25 {
+		t.Errorf("loyalty entries of ord-7 award %v points, want 25 by each consumer", points)
+	}
+}
+
+// TestInboxConsumerRejectsMalformedEvents: an event that is not a valid
+// OrderAccepted event, or whose id is not its MessageId, is Invalid at its
+// first delivery, with nothing written.
+func TestInboxConsumerRejectsMalformedEvents(t *testing.T) {
+	good := eventBody(t, testOrder("ord-7"))
+	for _, tt := range []struct {
+		name   string
+		m      order.Message
+		reason string
+		field  string
+	}{
+		{"not JSON", eventMsg("ord-7", []byte("{")), order.ReasonInvalidMessage, "body"},
+		{"a JSON array", eventMsg("ord-7", []byte("[]")), order.ReasonInvalidMessage, "body"},
+		{"data after the object", eventMsg("ord-7", append(append([]byte{}, good...), "{}"...)), order.ReasonInvalidMessage, "body"},
+		{"no orderId", eventMsg("ord-7", edit(t, good, "orderId", nil)), order.ReasonInvalidMessage, "orderId"},
+		{"orderId in other case only", eventMsg("ord-7", edit(t, edit(t, good, "orderId", nil), "OrderID", "ord-7")), order.ReasonInvalidMessage, "orderId"},
+		{"orderId with a colon", eventMsg("ord:7", edit(t, edit(t, good, "orderId", "ord:7"), "id", "OrderAccepted:ord:7")), order.ReasonInvalidMessage, "orderId"},
+		{"orderId a number", eventMsg("ord-7", edit(t, good, "orderId", 7)), order.ReasonInvalidMessage, "orderId"},
+		{"no id", eventMsg("ord-7", edit(t, good, "id", nil)), order.ReasonInvalidMessage, "id"},
+		{"id of another order", eventMsg("ord-7", edit(t, good, "id", "OrderAccepted:ord-8")), order.ReasonInvalidMessage, "id"},
+		{"type order", eventMsg("ord-7", edit(t, good, "type", order.TypeOrder)), order.ReasonInvalidMessage, "type"},
+		{"other event type", eventMsg("ord-7", edit(t, good, "eventType", "OrderRefunded")), order.ReasonInvalidMessage, "eventType"},
+		{"no customer", eventMsg("ord-7", edit(t, good, "customerId", "")), order.ReasonInvalidMessage, "customerId"},
+		{"currency in lower case", eventMsg("ord-7", edit(t, good, "currency", "eur")), order.ReasonInvalidMessage, "currency"},
+		{"negative total", eventMsg("ord-7", edit(t, good, "totalMinor", -1)), order.ReasonInvalidMessage, "totalMinor"},
+		{"fractional total", eventMsg("ord-7", edit(t, good, "totalMinor", 2.5)), order.ReasonInvalidMessage, "totalMinor"},
+		{"no total", eventMsg("ord-7", edit(t, good, "totalMinor", nil)), order.ReasonInvalidMessage, "totalMinor"},
+		{"short request hash", eventMsg("ord-7", edit(t, good, "requestHash", "abc")), order.ReasonInvalidMessage, "requestHash"},
+		{"upper-case request hash", eventMsg("ord-7", edit(t, good, "requestHash", strings.ToUpper(hashOf(testOrder("ord-7"))))), order.ReasonInvalidMessage, "requestHash"},
+		{"occurredAt not a time", eventMsg("ord-7", edit(t, good, "occurredAt", "yesterday")), order.ReasonInvalidMessage, "occurredAt"},
+		{"MessageId of another event", order.Message{ID: order.EventID("ord-8"), Subject: order.EventOrderAccepted, Body: good, DeliveryCount: 1}, order.ReasonMessageIDMismatch, "id"},
+	} {
+		s := memstore.New()
+		c := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: time.Hour, Now: fixedNow}
+		r := c.Process(context.Background(), tt.m)
+		var fe *order.FieldError
+		if r.Outcome != order.Invalid || r.Reason != tt.reason || !errors.As(r.Err, &fe) || fe.Field != tt.field {
+			t.Errorf("%s: %v %q (%v), want Invalid %q on field %s", tt.name, r.Outcome, r.Reason, r.Err, tt.reason, tt.field)
+		}
+		if n := len(s.Items()); n != 0 {
+			t.Errorf("%s: %d documents written", tt.name, n)
+		}
+	}
+}
+
+// TestDecodeAcceptedEventIgnoresUnknownFields: a field the decoder does not
+// know (a newer producer's, Cosmos DB's ttl) does not make the event
+// invalid, and the decoded event is the one the worker wrote.
+func TestDecodeAcceptedEventIgnoresUnknownFields(t *testing.T) {
+	o := testOrder("ord-7")
+	w := order.NewWrite(o, o.OrderID, o.RequestHash(), fixedNow())
+	ev, id, err := order.DecodeAcceptedEvent(edit(t, eventBody(t, o), "ttl", -1))
+	if err != nil || id != "ord-7" || ev != w.Event {
+		t.Fatalf("DecodeAcceptedEvent = %+v, %q, %v; want %+v", ev, id, err, w.Event)
+	}
+}
+
+// FuzzDecodeAcceptedEvent: DecodeAcceptedEvent never panics, and every
+// event it accepts is one the inbox consumer can key: a legal order id, the
+// event id of that order, and an encoding that decodes to the same event.
+func FuzzDecodeAcceptedEvent(f *testing.F) {
+	good := eventBody(f, testOrder("ord-7"))
+	f.Add(good)
+	f.Add(edit(f, good, "orderId", "ord:7"))
+	f.Add(edit(f, good, "totalMinor", -3))
+	f.Add([]byte(`{"id":"OrderAccepted:a","orderId":"a","type":"event","eventType":"OrderAccepted","customerId":"c","currency":"EUR","totalMinor":0,"requestHash":"` + strings.Repeat("0", 64) + `","occurredAt":"2026-01-01T00:00:00Z"}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ev, id, err := order.DecodeAcceptedEvent(body)
+		if err != nil {
+			return
+		}
+		if id != ev.OrderID || order.ValidateOrderID(ev.OrderID) != nil || ev.ID != order.EventID(ev.OrderID) || ev.TotalMinor < 0 {
+			t.Fatalf("accepted %+v (order id %q) from %q", ev, id, body)
+		}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _, err := order.DecodeAcceptedEvent(b)
+		if err != nil || !again.OccurredAt.Equal(ev.OccurredAt) {
+			t.Fatalf("re-encoded event %s: %+v, %v; want %+v", b, again, err, ev)
+		}
+		again.OccurredAt = ev.OccurredAt
+		if again != ev {
+			t.Fatalf("re-encoded event %s decodes to %+v, want %+v", b, again, ev)
+		}
+	})
+}
