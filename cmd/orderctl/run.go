@@ -7,8 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
-
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 )
@@ -64,17 +62,7 @@ func runAt(ctx context.Context, args []string, getenv func(string) string, stdou
 // Entra ID in Azure (read access is enough).
 func openStore(cfg config) (*cosmosstore.Store, error) {
 	opts := &cosmosstore.ClientOptions{InsecureSkipVerify: cfg.CosmosInsecureSkipVerify}
-	var client *azcosmos.Client
-	var err error
-	if cfg.CosmosKey != "" {
-		client, err = cosmosstore.NewClientWithKey(cfg.CosmosEndpoint, cfg.CosmosKey, opts)
-	} else {
-		cred, cerr := cli.Credential()
-		if cerr != nil {
-			return nil, cerr
-		}
-		client, err = cosmosstore.NewClient(cfg.CosmosEndpoint, cred, opts)
-	}
+	client, err := cli.CosmosClient(cfg.CosmosEndpoint, cfg.CosmosKey, opts)
 	if err != nil {
 		return nil, err
 	}

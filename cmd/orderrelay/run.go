@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
-
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/order"
@@ -118,17 +116,7 @@ func checkStore(ctx context.Context, cfg config, store *cosmosstore.Store, logge
 // Entra ID in Azure.
 func openStore(cfg config) (*cosmosstore.Store, error) {
 	opts := &cosmosstore.ClientOptions{InsecureSkipVerify: cfg.CosmosInsecureSkipVerify}
-	var client *azcosmos.Client
-	var err error
-	if cfg.CosmosKey != "" {
-		client, err = cosmosstore.NewClientWithKey(cfg.CosmosEndpoint, cfg.CosmosKey, opts)
-	} else {
-		cred, cerr := cli.Credential()
-		if cerr != nil {
-			return nil, cerr
-		}
-		client, err = cosmosstore.NewClient(cfg.CosmosEndpoint, cred, opts)
-	}
+	client, err := cli.CosmosClient(cfg.CosmosEndpoint, cfg.CosmosKey, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
@@ -244,17 +243,7 @@ const storeCheckTimeout = 30 * time.Second
 func openStore(ctx context.Context, cfg config, tel *telemetry.Providers, logger *slog.Logger) (*cosmosstore.Store, error) {
 	opts := &cosmosstore.ClientOptions{InsecureSkipVerify: cfg.CosmosInsecureSkipVerify}
 	opts.ClientOptions.ClientOptions = tel.AzureClientOptions() // the SDK's spans and request charges; nothing when disabled
-	var client *azcosmos.Client
-	var err error
-	if cfg.CosmosKey != "" {
-		client, err = cosmosstore.NewClientWithKey(cfg.CosmosEndpoint, cfg.CosmosKey, opts)
-	} else {
-		cred, cerr := cli.Credential()
-		if cerr != nil {
-			return nil, cerr
-		}
-		client, err = cosmosstore.NewClient(cfg.CosmosEndpoint, cred, opts)
-	}
+	client, err := cli.CosmosClient(cfg.CosmosEndpoint, cfg.CosmosKey, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,10 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 )
 
 // Credential returns the Entra ID credential the commands use in Azure:
@@ -71,4 +74,18 @@ func NamespaceHost(ns string) string {
 		ns += ".servicebus.windows.net"
 	}
 	return ns
+}
+
+// CosmosClient connects to a Cosmos DB account: with key, the account key
+// of an emulator, when it is set; otherwise with Entra ID (Credential), as
+// in Azure. opts may be nil.
+func CosmosClient(endpoint, key string, opts *cosmosstore.ClientOptions) (*azcosmos.Client, error) {
+	if key != "" {
+		return cosmosstore.NewClientWithKey(endpoint, key, opts)
+	}
+	cred, err := Credential()
+	if err != nil {
+		return nil, err
+	}
+	return cosmosstore.NewClient(endpoint, cred, opts)
 }
