@@ -136,6 +136,22 @@ func TestAdaptiveReadFirst(t *testing.T) {
 		alternating(t, orders("warm", 40), true)
 	})
 
+	t.Run("with payments: a copy costs the payment record's read", func(t *testing.T) {
+		copies := orders("pay", 40)
+		s := seeded(t, copies)
+		gw := newGateway()
+		opts := []order.Option{order.WithDocuments(s), order.WithPayments(gw, time.Minute, "w1")}
+		// The seeder captured nothing: let a processor of its own capture
+		// every payment, so that each copy below is a plain duplicate.
+		capturer := order.NewProcessor(s, fixedNow, opts...)
+		callsPer(t, capturer, s, copies, order.Duplicate)
+		p := order.NewProcessor(s, fixedNow, opts...)
+		// Create-first: the batch conflicts, the payment record is read.
+		if got, want := callsPer(t, p, s, copies, order.Duplicate), pattern(40, 27, 2, 1); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("calls per message\n got %v\nwant %v", got, want)
+		}
+	})
+
 	t.Run("off: always create first", func(t *testing.T) {
 		copies := orders("off", 60)
 		s := seeded(t, copies)
@@ -293,4 +309,21 @@ func TestAdaptiveReadFirst_Concurrent(t *testing.T) {
 	if _, rf := p.CopyShare(); !rf {
 		t.Error("a stream of mostly copies left the processor creating first")
 	}
+}
+
+// A processor that finds mostly copies of orders other workers stored
+// starts reading before it creates; WithAdaptiveReadFirst(false) would keep
+// it creating first.
+func ExampleProcessor_CopyShare() {
+	ctx := context.Background()
+	s := memstore.New()
+	other := order.NewProcessor(s, nil, order.WithDocuments(s)) // stored the originals
+	p := order.NewProcessor(s, nil, order.WithDocuments(s))
+	for _, m := range orders("ex", 30) {
+		other.Process(ctx, m)
+		p.Process(ctx, m) // a copy: Duplicate
+	}
+	share, readFirst := p.CopyShare()
+	fmt.Printf("copy share %.2f, read first %v\n", share, readFirst)
+	// Output: copy share 0.61, read first true
 }
