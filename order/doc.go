@@ -64,6 +64,8 @@
 // likely a duplicate, so it reads first (the order, or with a payment step
 // the payment record, which carries the request hash and the payment's
 // state) and creates only if nothing is there: one call for a duplicate. A
+// first delivery reads first too while most first deliveries turn out to be
+// copies (see [WithAdaptiveReadFirst] and [Processor.CopyShare]). A
 // bounded cache of facts the store confirmed (see [WithFactCache]) answers a
 // duplicate or a reused id it knows with none. The create stays the arbiter
 // of every race. A status change applies in one conditional patch on its

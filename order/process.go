@@ -147,6 +147,7 @@ type Processor struct {
 	docs     DocumentStore // status changes and payment records; nil: neither
 	payments *payments     // nil: no payment step
 	facts    *factCache    // nil: no fact cache (see WithFactCache)
+	copies   *copyShare    // nil: create first on every first delivery (see WithAdaptiveReadFirst)
 }
 
 // Option configures a Processor.
@@ -157,13 +158,44 @@ type Option func(*Processor)
 // Store and DocumentStore.
 func WithDocuments(d DocumentStore) Option { return func(p *Processor) { p.docs = d } }
 
+// WithAdaptiveReadFirst turns the adaptive choice of the first store call
+// for a first delivery on (the default) or off. On, the Processor estimates
+// the share of first deliveries that turn out to be copies of stored orders
+// (see CopyShare) and reads before it creates while that share is above
+// about 1/2, creating first otherwise; a new Processor creates first until
+// the copies it finds raise the estimate. Off, it always creates first.
+// Redeliveries read first either way, and the choice never changes a
+// delivery's outcome, only its round trips.
+func WithAdaptiveReadFirst(on bool) Option {
+	return func(p *Processor) {
+		if on {
+			p.copies = &copyShare{}
+		} else {
+			p.copies = nil
+		}
+	}
+}
+
+// CopyShare returns the Processor's estimate of the share of first
+// deliveries (those the fact cache cannot answer) that turn out to be copies
+// of stored orders, between 0 and 1, and whether it reads first because of
+// it. The estimate is a moving average over about the last 32 such
+// deliveries; without the adaptive choice (see WithAdaptiveReadFirst) it is
+// 0 and false. It is safe to call concurrently with Process.
+func (p *Processor) CopyShare() (share float64, readFirst bool) {
+	if p.copies == nil {
+		return 0, false
+	}
+	return p.copies.share(), p.copies.readFirst()
+}
+
 // NewProcessor returns a Processor that writes to s. now stamps processedAt;
 // nil means time.Now.
 func NewProcessor(s Store, now func() time.Time, opts ...Option) *Processor {
 	if now == nil {
 		now = time.Now
 	}
-	p := &Processor{store: s, now: now, facts: newFactCache(DefaultFactCacheSize)}
+	p := &Processor{store: s, now: now, facts: newFactCache(DefaultFactCacheSize), copies: &copyShare{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -195,9 +227,11 @@ func (p *Processor) Process(ctx context.Context, m Message) Result {
 // duplicate, so it reads first and creates only if nothing is there: a
 // duplicate costs one read (with a payment step, of the payment record,
 // which tells both the request hash and whether the payment is done). A
-// duplicate the fact cache knows costs none. The create stays the arbiter
-// of every race: a read that finds nothing leads to a create, which
-// conflicts if another delivery was first.
+// first delivery reads first too while most first deliveries turn out to be
+// copies (see WithAdaptiveReadFirst); each one's finding updates that
+// estimate. A duplicate the fact cache knows costs none. The create stays
+// the arbiter of every race: a read that finds nothing leads to a create,
+// which conflicts if another delivery was first.
 func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 	// 1. Decode and validate; the dedup key is the MessageId, which the
 	// producer sets to the order id. A message that fails here can never
@@ -213,9 +247,14 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 			return p.fromFact(ctx, m, &o, hash, f)
 		}
 	}
-	// 3. A redelivery is likely a duplicate: read before writing.
-	if m.DeliveryCount > 1 {
+	// 3. A redelivery is likely a duplicate, and so is a first delivery
+	// while most of them are: read before writing.
+	first := m.DeliveryCount <= 1 && p.copies != nil // its finding is observed
+	if m.DeliveryCount > 1 || first && p.copies.readFirst() {
 		if res, known := p.known(ctx, m, &o, hash, false); known {
+			if first && foundStored(res) {
+				p.copies.observe(true)
+			}
 			return res
 		}
 	}
@@ -233,10 +272,16 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrAlreadyExists):
+		if first {
+			p.copies.observe(true)
+		}
 		res, _ := p.known(ctx, m, &o, hash, true)
 		return res
 	default:
 		return storeFailure(o.OrderID, "create", err)
+	}
+	if first {
+		p.copies.observe(false)
 	}
 	p.learn(o.OrderID, hash, false)
 	res := Result{Outcome: Created, OrderID: o.OrderID}
@@ -256,6 +301,15 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 		}
 	}
 	return res
+}
+
+// foundStored reports whether res, decided by known without a create,
+// comes from finding the order stored, rather than from a failed read.
+// A failure of the payment step after the read found the order counts as
+// not found too: the finding is then merely not recorded, which costs the
+// estimate one observation and cannot change an outcome.
+func foundStored(res Result) bool {
+	return !res.DependencyFailed() && res.Reason != ReasonStoreRejected
 }
 
 // claimsInBatch reports whether the payment claim of o is written in its

@@ -128,6 +128,25 @@ func TestRoundTripsPerPath(t *testing.T) {
 	add("order with payment, new: created and captured", pay, nil, placed(o[9]), 2, order.Created)
 	add("order with payment, copy, another worker: duplicate", pay, one(placed(o[10])), placed(o[10]), 2, order.Duplicate)
 	add("order with payment, copy, same worker: duplicate", paySame, one(placed(o[11])), placed(o[11]), 0, order.Duplicate)
+	// After a run of copies of orders that other workers stored, a
+	// processor reads first on a first delivery too (see
+	// order.WithAdaptiveReadFirst): a copy costs the read, a new order the
+	// read that misses and the create.
+	warmed := func() (*order.Processor, *order.Processor) {
+		seeder, q := plain(), plain()
+		for range 30 {
+			m := placed(fresh())
+			if r := seeder.Process(ctx, m); r.Outcome != order.Created {
+				t.Fatalf("warm: %v %s", r.Outcome, r.Description)
+			}
+			if r := q.Process(ctx, m); r.Outcome != order.Duplicate {
+				t.Fatalf("warm: %v %s", r.Outcome, r.Description)
+			}
+		}
+		return seeder, q
+	}
+	add("order, copy, another worker, after a run of copies: duplicate (read first)", warmed, one(placed(o[17])), placed(o[17]), 1, order.Duplicate)
+	add("order, new, after a run of copies: created (read first)", warmed, nil, placed(o[18]), 2, order.Created)
 	sdk, naive, upsert := sdkHandler(c.container), naiveHandler(c.container), upsertHandler(c.container)
 	paths = append(paths,
 		path{name: "raw SDK, new", msg: placed(o[12]), h: sdk, want: 1},
