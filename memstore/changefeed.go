@@ -163,22 +163,24 @@ func (f *ChangeFeed) ReadChanges(ctx context.Context, name, continuation string,
 	}
 	var changes []change
 	f.s.mu.Lock()
-	for pk, part := range f.s.parts {
-		if h := hashKey(pk); h < fr.min || h >= fr.max {
+	// The write log is in lsn order: start past the continuation, and keep
+	// each document's latest write only (an earlier write of a document
+	// written again is superseded), if it is in the range and still there.
+	log := f.s.writes
+	for i := sort.Search(len(log), func(i int) bool { return log[i].lsn > from }); i < len(log) && len(changes) < maxItems; i++ {
+		w := log[i]
+		if w.lsn != w.it.lsn {
 			continue
 		}
-		for id := range part {
-			it, ok := f.s.live(pk, id)
-			if ok && it.lsn > from {
-				changes = append(changes, change{pk: pk, lsn: it.lsn, body: withSystemProperties(it.Body, it.ETag, it.lsn)})
-			}
+		pk := w.it.PartitionKey
+		if h := w.it.pkHash; h < fr.min || h >= fr.max {
+			continue
+		}
+		if it, ok := f.s.live(pk, w.it.ID); ok && it == w.it {
+			changes = append(changes, change{pk: pk, lsn: it.lsn, body: withSystemProperties(it.Body, it.ETag, it.lsn)})
 		}
 	}
 	f.s.mu.Unlock()
-	sort.Slice(changes, func(i, j int) bool { return changes[i].lsn < changes[j].lsn })
-	if len(changes) > maxItems {
-		changes = changes[:maxItems]
-	}
 	next := from
 	if len(changes) > 0 {
 		next = changes[len(changes)-1].lsn
@@ -206,6 +208,13 @@ func (f *ChangeFeed) ReadChanges(ctx context.Context, name, continuation string,
 	}
 	f.mu.Unlock()
 	return docs, name + "@" + strconv.FormatUint(next, 10), nil
+}
+
+// loggedWrite is one entry of the store's write log: the item written and
+// the lsn that write gave it.
+type loggedWrite struct {
+	lsn uint64
+	it  *Item
 }
 
 // withSystemProperties returns body, a JSON object, with Cosmos DB's _etag

@@ -78,7 +78,11 @@ type Store struct {
 	mu    sync.Mutex
 	parts map[string]map[string]*Item // partition key -> id -> item
 	etag  uint64
-	now   func() time.Time
+	// writes logs every write in order, for the change feed
+	// (changefeed.go): a read after a continuation starts at the first
+	// write past it instead of scanning every document.
+	writes []loggedWrite
+	now    func() time.Time
 }
 
 var (
@@ -103,7 +107,8 @@ type Item struct {
 	Writes       int       // how many writes this document has seen; 1 for a document never changed
 	ExpiresAt    time.Time // zero: never; set from the document's "ttl" field
 
-	lsn uint64 // the store's write sequence number of the last write: the change feed's order
+	lsn    uint64 // the store's write sequence number of the last write: the change feed's order
+	pkHash uint64 // hashKey(PartitionKey), set at the first write: the change feed's range
 }
 
 // CreateBatch creates every document in partition pk, atomically: it writes
@@ -266,7 +271,11 @@ func (s *Store) live(pk, id string) (*Item, bool) {
 // -1 never expires. s.mu must be held.
 func (s *Store) write(it *Item, body []byte, ttl *int64) {
 	s.etag++
+	if it.lsn == 0 {
+		it.pkHash = hashKey(it.PartitionKey)
+	}
 	it.lsn = s.etag // the change feed (changefeed.go) orders by it
+	s.writes = append(s.writes, loggedWrite{lsn: it.lsn, it: it})
 	it.Body = append([]byte(nil), body...)
 	it.ETag = strconv.FormatUint(s.etag, 16)
 	it.Writes++
