@@ -27,6 +27,7 @@ type fakeReceiver struct {
 	receiveErrs []error // returned, in order, by the next ReceiveMessages calls
 	maxAsked    int
 	callsDone   int // ReceiveMessages calls made with a context already done
+	calls       int // ReceiveMessages calls made
 
 	completeErr func(m *azservicebus.ReceivedMessage) error
 	renewErr    func(m *azservicebus.ReceivedMessage) error
@@ -53,6 +54,7 @@ func (r *fakeReceiver) add(id string) {
 
 func (r *fakeReceiver) ReceiveMessages(ctx context.Context, max int, _ *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	r.mu.Lock()
+	r.calls++
 	r.maxAsked = maxInt(r.maxAsked, max)
 	if ctx.Err() != nil {
 		r.callsDone++
@@ -89,6 +91,13 @@ func (r *fakeReceiver) ReceiveMessages(ctx context.Context, max int, _ *azservic
 		}
 	}
 	return out, nil
+}
+
+// receiveCalls returns how many ReceiveMessages calls were made so far.
+func (r *fakeReceiver) receiveCalls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls
 }
 
 func (r *fakeReceiver) record(m *azservicebus.ReceivedMessage, s settlement) {

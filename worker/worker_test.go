@@ -379,6 +379,11 @@ func TestShutdownDrainsTheReceiveInProgress(t *testing.T) {
 	if id := <-entered; id != "first" {
 		t.Fatalf("first handled %s", id)
 	}
+	// Cancel only once the second receive is in progress: cancelled
+	// before the loop called it, no receive would be started at all.
+	for r.receiveCalls() < 2 {
+		time.Sleep(time.Millisecond)
+	}
 	cancel()
 	r.add("in-flight") // sent by the broker on the credit of the receive in progress
 	if id := <-entered; id != "in-flight" {
