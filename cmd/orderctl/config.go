@@ -199,12 +199,12 @@ func (c *config) Validate() error {
 		errs = append(errs, errors.New("SERVICEBUS_SUBSCRIPTION (-subscription) without SERVICEBUS_TOPIC (-topic): set both to work on a subscription's dead-letter queue, or neither for SERVICEBUS_QUEUE's"))
 	}
 	if c.Subscription != "" {
-		if err := checkEntityName(c.Topic, maxTopicName, true); err != nil {
+		if err := cli.CheckEntityName(c.Topic, cli.MaxTopicName, true); err != nil {
 			errs = append(errs, fmt.Errorf("SERVICEBUS_TOPIC (-topic): %w", err))
 		}
 	}
 	if c.Subscription != "" {
-		if err := checkEntityName(c.Subscription, maxSubscriptionName, false); err != nil {
+		if err := cli.CheckEntityName(c.Subscription, cli.MaxSubscriptionName, false); err != nil {
 			errs = append(errs, fmt.Errorf("SERVICEBUS_SUBSCRIPTION (-subscription): %w", err))
 		}
 	}
@@ -268,31 +268,6 @@ func (c *config) Validate() error {
 		errs = append(errs, fmt.Errorf("-older-than %v must be positive", c.OlderThan))
 	}
 	return errors.Join(errs...)
-}
-
-// The longest names Service Bus accepts.
-const (
-	maxTopicName        = 260
-	maxSubscriptionName = 50
-)
-
-// checkEntityName reports a name Service Bus refuses: longer than max, or
-// with a character other than a letter, digit, '.', '-', '_' (and '/' in a
-// topic's name, not at either end).
-func checkEntityName(name string, max int, slash bool) error {
-	if len(name) > max {
-		return fmt.Errorf("%q has %d characters; Service Bus allows %d", name, len(name), max)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c == '/' && slash && i > 0 && i < len(name)-1 {
-			continue
-		}
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%q: character %q is not a letter, digit, '.', '-' or '_'", name, c)
-		}
-	}
-	return nil
 }
 
 // horizon returns the queue settings that bound redelivery.

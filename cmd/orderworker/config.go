@@ -183,7 +183,7 @@ func (c *config) Validate() error {
 		errs = append(errs, errors.New("SERVICEBUS_SUBSCRIPTION (-subscription) needs SERVICEBUS_TOPIC (-topic), the topic it belongs to; unset it to receive from SERVICEBUS_QUEUE"))
 	}
 	if c.Subscription != "" {
-		if err := checkEntityName(c.Subscription, 50); err != nil {
+		if err := cli.CheckEntityName(c.Subscription, cli.MaxSubscriptionName, false); err != nil {
 			errs = append(errs, fmt.Errorf("SERVICEBUS_SUBSCRIPTION (-subscription): %w", err))
 		}
 	}
@@ -225,21 +225,6 @@ func (c *config) Validate() error {
 // maxFactCache bounds WORKER_FACT_CACHE: the cache allocates its slots and
 // index for every entry at start.
 const maxFactCache = 10_000_000
-
-// checkEntityName reports a Service Bus entity name that is not 1 to max
-// characters of letters, digits, '.', '-' and '_'.
-func checkEntityName(name string, max int) error {
-	if len(name) > max {
-		return fmt.Errorf("%q has %d characters; Service Bus allows %d", name, len(name), max)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%q: character %q is not a letter, digit, '.', '-' or '_'", name, c)
-		}
-	}
-	return nil
-}
 
 // paymentOptions returns the payment step's options for gateway g: the
 // queue's lock duration as the lease of a claim held by another copy of a

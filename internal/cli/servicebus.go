@@ -125,3 +125,29 @@ func (s *ServiceBus) LogAttrs() []slog.Attr {
 		slog.String("queue", s.Queue),
 	}
 }
+
+// The longest topic and subscription names Service Bus accepts.
+const (
+	MaxTopicName        = 260
+	MaxSubscriptionName = 50
+)
+
+// CheckEntityName reports a Service Bus entity name that Service Bus
+// refuses: longer than max characters, or with a character other than a
+// letter, digit, '.', '-', '_' (and, with slash, '/' in a topic's name, not
+// at either end).
+func CheckEntityName(name string, max int, slash bool) error {
+	if len(name) > max {
+		return fmt.Errorf("%q has %d characters; Service Bus allows %d", name, len(name), max)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == '/' && slash && i > 0 && i < len(name)-1 {
+			continue
+		}
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%q: character %q is not a letter, digit, '.', '-' or '_'", name, c)
+		}
+	}
+	return nil
+}
