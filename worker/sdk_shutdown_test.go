@@ -145,8 +145,13 @@ func TestShutdownCountsNoDeliveryThroughTheSDK(t *testing.T) {
 			until(t, "the receive in progress to bring what the broker sent on its credit", func() bool {
 				return h.count() == tt.handled+tt.drained
 			})
+			// Without a drain window the receive is cancelled at once,
+			// but what reached the SDK before it saw the cancel is still
+			// handed out, and then handled (a loaded machine shows it):
+			// of the leftover credit, what no handler got is released.
 			until(t, "the SDK to release what arrived on leftover credit", func() bool {
-				return s.q.Snapshot().Released == int64(tt.released)
+				brought := int64(h.count() - tt.handled - tt.drained)
+				return s.q.Snapshot().Released+brought == int64(tt.released)
 			})
 			close(h.release)
 			if err := <-errc; err != nil {
@@ -160,8 +165,8 @@ func TestShutdownCountsNoDeliveryThroughTheSDK(t *testing.T) {
 
 			snap := s.q.Snapshot()
 			unseen := tt.backlog + tt.afterStop - h.count()
-			if want := tt.handled + tt.drained; h.count() != want || snap.Completed != int64(want) {
-				t.Errorf("handlers saw %d and the queue completed %d, want %d", h.count(), snap.Completed, want)
+			if want := tt.handled + tt.drained; h.count() < want || h.count() > want+tt.released || snap.Completed != int64(h.count()) {
+				t.Errorf("handlers saw %d and the queue completed %d, want %d (and at most %d more brought by the cancelled receive)", h.count(), snap.Completed, want, tt.released)
 			}
 			if snap.Abandoned != 0 || len(snap.Locked) != 0 {
 				t.Errorf("shutdown abandoned %d and left %d locked, want none", snap.Abandoned, len(snap.Locked))
