@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
-	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
 
 // Cosmium v0.1.20 ignores If-Match: the start-up check must see it, so that

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
-	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
 
 func TestNewClientFromConnectionString(t *testing.T) {

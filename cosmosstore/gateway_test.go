@@ -17,8 +17,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
-	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
 
 // gateway is a hand-written fake of the Cosmos DB gateway: just enough HTTP

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // conflictingStore is a memstore whose order creates always conflict, as

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // A producer checks the order ids it builds; a colon would let an order

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // The same message delivered twice creates the order once; the same order id

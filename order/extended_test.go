@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // fakeGateway is a payments service that deduplicates on the key, like the

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // An OrderAccepted event as the outbox relay publishes it (MessageId the

@@ -6,9 +6,10 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 )
 
 // A resubmission two days after the first capture, once the payments service
@@ -17,7 +18,7 @@ import (
 func ExampleWithPaymentOptions() {
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	svc := payments.NewService(&payments.ServiceOptions{KeyRetention: 24 * time.Hour, Now: clock})
+	svc := paymentservice.NewService(&paymentservice.ServiceOptions{KeyRetention: 24 * time.Hour, Now: clock})
 	srv := httptest.NewServer(svc)
 	defer srv.Close()
 	client, err := payments.NewClient(srv.URL, nil)

@@ -12,9 +12,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 )
 
 // faultyStore is memstore with a hook on ReplaceDocument, which every write
@@ -119,12 +120,12 @@ func TestLateResubmissionChargesOnce(t *testing.T) {
 			ctx := t.Context()
 			clk := &testClock{now: fixedNow()}
 			var requests atomic.Int32
-			svc := payments.NewService(&payments.ServiceOptions{KeyRetention: keyRetention, Now: clk.Now,
-				Faults: func(payments.FaultRequest) payments.Fault {
+			svc := paymentservice.NewService(&paymentservice.ServiceOptions{KeyRetention: keyRetention, Now: clk.Now,
+				Faults: func(paymentservice.FaultRequest) paymentservice.Fault {
 					if tt.failFirst && requests.Add(1) == 1 {
-						return payments.Fault{Kind: payments.FaultFail}
+						return paymentservice.Fault{Kind: paymentservice.FaultFail}
 					}
-					return payments.Fault{}
+					return paymentservice.Fault{}
 				}})
 			srv := httptest.NewServer(svc)
 			defer srv.Close()

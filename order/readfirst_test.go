@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
-	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // orders returns n first deliveries of distinct valid orders under prefix.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // statusDelivery is statusAt, delivered for the dc-th time.

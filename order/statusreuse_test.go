@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // statusAt is statusMsg with a chosen changedAt.

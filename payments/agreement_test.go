@@ -11,6 +11,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 )
 
 // orderBody returns an order message body with the given id, currency and
@@ -45,7 +46,7 @@ func checkCapturable(t *testing.T, body []byte) {
 	r.Header.Set(payments.HeaderIdempotencyKey, order.PaymentKey(o.OrderID))
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
-	payments.NewService(nil).ServeHTTP(w, r)
+	paymentservice.NewService(nil).ServeHTTP(w, r)
 	if w.Code != http.StatusCreated {
 		t.Fatalf("order %s passed order.Validate, but the service answered its capture %d: %s", o.OrderID, w.Code, w.Body)
 	}

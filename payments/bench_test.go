@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 )
 
 // BenchmarkClientCapture is a first capture over loopback HTTP: one request,
 // one charge.
 func BenchmarkClientCapture(b *testing.B) {
-	srv := httptest.NewServer(payments.NewService(nil))
+	srv := httptest.NewServer(paymentservice.NewService(nil))
 	defer srv.Close()
 	c, err := payments.NewClient(srv.URL, &payments.ClientOptions{HTTPClient: srv.Client()})
 	if err != nil {
@@ -33,7 +34,7 @@ func BenchmarkClientCapture(b *testing.B) {
 // BenchmarkClientReplay is a repeated capture over loopback HTTP, answered
 // from the idempotency store.
 func BenchmarkClientReplay(b *testing.B) {
-	srv := httptest.NewServer(payments.NewService(nil))
+	srv := httptest.NewServer(paymentservice.NewService(nil))
 	defer srv.Close()
 	c, err := payments.NewClient(srv.URL, &payments.ClientOptions{HTTPClient: srv.Client()})
 	if err != nil {
@@ -62,7 +63,7 @@ func serviceRequest(key, body string) *http.Request {
 
 // BenchmarkServiceCapture is the service's own cost of a first capture.
 func BenchmarkServiceCapture(b *testing.B) {
-	svc := payments.NewService(nil)
+	svc := paymentservice.NewService(nil)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		id := "ord-" + strconv.Itoa(i)
@@ -76,12 +77,12 @@ func BenchmarkServiceCapture(b *testing.B) {
 
 // BenchmarkServiceReplay is the service's own cost of a replay.
 func BenchmarkServiceReplay(b *testing.B) {
-	svc := payments.NewService(nil)
-	svc.ServeHTTP(httptest.NewRecorder(), serviceRequest("capture:ord-1", validBody))
+	svc := paymentservice.NewService(nil)
+	svc.ServeHTTP(httptest.NewRecorder(), serviceRequest("capture:ord-1", `{"orderId":"ord-1","amountMinor":3998,"currency":"EUR"}`))
 	b.ReportAllocs()
 	for b.Loop() {
 		w := httptest.NewRecorder()
-		svc.ServeHTTP(w, serviceRequest("capture:ord-1", validBody))
+		svc.ServeHTTP(w, serviceRequest("capture:ord-1", `{"orderId":"ord-1","amountMinor":3998,"currency":"EUR"}`))
 		if w.Code != http.StatusCreated || w.Header().Get(payments.HeaderIdempotentReplayed) != "true" {
 			b.Fatal(w.Code, w.Body)
 		}

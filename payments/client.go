@@ -231,7 +231,7 @@ func (c *Client) Capture(ctx context.Context, key string, req CaptureRequest) (P
 // the outcome of a capture whose key the service may have forgotten. It is a
 // read, retried like Capture, and its errors match the same sentinels.
 func (c *Client) Lookup(ctx context.Context, orderID string) ([]Payment, error) {
-	if err := checkOrderID(orderID); err != nil {
+	if err := CheckOrderID(orderID); err != nil {
 		return nil, fmt.Errorf("payments: %w: %w", ErrRejected, err)
 	}
 	target := c.endpoint + "?" + url.Values{"orderId": {orderID}}.Encode()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 )
 
 var capture = payments.CaptureRequest{OrderID: "ord-1", AmountMinor: 3998, Currency: "EUR"}
@@ -48,16 +49,16 @@ func checkKeys(t *testing.T, rec *recorder, key string, n int) {
 func TestClientRetriesWithTheSameKey(t *testing.T) {
 	tests := []struct {
 		name  string
-		fault payments.Fault
+		fault paymentservice.Fault
 	}{
-		{"503", payments.Fault{Kind: payments.FaultFail, Status: http.StatusServiceUnavailable}},
-		{"500", payments.Fault{Kind: payments.FaultFail, Status: http.StatusInternalServerError}},
-		{"429", payments.Fault{Kind: payments.FaultFail, Status: http.StatusTooManyRequests}},
-		{"502", payments.Fault{Kind: payments.FaultFail, Status: http.StatusBadGateway}},
+		{"503", paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusServiceUnavailable}},
+		{"500", paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusInternalServerError}},
+		{"429", paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusTooManyRequests}},
+		{"502", paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusBadGateway}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			svc := payments.NewService(&payments.ServiceOptions{Faults: firstAttempts(2, tt.fault)})
+			svc := paymentservice.NewService(&paymentservice.ServiceOptions{Faults: firstAttempts(2, tt.fault)})
 			srv, rec := serve(t, svc)
 			c, sl := newClient(t, srv, payments.ClientOptions{})
 
@@ -125,7 +126,7 @@ func TestClientDoesNotRetryOther4xx(t *testing.T) {
 }
 
 func TestClientKeyReusedForAnotherAmount(t *testing.T) {
-	svc := payments.NewService(nil)
+	svc := paymentservice.NewService(nil)
 	srv, rec := serve(t, svc)
 	c, _ := newClient(t, srv, payments.ClientOptions{})
 	key := payments.KeyFor("ord-1")
@@ -159,7 +160,7 @@ func TestClientRejectsInvalidRequestsWithoutSending(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv, rec := serve(t, payments.NewService(nil))
+			srv, rec := serve(t, paymentservice.NewService(nil))
 			c, _ := newClient(t, srv, payments.ClientOptions{})
 			_, err := c.Capture(context.Background(), tt.key, tt.req)
 			if !errors.Is(err, payments.ErrRejected) || payments.IsTransient(err) {
@@ -175,14 +176,14 @@ func TestClientRejectsInvalidRequestsWithoutSending(t *testing.T) {
 func TestClientAnswerLostAfterTheCharge(t *testing.T) {
 	tests := []struct {
 		name  string
-		fault payments.Fault
+		fault paymentservice.Fault
 	}{
-		{"attempt times out", payments.Fault{Kind: payments.FaultHang}},
-		{"connection dropped", payments.Fault{Kind: payments.FaultDrop}},
+		{"attempt times out", paymentservice.Fault{Kind: paymentservice.FaultHang}},
+		{"connection dropped", paymentservice.Fault{Kind: paymentservice.FaultDrop}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			svc := payments.NewService(&payments.ServiceOptions{Faults: firstAttempts(1, tt.fault)})
+			svc := paymentservice.NewService(&paymentservice.ServiceOptions{Faults: firstAttempts(1, tt.fault)})
 			srv, rec := serve(t, svc)
 			c, sl := newClient(t, srv, payments.ClientOptions{AttemptTimeout: 200 * time.Millisecond})
 
@@ -222,7 +223,7 @@ func TestClientGivesUp(t *testing.T) {
 	}{
 		{
 			name:     "503 on every attempt",
-			handler:  payments.NewService(&payments.ServiceOptions{Faults: firstAttempts(100, payments.Fault{Kind: payments.FaultFail})}),
+			handler:  paymentservice.NewService(&paymentservice.ServiceOptions{Faults: firstAttempts(100, paymentservice.Fault{Kind: paymentservice.FaultFail})}),
 			attempts: payments.DefaultMaxAttempts,
 			wantIs:   []error{payments.ErrUnavailable},
 			status:   http.StatusServiceUnavailable,
@@ -274,7 +275,7 @@ func TestClientGivesUp(t *testing.T) {
 			}
 		})
 	}
-	if svc, ok := tests[0].handler.(*payments.Service); !ok || svc.Charges() != 0 {
+	if svc, ok := tests[0].handler.(*paymentservice.Service); !ok || svc.Charges() != 0 {
 		t.Errorf("the failing service charged")
 	}
 }
@@ -335,7 +336,7 @@ func TestClientHonoursRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.header, func(t *testing.T) {
-			svc := payments.NewService(nil)
+			svc := paymentservice.NewService(nil)
 			var answered atomic.Bool
 			srv, rec := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if !answered.Swap(true) {
@@ -366,7 +367,7 @@ func TestClientHonoursRetryAfter(t *testing.T) {
 }
 
 func TestClientStopsWhenContextEndsDuringBackoff(t *testing.T) {
-	svc := payments.NewService(&payments.ServiceOptions{Faults: firstAttempts(100, payments.Fault{Kind: payments.FaultFail})})
+	svc := paymentservice.NewService(&paymentservice.ServiceOptions{Faults: firstAttempts(100, paymentservice.Fault{Kind: paymentservice.FaultFail})})
 	srv, rec := serve(t, svc)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -388,7 +389,7 @@ func TestClientStopsWhenContextEndsDuringBackoff(t *testing.T) {
 }
 
 func TestClientContextAlreadyDone(t *testing.T) {
-	srv, rec := serve(t, payments.NewService(nil))
+	srv, rec := serve(t, paymentservice.NewService(nil))
 	c, sl := newClient(t, srv, payments.ClientOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -440,7 +441,7 @@ func TestNewClient(t *testing.T) {
 
 // A base URL with a path prefix keeps it.
 func TestClientBaseURLWithPath(t *testing.T) {
-	svc := payments.NewService(nil)
+	svc := paymentservice.NewService(nil)
 	srv, _ := serve(t, http.StripPrefix("/psp", svc))
 	c, err := payments.NewClient(srv.URL+"/psp/", &payments.ClientOptions{HTTPClient: srv.Client()})
 	if err != nil {

@@ -76,7 +76,7 @@
 // time (a key is new again the instant its retention has passed): a model
 // that remembered keys longer than a provider would hide a double charge. It stands in for one in tests,
 // in the fault-injection simulation and as the standalone command
-// cmd/paymentservice.
+// test/paymentservice/cmd/paymentservice.
 //
 // # Client
 //

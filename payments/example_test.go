@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 )
 
 // A redelivered order captures its payment again with the same key: the
 // service answers with the original payment and charges once.
 func ExampleClient_Capture() {
-	svc := payments.NewService(&payments.ServiceOptions{
+	svc := paymentservice.NewService(&paymentservice.ServiceOptions{
 		Now: func() time.Time { return time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC) },
 	})
 	srv := httptest.NewServer(svc)
@@ -50,12 +51,12 @@ func ExampleClient_Capture() {
 // attempts of every key answer 503, and the client's retries, with the same
 // key, capture the payment once.
 func ExampleService_faults() {
-	svc := payments.NewService(&payments.ServiceOptions{
-		Faults: func(r payments.FaultRequest) payments.Fault {
+	svc := paymentservice.NewService(&paymentservice.ServiceOptions{
+		Faults: func(r paymentservice.FaultRequest) paymentservice.Fault {
 			if r.Attempt <= 2 {
-				return payments.Fault{Kind: payments.FaultFail, Status: http.StatusServiceUnavailable}
+				return paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusServiceUnavailable}
 			}
-			return payments.Fault{}
+			return paymentservice.Fault{}
 		},
 	})
 	srv := httptest.NewServer(svc)
@@ -82,7 +83,7 @@ func ExampleKeyFor() {
 // lookup still finds the payment, and tells a worker not to capture again.
 func ExampleClient_Lookup() {
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	svc := payments.NewService(&payments.ServiceOptions{KeyRetention: 24 * time.Hour, Now: func() time.Time { return now }})
+	svc := paymentservice.NewService(&paymentservice.ServiceOptions{KeyRetention: 24 * time.Hour, Now: func() time.Time { return now }})
 	srv := httptest.NewServer(svc)
 	defer srv.Close()
 	client, err := payments.NewClient(srv.URL, nil)

@@ -9,22 +9,23 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 )
 
 func TestGatewayMapsErrorsToTheDomain(t *testing.T) {
 	tests := []struct {
 		name  string
-		fault payments.Fault
+		fault paymentservice.Fault
 		want  error // nil: success
 	}{
-		{"captured", payments.Fault{}, nil},
-		{"service unavailable", payments.Fault{Kind: payments.FaultFail, Status: http.StatusServiceUnavailable}, order.ErrTransient},
-		{"throttled", payments.Fault{Kind: payments.FaultFail, Status: http.StatusTooManyRequests}, order.ErrTransient},
-		{"rejected", payments.Fault{Kind: payments.FaultFail, Status: http.StatusBadRequest}, order.ErrPaymentRejected},
+		{"captured", paymentservice.Fault{}, nil},
+		{"service unavailable", paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusServiceUnavailable}, order.ErrTransient},
+		{"throttled", paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusTooManyRequests}, order.ErrTransient},
+		{"rejected", paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusBadRequest}, order.ErrPaymentRejected},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			svc := payments.NewService(&payments.ServiceOptions{Faults: func(payments.FaultRequest) payments.Fault { return tt.fault }})
+			svc := paymentservice.NewService(&paymentservice.ServiceOptions{Faults: func(paymentservice.FaultRequest) paymentservice.Fault { return tt.fault }})
 			srv := httptest.NewServer(svc)
 			defer srv.Close()
 			c, err := payments.NewClient(srv.URL, &payments.ClientOptions{MaxAttempts: 1})
@@ -47,7 +48,7 @@ func TestGatewayMapsErrorsToTheDomain(t *testing.T) {
 }
 
 func TestGatewayKeyReusedIsRejected(t *testing.T) {
-	srv := httptest.NewServer(payments.NewService(nil))
+	srv := httptest.NewServer(paymentservice.NewService(nil))
 	defer srv.Close()
 	c, _ := payments.NewClient(srv.URL, nil)
 	g := payments.Gateway{Client: c}

@@ -2,6 +2,7 @@ package payments_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 )
 
 // clock is a hand-set clock for ServiceOptions.Now.
@@ -120,11 +122,37 @@ func post(t testing.TB, c *http.Client, base, key, contentType, body string) ans
 
 // firstAttempts returns a Faults function that injects f on the first n
 // attempts of every key.
-func firstAttempts(n int, f payments.Fault) func(payments.FaultRequest) payments.Fault {
-	return func(r payments.FaultRequest) payments.Fault {
+func firstAttempts(n int, f paymentservice.Fault) func(paymentservice.FaultRequest) paymentservice.Fault {
+	return func(r paymentservice.FaultRequest) paymentservice.Fault {
 		if r.Attempt <= n {
 			return f
 		}
-		return payments.Fault{}
+		return paymentservice.Fault{}
 	}
+}
+
+const validBody = `{"orderId":"ord-1","amountMinor":3998,"currency":"EUR"}`
+
+func decodePayment(t *testing.T, body string) payments.Payment {
+	t.Helper()
+	var p payments.Payment
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		t.Fatalf("body %q is not a payment: %v", body, err)
+	}
+	return p
+}
+
+func decodeProblem(t *testing.T, a answer) payments.Problem {
+	t.Helper()
+	if ct := a.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type = %q, want application/problem+json", ct)
+	}
+	var p payments.Problem
+	if err := json.Unmarshal([]byte(a.body), &p); err != nil {
+		t.Fatalf("body %q is not a problem document: %v", a.body, err)
+	}
+	if p.Status != a.status || p.Title != http.StatusText(a.status) || p.Detail == "" {
+		t.Errorf("problem %+v does not describe a %d", p, a.status)
+	}
+	return p
 }

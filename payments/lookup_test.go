@@ -14,6 +14,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 )
 
 // get sends one GET to base+path.
@@ -37,7 +38,7 @@ func get(t *testing.T, c *http.Client, base, path string) answer {
 func TestServiceLedgerOutlivesKeys(t *testing.T) {
 	const retention = time.Hour
 	clk := newClock()
-	svc := payments.NewService(&payments.ServiceOptions{KeyRetention: retention, Now: clk.Now})
+	svc := paymentservice.NewService(&paymentservice.ServiceOptions{KeyRetention: retention, Now: clk.Now})
 	srv, _ := serve(t, svc)
 	c := srv.Client()
 	list := func(orderID string) payments.PaymentList {
@@ -88,7 +89,7 @@ func failingGets(n int32, status int, next http.Handler) http.Handler {
 
 func TestClientLookup(t *testing.T) {
 	ctx := context.Background()
-	svc := payments.NewService(nil)
+	svc := paymentservice.NewService(nil)
 	srv, _ := serve(t, failingGets(2, http.StatusServiceUnavailable, svc))
 	c, sl := newClient(t, srv, payments.ClientOptions{})
 	p, err := c.Capture(ctx, payments.KeyFor("ord/1?a=b&c#d%"), payments.CaptureRequest{OrderID: "ord/1?a=b&c#d%", AmountMinor: 5, Currency: "EUR"})
@@ -130,7 +131,7 @@ func TestClientLookupGivesUpAndRejectsAForeignAnswer(t *testing.T) {
 
 func TestGatewayLookupPayments(t *testing.T) {
 	ctx := context.Background()
-	svc := payments.NewService(nil)
+	svc := paymentservice.NewService(nil)
 	srv := httptest.NewServer(svc)
 	defer srv.Close()
 	c, _ := payments.NewClient(srv.URL, &payments.ClientOptions{MaxAttempts: 1})

@@ -29,6 +29,16 @@ const (
 	MaxBodySize = 64 << 10
 )
 
+// DefaultKeyRetention is how long the payments API remembers an
+// idempotency key after its charge: 30 days, the upper end of what payment
+// providers keep (24 hours to 30 days), so that with the order worker's
+// defaults (a resubmission horizon of 7 days) the retention exceeds the
+// worker's redelivery horizon. The reference service
+// (test/paymentservice) keeps keys this long. The worker does not rely on
+// it: it resolves a claim older than its own idempotency-key setting by
+// looking the payment up (GET /payments?orderId=), never by a blind retry.
+const DefaultKeyRetention = 30 * 24 * time.Hour
+
 // StatusCaptured is the status of a payment whose amount has been charged.
 const StatusCaptured = "captured"
 
@@ -54,7 +64,7 @@ type CaptureRequest struct {
 
 // Validate reports the first field of r that breaks the wire contract.
 func (r CaptureRequest) Validate() error {
-	if err := checkOrderID(r.OrderID); err != nil {
+	if err := CheckOrderID(r.OrderID); err != nil {
 		return err
 	}
 	switch {
@@ -66,9 +76,9 @@ func (r CaptureRequest) Validate() error {
 	return nil
 }
 
-// checkOrderID validates the merchant's order reference of a capture or a
+// CheckOrderID validates the merchant's order reference of a capture or a
 // lookup.
-func checkOrderID(id string) error {
+func CheckOrderID(id string) error {
 	switch {
 	case id == "":
 		return errors.New("orderId is required")
@@ -120,11 +130,12 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// parseKey returns the idempotency key in an Idempotency-Key header value.
+// ParseKey returns the idempotency key in an Idempotency-Key header value,
+// as a server of the payments API reads it.
 // The value is either a bare token of visible ASCII characters, as payment
 // providers use it, or the IETF draft's Structured Field String (a quoted
 // string with \" and \\ escapes); both forms of one key are the same key.
-func parseKey(v string) (string, error) {
+func ParseKey(v string) (string, error) {
 	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 		inner := v[1 : len(v)-1]
 		var b strings.Builder

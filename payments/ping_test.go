@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 )
 
 // Ping is a circuit breaker's probe: one GET /healthz, no retry; a service
@@ -26,7 +27,7 @@ func TestClientPing(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
-		payments.NewService(nil).ServeHTTP(w, r)
+		paymentservice.NewService(nil).ServeHTTP(w, r)
 	}))
 	defer srv.Close()
 	c, err := payments.NewClient(srv.URL, nil)

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idempotent-consumer/sbcosmos/memstore"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // onePage is a change feed of one range that returns docs once.

@@ -30,7 +30,7 @@
 # Upstream cosmium's own server listens on every network interface whatever
 # -Host says (it binds ":<port>") and serves /cosmium/export without a key, so
 # this script builds the project's cosmium command
-# (internal/cosmiumtest/tools/cmd/cosmium): cosmium's own handlers on a
+# (test/cosmiumtest/tools/cmd/cosmium): cosmium's own handlers on a
 # listener bound to -Host, here 127.0.0.1 only. It still uses no well-known
 # key: `up` generates a random account key (kept in $LOCAL_DIR/cosmos.key,
 # mode 0600).
@@ -86,12 +86,12 @@ EOF
 build() {
 	mkdir -p "$bin"
 	echo "building orderworker, orderproducer, orderctl, paymentservice, sbbroker into $bin"
-	(cd "$root" && go build -o "$bin" ./cmd/orderworker ./cmd/orderproducer ./cmd/orderctl ./cmd/paymentservice ./test/sbbroker/cmd/sbbroker)
+	(cd "$root" && go build -o "$bin" ./cmd/orderworker ./cmd/orderproducer ./cmd/orderctl ./test/paymentservice/cmd/paymentservice ./test/sbbroker/cmd/sbbroker)
 	if [[ -n ${COSMIUM_BIN:-} ]]; then
-		cp "$COSMIUM_BIN" "$bin/cosmium" # a prebuilt one, as internal/cosmiumtest accepts
+		cp "$COSMIUM_BIN" "$bin/cosmium" # a prebuilt one, as test/cosmiumtest accepts
 	elif [[ ! -x $bin/cosmium ]]; then
-		echo "building cosmium once (from internal/cosmiumtest/tools; about half a minute)"
-		go -C "$root/internal/cosmiumtest/tools" build -o "$bin/cosmium" ./cmd/cosmium
+		echo "building cosmium once (from test/cosmiumtest/tools; about half a minute)"
+		go -C "$root/test/cosmiumtest/tools" build -o "$bin/cosmium" ./cmd/cosmium
 	fi
 }
 

@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
@@ -146,7 +145,7 @@ func (w *Worker) instrument() error {
 		mp = metricnoop.NewMeterProvider()
 	}
 	if prop == nil {
-		prop = telemetry.Propagator()
+		prop = Propagator()
 	}
 	t := &instruments{
 		tracer: tp.Tracer(instrumentationScope, trace.WithSchemaURL(semconv.SchemaURL)),
@@ -235,7 +234,7 @@ func (t *instruments) startProcess(ctx context.Context, m *azservicebus.Received
 		return ctx, nil
 	}
 	t.inFlight.Add(ctx, 1, t.baseOpt)
-	parent := telemetry.Extract(ctx, t.prop, m.ApplicationProperties)
+	parent := ExtractTraceContext(ctx, t.prop, m.ApplicationProperties)
 	attrs := append(t.messageAttrs(m), semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"))
 	return t.tracer.Start(parent, "process "+t.queue, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 }
@@ -346,7 +345,7 @@ func (r *tracedReceiver) ReceiveMessages(ctx context.Context, n int, o *azservic
 	if span.IsRecording() {
 		span.SetAttributes(semconv.MessagingBatchMessageCount(len(msgs)))
 		for _, m := range msgs {
-			if sc := trace.SpanContextFromContext(telemetry.Extract(context.Background(), t.prop, m.ApplicationProperties)); sc.IsValid() {
+			if sc := trace.SpanContextFromContext(ExtractTraceContext(context.Background(), t.prop, m.ApplicationProperties)); sc.IsValid() {
 				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{semconv.MessagingMessageID(m.MessageID)}})
 			}
 		}

@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
-	"github.com/idempotent-consumer/sbcosmos/internal/telemetry/telemetrytest"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/telemetrytest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 

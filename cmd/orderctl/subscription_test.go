@@ -15,11 +15,11 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
-	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
 
 // topicStack is a stack whose broker also has the topic order-events with

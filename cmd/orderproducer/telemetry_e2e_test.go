@@ -19,21 +19,22 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
-	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
-	"github.com/idempotent-consumer/sbcosmos/internal/telemetry/telemetrytest"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/test/telemetrytest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
 // TestTraceAcrossProducerWorkerStoreAndPayments sends a known mix of
 // messages with the producer's send path to the test broker, runs the
 // worker on them against cosmium and the payments service, all instrumented
-// as cmd/orderworker and cmd/paymentservice instrument them, with in-memory
+// as cmd/orderworker and test/paymentservice/cmd/paymentservice instrument them, with in-memory
 // exporters, and checks that each created order is one trace (producer send
 // → worker process → Cosmos DB spans and payments client → payments server)
 // and that the metrics count the mix.
@@ -60,8 +61,8 @@ func TestTraceAcrossProducerWorkerStoreAndPayments(t *testing.T) {
 	t.Cleanup(func() { broker.Close() })
 	cosmos := cosmiumtest.Start(t)
 
-	// The payments service as cmd/paymentservice serves it.
-	svc := payments.NewService(nil)
+	// The payments service as test/paymentservice/cmd/paymentservice serves it.
+	svc := paymentservice.NewService(nil)
 	paySrv := httptest.NewServer(tel.HTTPHandler(svc, "payments", payments.HeaderIdempotencyKey))
 	t.Cleanup(paySrv.Close)
 

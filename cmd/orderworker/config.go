@@ -131,7 +131,7 @@ On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_
 Telemetry:    OTEL_EXPORTER_OTLP_ENDPOINT (traces and metrics over OTLP/HTTP, or gRPC
               with OTEL_EXPORTER_OTLP_PROTOCOL=grpc), WORKER_METRICS_PROMETHEUS=true
               (metrics on WORKER_HEALTH_ADDR's /metrics); none by default
-No Azure:     orderworker -simulate runs everything in-process under injected faults (-simulate -h)
+No Azure:     go run ./test/simulate runs everything in-process under injected faults (-h)
 Version:      orderworker -version prints the module version, VCS revision and Go version
 
 Durations: Go (90s, 1h30m), days (35d, 1d12h) or ISO 8601 (PT1M, P14D).

@@ -228,24 +228,6 @@ func TestDefaultsAgreeWithBicep(t *testing.T) {
 	}
 }
 
-func TestSimulateInAnyPosition(t *testing.T) {
-	for _, tt := range []struct {
-		args, rest []string
-		ok         bool
-	}{
-		{[]string{"-simulate"}, nil, true},
-		{[]string{"-orders", "20", "-simulate", "-seed", "7"}, []string{"-orders", "20", "-seed", "7"}, true},
-		{[]string{"-seed", "7", "--simulate"}, []string{"-seed", "7"}, true},
-		{[]string{"-queue", "orders"}, []string{"-queue", "orders"}, false},
-		{[]string{"--", "-simulate"}, []string{"--", "-simulate"}, false},
-	} {
-		rest, ok := simulateArgs(tt.args)
-		if ok != tt.ok || strings.Join(rest, " ") != strings.Join(tt.rest, " ") {
-			t.Errorf("simulateArgs(%q) = %q, %v; want %q, %v", tt.args, rest, ok, tt.rest, tt.ok)
-		}
-	}
-}
-
 func TestRunFlagMistakeIsOneLine(t *testing.T) {
 	var stderr strings.Builder
 	err := run(context.Background(), []string{"-no-such-flag"}, envOf(nil), io.Discard, &stderr)

@@ -20,10 +20,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
-	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
 
 // TestHealthProbesFollowTheStore runs the real run() against the test

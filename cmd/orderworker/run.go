@@ -26,9 +26,6 @@ import (
 // with an error wrapping cli.ErrForced. -h returns nil, a flag mistake a
 // *cli.UsageError.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if rest, ok := simulateArgs(args); ok {
-		return runSimulation(ctx, rest, stdout, stderr)
-	}
 	if versionArgs(args) {
 		return printVersion(stdout)
 	}
@@ -138,22 +135,6 @@ func newReceiver(sb *azservicebus.Client, cfg config) (*azservicebus.Receiver, e
 		return nil, fmt.Errorf("receiver for queue %q: %w", cfg.Queue, err)
 	}
 	return r, nil
-}
-
-// simulateArgs reports whether args ask for the simulation (-simulate or
-// --simulate anywhere before a "--"), and returns the other arguments, the
-// simulation's flags.
-func simulateArgs(args []string) (rest []string, ok bool) {
-	for i, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "-simulate" || a == "--simulate" {
-			rest = append(append(rest, args[:i]...), args[i+1:]...)
-			return rest, true
-		}
-	}
-	return args, false
 }
 
 // logShutdownStages logs the start of the drain when ctx ends (at the first

@@ -20,12 +20,12 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
-	"github.com/idempotent-consumer/sbcosmos/payments"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
 
 // otlpCollector is a fake OTLP/HTTP collector that keeps what it receives.
@@ -98,7 +98,7 @@ func TestRunExportsTelemetry(t *testing.T) {
 	}
 	defer broker.Close()
 	cosmos := cosmiumtest.Start(t)
-	pay := httptest.NewServer(payments.NewService(nil))
+	pay := httptest.NewServer(paymentservice.NewService(nil))
 	defer pay.Close()
 
 	// A producer's span, its context in the message.

@@ -1,61 +1,24 @@
 package telemetry
 
-import (
-	"context"
+import "github.com/idempotent-consumer/sbcosmos/worker"
 
-	"go.opentelemetry.io/otel/propagation"
-)
-
-// The application properties that carry the trace context of a message.
+// The application properties that carry the trace context of a message;
+// package worker defines them, since the worker reads them.
 const (
-	PropertyTraceParent  = "traceparent"
-	PropertyTraceState   = "tracestate"
-	PropertyDiagnosticID = "Diagnostic-Id" // the Azure SDKs' name for the traceparent value
+	PropertyTraceParent  = worker.PropertyTraceParent
+	PropertyTraceState   = worker.PropertyTraceState
+	PropertyDiagnosticID = worker.PropertyDiagnosticID
 )
 
-// MessageCarrier adapts a Service Bus message's ApplicationProperties to
-// propagation.TextMapCarrier. Get returns only string values; Set stores
-// strings. A nil MessageCarrier reads as empty and must not be Set.
-type MessageCarrier map[string]any
+// MessageCarrier is worker.MessageCarrier.
+type MessageCarrier = worker.MessageCarrier
 
-var _ propagation.TextMapCarrier = MessageCarrier(nil)
+// Inject is worker.InjectTraceContext: the producer's half of message trace
+// context.
+var Inject = worker.InjectTraceContext
 
-// Get returns the string value of key, or "".
-func (c MessageCarrier) Get(key string) string {
-	s, _ := c[key].(string)
-	return s
-}
+// Extract is worker.ExtractTraceContext.
+var Extract = worker.ExtractTraceContext
 
-// Set stores value under key.
-func (c MessageCarrier) Set(key, value string) { c[key] = value }
-
-// Keys returns the keys of the properties.
-func (c MessageCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
-// Inject writes the trace context of ctx into props, which must not be nil,
-// as traceparent, tracestate and Diagnostic-Id (see the package
-// documentation). It writes nothing when ctx carries no valid span context.
-func Inject(ctx context.Context, p propagation.TextMapPropagator, props map[string]any) {
-	c := MessageCarrier(props)
-	p.Inject(ctx, c)
-	if tp := c.Get(PropertyTraceParent); tp != "" {
-		c.Set(PropertyDiagnosticID, tp)
-	}
-}
-
-// Extract returns ctx with the remote span context read from props:
-// traceparent and tracestate, or, without a traceparent, Diagnostic-Id.
-// props may be nil.
-func Extract(ctx context.Context, p propagation.TextMapPropagator, props map[string]any) context.Context {
-	c := MessageCarrier(props)
-	if c.Get(PropertyTraceParent) == "" && c.Get(PropertyDiagnosticID) != "" {
-		c = MessageCarrier{PropertyTraceParent: c.Get(PropertyDiagnosticID)}
-	}
-	return p.Extract(ctx, c)
-}
+// Propagator is worker.Propagator.
+var Propagator = worker.Propagator

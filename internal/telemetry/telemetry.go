@@ -131,11 +131,6 @@ type Providers struct {
 	shutdown []func(context.Context) error
 }
 
-// Propagator is the propagator of the project: W3C Trace Context and
-// Baggage.
-func Propagator() propagation.TextMapPropagator {
-	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
-}
 
 // Disabled returns providers that record nothing.
 func Disabled() *Providers {

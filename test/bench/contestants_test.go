@@ -18,11 +18,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
-	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/bench"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
@@ -229,7 +229,7 @@ func processorHandler(p *order.Processor) handler {
 // worker (worker.Worker around the project's processor, logging JSON as
 // orderworker does, to io.Discard), which consumes them until it has
 // settled all of them. The queue model locks, counts and completes each
-// delivery as Service Bus does (see internal/sbqueue).
+// delivery as Service Bus does (see test/sbqueue).
 func queueForWorker(ctx context.Context, c *cosmos, conc int, msgs []order.Message, t *tally) (func() (time.Duration, error), error) {
 	q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("orders", sbqueue.QueueOptions{LockDuration: time.Minute})
 	if err != nil {

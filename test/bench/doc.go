@@ -1,6 +1,6 @@
 // Package bench measures what the idempotent consumer costs, side by side
 // with the alternatives a reader would otherwise write, against cosmium (a
-// real Cosmos DB NoSQL emulator, see internal/cosmiumtest) through the
+// real Cosmos DB NoSQL emulator, see test/cosmiumtest) through the
 // unmodified azcosmos SDK. Its benchmarks are the figures of the README's
 // "What it costs"; nothing here is production code.
 //
@@ -20,7 +20,7 @@
 //     transactional batch; on a conflict a point read and a hash compare).
 //   - worker: the whole worker.Worker loop (bounded handlers, deadlines,
 //     lock renewal, settlement, logging) around the same processor, fed by
-//     the in-process Service Bus model (internal/sbqueue) through its
+//     the in-process Service Bus model (test/sbqueue) through its
 //     azservicebus-shaped receiver, so the messages are received, locked and
 //     completed as the worker does it, without AMQP.
 //   - sdk: the same calls made directly with azcosmos: decode the body,

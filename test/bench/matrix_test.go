@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
 
 // The matrix's axes. A cell is selected with -bench, for instance

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
-	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/bench"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
 
 // TestLatencyProxyCarriesEverySDKRequest: the SDK, given the proxy's

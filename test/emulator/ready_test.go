@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
-	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/test/emulator"
 )
 

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker/internal/wire"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
 
 // The Service Bus emulator's well-known credentials, which the broker

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker/internal/wire"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
 
 // Limits the broker announces and enforces.

@@ -7,7 +7,7 @@
 //
 // without Docker or Azure. Queues, topics and their subscriptions, locks,
 // delivery counts, dead-lettering, time-to-live and duplicate detection come
-// from the in-process queue model (internal/sbqueue); this package is the
+// from the in-process queue model (test/sbqueue); this package is the
 // AMQP front end to it, and tests inspect the same sbqueue.Namespace to
 // assert what happened.
 //

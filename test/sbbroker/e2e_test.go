@@ -16,14 +16,14 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
-	"github.com/idempotent-consumer/sbcosmos/internal/cosmiumtest"
-	"github.com/idempotent-consumer/sbcosmos/internal/e2etest"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/order"
-	"github.com/idempotent-consumer/sbcosmos/payments"
 	"github.com/idempotent-consumer/sbcosmos/test/bench"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
+	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
 
 // The end-to-end tests run the real orderproducer and orderworker binaries
@@ -123,7 +123,7 @@ func TestEndToEndWorkersSurviveSIGKILL(t *testing.T) {
 	cosmos := e.container(t)
 	// The downstream payments service, in process: it counts the charges
 	// each order caused, which must be exactly one.
-	pay := payments.NewService(nil)
+	pay := paymentservice.NewService(nil)
 	paySrv := httptest.NewServer(pay)
 	defer paySrv.Close()
 	e.baseEnv = append(e.baseEnv, "PAYMENTS_URL="+paySrv.URL)

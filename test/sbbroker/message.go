@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/Azure/go-amqp"
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker/internal/wire"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
 
 // Message annotation keys Service Bus sets on deliveries and the SDK maps

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker/internal/wire"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
 
 // errorCounter is a slog.Handler that counts error-level records, so tests

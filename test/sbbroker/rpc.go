@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/Azure/go-amqp"
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
 
 // response is the outcome of a $cbs or $management request.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/Azure/go-amqp"
-	"github.com/idempotent-consumer/sbcosmos/internal/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker/internal/wire"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
 
 // batchFormat is the message-format of an SDK batch: its data sections are

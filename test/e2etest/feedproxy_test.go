@@ -1,0 +1,103 @@
+package e2etest_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
+)
+
+// TestFeedProxy_ChangeFeedThroughTheSDK: cosmosstore's change feed adapter,
+// through the real azcosmos SDK, reads the proxy's change feed of a
+// cosmium container: every document once in its latest version, then
+// 304 (no documents, the same continuation), then only what changed since,
+// while every other request reaches cosmium unchanged.
+func TestFeedProxy_ChangeFeedThroughTheSDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs cosmium; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := cosmiumtest.Start(t)
+	proxy := e2etest.StartFeedProxy(t, srv.Endpoint, srv.Key, "orders", "orders")
+	c, err := cosmosstore.NewClientWithKey(proxy.Endpoint, srv.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, c, "orders", "orders"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := cosmosstore.New(c, "orders", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := ordergen.New(1, "feed")
+	write := func(from, to int) {
+		for i := from; i < to; i++ {
+			o := gen.Order(i)
+			if err := s.CreateOrder(ctx, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	feed := s.ChangeFeed()
+	ranges, err := feed.FeedRanges(ctx)
+	if err != nil || len(ranges) != 1 {
+		t.Fatalf("FeedRanges = %v, %v; want cosmium's one range", ranges, err)
+	}
+	readAll := func(continuation string) (ids []string, next string) {
+		for {
+			docs, n, err := feed.ReadChanges(ctx, ranges[0], continuation, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == "" {
+				t.Fatal("no continuation")
+			}
+			for _, d := range docs {
+				var f struct {
+					ID  string `json:"id"`
+					LSN int64  `json:"_lsn"`
+				}
+				if err := json.Unmarshal(d, &f); err != nil || f.LSN == 0 {
+					t.Fatalf("change %s: %v, want a document with its _lsn", d, err)
+				}
+				ids = append(ids, f.ID)
+			}
+			continuation = n
+			if len(docs) == 0 {
+				return ids, continuation
+			}
+		}
+	}
+	write(0, 4)
+	ids, next := readAll("")
+	slices.Sort(ids)
+	want := []string{}
+	for i := range 4 {
+		id := gen.ID(i)
+		want = append(want, id, order.EventID(id))
+	}
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Fatalf("first read: %q, want %q", ids, want)
+	}
+	if again, n := readAll(next); len(again) != 0 || n != next {
+		t.Fatalf("re-read: %q, continuation %q; want nothing and %q", again, n, next)
+	}
+	write(4, 5)
+	if ids, _ := readAll(next); len(ids) != 2 || !slices.Contains(ids, order.EventID(gen.ID(4))) {
+		t.Fatalf("after one more order: %q, want its order and its event", ids)
+	}
+	if reads, modified := proxy.Reads(); reads == 0 || modified == 0 {
+		t.Errorf("the proxy answered %d change feed reads, %d with documents", reads, modified)
+	}
+}

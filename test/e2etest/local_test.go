@@ -1,0 +1,121 @@
+package e2etest_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
+)
+
+// TestLocalScript runs scripts/local.sh as the README tells a new user to:
+// up, demo, down, on free ports and in a temporary state directory. The demo
+// must show every outcome path (resends dropped by the broker's duplicate
+// detection, and duplicates, reused ids and malformed messages that reach
+// the worker), and down must stop every process up started.
+func TestLocalScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole local stack (about 30 s)")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("scripts/local.sh is a bash script")
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl (the script checks the payments service with it)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cosmium, err := cosmiumtest.Binary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	env := append(os.Environ(),
+		"LOCAL_DIR="+dir, "COSMIUM_BIN="+cosmium, "LOCAL_ORDERS=100", "LOCAL_SEED=3",
+		"LOCAL_BROKER_PORT="+freePort(t), "LOCAL_COSMOS_PORT="+freePort(t), "LOCAL_PAYMENTS_PORT="+freePort(t))
+	script := filepath.Join("..", "..", "scripts", "local.sh")
+	shCtx := func(ctx context.Context, arg string) (string, error) {
+		cmd := exec.CommandContext(ctx, "bash", script, arg)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	sh := func(arg string) (string, error) { return shCtx(ctx, arg) }
+	t.Cleanup(func() {
+		// Stop whatever is left after a failure; ctx is over by now.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		shCtx(ctx, "down")
+	})
+
+	if out, err := sh("up"); err != nil {
+		t.Fatalf("up: %v\n%s", err, out)
+	}
+	pids := map[string]int{}
+	for _, s := range []string{"cosmium", "sbbroker", "paymentservice", "orderworker"} {
+		b, err := os.ReadFile(filepath.Join(dir, "run", s+".pid"))
+		if err != nil {
+			t.Fatalf("up kept no pid for %s: %v", s, err)
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		if syscall.Kill(pid, 0) != nil {
+			t.Fatalf("%s (pid %d) is not running after up", s, pid)
+		}
+		pids[s] = pid
+	}
+
+	out, err := sh("demo")
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`broker: (\d+) resends dropped by duplicate detection`).FindStringSubmatch(out)
+	if m == nil || m[1] == "0" {
+		t.Errorf("the demo shows no resend dropped by the broker:\n%s", out)
+	}
+	var summary map[string]any
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, `"msg":"summary"`) {
+			if err := json.Unmarshal([]byte(line), &summary); err != nil {
+				t.Fatalf("summary %q: %v", line, err)
+			}
+		}
+	}
+	for _, k := range []string{"created", "duplicate", "mismatch", "invalid"} {
+		if n, _ := summary[k].(float64); n == 0 {
+			t.Errorf("the demo's worker summary has %s=0: that path is not shown\n%s", k, out)
+		}
+	}
+
+	if out, err := sh("down"); err != nil {
+		t.Fatalf("down: %v\n%s", err, out)
+	}
+	for s, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("%s (pid %d) still exists after down: %v", s, pid, err)
+		}
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}

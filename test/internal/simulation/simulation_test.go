@@ -1,0 +1,296 @@
+package simulation_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/internal/simulation"
+)
+
+// TestSeededScenarios is the proof: for many seeds, each with its own mix of
+// faults, several competing workers and the real worker loop, every
+// invariant holds. A failure names the seed; replay it with
+// go run ./cmd/orderworker -simulate -seed N and the same sizes.
+func TestSeededScenarios(t *testing.T) {
+	seeds := 200
+	if testing.Short() {
+		seeds = 20
+	}
+	for seed := range uint64(seeds) {
+		cfg := scenario(seed)
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+			rep, err := runSim(t, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rep.Verdict(); err != nil {
+				var b strings.Builder
+				rep.WriteTo(&b)
+				t.Fatalf("%v\n%s", err, b.String())
+			}
+			if rep.Enqueued == 0 || rep.Outcomes.Created == 0 {
+				t.Fatalf("nothing happened: %+v", rep)
+			}
+		})
+	}
+}
+
+// scenario derives a mixed fault plan from the seed: each fault is on or off
+// and, when on, has a rate of 5-30%, so that seeds cover both single faults
+// and every combination.
+func scenario(seed uint64) simulation.Config {
+	x := seed*0x9e3779b97f4a7c15 + 1
+	next := func() uint64 { // xorshift: a fixed, cheap sequence per seed
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return x
+	}
+	rate := func() float64 {
+		if next()%3 == 0 {
+			return 0
+		}
+		return 0.05 + float64(next()%26)/100
+	}
+	orders, workers, concurrency := 30+int(next()%31), 2+int(next()%3), 1+int(next()%6)
+	restart := 0.0
+	if seed%4 == 3 { // a quarter of the seeds restart workers
+		restart = 0.01
+	}
+	return simulation.Config{
+		Orders:      orders,
+		Workers:     workers,
+		Concurrency: concurrency,
+		Seed:        seed,
+		Faults: simulation.FaultRates{
+			ProducerRetry: rate(), RetryOutsideWindow: rate(), Crash: rate(), LostSettlement: rate(),
+			LockExpiry: rate(), Transient: rate(), Ambiguous: rate(), Outage: rate() / 3,
+			Reuse: rate(), Malformed: rate(),
+			OutOfOrder: rate() * 3, PaymentFailure: rate(), PaymentTimeout: rate(), PaymentCrash: rate(),
+			PaymentMarkFailure: rate(), ResubmitEarly: 2 * rate(), ResubmitLate: 1, WorkerRestart: restart,
+			PaymentRecordOutage: rate() / 3,
+			RelayCrash:          rate(), RelayStop: rate(), RelayPause: rate() / 2, RelayLostAck: rate(),
+		},
+	}
+}
+
+// TestEveryFaultOccurs guards the proof against a fault plan that quietly
+// stopped injecting: with every fault on, every fault happens and every
+// duplicate cause is seen.
+func TestEveryFaultOccurs(t *testing.T) {
+	rep, err := runSim(t, simulation.Config{
+		Orders: 400, Workers: 3, Concurrency: 4, Seed: 7,
+		Faults: simulation.FaultRates{
+			ProducerRetry: 0.2, RetryOutsideWindow: 0.2, Crash: 0.1, LostSettlement: 0.1, LockExpiry: 0.1,
+			Transient: 0.1, Ambiguous: 0.1, Outage: 0.02, Reuse: 0.1, Malformed: 0.1,
+			OutOfOrder: 0.5, PaymentFailure: 0.4, PaymentTimeout: 0.1, PaymentCrash: 0.1, PaymentMarkFailure: 0.05, ResubmitEarly: 0.5, ResubmitLate: 1,
+			RelayCrash: 0.2, RelayStop: 0.2, RelayPause: 0.2, RelayLostAck: 0.2,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Verdict(); err != nil {
+		t.Fatal(err)
+	}
+	f, dc := rep.Faults, rep.DuplicateCauses
+	if len(rep.Inbox) != 2 {
+		t.Fatalf("%d inbox consumers", len(rep.Inbox))
+	}
+	for name, n := range map[string]int{
+		"producer retries":                     f.ProducerRetry,
+		"late retries":                         f.LateRetry,
+		"reuses":                               f.Reuse,
+		"malformed":                            f.Malformed,
+		"crashes":                              f.Crash,
+		"lost settlements":                     f.LostSettlement,
+		"lock expiries":                        f.LockExpiry,
+		"transient errors":                     f.Transient,
+		"ambiguous writes":                     f.Ambiguous,
+		"outage errors":                        f.OutageErrors,
+		"duplicates after a producer retry":    dc.ProducerRetry,
+		"duplicates after lock loss":           dc.LockLoss,
+		"duplicates in a race (any queue)":     dc.ConcurrentRace + rep.Inbox[0].DuplicateCauses.ConcurrentRace + rep.Inbox[1].DuplicateCauses.ConcurrentRace,
+		"completed-marks failed":               f.PaymentMarkFailure,
+		"resubmissions":                        rep.Resubmissions.Early + rep.Resubmissions.Late,
+		"duplicates after a crash":             dc.CrashRecovery,
+		"duplicates after an ambiguous write":  dc.AmbiguousWrite,
+		"duplicates after a transient error":   dc.TransientRetry,
+		"sends dropped by duplicate detection": rep.Dropped,
+		"mismatches":                           rep.Outcomes.Mismatch,
+		"invalid messages":                     rep.Outcomes.Invalid,
+		"MaxDeliveryCountExceeded":             rep.DeadLetters["MaxDeliveryCountExceeded"],
+		"payment 5xx before charging":          f.PaymentFailure,
+		"payment connections dropped":          f.PaymentDrop,
+		"payment answers timed out":            f.PaymentTimeout,
+		"crashes before the payment mark":      f.PaymentCrash,
+		"capture calls that failed":            rep.Payments.CapturesFailed,
+		"answers replayed by the service":      rep.Payments.Replays,
+		"retries behind a payment claim":       rep.Outcomes.PaymentBusy,
+		"orders with shuffled status changes":  rep.Status.Shuffled,
+		"status changes applied":               rep.Status.Applied,
+		"stale status changes":                 rep.Status.Stale,
+		"status changes before their order":    rep.Status.BeforeOrder,
+		"status changes dead-lettered":         rep.Status.DeadLettered,
+		"inbox consumers":                      len(rep.Inbox),
+		"relay SIGKILLs before a checkpoint":   rep.Relay.Crashes,
+		"relay SIGTERMs mid-page":              rep.Relay.Stops,
+		"relay pauses past the lease":          rep.Relay.Pauses,
+		"relay acknowledgements lost":          rep.Relay.LostAcks,
+		"republishes dropped by the topic":     int(rep.Relay.DuplicatesDropped),
+		"republishes past the window":          rep.Relay.Republished,
+		"lease takeovers after expiry":         rep.Relay.ExpiredTakeovers,
+		"lease takeovers after a release":      rep.Relay.Takeovers - rep.Relay.ExpiredTakeovers,
+		"leases lost by a stale owner":         int(rep.Relay.Lost),
+	} {
+		if n == 0 {
+			t.Errorf("no %s", name)
+		}
+	}
+	if dc.Unexplained != 0 {
+		t.Errorf("%d duplicates unexplained", dc.Unexplained)
+	}
+	if p := rep.Payments; p.Charges != rep.OrderDocuments || p.Completed != rep.OrderDocuments {
+		t.Errorf("%d orders, %d charges, %d payment records completed", rep.OrderDocuments, p.Charges, p.Completed)
+	}
+	for _, in := range rep.Inbox {
+		if in.Outcomes.Created == 0 || in.Outcomes.Duplicate == 0 || in.Faults == 0 || in.Entries == 0 || !in.Accounting.Balanced() {
+			t.Errorf("inbox consumer %s: %+v", in.Consumer, in)
+		}
+	}
+	if r := rep.Relay; r.Instances < 2+r.Crashes+r.Stops || r.Unpublishable != 0 || r.TopicEnqueued != int64(rep.EventDocuments+r.Republished) {
+		t.Errorf("relay %+v: want an instance per slot and per crash or stop, nothing unpublishable, and the topic to accept each of %d events once plus the republishes", r, rep.EventDocuments)
+	}
+	if rep.Outcomes.Duplicate != dc.Total() {
+		t.Errorf("%d duplicates, %d attributed", rep.Outcomes.Duplicate, dc.Total())
+	}
+}
+
+// TestSeedReplaysThePlan: the same seed sends the same messages and plans
+// the same faults; the interleaving of the workers may differ, the ground
+// truth may not.
+func TestSeedReplaysThePlan(t *testing.T) {
+	cfg := scenario(42)
+	var reps [2]*simulation.Report
+	for i := range reps {
+		rep, err := runSim(t, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps[i] = rep
+	}
+	a, b := reps[0], reps[1]
+	if a.Sends != b.Sends || a.Enqueued != b.Enqueued || a.Valid != b.Valid || a.Malformed != b.Malformed ||
+		a.ReusedIDs != b.ReusedIDs || a.OutageOrders != b.OutageOrders || a.OrderDocuments != b.OrderDocuments {
+		t.Errorf("seed 42 replayed differently:\n%+v\n%+v", a, b)
+	}
+}
+
+// TestPartsCanBeDisabled: with payments, status changes and the inbox off,
+// the run is the order writers' alone, and still proves its invariants.
+func TestPartsCanBeDisabled(t *testing.T) {
+	cfg := scenario(11)
+	cfg.DisablePayments, cfg.DisableStatusChanges, cfg.DisableInbox = true, true, true
+	rep, err := runSim(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Verdict(); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Payments.Enabled || rep.Payments.Captures != 0 || rep.Status.Sent != 0 || len(rep.Inbox) != 0 {
+		t.Errorf("disabled parts ran: payments %+v, status %+v, inbox %+v", rep.Payments, rep.Status, rep.Inbox)
+	}
+	var b strings.Builder
+	rep.WriteTo(&b)
+	for _, section := range []string{"Payments", "Status changes", "Inbox consumers"} {
+		if strings.Contains(b.String(), "\n"+section+"\n") || strings.Contains(b.String(), "\n"+section+" (") {
+			t.Errorf("report has a %s section:\n%s", section, b.String())
+		}
+	}
+}
+
+// TestMarkerTTLFollowsTheHorizon: by default the inbox markers live as long
+// as order.RedeliveryHorizon requires for the queues' settings.
+func TestMarkerTTLFollowsTheHorizon(t *testing.T) {
+	rep, err := runSim(t, simulation.Config{Orders: 10, LockDuration: time.Minute, MaxDeliveryCount: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := order.RedeliveryHorizon{LockDuration: time.Minute, MaxDeliveryCount: 6, DuplicateDetectionWindow: 10 * time.Minute}
+	if want, _ := h.MinRetention(); rep.Config.MarkerTTL != want {
+		t.Errorf("marker TTL %v, want the horizon's minimum retention %v", rep.Config.MarkerTTL, want)
+	}
+}
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	for _, cfg := range []simulation.Config{
+		{Orders: -1},
+		{Workers: 100},
+		{Faults: simulation.FaultRates{Crash: 1.5}},
+		{MaxDeliveryCount: 4, MaxFaultsPerMessage: 4},
+		{MaxDeliveryCount: 10, MaxFaultsPerMessage: 5}, // a fault may cost two deliveries
+		{StatusChanges: 2},
+		{MarkerTTL: time.Millisecond},
+	} {
+		if _, err := runSim(t, cfg); err == nil {
+			t.Errorf("Run(%+v) succeeded", cfg)
+		}
+	}
+}
+
+func TestRunStopsWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := simulation.Run(ctx, simulation.Config{Orders: 50}, nil)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run with a cancelled context: %v, want context.Canceled", err)
+		}
+	})
+}
+
+// TestRunStopsAtItsTimeLimit: a run that cannot finish (every store call
+// fails, and the stall timeout is longer than the time limit) ends at its
+// time limit, on the bubble's clock, with an error that says so.
+func TestRunStopsAtItsTimeLimit(t *testing.T) {
+	_, err := runSim(t, simulation.Config{Orders: 20, DisableInbox: true, TimeLimit: time.Minute, StallTimeout: time.Hour,
+		Faults: simulation.FaultRates{Outage: 1}, MaxDeliveryCount: 1000, MaxFaultsPerMessage: 1})
+	if err == nil || !strings.Contains(err.Error(), "time limit") {
+		t.Fatalf("Run = %v, want the time limit", err)
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// runSim runs cfg. In a test it runs inside a testing/synctest bubble, so
+// that every lock, backoff, renewal, deadline and key retention of the run
+// passes on the bubble's virtual clock; a benchmark runs on the wall clock
+// at the compressed time scale.
+func runSim(tb testing.TB, cfg simulation.Config) (*simulation.Report, error) {
+	tb.Helper()
+	t, ok := tb.(*testing.T)
+	if !ok {
+		return simulation.Run(context.Background(), cfg.CompressedTimeScale(), nil)
+	}
+	var rep *simulation.Report
+	var err error
+	synctest.Test(t, func(t *testing.T) {
+		rep, err = simulation.Run(t.Context(), cfg, nil)
+	})
+	return rep, err
+}

@@ -1,0 +1,74 @@
+package memstore_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
+)
+
+// TestPatchDocument: a conditional patch applies all its operations when
+// every condition holds, with a new ETag; a condition that fails (a number
+// not below, a field that is missing or not a number) is a 412, a missing
+// document a 404, and what Cosmos DB refuses a 400; none of them writes.
+func TestPatchDocument(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	const body = `{"id":"a","orderId":"p1","version":3,"name":"x","hashes":{},"count":1}`
+	if err := s.CreateBatch(ctx, "p1", []order.Document{{ID: "a", Body: []byte(body)}}); err != nil {
+		t.Fatal(err)
+	}
+	set := func(path string, v any) order.PatchOp { return order.PatchOp{Op: order.PatchSet, Path: path, Value: v} }
+	tests := []struct {
+		name   string
+		id     string
+		p      order.Patch
+		status int // 0: applied
+	}{
+		{"version not below", "a", order.Patch{If: []order.Below{{Path: "/version", Value: 3}}, Ops: []order.PatchOp{set("/name", "y")}}, http.StatusPreconditionFailed},
+		{"missing field", "a", order.Patch{If: []order.Below{{Path: "/absent", Value: 3}}, Ops: []order.PatchOp{set("/name", "y")}}, http.StatusPreconditionFailed},
+		{"not a number", "a", order.Patch{If: []order.Below{{Path: "/name", Value: 3}}, Ops: []order.PatchOp{set("/name", "y")}}, http.StatusPreconditionFailed},
+		{"missing document", "b", order.Patch{Ops: []order.PatchOp{set("/name", "y")}}, http.StatusNotFound},
+		{"missing parent", "a", order.Patch{Ops: []order.PatchOp{set("/nothing/k", "y")}}, http.StatusBadRequest},
+		{"the id", "a", order.Patch{Ops: []order.PatchOp{set("/id", "b")}}, http.StatusBadRequest},
+		{"the partition key", "a", order.Patch{Ops: []order.PatchOp{set("/orderId", "p2")}}, http.StatusBadRequest},
+		{"increment a string", "a", order.Patch{Ops: []order.PatchOp{{Op: order.PatchIncrement, Path: "/name", Value: int64(1)}}}, http.StatusBadRequest},
+		{"too many operations", "a", order.Patch{Ops: make([]order.PatchOp, order.MaxPatchOps+1)}, http.StatusBadRequest},
+		{"applied", "a", order.Patch{If: []order.Below{{Path: "/version", Value: 4}, {Path: "/count", Value: 2}}, Ops: []order.PatchOp{
+			set("/version", 4), set("/hashes/4", "h4"), {Op: order.PatchIncrement, Path: "/count", Value: int64(1)}, {Op: order.PatchIncrement, Path: "/new", Value: int64(5)},
+		}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, _ := s.Get("p1", "a")
+			etag, err := s.PatchDocument(ctx, "p1", tt.id, tt.p)
+			after, _ := s.Get("p1", "a")
+			if tt.status != 0 {
+				var se *memstore.StatusError
+				if !errors.As(err, &se) || se.StatusCode != tt.status {
+					t.Fatalf("PatchDocument = %v, want a %d", err, tt.status)
+				}
+				if after.ETag != before.ETag || string(after.Body) != string(before.Body) {
+					t.Errorf("a failed patch wrote %s", after.Body)
+				}
+				return
+			}
+			if err != nil || etag == "" || etag == before.ETag || etag != after.ETag {
+				t.Fatalf("PatchDocument = %q, %v; ETag before %q, after %q", etag, err, before.ETag, after.ETag)
+			}
+			const want = `{"count":2,"hashes":{"4":"h4"},"id":"a","name":"x","new":5,"orderId":"p1","version":4}`
+			if string(after.Body) != want {
+				t.Errorf("patched body = %s, want %s", after.Body, want)
+			}
+		})
+	}
+	if !errors.Is(func() error {
+		_, err := s.PatchDocument(ctx, "p1", "a", order.Patch{If: []order.Below{{Path: "/version", Value: 1}}, Ops: []order.PatchOp{set("/name", "z")}})
+		return err
+	}(), order.ErrPreconditionFailed) {
+		t.Error("a 412 does not match order.ErrPreconditionFailed")
+	}
+}

@@ -1,0 +1,39 @@
+// Command simulate is the project's main job with no Azure and no Docker:
+// the worker's real receive loop and decision code against in-process
+// models of Service Bus, Cosmos DB and a payments service, under injected
+// faults, ending with a report and the verdict of every invariant.
+//
+//	go run ./test/simulate -seed 42
+//
+// It is proof tooling: no production binary links it (the dependency test
+// in test/layout enforces that). It exits with status 1 if an invariant
+// fails, 2 on a flag mistake; -h lists the flags.
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+)
+
+func main() {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cli.Stages(context.Background(), sigs)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(cli.Exit("simulate", err, os.Stderr))
+}
+
+// run is the whole program; main supplies the process's context, arguments,
+// environment and output streams.
+func run(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
+	if cli.VersionArg(args) {
+		return cli.PrintVersion(stdout, "simulate")
+	}
+	return runSimulation(ctx, args, stdout, stderr)
+}
