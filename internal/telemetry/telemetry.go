@@ -131,7 +131,6 @@ type Providers struct {
 	shutdown []func(context.Context) error
 }
 
-
 // Disabled returns providers that record nothing.
 func Disabled() *Providers {
 	return &Providers{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(), Propagator: Propagator()}
