@@ -1,0 +1,57 @@
+package idempotent
+
+import (
+	"context"
+	"errors"
+)
+
+// Document is one JSON document, ready for a store.
+type Document struct {
+	ID   string
+	Body []byte
+}
+
+// Store is the storage the pattern needs. Implementations must be safe for
+// concurrent use.
+type Store interface {
+	// CreateBatch creates every document of docs in partition pk in one
+	// transactional batch, all of them or none, and returns the ETag of
+	// each, in the order of docs (empty where the store reports none). If
+	// any of them exists it writes nothing and returns an error matching
+	// ErrAlreadyExists. This create is the duplicate check.
+	CreateBatch(ctx context.Context, pk string, docs []Document) (etags []string, err error)
+	// ReadDocument returns the JSON body and ETag of document id in
+	// partition pk, or an error matching ErrNotFound.
+	ReadDocument(ctx context.Context, pk, id string) (body []byte, etag string, err error)
+}
+
+// Sentinel errors that Store implementations wrap, so that callers decide
+// with errors.Is and never by the text of a status message.
+var (
+	// ErrAlreadyExists means a create found a document with the same id in
+	// the same partition (HTTP 409).
+	ErrAlreadyExists = errors.New("document already exists")
+	// ErrNotFound means no document has that id in that partition (HTTP 404).
+	ErrNotFound = errors.New("document not found")
+	// ErrTransient means the call failed for a reason that may pass:
+	// throttling (429), unavailability (503), a timeout (408), a write
+	// conflict to retry (449) or a lost connection. The same call may
+	// succeed later.
+	ErrTransient = errors.New("transient store failure")
+	// ErrPreconditionFailed means a conditional write found that the
+	// document changed since it was read (HTTP 412): its ETag no longer
+	// matches.
+	ErrPreconditionFailed = errors.New("document changed since it was read")
+	// ErrRejected means the store refused the request because of what the
+	// message made it contain, for good: an id the store does not accept,
+	// a document or batch over its size limit (HTTP 400 for the content,
+	// 413). A permanent error that is not the message's fault (a missing
+	// container, 401, 403) does not match it.
+	ErrRejected = errors.New("request rejected by the store for its content")
+)
+
+// IsTransient reports whether err is worth retrying later: it matches
+// ErrTransient, or the context's deadline passed.
+func IsTransient(err error) bool {
+	return errors.Is(err, ErrTransient) || errors.Is(err, context.DeadlineExceeded)
+}
