@@ -19,12 +19,17 @@ func TestStore_AccountRequestHangs_CallsReturnWhenTheirContextEnds(t *testing.T)
 			_, _, err := s.ReadDocument(ctx, "p", "a")
 			return err
 		},
-		"ReadOrder": func(ctx context.Context, s *cosmosstore.Store) error { _, err := s.ReadOrder(ctx, "a"); return err },
+		"ReadOrder": func(ctx context.Context, s *cosmosstore.Store) error {
+			_, err := order.ReadOrder(ctx, s, "a")
+			return err
+		},
 		"CreateOrder": func(ctx context.Context, s *cosmosstore.Store) error {
-			return s.CreateOrder(ctx, newWrite("ord-1", "cust-1"))
+			_, err := order.WriteOrder(ctx, s, newWrite("ord-1", "cust-1"))
+			return err
 		},
 		"CreateDocuments": func(ctx context.Context, s *cosmosstore.Store) error {
-			return s.CreateDocuments(ctx, "p", []order.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"p"}`)}})
+			_, err := s.CreateBatch(ctx, "p", []order.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"p"}`)}})
+			return err
 		},
 		"ReplaceDocument": func(ctx context.Context, s *cosmosstore.Store) error {
 			_, err := s.ReplaceDocument(ctx, "p", order.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"p"}`)}, "")

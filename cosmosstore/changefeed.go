@@ -63,7 +63,7 @@ func (f *ChangeFeed) FeedRanges(ctx context.Context) ([]string, error) {
 // after continuation ("" is the beginning of the container's feed), and the
 // continuation that follows them. A continuation that is not one the SDK
 // issued is refused, where the SDK would silently start the range over. An
-// *Error reports a failed read, matching order.ErrTransient for 429, 503,
+// *Error reports a failed read, matching idempotent.ErrTransient for 429, 503,
 // 408 and lost connections (the store's mapping of status codes).
 func (f *ChangeFeed) ReadChanges(ctx context.Context, name, continuation string, maxItems int) ([][]byte, string, error) {
 	lo, hi, ok := strings.Cut(name, "-")

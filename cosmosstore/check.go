@@ -12,7 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // The settings of the project's commands that Check's errors name, so that
@@ -73,7 +73,7 @@ type CheckResult struct {
 // "ttl"), replaces it with a wrong If-Match ETag, patches it with a false
 // condition and deletes it. Each failure names the setting to fix (see
 // SettingEndpoint and the other Setting constants) and wraps the *Error of
-// the failed call, so that order.IsTransient tells an outage from a
+// the failed call, so that idempotent.IsTransient tells an outage from a
 // misconfiguration. A server that ignores If-Match or patch conditions is
 // not an error: it is reported in CheckResult.ETagsHonoured and
 // CheckResult.PatchConditionsHonoured.
@@ -139,7 +139,7 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 	}
 	_, err = s.replaceItem(ctx, probe, probe, body, &azcosmos.ItemOptions{IfMatchEtag: &etag})
 	if err != nil {
-		if err = classifyDocument(opCheck, probe, probe, err); !errors.Is(err, order.ErrPreconditionFailed) {
+		if err = classifyDocument(opCheck, probe, probe, err); !errors.Is(err, idempotent.ErrPreconditionFailed) {
 			return res, s.checkFailure(ctx, "replace a document with an If-Match ETag", err)
 		}
 		res.ETagsHonoured = true
@@ -151,7 +151,7 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 	ops.SetCondition("FROM c WHERE c.type = 'notAStartupCheck'")
 	ops.AppendSet("/patched", true)
 	if _, err = s.patchItem(ctx, probe, probe, ops); err != nil {
-		if err = classifyDocument(opCheck, probe, probe, err); !errors.Is(err, order.ErrPreconditionFailed) {
+		if err = classifyDocument(opCheck, probe, probe, err); !errors.Is(err, idempotent.ErrPreconditionFailed) {
 			return res, s.checkFailure(ctx, "patch a document with a condition", err)
 		}
 		res.PatchConditionsHonoured = true
@@ -179,7 +179,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // isMissingItem reports whether err is the 404 of a missing item in a
 // container that exists.
-func isMissingItem(err error) bool { return errors.Is(err, order.ErrNotFound) }
+func isMissingItem(err error) bool { return errors.Is(err, idempotent.ErrNotFound) }
 
 // checkFailure explains err, the failure of Check's step, naming the setting
 // to fix. It wraps err.
@@ -199,7 +199,7 @@ func (s *Store) checkFailure(ctx context.Context, step string, err error) error 
 	case e.StatusCode == http.StatusForbidden:
 		hint = fmt.Sprintf("the identity may not %s in container %q of database %q: assign it the data-plane role %q on the account (%s names the managed identity; a new role assignment takes a few minutes to apply), or the account's firewall refuses this address",
 			step, container, s.database, DataContributorRole, SettingClientID)
-	case e.StatusCode == 0 && order.IsTransient(err):
+	case e.StatusCode == 0 && idempotent.IsTransient(err):
 		hint = fmt.Sprintf("cannot reach Cosmos DB at %s=%s: check the endpoint and the network", SettingEndpoint, s.endpoint)
 	default:
 		hint = fmt.Sprintf("unexpected answer from %s=%s, database %q (%s), container %q (%s)",

@@ -86,7 +86,7 @@ func TestCosmium_Check_MissingDatabaseOrContainer_NamesTheSetting(t *testing.T) 
 func TestCosmium_ReplaceDocument_BodyNotJSON_Rejected(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	d := testDoc{ID: "a", OrderID: "ord-1", Type: "t", State: "s"}
-	if err := s.CreateDocuments(t.Context(), "ord-1", []order.Document{d.document(t)}); err != nil {
+	if _, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{d.document(t)}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := s.ReplaceDocument(t.Context(), "ord-1", order.Document{ID: "a", Body: []byte(`{"id":"a",`)}, "")

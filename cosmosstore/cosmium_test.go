@@ -47,10 +47,10 @@ func cosmiumStore(t *testing.T) (*cosmosstore.Store, *azcosmos.Client) {
 func TestCosmium_CreateThenRead(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	w := newWrite("ord-1", "cust-1")
-	if err := s.CreateOrder(t.Context(), w); err != nil {
+	if _, err := order.WriteOrder(t.Context(), s, w); err != nil {
 		t.Fatalf("CreateOrder = %v", err)
 	}
-	got, err := s.ReadOrder(t.Context(), "ord-1")
+	got, err := order.ReadOrder(t.Context(), s, "ord-1")
 	if err != nil {
 		t.Fatalf("ReadOrder = %v", err)
 	}
@@ -65,7 +65,7 @@ func TestCosmium_CreateThenRead(t *testing.T) {
 func TestCosmium_CreateWritesTheOutboxEvent(t *testing.T) {
 	s, c := cosmiumStore(t)
 	w := newWrite("ord-1", "cust-1")
-	if err := s.CreateOrder(t.Context(), w); err != nil {
+	if _, err := order.WriteOrder(t.Context(), s, w); err != nil {
 		t.Fatalf("CreateOrder = %v", err)
 	}
 	cc, err := c.NewContainer(testDatabase, testContainer)
@@ -90,10 +90,10 @@ func TestCosmium_CreateWritesTheOutboxEvent(t *testing.T) {
 // reported as ErrAlreadyExists.
 func TestCosmium_CreateTwice_AlreadyExists_CosmiumBatchSaysSuccessWith409Inside(t *testing.T) {
 	s, _ := cosmiumStore(t)
-	if err := s.CreateOrder(t.Context(), newWrite("ord-1", "cust-1")); err != nil {
+	if _, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1")); err != nil {
 		t.Fatalf("first CreateOrder = %v", err)
 	}
-	err := s.CreateOrder(t.Context(), newWrite("ord-1", "cust-2"))
+	_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-2"))
 	if !errors.Is(err, order.ErrAlreadyExists) {
 		t.Fatalf("second CreateOrder = %v, want ErrAlreadyExists", err)
 	}
@@ -101,7 +101,7 @@ func TestCosmium_CreateTwice_AlreadyExists_CosmiumBatchSaysSuccessWith409Inside(
 	if !errors.As(err, &e) || e.Index != 0 || e.StatusCode != http.StatusConflict {
 		t.Errorf("second CreateOrder = %#v, want a 409 on operation 0", err)
 	}
-	got, err := s.ReadOrder(t.Context(), "ord-1")
+	got, err := order.ReadOrder(t.Context(), s, "ord-1")
 	if err != nil || got.CustomerID != "cust-1" {
 		t.Errorf("after a duplicate create, ReadOrder = %+v, %v; want the first order unchanged", got, err)
 	}
@@ -109,7 +109,7 @@ func TestCosmium_CreateTwice_AlreadyExists_CosmiumBatchSaysSuccessWith409Inside(
 
 func TestCosmium_ReadMissing_NotFound(t *testing.T) {
 	s, _ := cosmiumStore(t)
-	_, err := s.ReadOrder(t.Context(), "ord-missing")
+	_, err := order.ReadOrder(t.Context(), s, "ord-missing")
 	if !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("ReadOrder of a missing order = %v, want ErrNotFound", err)
 	}
@@ -150,9 +150,9 @@ func TestCosmium_SingleCreate_ConcurrentSameID_ExactlyOneWinner(t *testing.T) {
 func TestCosmium_CreateOrder_ConcurrentSameID_AtMostOneWinner_CosmiumBatchNotAtomic(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	w := newWrite("ord-race", "cust-1")
-	results := race(32, func() error { return s.CreateOrder(t.Context(), w) })
+	results := race(32, func() error { _, err := order.WriteOrder(t.Context(), s, w); return err })
 	checkOneWinner(t, results, false)
-	if _, err := s.ReadOrder(t.Context(), "ord-race"); err != nil {
+	if _, err := order.ReadOrder(t.Context(), s, "ord-race"); err != nil {
 		t.Errorf("ReadOrder after the race = %v", err)
 	}
 }
@@ -194,10 +194,10 @@ func checkOneWinner(t *testing.T, results []error, exactlyOne bool) {
 
 func TestCosmium_RequestCharge_CosmiumReportsNone(t *testing.T) {
 	s, _ := cosmiumStore(t)
-	if err := s.CreateOrder(t.Context(), newWrite("ord-1", "cust-1")); err != nil {
+	if _, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReadOrder(t.Context(), "ord-1"); err != nil {
+	if _, err := order.ReadOrder(t.Context(), s, "ord-1"); err != nil {
 		t.Fatal(err)
 	}
 	// Cosmium sends no x-ms-request-charge header and charges 0 per batch
@@ -276,7 +276,7 @@ func TestCosmium_MissingContainer_IsPermanent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.CreateOrder(t.Context(), newWrite("ord-1", "cust-1"))
+	_, err = order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 	if err == nil || errors.Is(err, order.ErrAlreadyExists) || order.IsTransient(err) {
 		t.Errorf("CreateOrder into a missing container = %v, want a permanent error", err)
 	}
@@ -320,7 +320,7 @@ func BenchmarkCosmium_CreateOrder(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if err := s.CreateOrder(b.Context(), writes[i]); err != nil {
+		if _, err := order.WriteOrder(b.Context(), s, writes[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -331,16 +331,16 @@ func BenchmarkCosmium_CreateOrder(b *testing.B) {
 func BenchmarkCosmium_DuplicateCheck(b *testing.B) {
 	s := benchStore(b)
 	w := newWrite("ord-dup", "cust-1")
-	if err := s.CreateOrder(b.Context(), w); err != nil {
+	if _, err := order.WriteOrder(b.Context(), s, w); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if err := s.CreateOrder(b.Context(), w); !errors.Is(err, order.ErrAlreadyExists) {
+		if _, err := order.WriteOrder(b.Context(), s, w); !errors.Is(err, order.ErrAlreadyExists) {
 			b.Fatalf("CreateOrder = %v, want ErrAlreadyExists", err)
 		}
-		if _, err := s.ReadOrder(b.Context(), "ord-dup"); err != nil {
+		if _, err := order.ReadOrder(b.Context(), s, "ord-dup"); err != nil {
 			b.Fatal(err)
 		}
 	}

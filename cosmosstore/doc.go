@@ -1,4 +1,4 @@
-// Package cosmosstore implements order.Store and order.DocumentStore on Azure
+// Package cosmosstore implements idempotent.Store and idempotent.DocumentStore on Azure
 // Cosmos DB for NoSQL with the azcosmos SDK.
 //
 // # Document layout
@@ -20,7 +20,7 @@
 // ETag, and [Store.ReplaceDocument] replaces one on the condition that its
 // ETag has not moved (an If-Match header), which makes concurrent
 // read-modify-write cycles safe: one wins, the others get
-// order.ErrPreconditionFailed, read again and decide again.
+// idempotent.ErrPreconditionFailed, read again and decide again.
 // [Store.PatchDocument] patches one on the server under a filter predicate
 // ("FROM c WHERE c.version < 5"), in one round trip; a predicate that does
 // not match is a 412 as well. Cosmium ignores the predicate (see
@@ -41,22 +41,22 @@
 // order, by status code and never by the text of a message:
 //
 //	201 (every batch operation), 200     nil
-//	409 Conflict                         order.ErrAlreadyExists
-//	404 Not Found, on a read or replace  order.ErrNotFound
-//	412 Precondition Failed              order.ErrPreconditionFailed
-//	400 Bad Request, 413 Too Large       order.ErrRejected
-//	429, 503, 408, 449                   order.ErrTransient
-//	lost or refused connection, timeout  order.ErrTransient
+//	409 Conflict                         idempotent.ErrAlreadyExists
+//	404 Not Found, on a read or replace  idempotent.ErrNotFound
+//	412 Precondition Failed              idempotent.ErrPreconditionFailed
+//	400 Bad Request, 413 Too Large       idempotent.ErrRejected
+//	429, 503, 408, 449                   idempotent.ErrTransient
+//	lost or refused connection, timeout  idempotent.ErrTransient
 //	401, 403, anything else              a permanent error
 //
 // A 404 whose sub-status says the database or container is missing (1003)
-// is permanent, not order.ErrNotFound: it is a configuration error, which
+// is permanent, not idempotent.ErrNotFound: it is a configuration error, which
 // [Store.Check] reports at start with the setting to fix. A 400 or a 413 is
 // caused by what the request carried, which comes from the message: an id
 // Cosmos DB does not accept, two operations on one id in a batch, a document
 // whose orderId is not the batch's partition key value, a "ttl" that is not
 // -1 or a positive integer, more than 100 operations, a document or a batch
-// over 2 MB. No redelivery can change that, so order.ErrRejected tells the
+// over 2 MB. No redelivery can change that, so idempotent.ErrRejected tells the
 // caller to dead-letter the message at once; the error names the status, the
 // sub-status and the activity id. 401 and 403 are permanent and not the
 // message's fault: a wrong key, or an identity without the data-plane role.
@@ -105,7 +105,7 @@
 // A [Store] is safe for concurrent use. WriteOrder, CreateOrder and CreateDocuments are
 // safe to call any number of times, concurrently, for the same documents:
 // Cosmos DB's atomic batch lets exactly one call write them, and every other
-// call writes nothing and returns an error matching order.ErrAlreadyExists.
+// call writes nothing and returns an error matching idempotent.ErrAlreadyExists.
 // Of concurrent ReplaceDocument calls that pass the same ETag, exactly one
 // succeeds. ReadDocument and ReadOrder have no side effects.
 //

@@ -57,7 +57,7 @@ func TestCosmium_CreateDocumentsThenReadDocument(t *testing.T) {
 		{ID: "inbox:loyalty:ord-1", OrderID: "ord-1", Type: order.TypeInboxMarker, State: "done", TTL: 600},
 		{ID: "loyalty-1", OrderID: "ord-1", Type: order.TypeLoyaltyEntry, State: "awarded"},
 	}
-	if err := s.CreateDocuments(t.Context(), "ord-1", []order.Document{docs[0].document(t), docs[1].document(t)}); err != nil {
+	if _, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{docs[0].document(t), docs[1].document(t)}); err != nil {
 		t.Fatalf("CreateDocuments = %v", err)
 	}
 	for _, want := range docs {
@@ -81,12 +81,12 @@ func TestCosmium_ReadDocument_Missing_NotFound(t *testing.T) {
 func TestCosmium_CreateDocuments_Conflict_AlreadyExists(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	first := testDoc{ID: "Payment:ord-1", OrderID: "ord-1", Type: order.TypePayment, State: order.PaymentInProgress}
-	if err := s.CreateDocuments(t.Context(), "ord-1", []order.Document{first.document(t)}); err != nil {
+	if _, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{first.document(t)}); err != nil {
 		t.Fatalf("first CreateDocuments = %v", err)
 	}
 	second := first
 	second.State = order.PaymentCompleted
-	err := s.CreateDocuments(t.Context(), "ord-1", []order.Document{second.document(t)})
+	_, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{second.document(t)})
 	checkSentinels(t, err, order.ErrAlreadyExists)
 	var e *cosmosstore.Error
 	if !errors.As(err, &e) || e.Op != "create documents" || e.Index != 0 || e.StatusCode != http.StatusConflict {
@@ -100,7 +100,7 @@ func TestCosmium_CreateDocuments_Conflict_AlreadyExists(t *testing.T) {
 func TestCosmium_ReplaceDocument_Unconditional_ChangesBody(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	d := testDoc{ID: "Payment:ord-1", OrderID: "ord-1", Type: order.TypePayment, State: order.PaymentInProgress}
-	if err := s.CreateDocuments(t.Context(), "ord-1", []order.Document{d.document(t)}); err != nil {
+	if _, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{d.document(t)}); err != nil {
 		t.Fatal(err)
 	}
 	d.State = order.PaymentCompleted
@@ -136,7 +136,7 @@ func TestCosmium_ReplaceDocument_Missing_NotFound(t *testing.T) {
 func TestCosmium_ReplaceDocument_StaleIfMatchStillReplaces_CosmiumHasNoETagHeaderAndIgnoresIfMatch(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	d := testDoc{ID: "ord-1", OrderID: "ord-1", Type: order.TypeOrder, State: "accepted"}
-	if err := s.CreateDocuments(t.Context(), "ord-1", []order.Document{d.document(t)}); err != nil {
+	if _, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{d.document(t)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, etag := readTestDoc(t, s, "ord-1", d.ID); etag != "" {
@@ -195,7 +195,7 @@ func TestCosmium_Processor_StatusChanges_ETagGuardNotExercised(t *testing.T) {
 		if r.Outcome != step.want {
 			t.Fatalf("%s: outcome %v (%s), want %v", step.name, r.Outcome, r.Description, step.want)
 		}
-		doc, err := s.ReadOrder(t.Context(), "ord-9")
+		doc, err := order.ReadOrder(t.Context(), s, "ord-9")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +239,7 @@ func TestCosmium_InboxConsumer_CreatedThenDuplicate_TTLNotExercised(t *testing.T
 func BenchmarkCosmium_ReadReplaceDocument(b *testing.B) {
 	s := benchStore(b)
 	d := order.Document{ID: "Payment:ord-1", Body: []byte(`{"id":"Payment:ord-1","orderId":"ord-1","type":"payment","attempts":0}`)}
-	if err := s.CreateDocuments(b.Context(), "ord-1", []order.Document{d}); err != nil {
+	if _, err := s.CreateBatch(b.Context(), "ord-1", []order.Document{d}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -262,14 +262,14 @@ func BenchmarkCosmium_ReadReplaceDocument(b *testing.B) {
 // cosmium evaluates conditions now, and both can go.
 func TestCosmium_PatchConditionIgnored_CosmiumNotFaithful(t *testing.T) {
 	s, _ := cosmiumStore(t)
-	if err := s.CreateOrder(t.Context(), newWrite("ord-p", "cust-1")); err != nil {
+	if _, err := order.WriteOrder(t.Context(), s, newWrite("ord-p", "cust-1")); err != nil {
 		t.Fatal(err)
 	}
 	_, err := s.PatchDocument(t.Context(), "ord-p", "ord-p", order.Patch{
 		If:  []order.Below{{Path: "/version", Value: 1}}, // the stored version is 1: not below 1
 		Ops: []order.PatchOp{{Op: order.PatchSet, Path: "/status", Value: "paid"}},
 	})
-	doc, rerr := s.ReadOrder(t.Context(), "ord-p")
+	doc, rerr := order.ReadOrder(t.Context(), s, "ord-p")
 	if rerr != nil {
 		t.Fatal(rerr)
 	}

@@ -186,7 +186,7 @@ func TestGateway_CreateDocuments_OneAtomicBatch(t *testing.T) {
 	g := newGateway(t, false)
 	g.setBatch(batchReply(200, nil, 201, 201, 201))
 	s := storeFor(t, g.endpoint(), noRetries())
-	if err := s.CreateDocuments(t.Context(), "ord-5", docs); err != nil {
+	if _, err := s.CreateBatch(t.Context(), "ord-5", docs); err != nil {
 		t.Fatalf("CreateDocuments = %v", err)
 	}
 	sent := g.sentBatches()
@@ -229,7 +229,7 @@ func TestGateway_CreateDocuments_StatusMapping(t *testing.T) {
 			g := newGateway(t, false)
 			g.setBatch(tt.reply)
 			s := storeFor(t, g.endpoint(), noRetries())
-			err := s.CreateDocuments(t.Context(), "ord-5", docs)
+			_, err := s.CreateBatch(t.Context(), "ord-5", docs)
 			var e *cosmosstore.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("CreateDocuments = %v (%T), want *cosmosstore.Error", err, err)
@@ -246,7 +246,7 @@ func TestGateway_CreateDocuments_StatusMapping(t *testing.T) {
 func TestGateway_CreateDocuments_Empty_ErrorWithoutRequest(t *testing.T) {
 	g := newGateway(t, false)
 	s := storeFor(t, g.endpoint(), noRetries())
-	err := s.CreateDocuments(t.Context(), "ord-5", nil)
+	_, err := s.CreateBatch(t.Context(), "ord-5", nil)
 	if err == nil {
 		t.Fatal("CreateDocuments of no documents succeeded, want an error")
 	}
@@ -268,7 +268,8 @@ func TestGateway_RequestCharge_DocumentCalls(t *testing.T) {
 	}{
 		{"create documents", func() error {
 			g.setBatch(batchReply(200, charge("6.5"), 201))
-			return s.CreateDocuments(t.Context(), "ord-1", []order.Document{doc})
+			_, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{doc})
+			return err
 		}, 6.5},
 		{"read document", func() error {
 			g.setRead(reply{status: 200, header: charge("1"), body: string(doc.Body)})

@@ -12,12 +12,12 @@ import (
 	"syscall"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
-// Error reports a store call that failed. It matches order.ErrAlreadyExists,
-// order.ErrNotFound, order.ErrPreconditionFailed, order.ErrRejected or
-// order.ErrTransient with errors.Is when the failure is one of those (see the
+// Error reports a store call that failed. It matches idempotent.ErrAlreadyExists,
+// idempotent.ErrNotFound, idempotent.ErrPreconditionFailed, idempotent.ErrRejected or
+// idempotent.ErrTransient with errors.Is when the failure is one of those (see the
 // package documentation for the mapping), and unwraps to the underlying
 // error, such as an *azcore.ResponseError or a network error, when there is
 // one. Any other failure is permanent, retrying the same call would fail the
@@ -121,23 +121,23 @@ const subStatusOwnerNotFound = 1003
 // id, a document whose orderId is not the batch's partition key value, a
 // "ttl" that is not -1 or a positive integer, more than 100 operations), and
 // the store sends no other input that could be malformed. A 413 is a
-// document or a batch over 2 MB. Both match order.ErrRejected. A container
+// document or a batch over 2 MB. Both match idempotent.ErrRejected. A container
 // partitioned on another path than /orderId also answers every write with
 // 400 (sub-status 1001); Store.Check refuses such a container at start.
 func kindOf(status, subStatus int, oneDocument bool) error {
 	switch status {
 	case http.StatusConflict:
-		return order.ErrAlreadyExists
+		return idempotent.ErrAlreadyExists
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
-		return order.ErrRejected
+		return idempotent.ErrRejected
 	case http.StatusNotFound:
 		if oneDocument && subStatus != subStatusOwnerNotFound {
-			return order.ErrNotFound
+			return idempotent.ErrNotFound
 		}
 	case http.StatusPreconditionFailed:
-		return order.ErrPreconditionFailed
+		return idempotent.ErrPreconditionFailed
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusRequestTimeout, statusRetryWith:
-		return order.ErrTransient
+		return idempotent.ErrTransient
 	}
 	return nil
 }
@@ -146,7 +146,7 @@ func kindOf(status, subStatus int, oneDocument bool) error {
 // id, so that a 404 means that document is missing.
 func addressesOneDocument(op string) bool {
 	switch op {
-	case opRead, opReadDocument, opReplaceDocument, opPatchDocument, opCheck, opPing:
+	case opReadDocument, opReplaceDocument, opPatchDocument, opCheck, opPing:
 		return true
 	}
 	return false
@@ -173,7 +173,7 @@ func classifyDocument(op, orderID, id string, err error) error {
 		// The caller gave up; that is neither the store's verdict nor
 		// worth a retry by itself. errors.Is finds context.Canceled.
 	case isNetworkFailure(err):
-		e.kind = order.ErrTransient
+		e.kind = idempotent.ErrTransient
 	}
 	return e
 }

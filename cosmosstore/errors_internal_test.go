@@ -141,7 +141,7 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := interpretBatch(opCreate, "ord-1", tt.ops, tt.r)
+			err := interpretBatch(opCreateDocuments, "ord-1", tt.ops, tt.r)
 			if tt.wantNil {
 				if err != nil {
 					t.Fatalf("interpretBatch = %v, want nil", err)
@@ -232,16 +232,16 @@ func TestClassify(t *testing.T) {
 		wantActID  string
 		wantInText string
 	}{
-		{name: "409 on create", op: opCreate, err: responseError(409, nil), wantIs: order.ErrAlreadyExists, wantCode: 409},
-		{name: "404 on read", op: opRead, err: responseError(404, nil), wantIs: order.ErrNotFound, wantCode: 404},
-		{name: "404 on create is permanent", op: opCreate, err: responseError(404, nil), wantCode: 404},
+		{name: "409 on create", op: opCreateDocuments, err: responseError(409, nil), wantIs: order.ErrAlreadyExists, wantCode: 409},
+		{name: "404 on read", op: opReadDocument, err: responseError(404, nil), wantIs: order.ErrNotFound, wantCode: 404},
+		{name: "404 on create is permanent", op: opCreateDocuments, err: responseError(404, nil), wantCode: 404},
 		{
-			name: "404 of a missing container on read is permanent", op: opRead,
+			name: "404 of a missing container on read is permanent", op: opReadDocument,
 			err:      responseError(404, http.Header{"X-Ms-Substatus": {"1003"}}),
 			wantCode: 404, wantSub: 1003, wantInText: "sub-status 1003",
 		},
 		{
-			name: "429 with activity id", op: opCreate,
+			name: "429 with activity id", op: opCreateDocuments,
 			err:    responseError(429, http.Header{"X-Ms-Activity-Id": {"act-1"}, "X-Ms-Substatus": {"3200"}}),
 			wantIs: order.ErrTransient, wantCode: 429, wantSub: 3200, wantActID: "act-1", wantInText: "activity id act-1",
 		},
@@ -255,16 +255,16 @@ func TestClassify(t *testing.T) {
 		},
 		{name: "412 on replace document", op: opReplaceDocument, err: responseError(412, nil), wantIs: order.ErrPreconditionFailed, wantCode: 412, wantInText: "412 Precondition Failed"},
 		{name: "409 on create documents", op: opCreateDocuments, err: responseError(409, nil), wantIs: order.ErrAlreadyExists, wantCode: 409},
-		{name: "503", op: opRead, err: responseError(503, nil), wantIs: order.ErrTransient, wantCode: 503},
-		{name: "408", op: opCreate, err: responseError(408, nil), wantIs: order.ErrTransient, wantCode: 408},
-		{name: "449", op: opCreate, err: responseError(449, nil), wantIs: order.ErrTransient, wantCode: 449},
-		{name: "401 is permanent", op: opRead, err: responseError(401, nil), wantCode: 401, wantInText: "401 Unauthorized"},
-		{name: "refused connection", op: opCreate, err: fmt.Errorf("get account: %w", refused), wantIs: order.ErrTransient, wantInText: "connection refused"},
-		{name: "reset connection", op: opRead, err: fmt.Errorf("read: %w", syscall.ECONNRESET), wantIs: order.ErrTransient},
-		{name: "connection closed mid-response", op: opCreate, err: fmt.Errorf("post: %w", io.ErrUnexpectedEOF), wantIs: order.ErrTransient},
-		{name: "deadline passed", op: opCreate, err: fmt.Errorf("post: %w", context.DeadlineExceeded), wantIs: order.ErrTransient},
-		{name: "canceled by the caller", op: opCreate, err: fmt.Errorf("post: %w", context.Canceled)},
-		{name: "anything else is permanent", op: opCreate, err: errors.New("unsupported protocol scheme"), wantInText: "unsupported protocol scheme"},
+		{name: "503", op: opReadDocument, err: responseError(503, nil), wantIs: order.ErrTransient, wantCode: 503},
+		{name: "408", op: opCreateDocuments, err: responseError(408, nil), wantIs: order.ErrTransient, wantCode: 408},
+		{name: "449", op: opCreateDocuments, err: responseError(449, nil), wantIs: order.ErrTransient, wantCode: 449},
+		{name: "401 is permanent", op: opReadDocument, err: responseError(401, nil), wantCode: 401, wantInText: "401 Unauthorized"},
+		{name: "refused connection", op: opCreateDocuments, err: fmt.Errorf("get account: %w", refused), wantIs: order.ErrTransient, wantInText: "connection refused"},
+		{name: "reset connection", op: opReadDocument, err: fmt.Errorf("read: %w", syscall.ECONNRESET), wantIs: order.ErrTransient},
+		{name: "connection closed mid-response", op: opCreateDocuments, err: fmt.Errorf("post: %w", io.ErrUnexpectedEOF), wantIs: order.ErrTransient},
+		{name: "deadline passed", op: opCreateDocuments, err: fmt.Errorf("post: %w", context.DeadlineExceeded), wantIs: order.ErrTransient},
+		{name: "canceled by the caller", op: opCreateDocuments, err: fmt.Errorf("post: %w", context.Canceled)},
+		{name: "anything else is permanent", op: opCreateDocuments, err: errors.New("unsupported protocol scheme"), wantInText: "unsupported protocol scheme"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

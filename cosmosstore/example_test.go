@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
@@ -60,7 +61,7 @@ func ExampleCreateDatabaseAndContainer() {
 
 // A conflicting create reports which operation failed and why; errors.Is
 // decides, never the text.
-func ExampleStore_CreateOrder() {
+func ExampleStore_CreateBatch() {
 	ctx := context.Background()
 	client, err := cosmosstore.NewClientWithKey("http://localhost:8081/", "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==", nil)
 	if err != nil {
@@ -71,13 +72,13 @@ func ExampleStore_CreateOrder() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var w order.Write // from order.NewWrite
-	err = store.CreateOrder(ctx, w)
+	marker := idempotent.Document{ID: "ord-1", Body: []byte(`{"id":"ord-1","orderId":"ord-1","requestHash":"9f2c…"}`)}
+	_, err = store.CreateBatch(ctx, "ord-1", []idempotent.Document{marker})
 	var e *cosmosstore.Error
 	switch {
 	case err == nil:
 		fmt.Println("created")
-	case errors.Is(err, order.ErrAlreadyExists):
+	case errors.Is(err, idempotent.ErrAlreadyExists):
 		fmt.Println("exists: read it and compare the request hash")
 	case order.IsTransient(err):
 		fmt.Println("retry later:", err)

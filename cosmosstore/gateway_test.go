@@ -332,7 +332,7 @@ func TestCreateOrder_FakeGateway_SendsOneAtomicBatchUnderTheOrderID(t *testing.T
 	g.setBatch(batchReply(http.StatusOK, nil, 201, 201))
 	s := storeFor(t, g.endpoint(), noRetries())
 	w := newWrite("ord-77", "cust-1")
-	if err := s.CreateOrder(t.Context(), w); err != nil {
+	if _, err := order.WriteOrder(t.Context(), s, w); err != nil {
 		t.Fatalf("CreateOrder = %v", err)
 	}
 	sent := g.sentBatches()
@@ -390,7 +390,7 @@ func TestCreateOrder_FakeGateway_StatusMapping(t *testing.T) {
 			g := newGateway(t, false)
 			g.setBatch(tt.reply)
 			s := storeFor(t, g.endpoint(), noRetries())
-			err := s.CreateOrder(t.Context(), newWrite("ord-1", "cust-1"))
+			_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 			if tt.wantNil {
 				if err != nil {
 					t.Fatalf("CreateOrder = %v, want nil", err)
@@ -431,7 +431,7 @@ func TestReadOrder_FakeGateway_StatusMapping(t *testing.T) {
 			g := newGateway(t, false)
 			g.setRead(tt.reply)
 			s := storeFor(t, g.endpoint(), noRetries())
-			_, err := s.ReadOrder(t.Context(), "ord-1")
+			_, err := order.ReadOrder(t.Context(), s, "ord-1")
 			var e *cosmosstore.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("ReadOrder error = %v (%T), want *cosmosstore.Error", err, err)
@@ -460,29 +460,33 @@ func TestRequestCharge_FakeGateway_AddsEveryCallIncludingFailures(t *testing.T) 
 	}{
 		{"committed batch", func() error {
 			g.setBatch(batchReply(200, charge("10.5"), 201, 201))
-			return s.CreateOrder(t.Context(), newWrite("ord-1", "cust-1"))
+			_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
+			return err
 		}, 10.5},
 		{"conflicting batch", func() error {
 			g.setBatch(batchReply(207, charge("2.25"), 409, 424))
-			return s.CreateOrder(t.Context(), newWrite("ord-1", "cust-1"))
+			_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
+			return err
 		}, 12.75},
 		{"read", func() error {
 			g.setRead(reply{status: 200, header: charge("1"), body: string(stored)})
-			_, err := s.ReadOrder(t.Context(), "ord-1")
+			_, err := order.ReadOrder(t.Context(), s, "ord-1")
 			return err
 		}, 13.75},
 		{"failed read", func() error {
 			g.setRead(reply{status: 404, header: charge("1.25"), body: `{}`})
-			_, err := s.ReadOrder(t.Context(), "ord-2")
+			_, err := order.ReadOrder(t.Context(), s, "ord-2")
 			return err
 		}, 15},
 		{"throttled batch", func() error {
 			g.setBatch(reply{status: 429, header: charge("0.5"), body: `{}`})
-			return s.CreateOrder(t.Context(), newWrite("ord-3", "cust-1"))
+			_, err := order.WriteOrder(t.Context(), s, newWrite("ord-3", "cust-1"))
+			return err
 		}, 15.5},
 		{"batch without a header: the operations' charges", func() error {
 			g.setBatch(reply{status: 200, body: `[{"statusCode":201,"requestCharge":2.5},{"statusCode":201,"requestCharge":3.5}]`})
-			return s.CreateOrder(t.Context(), newWrite("ord-4", "cust-1"))
+			_, err := order.WriteOrder(t.Context(), s, newWrite("ord-4", "cust-1"))
+			return err
 		}, 21.5},
 	}
 	if got := s.RequestCharge(); got != 0 {
@@ -504,7 +508,7 @@ func TestRequestCharge_FakeGateway_ConcurrentCalls(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range calls {
 		wg.Go(func() {
-			if err := s.CreateOrder(context.Background(), newWrite(fmt.Sprintf("ord-%d", i), "cust-1")); err != nil {
+			if _, err := order.WriteOrder(context.Background(), s, newWrite(fmt.Sprintf("ord-%d", i), "cust-1")); err != nil {
 				t.Error(err)
 			}
 		})
@@ -525,7 +529,7 @@ func TestCreateOrder_ClosedPort_IsTransient(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := storeFor(t, endpoint, noRetries())
-	err = s.CreateOrder(t.Context(), newWrite("ord-1", "cust-1"))
+	_, err = order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 	if !errors.Is(err, order.ErrTransient) || !order.IsTransient(err) {
 		t.Errorf("CreateOrder on a closed port = %v, want a transient error", err)
 	}
@@ -533,7 +537,7 @@ func TestCreateOrder_ClosedPort_IsTransient(t *testing.T) {
 	if !errors.As(err, &netErr) {
 		t.Errorf("CreateOrder on a closed port = %v, want the net.Error in the chain", err)
 	}
-	_, err = s.ReadOrder(t.Context(), "ord-1")
+	_, err = order.ReadOrder(t.Context(), s, "ord-1")
 	if !errors.Is(err, order.ErrTransient) || errors.Is(err, order.ErrNotFound) {
 		t.Errorf("ReadOrder on a closed port = %v, want transient and not ErrNotFound", err)
 	}
@@ -543,7 +547,7 @@ func TestCreateOrder_FakeGateway_DroppedConnection_IsTransient(t *testing.T) {
 	g := newGateway(t, false)
 	g.setBatch(reply{drop: true})
 	s := storeFor(t, g.endpoint(), noRetries())
-	err := s.CreateOrder(t.Context(), newWrite("ord-1", "cust-1"))
+	_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 	if !errors.Is(err, order.ErrTransient) {
 		t.Errorf("CreateOrder with a dropped connection = %v, want ErrTransient", err)
 	}
@@ -556,14 +560,14 @@ func TestCreateOrder_FakeGateway_ContextEnds(t *testing.T) {
 
 	past, cancel := context.WithDeadline(t.Context(), time.Unix(0, 0))
 	defer cancel()
-	err := s.CreateOrder(past, newWrite("ord-1", "cust-1"))
+	_, err := order.WriteOrder(past, s, newWrite("ord-1", "cust-1"))
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, order.ErrTransient) {
 		t.Errorf("CreateOrder after the deadline = %v, want DeadlineExceeded and ErrTransient", err)
 	}
 
 	canceled, cancel := context.WithCancel(t.Context())
 	cancel()
-	err = s.CreateOrder(canceled, newWrite("ord-1", "cust-1"))
+	_, err = order.WriteOrder(canceled, s, newWrite("ord-1", "cust-1"))
 	if !errors.Is(err, context.Canceled) || errors.Is(err, order.ErrTransient) {
 		t.Errorf("CreateOrder after cancel = %v, want context.Canceled and not ErrTransient", err)
 	}
@@ -579,7 +583,7 @@ func TestInsecureSkipVerify_FakeGatewayWithSelfSignedCertificate(t *testing.T) {
 
 	t.Run("verified by default", func(t *testing.T) {
 		s := storeFor(t, g.endpoint(), noRetries())
-		_, err := s.ReadOrder(t.Context(), "ord-1")
+		_, err := order.ReadOrder(t.Context(), s, "ord-1")
 		if err == nil || order.IsTransient(err) {
 			t.Fatalf("ReadOrder from a self-signed server = %v, want a permanent certificate error", err)
 		}
@@ -588,7 +592,7 @@ func TestInsecureSkipVerify_FakeGatewayWithSelfSignedCertificate(t *testing.T) {
 		o := noRetries()
 		o.InsecureSkipVerify = true
 		s := storeFor(t, g.endpoint(), o)
-		doc, err := s.ReadOrder(t.Context(), "ord-1")
+		doc, err := order.ReadOrder(t.Context(), s, "ord-1")
 		if err != nil || doc.OrderID != "ord-1" {
 			t.Fatalf("ReadOrder = %+v, %v; want the order", doc, err)
 		}

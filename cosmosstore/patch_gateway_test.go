@@ -157,7 +157,7 @@ func TestWriteOrder_FakeGateway_ReturnsTheBatchETags(t *testing.T) {
 	w.Payment = &order.PaymentRecord{ID: order.PaymentRecordID("ord-1"), OrderID: "ord-1", Type: order.TypePayment,
 		State: order.PaymentInProgress, IdempotencyKey: order.PaymentKey("ord-1"), AmountMinor: 3998, Currency: "EUR",
 		RequestHash: w.Order.RequestHash, Epoch: 1, ClaimedAt: now, FirstAttemptAt: &now, Attempts: 1}
-	etags, err := s.WriteOrder(t.Context(), w)
+	etags, err := order.WriteOrder(t.Context(), s, w)
 	if err != nil {
 		t.Fatal(err)
 	}

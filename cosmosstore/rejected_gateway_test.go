@@ -62,8 +62,8 @@ func TestGateway_CreateDocuments_ContentRefused_Rejected_NotFaithfulInCosmium(t 
 				name string
 				do   func() error
 			}{
-				{"CreateDocuments", func() error { return s.CreateDocuments(t.Context(), "ord-5", docs) }},
-				{"CreateOrder", func() error { return s.CreateOrder(t.Context(), newWrite("ord-5", "cust-1")) }},
+				{"CreateDocuments", func() error { _, err := s.CreateBatch(t.Context(), "ord-5", docs); return err }},
+				{"CreateOrder", func() error { _, err := order.WriteOrder(t.Context(), s, newWrite("ord-5", "cust-1")); return err }},
 			} {
 				err := call.do()
 				var e *cosmosstore.Error
@@ -113,7 +113,7 @@ func TestGateway_DocumentCalls_ContentRefused_Rejected_NotFaithfulInCosmium(t *t
 			checkSentinels(t, err, order.ErrRejected)
 			_, _, err = s.ReadDocument(t.Context(), "ord-1", "a")
 			checkSentinels(t, err, order.ErrRejected)
-			_, err = s.ReadOrder(t.Context(), "ord-1")
+			_, err = order.ReadOrder(t.Context(), s, "ord-1")
 			checkSentinels(t, err, order.ErrRejected)
 			if !strings.Contains(err.Error(), "act-1") || !strings.Contains(err.Error(), tt.name[:3]) {
 				t.Errorf("error %q does not name the status and activity id", err)
@@ -133,11 +133,12 @@ func TestGateway_MissingContainer_1003_IsPermanentOnEveryCall(t *testing.T) {
 	g.setReplace(missing)
 	s := storeFor(t, g.endpoint(), noRetries())
 	calls := map[string]func() error{
-		"CreateOrder": func() error { return s.CreateOrder(t.Context(), newWrite("ord-1", "cust-1")) },
+		"CreateOrder": func() error { _, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1")); return err },
 		"CreateDocuments": func() error {
-			return s.CreateDocuments(t.Context(), "ord-1", []order.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}})
+			_, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}})
+			return err
 		},
-		"ReadOrder":    func() error { _, err := s.ReadOrder(t.Context(), "ord-1"); return err },
+		"ReadOrder":    func() error { _, err := order.ReadOrder(t.Context(), s, "ord-1"); return err },
 		"ReadDocument": func() error { _, _, err := s.ReadDocument(t.Context(), "ord-1", "a"); return err },
 		"ReplaceDocument": func() error {
 			_, err := s.ReplaceDocument(t.Context(), "ord-1", order.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}, "")
@@ -169,7 +170,7 @@ func TestGateway_Unauthorized_Forbidden_Permanent(t *testing.T) {
 			g.setRead(r)
 			g.setReplace(r)
 			s := storeFor(t, g.endpoint(), noRetries())
-			err := s.CreateDocuments(t.Context(), "ord-1", []order.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}})
+			_, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}})
 			checkSentinels(t, err, nil)
 			_, _, err = s.ReadDocument(t.Context(), "ord-1", "a")
 			checkSentinels(t, err, nil)

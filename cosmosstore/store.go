@@ -14,7 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // PartitionKeyPath is the partition key path of the orders container: every
@@ -23,8 +23,6 @@ const PartitionKeyPath = "/orderId"
 
 // The store calls, as Error.Op names them.
 const (
-	opCreate          = "create order"
-	opRead            = "read order"
 	opCreateDocuments = "create documents"
 	opReadDocument    = "read document"
 	opReplaceDocument = "replace document"
@@ -41,7 +39,7 @@ const (
 	headerSubStatus     = "x-ms-substatus"
 )
 
-// Store is an order.Store and an order.DocumentStore on one Cosmos DB
+// Store is an idempotent.Store, DocumentStore and Patcher on one Cosmos DB
 // container. It is safe for concurrent use.
 type Store struct {
 	client    *azcosmos.Client
@@ -52,9 +50,9 @@ type Store struct {
 }
 
 var (
-	_ order.Store         = (*Store)(nil)
-	_ order.DocumentStore = (*Store)(nil)
-	_ order.Patcher       = (*Store)(nil)
+	_ idempotent.Store         = (*Store)(nil)
+	_ idempotent.DocumentStore = (*Store)(nil)
+	_ idempotent.Patcher       = (*Store)(nil)
 )
 
 // New returns a Store on the container named container in the database named
@@ -71,50 +69,27 @@ func New(c *azcosmos.Client, database, container string) (*Store, error) {
 	return &Store{client: c, container: cc, database: database, endpoint: c.Endpoint()}, nil
 }
 
-// WriteOrder writes the order document, its OrderAccepted event and, if w
-// has one, its payment claim in one transactional batch under the partition
-// key value w.PartitionKey(): all or none, and returns the ETags the batch
-// response reports for them (TransactionalBatchResult.ETag), so that no read
-// is needed before a conditional replace. If the order exists it writes
-// nothing and returns an *Error that matches order.ErrAlreadyExists.
-// Concurrent calls for the same order are safe: exactly one of them writes.
-func (s *Store) WriteOrder(ctx context.Context, w order.Write) (order.WriteETags, error) {
-	orderID := w.PartitionKey()
-	docs, err := w.Documents()
-	if err != nil {
-		return order.WriteETags{}, &Error{Op: opCreate, OrderID: orderID, Index: -1, Err: err}
-	}
-	etags, err := s.createBatch(ctx, opCreate, orderID, docs)
-	if err != nil {
-		return order.WriteETags{}, err
-	}
-	return w.ETags(etags), nil
-}
-
-// CreateOrder is WriteOrder without the ETags.
-func (s *Store) CreateOrder(ctx context.Context, w order.Write) error {
-	_, err := s.WriteOrder(ctx, w)
-	return err
-}
-
-// CreateDocuments creates every document of docs in partition pk in one
-// transactional batch: all of them or none. If any of them exists it writes
-// nothing and returns an *Error that matches order.ErrAlreadyExists, whose
-// Index is the conflicting document's position in docs. Each document's JSON
-// must carry pk in its orderId field; a "ttl" field (seconds) makes Cosmos DB
-// delete the document that long after the write (see Time to live in the
-// package documentation). Cosmos DB limits a batch to 100 operations and
-// 2 MB; an empty docs is an error, as it is for the SDK. Concurrent calls that
+// CreateBatch implements idempotent.Store: it creates every document of
+// docs in partition pk in one transactional batch, all of them or none, and
+// returns the ETags the batch response reports for them
+// (TransactionalBatchResult.ETag), so that no read is needed before a
+// conditional replace. If any of them exists it writes nothing and returns
+// an *Error that matches idempotent.ErrAlreadyExists, whose Index is the
+// conflicting document's position in docs. Each document's JSON must carry
+// pk in the container's partition key field (orderId in the orders
+// container); a "ttl" field (seconds) makes Cosmos DB delete the document
+// that long after the write (see Time to live in the package
+// documentation). Cosmos DB limits a batch to 100 operations and 2 MB; an
+// empty docs is an error, as it is for the SDK. Concurrent calls that
 // create the same id are safe: exactly one of them writes.
-func (s *Store) CreateDocuments(ctx context.Context, pk string, docs []order.Document) error {
-	_, err := s.createBatch(ctx, opCreateDocuments, pk, docs)
-	return err
+func (s *Store) CreateBatch(ctx context.Context, pk string, docs []idempotent.Document) ([]string, error) {
+	return s.createBatch(ctx, opCreateDocuments, pk, docs)
 }
 
 // createBatch creates docs in partition pk in one transactional batch and
 // returns the ETag of each created document, in the order of docs. It is
 // the one batch path of the store; op names the caller in errors.
-func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Document) ([]string, error) {
+func (s *Store) createBatch(ctx context.Context, op, pk string, docs []idempotent.Document) ([]string, error) {
 	if len(docs) == 0 {
 		return nil, &Error{Op: op, OrderID: pk, Index: -1, Err: errors.New("no documents to create")}
 	}
@@ -172,7 +147,7 @@ func batchSubStatuses(resp *http.Response) []int {
 }
 
 // ReadDocument returns the JSON body of document id in partition pk and its
-// ETag, or an *Error that matches order.ErrNotFound if there is none. The
+// ETag, or an *Error that matches idempotent.ErrNotFound if there is none. The
 // ETag is what ReplaceDocument takes as ifMatch. Cosmos DB always sends one;
 // it is empty only from a server that sends none, such as cosmium.
 func (s *Store) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
@@ -187,19 +162,19 @@ func (s *Store) ReadDocument(ctx context.Context, pk, id string) ([]byte, string
 // returns the new ETag. With a non-empty ifMatch the replace is conditional
 // (an If-Match header): if the document changed since the read that returned
 // ifMatch, it writes nothing and returns an *Error that matches
-// order.ErrPreconditionFailed. An empty ifMatch replaces unconditionally. A
-// missing document gives an *Error that matches order.ErrNotFound.
+// idempotent.ErrPreconditionFailed. An empty ifMatch replaces unconditionally. A
+// missing document gives an *Error that matches idempotent.ErrNotFound.
 //
 // Concurrent conditional replaces of one document are safe: of those that
 // pass the same ifMatch, exactly one succeeds and the others fail with
-// order.ErrPreconditionFailed. The call is not idempotent by itself; callers
+// idempotent.ErrPreconditionFailed. The call is not idempotent by itself; callers
 // make it so by deciding again after a fresh read.
 //
 // A "ttl" field (seconds) in d.Body makes Cosmos DB delete the document that
 // long after this write, not after the first: the container's default TTL of
 // -1, which CreateDatabaseAndContainer and the Bicep template set, turns
 // per-item TTL on. The store itself does nothing for it.
-func (s *Store) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
+func (s *Store) ReplaceDocument(ctx context.Context, pk string, d idempotent.Document, ifMatch string) (string, error) {
 	// EnableContentResponseOnWrite stays false (Prefer: return=minimal): the
 	// ETag header is all the store needs of the response.
 	o := &azcosmos.ItemOptions{}
@@ -218,10 +193,10 @@ func (s *Store) ReplaceDocument(ctx context.Context, pk string, d order.Document
 // Cosmos DB's patch (PatchOperations), with p.If as its filter predicate
 // ("FROM c WHERE c.version < 5 AND …", SetCondition), so that the service
 // checks the conditions and applies the operations atomically. A condition
-// not met is a 412, an *Error that matches order.ErrPreconditionFailed; a
-// missing document matches order.ErrNotFound. The response carries no
+// not met is a 412, an *Error that matches idempotent.ErrPreconditionFailed; a
+// missing document matches idempotent.ErrNotFound. The response carries no
 // document (EnableContentResponseOnWrite stays false), only the new ETag.
-func (s *Store) PatchDocument(ctx context.Context, pk, id string, p order.Patch) (string, error) {
+func (s *Store) PatchDocument(ctx context.Context, pk, id string, p idempotent.Patch) (string, error) {
 	var ops azcosmos.PatchOperations
 	if len(p.If) > 0 {
 		cond, err := patchCondition(p.If)
@@ -232,9 +207,9 @@ func (s *Store) PatchDocument(ctx context.Context, pk, id string, p order.Patch)
 	}
 	for _, op := range p.Ops {
 		switch op.Op {
-		case order.PatchSet:
+		case idempotent.PatchSet:
 			ops.AppendSet(op.Path, op.Value)
-		case order.PatchIncrement:
+		case idempotent.PatchIncrement:
 			by, ok := op.Value.(int64)
 			if !ok {
 				return "", &Error{Op: opPatchDocument, OrderID: pk, ID: id, Index: -1, Err: fmt.Errorf("increment %s takes an int64, not %T", op.Path, op.Value)}
@@ -251,14 +226,14 @@ func (s *Store) PatchDocument(ctx context.Context, pk, id string, p order.Patch)
 	return string(resp.ETag), nil
 }
 
-// WithoutPatch returns s as an order.DocumentStore without PatchDocument, so
+// WithoutPatch returns s as an idempotent.DocumentStore without PatchDocument, so
 // that a Processor given it (order.WithDocuments) applies status changes by
 // a read and an ETag-conditioned replace instead of a conditional patch. It
 // is for cosmium: cosmium v0.1.20 applies a patch whatever its condition
 // (api/handlers/documents.go, PatchDocument never reads it), so a stale
 // status change would overwrite a newer one. Cosmos DB and its official
 // emulators evaluate the condition; never use it there.
-func WithoutPatch(s *Store) order.DocumentStore { return unpatched{s} }
+func WithoutPatch(s *Store) idempotent.DocumentStore { return unpatched{s} }
 
 // unpatched hides PatchDocument (see WithoutPatch).
 type unpatched struct{ s *Store }
@@ -267,11 +242,11 @@ func (u unpatched) ReadDocument(ctx context.Context, pk, id string) ([]byte, str
 	return u.s.ReadDocument(ctx, pk, id)
 }
 
-func (u unpatched) CreateDocuments(ctx context.Context, pk string, docs []order.Document) error {
-	return u.s.CreateDocuments(ctx, pk, docs)
+func (u unpatched) CreateBatch(ctx context.Context, pk string, docs []idempotent.Document) ([]string, error) {
+	return u.s.CreateBatch(ctx, pk, docs)
 }
 
-func (u unpatched) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
+func (u unpatched) ReplaceDocument(ctx context.Context, pk string, d idempotent.Document, ifMatch string) (string, error) {
 	return u.s.ReplaceDocument(ctx, pk, d, ifMatch)
 }
 
@@ -279,7 +254,7 @@ func (u unpatched) ReplaceDocument(ctx context.Context, pk string, d order.Docum
 // writes the predicate into the request's JSON without escaping it
 // (PatchOperations.MarshalJSON in azcosmos v1.5.0), so a field name must be
 // a plain identifier: letters and digits, starting with a letter.
-func patchCondition(conds []order.Below) (string, error) {
+func patchCondition(conds []idempotent.Below) (string, error) {
 	var b strings.Builder
 	b.WriteString("FROM c WHERE ")
 	for i, c := range conds {
@@ -305,25 +280,6 @@ func isIdentifier(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-// ReadOrder returns the order document of orderID, or an *Error that matches
-// order.ErrNotFound if there is none.
-func (s *Store) ReadOrder(ctx context.Context, orderID string) (order.OrderDocument, error) {
-	resp, err := s.readItem(ctx, orderID, orderID)
-	if err != nil {
-		return order.OrderDocument{}, classify(opRead, orderID, err)
-	}
-	var doc order.OrderDocument
-	if err := json.Unmarshal(resp.Value, &doc); err != nil {
-		return order.OrderDocument{}, &Error{Op: opRead, OrderID: orderID, Index: -1, ActivityID: resp.ActivityID,
-			Err: fmt.Errorf("decode the stored document: %w", err)}
-	}
-	if doc.Type != order.TypeOrder || doc.OrderID != orderID {
-		return order.OrderDocument{}, &Error{Op: opRead, OrderID: orderID, Index: -1, ActivityID: resp.ActivityID,
-			Err: fmt.Errorf("stored document is not the order (type %q, orderId %q)", doc.Type, doc.OrderID)}
-	}
-	return doc, nil
 }
 
 // RequestCharge returns the request units (RU) that Cosmos DB has charged for

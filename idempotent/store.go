@@ -20,6 +20,11 @@ type Store interface {
 	// any of them exists it writes nothing and returns an error matching
 	// ErrAlreadyExists. This create is the duplicate check.
 	CreateBatch(ctx context.Context, pk string, docs []Document) (etags []string, err error)
+	Reader
+}
+
+// Reader reads documents one at a time.
+type Reader interface {
 	// ReadDocument returns the JSON body and ETag of document id in
 	// partition pk, or an error matching ErrNotFound.
 	ReadDocument(ctx context.Context, pk, id string) (body []byte, etag string, err error)

@@ -114,12 +114,6 @@ func NewWrite(o Order, messageID, requestHash string, processedAt time.Time) Wri
 // PartitionKey returns the partition key value shared by every document of w.
 func (w Write) PartitionKey() string { return w.Order.OrderID }
 
-// Document is one JSON document of a Write, ready for a store.
-type Document struct {
-	ID   string
-	Body []byte
-}
-
 // Documents returns the documents of w in batch order: the order document
 // first, so that a conflicting batch reports the conflict on operation 0,
 // then the event, then the payment claim if w has one.

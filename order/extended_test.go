@@ -92,7 +92,7 @@ func TestStatusChanges(t *testing.T) {
 		if r.Outcome != st.want {
 			t.Fatalf("step %d: %v (%s), want %v", i, r.Outcome, r.Description, st.want)
 		}
-		doc, err := s.ReadOrder(ctx, "ord-1")
+		doc, err := order.ReadOrder(ctx, s, "ord-1")
 		if err != nil || doc.Status != st.status || doc.Version != st.version {
 			t.Fatalf("step %d: stored %s v%d (%v), want %s v%d", i, doc.Status, doc.Version, err, st.status, st.version)
 		}
@@ -135,7 +135,7 @@ func TestConcurrentStatusChangesKeepHighestVersion(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if doc, _ := s.ReadOrder(ctx, "ord-1"); doc.Version != 20 {
+	if doc, _ := order.ReadOrder(ctx, s, "ord-1"); doc.Version != 20 {
 		t.Errorf("stored version %d, want 20", doc.Version)
 	}
 }

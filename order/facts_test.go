@@ -14,33 +14,28 @@ import (
 )
 
 // countingStore is a memstore that counts the calls the processor makes,
-// and can make the next WriteOrder commit and then report a timeout, as
+// and can make the next batch commit and then report a timeout, as
 // when the response of a committed write is lost.
 type countingStore struct {
 	*memstore.Store
 	mu        sync.Mutex
 	calls     int
-	ambiguous bool // the next WriteOrder commits, then fails
+	ambiguous bool // the next batch commits, then fails
 }
 
 func (s *countingStore) count() int { s.mu.Lock(); defer s.mu.Unlock(); return s.calls }
 func (s *countingStore) inc()       { s.mu.Lock(); s.calls++; s.mu.Unlock() }
 
-func (s *countingStore) WriteOrder(ctx context.Context, w order.Write) (order.WriteETags, error) {
+func (s *countingStore) CreateBatch(ctx context.Context, pk string, docs []order.Document) ([]string, error) {
 	s.inc()
-	e, err := s.Store.WriteOrder(ctx, w)
+	e, err := s.Store.CreateBatch(ctx, pk, docs)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil && s.ambiguous {
 		s.ambiguous = false
-		return order.WriteETags{}, fmt.Errorf("408 timeout after the write committed: %w", order.ErrTransient)
+		return nil, fmt.Errorf("408 timeout after the write committed: %w", order.ErrTransient)
 	}
 	return e, err
-}
-
-func (s *countingStore) ReadOrder(ctx context.Context, id string) (order.OrderDocument, error) {
-	s.inc()
-	return s.Store.ReadOrder(ctx, id)
 }
 
 func (s *countingStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
@@ -51,11 +46,6 @@ func (s *countingStore) ReadDocument(ctx context.Context, pk, id string) ([]byte
 func (s *countingStore) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
 	s.inc()
 	return s.Store.ReplaceDocument(ctx, pk, d, ifMatch)
-}
-
-func (s *countingStore) CreateDocuments(ctx context.Context, pk string, docs []order.Document) error {
-	s.inc()
-	return s.Store.CreateDocuments(ctx, pk, docs)
 }
 
 // TestFactCache: a delivery of an order whose facts the processor learned
@@ -228,14 +218,13 @@ func BenchmarkFactCache_Memory(b *testing.B) {
 // without a store's.
 type nopStore struct{}
 
-// WriteOrder encodes the documents, as the project's stores do, and
-// writes nothing.
-func (nopStore) WriteOrder(_ context.Context, w order.Write) (order.WriteETags, error) {
-	_, err := w.Documents()
-	return order.WriteETags{}, err
+// CreateBatch writes nothing (order.WriteOrder encodes the documents
+// before it calls it, as for the project's stores).
+func (nopStore) CreateBatch(_ context.Context, _ string, docs []order.Document) ([]string, error) {
+	return make([]string, len(docs)), nil
 }
-func (nopStore) ReadOrder(context.Context, string) (order.OrderDocument, error) {
-	return order.OrderDocument{}, order.ErrNotFound
+func (nopStore) ReadDocument(context.Context, string, string) ([]byte, string, error) {
+	return nil, "", order.ErrNotFound
 }
 
 func (s *countingStore) PatchDocument(ctx context.Context, pk, id string, p order.Patch) (string, error) {

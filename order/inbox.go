@@ -160,6 +160,10 @@ func (c *InboxConsumer) ttlSeconds() int {
 // event id. A status change is of no use to the loyalty consumer: Ignored,
 // nothing written. An unknown subject is Invalid.
 func (c *InboxConsumer) Process(ctx context.Context, m Message) Result {
+	return dependency(c.process(ctx, m))
+}
+
+func (c *InboxConsumer) process(ctx context.Context, m Message) Result {
 	if err := c.Validate(); err != nil {
 		return Result{Outcome: Transient, Reason: ReasonConsumerMisconfigured, Description: err.Error(), Err: err}
 	}
@@ -175,7 +179,7 @@ func (c *InboxConsumer) Process(ctx context.Context, m Message) Result {
 		if id, _, ok := strings.Cut(m.ID, statusIDSeparator); ok && checkOrderID("orderId", id) == nil {
 			orderID = id
 		}
-		return Result{Outcome: Ignored, OrderID: orderID,
+		return Result{Outcome: Ignored, Key: orderID,
 			Description: fmt.Sprintf("consumer %s has no use for status changes; message %s completed, nothing written", c.Name, m.ID)}
 	default:
 		err := fmt.Errorf("unknown message subject %q", m.Subject)

@@ -117,11 +117,11 @@ func isRequestHash(s string) bool {
 func (c *InboxConsumer) acceptedEvent(ctx context.Context, m Message) Result {
 	ev, orderID, err := DecodeAcceptedEvent(m.Body)
 	if err != nil {
-		return Result{Outcome: Invalid, OrderID: orderID, Reason: ReasonInvalidMessage, Description: "OrderAccepted event: " + err.Error(), Err: err}
+		return Result{Outcome: Invalid, Key: orderID, Reason: ReasonInvalidMessage, Description: "OrderAccepted event: " + err.Error(), Err: err}
 	}
 	if m.ID != ev.ID {
 		err := &FieldError{Field: "id", Problem: fmt.Sprintf("%q does not equal the MessageId %q", ev.ID, m.ID)}
-		return Result{Outcome: Invalid, OrderID: ev.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
+		return Result{Outcome: Invalid, Key: ev.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
 	}
 	return c.award(ctx, m.ID, ev.OrderID, ev.CustomerID, ev.TotalMinor, ev.RequestHash)
 }
@@ -148,10 +148,10 @@ func (c *InboxConsumer) award(ctx context.Context, messageID, orderID, customerI
 	if err != nil {
 		return storeFailure(orderID, "encode loyalty entry", err)
 	}
-	err = c.Store.CreateDocuments(ctx, orderID, []Document{{ID: marker.ID, Body: mb}, {ID: entry.ID, Body: eb}})
+	_, err = c.Store.CreateBatch(ctx, orderID, []Document{{ID: marker.ID, Body: mb}, {ID: entry.ID, Body: eb}})
 	switch {
 	case err == nil:
-		return Result{Outcome: Created, OrderID: orderID, Description: fmt.Sprintf("%d points awarded by %s", entry.Points, c.Name)}
+		return Result{Outcome: Created, Key: orderID, Description: fmt.Sprintf("%d points awarded by %s", entry.Points, c.Name)}
 	case !errors.Is(err, ErrAlreadyExists):
 		return storeFailure(orderID, "create inbox marker and loyalty entry", err)
 	}
@@ -160,10 +160,10 @@ func (c *InboxConsumer) award(ctx context.Context, messageID, orderID, customerI
 		return storeFailure(orderID, "read inbox marker after conflict", err)
 	}
 	if stored.RequestHash != hash {
-		return Result{Outcome: Mismatch, OrderID: orderID, Reason: ReasonOrderIDReused,
+		return Result{Outcome: Mismatch, Key: orderID, Reason: ReasonOrderIDReused,
 			Description: fmt.Sprintf("consumer %s processed message %s with request hash %s; this message has request hash %s",
 				c.Name, messageID, stored.RequestHash, hash)}
 	}
-	return Result{Outcome: Duplicate, OrderID: orderID,
+	return Result{Outcome: Duplicate, Key: orderID,
 		Description: fmt.Sprintf("consumer %s processed it at %s", c.Name, stored.ProcessedAt.Format(time.RFC3339))}
 }

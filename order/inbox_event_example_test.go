@@ -26,7 +26,7 @@ func ExampleInboxConsumer_orderAcceptedEvent() {
 	ctx := context.Background()
 	for _, c := range []*order.InboxConsumer{loyalty, loyalty, audit} {
 		r := c.Process(ctx, m)
-		fmt.Println(c.Name, r.Outcome, r.OrderID)
+		fmt.Println(c.Name, r.Outcome, r.Key)
 	}
 	ev, _, err := order.DecodeAcceptedEvent(m.Body)
 	fmt.Println(ev.ID, ev.TotalMinor, err)

@@ -88,8 +88,8 @@ func TestInboxConsumerProcessesOrderAcceptedEvents(t *testing.T) {
 		{"another order", loyalty, eventMsg("ord-8", eventBody(t, testOrder("ord-8"))), order.Created, "", 6},
 	} {
 		r := tt.c.Process(ctx, tt.m)
-		if r.Outcome != tt.want || r.Reason != tt.reason || r.OrderID != tt.m.ID[len("OrderAccepted:"):] {
-			t.Errorf("%s: %v %q for order %q (%s), want %v %q", tt.name, r.Outcome, r.Reason, r.OrderID, r.Description, tt.want, tt.reason)
+		if r.Outcome != tt.want || r.Reason != tt.reason || r.Key != tt.m.ID[len("OrderAccepted:"):] {
+			t.Errorf("%s: %v %q for order %q (%s), want %v %q", tt.name, r.Outcome, r.Reason, r.Key, r.Description, tt.want, tt.reason)
 		}
 		if n := len(s.Items()); n != tt.wantItems {
 			t.Errorf("%s: %d documents stored, want %d", tt.name, n, tt.wantItems)

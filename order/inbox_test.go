@@ -40,7 +40,7 @@ func TestInboxConsumerHonoursSubject(t *testing.T) {
 		if r.Outcome != tt.want || r.Reason != tt.wantReason {
 			t.Errorf("%s: %v %q (%s), want %v %q", tt.name, r.Outcome, r.Reason, r.Description, tt.want, tt.wantReason)
 		}
-		if tt.want == order.Ignored && (r.OrderID != "ord-1" || r.Description == "") {
+		if tt.want == order.Ignored && (r.Key != "ord-1" || r.Description == "") {
 			t.Errorf("%s: ignored result %+v does not name the order and why", tt.name, r)
 		}
 		if n := len(s.Items()); n != tt.wantItems {

@@ -125,8 +125,8 @@ func TestInvalidResultNamesTheOrder(t *testing.T) {
 		{"status change with a bad status", p.Process(context.Background(), badStatus), "ord-1"},
 		{"an illegal order id is not echoed", p.Process(context.Background(), badID), ""},
 	} {
-		if tt.r.Outcome != order.Invalid || tt.r.OrderID != tt.orderID {
-			t.Errorf("%s: %v with order id %q (%s), want invalid with %q", tt.name, tt.r.Outcome, tt.r.OrderID, tt.r.Description, tt.orderID)
+		if tt.r.Outcome != order.Invalid || tt.r.Key != tt.orderID {
+			t.Errorf("%s: %v with order id %q (%s), want invalid with %q", tt.name, tt.r.Outcome, tt.r.Key, tt.r.Description, tt.orderID)
 		}
 	}
 }

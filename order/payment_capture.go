@@ -12,7 +12,7 @@ import (
 // capturePayment makes sure the order's payment is captured exactly once.
 // It returns nil when the capture is completed (now or before) or when there
 // is nothing to capture, else the Result to settle with, and whether this
-// delivery took over a claim another delivery held (Result.PaymentTakenOver).
+// delivery took over a claim another delivery held (Result.TakenOver).
 //
 // An order whose total is zero has nothing to capture: no record, no call.
 //
@@ -39,10 +39,10 @@ func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocu
 	orderID := doc.OrderID
 	switch {
 	case p.payments.err != nil:
-		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonPaymentUnavailable, Description: "payment step misconfigured: " + p.payments.err.Error(), Err: p.payments.err}, false
+		return &Result{Outcome: Transient, Key: orderID, Reason: ReasonPaymentUnavailable, Description: "payment step misconfigured: " + p.payments.err.Error(), Err: p.payments.err}, false
 	case p.docs == nil:
 		err := errors.New("payments configured without a document store")
-		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonStoreError, Description: err.Error(), Err: err}, false
+		return &Result{Outcome: Transient, Key: orderID, Reason: ReasonStoreError, Description: err.Error(), Err: err}, false
 	case doc.TotalMinor == 0:
 		return nil, false // nothing to capture; the payments API rejects a zero amount
 	}
@@ -63,7 +63,7 @@ func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocu
 		if err != nil {
 			return ptr(storeFailure(orderID, "encode payment record", err)), false
 		}
-		err = p.docs.CreateDocuments(ctx, orderID, []Document{{ID: rec.ID, Body: body}})
+		_, err = p.docs.CreateBatch(ctx, orderID, []Document{{ID: rec.ID, Body: body}})
 		if errors.Is(err, ErrAlreadyExists) {
 			return paymentBusy(orderID, "claimed by another delivery just now"), false
 		}
@@ -156,9 +156,9 @@ func (p *Processor) captureClaimed(ctx context.Context, rec PaymentRecord, etag 
 		// and another copy after the lease.
 		p.release(ctx, rec, etag)
 		if errors.Is(err, ErrPaymentRejected) {
-			return &Result{Outcome: Invalid, OrderID: orderID, Reason: ReasonPaymentRejected, Description: err.Error(), Err: err}
+			return &Result{Outcome: Invalid, Key: orderID, Reason: ReasonPaymentRejected, Description: err.Error(), Err: err}
 		}
-		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonPaymentUnavailable, Description: "capture: " + err.Error(), Err: err}
+		return &Result{Outcome: Transient, Key: orderID, Reason: ReasonPaymentUnavailable, Description: "capture: " + err.Error(), Err: err}
 	}
 
 	// 4. Mark it completed.
@@ -211,7 +211,7 @@ func (p *Processor) resolveOldClaim(ctx context.Context, rec PaymentRecord, etag
 		if errors.Is(err, ErrPaymentRejected) {
 			return reconcile(rec, p.payments.KeyRetention, "the lookup was rejected: "+err.Error()), true
 		}
-		return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonPaymentUnavailable, Description: "look the payment up: " + err.Error(), Err: err}, true
+		return &Result{Outcome: Transient, Key: orderID, Reason: ReasonPaymentUnavailable, Description: "look the payment up: " + err.Error(), Err: err}, true
 	}
 	switch {
 	case len(found) == 0:
@@ -305,12 +305,12 @@ func reconcile(rec PaymentRecord, retention time.Duration, why string) *Result {
 	}
 	desc := fmt.Sprintf("payment of order %s (%d %s) needs reconciliation: %s; Idempotency-Key %q, record %s %s, first sent %s (the service may have forgotten the key after %v), %d capture calls, epoch %d, last held by %s",
 		rec.OrderID, rec.AmountMinor, rec.Currency, why, rec.IdempotencyKey, rec.ID, rec.State, first, retention, rec.Attempts, rec.Epoch, rec.Owner)
-	return &Result{Outcome: Invalid, OrderID: rec.OrderID, Reason: ReasonPaymentNeedsReconciliation, Description: desc,
+	return &Result{Outcome: Invalid, Key: rec.OrderID, Reason: ReasonPaymentNeedsReconciliation, Description: desc,
 		Err: errors.New("payment needs reconciliation: " + why)}
 }
 
 func paymentBusy(orderID, why string) *Result {
-	return &Result{Outcome: Transient, OrderID: orderID, Reason: ReasonPaymentInProgress, Description: "payment capture " + why}
+	return &Result{Outcome: Transient, Key: orderID, Reason: ReasonPaymentInProgress, Description: "payment capture " + why}
 }
 
 func ptr(r Result) *Result { return &r }

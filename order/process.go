@@ -5,137 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
-
-// Message is one delivery of an order message, reduced to what the decision
-// needs. ID is the producer's MessageId, the deduplication key; never the lock
-// token, sequence number or delivery count, which change between deliveries.
-type Message struct {
-	ID            string
-	Subject       string // SubjectOrderPlaced (or empty) or SubjectOrderStatusChanged
-	Body          []byte
-	DeliveryCount uint32 // 1 on the first delivery
-	// SequenceNumber is the broker's number of this copy of the message:
-	// every delivery of one enqueued copy has the same number, and a copy
-	// sent again (a producer retry after the duplicate-detection window, a
-	// dead-letter resubmission) gets a new one. With DeliveryCount it names
-	// the delivery: Service Bus hands a copy to a new receiver only after
-	// the previous delivery's lock ended, so a higher DeliveryCount of the
-	// same SequenceNumber proves the earlier delivery can no longer settle.
-	SequenceNumber int64
-}
-
-// Outcome is what processing one delivery decided. Each outcome has exactly
-// one settlement.
-type Outcome int
-
-// The outcomes of processing a delivery.
-const (
-	// Created: this delivery wrote the order. Complete the message.
-	Created Outcome = iota + 1
-	// Duplicate: the order exists with the same request hash. Complete the
-	// message; nothing was written.
-	Duplicate
-	// Mismatch: the order exists with a different request hash; the id was
-	// reused for other content. Dead-letter the message and alert.
-	Mismatch
-	// Invalid: the message can never succeed. Dead-letter it at once.
-	Invalid
-	// Transient: the store failed in a way that may pass. Abandon the
-	// message so the broker redelivers it.
-	Transient
-	// Applied: a status change was newer than the stored version and was
-	// applied. Complete the message.
-	Applied
-	// Stale: a status change was not newer than the stored version; nothing
-	// was written. Complete the message.
-	Stale
-	// Ignored: the message is of a kind this consumer has no use for (an
-	// inbox consumer given a status change); nothing was written. Complete
-	// the message.
-	Ignored
-)
-
-var outcomeNames = [...]string{Created: "created", Duplicate: "duplicate", Mismatch: "mismatch", Invalid: "invalid",
-	Transient: "transient", Applied: "applied", Stale: "stale", Ignored: "ignored"}
-
-func (o Outcome) String() string {
-	if o > 0 && int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
-}
-
-// Dead-letter and retry reasons, short and stable so that operators can group
-// dead-lettered messages by them.
-const (
-	ReasonInvalidMessage    = "InvalidMessage"
-	ReasonMessageIDMismatch = "MessageIdMismatch"
-	ReasonOrderIDReused     = "OrderIdReused"
-	ReasonStoreUnavailable  = "StoreUnavailable"
-	ReasonStoreError        = "StoreError"
-
-	ReasonUnsupportedMessage = "UnsupportedMessage"
-	ReasonOrderNotYetCreated = "OrderNotYetCreated"
-	ReasonConcurrentUpdate   = "ConcurrentUpdate"
-	ReasonPaymentInProgress  = "PaymentInProgress"
-	ReasonPaymentUnavailable = "PaymentUnavailable"
-	ReasonPaymentRejected    = "PaymentRejected"
-
-	// ReasonStoreRejected: the store refused the write for the message's
-	// content (see ErrRejected); the description carries the status.
-	ReasonStoreRejected = "StoreRejected"
-	// ReasonPaymentNeedsReconciliation: the outcome of an earlier capture
-	// cannot be established safely (the payments service may have forgotten
-	// its idempotency key); the description carries the key for an operator.
-	ReasonPaymentNeedsReconciliation = "PaymentNeedsReconciliation"
-	// ReasonStatusVersionReused: a status change carries a version that is
-	// already stored with other content.
-	ReasonStatusVersionReused = "StatusVersionReused"
-	// ReasonOrderDocumentMissing: an order's create conflicted on its
-	// OrderAccepted event, but the order document is gone: it was deleted
-	// after the order was accepted. An operator must restore it (or delete
-	// the event) before the message is resubmitted.
-	ReasonOrderDocumentMissing = "OrderDocumentMissing"
-	// ReasonConsumerMisconfigured: an inbox consumer's name or marker TTL
-	// would make every marker illegal in the store; nothing was written and
-	// the message is retried (the worker's breaker counts it).
-	ReasonConsumerMisconfigured = "ConsumerMisconfigured"
-)
-
-// DependencyFailed reports whether r is a retry caused by a dependency (the
-// store or the payments service) rather than by the message: the failures a
-// circuit breaker counts. A retry for the message's own sake (its order not
-// yet created, a payment claim held by another delivery, a concurrent
-// update) is not one.
-func (r Result) DependencyFailed() bool {
-	if r.Outcome != Transient {
-		return false
-	}
-	switch r.Reason {
-	case ReasonStoreUnavailable, ReasonStoreError, ReasonPaymentUnavailable, ReasonConsumerMisconfigured:
-		return true
-	}
-	return false
-}
-
-// Result is the decision for one delivery.
-type Result struct {
-	Outcome     Outcome
-	OrderID     string // empty when the body could not be decoded
-	Reason      string // a Reason constant; empty for Created and Duplicate
-	Description string // human-readable detail for logs and the dead-letter queue
-	Err         error  // the underlying error of Invalid and Transient outcomes
-	// PaymentTakenOver reports that this delivery took over the payment
-	// claim another delivery held: an earlier delivery of the same copy
-	// (whose lock had ended) or a holder whose lease ran out. It is set
-	// whatever the outcome, once the takeover was written: the capture
-	// may have completed since, or failed. A claim its holder released
-	// (after a failed capture) is claimed anew, not taken over, and does
-	// not set it. Each takeover is a capture interrupted (a lost lock, a
-	// crash, a timeout) and resumed with the same idempotency key.
-	PaymentTakenOver bool
-}
 
 // Processor makes the processing decision. It is safe for concurrent use: all
 // coordination between concurrent deliveries of one message happens in the
@@ -144,10 +16,10 @@ type Result struct {
 type Processor struct {
 	store    Store
 	now      func() time.Time
-	docs     DocumentStore // status changes and payment records; nil: neither
-	payments *payments     // nil: no payment step
-	facts    *factCache    // nil: no fact cache (see WithFactCache)
-	copies   *copyShare    // nil: create first on every first delivery (see WithAdaptiveReadFirst)
+	docs     DocumentStore         // status changes and payment records; nil: neither
+	payments *payments             // nil: no payment step
+	facts    *idempotent.FactCache // nil: no fact cache (see WithFactCache)
+	copies   *idempotent.CopyShare // nil: create first on every first delivery (see WithAdaptiveReadFirst)
 }
 
 // Option configures a Processor.
@@ -169,7 +41,7 @@ func WithDocuments(d DocumentStore) Option { return func(p *Processor) { p.docs 
 func WithAdaptiveReadFirst(on bool) Option {
 	return func(p *Processor) {
 		if on {
-			p.copies = &copyShare{}
+			p.copies = &idempotent.CopyShare{}
 		} else {
 			p.copies = nil
 		}
@@ -186,7 +58,7 @@ func (p *Processor) CopyShare() (share float64, readFirst bool) {
 	if p.copies == nil {
 		return 0, false
 	}
-	return p.copies.share(), p.copies.readFirst()
+	return p.copies.Estimate()
 }
 
 // NewProcessor returns a Processor that writes to s. now stamps processedAt;
@@ -195,7 +67,7 @@ func NewProcessor(s Store, now func() time.Time, opts ...Option) *Processor {
 	if now == nil {
 		now = time.Now
 	}
-	p := &Processor{store: s, now: now, facts: newFactCache(DefaultFactCacheSize), copies: &copyShare{}}
+	p := &Processor{store: s, now: now, facts: idempotent.NewFactCache(DefaultFactCacheSize), copies: &idempotent.CopyShare{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -205,6 +77,10 @@ func NewProcessor(s Store, now func() time.Time, opts ...Option) *Processor {
 // Process decides what to do with one delivery of m: an order placement, or,
 // with the OrderStatusChanged subject, a status change.
 func (p *Processor) Process(ctx context.Context, m Message) Result {
+	return dependency(p.process(ctx, m))
+}
+
+func (p *Processor) process(ctx context.Context, m Message) Result {
 	switch m.Subject {
 	case "", SubjectOrderPlaced:
 		return p.placeOrder(ctx, m)
@@ -243,17 +119,17 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 	hash := o.RequestHash()
 	// 2. Facts confirmed by the store earlier answer without a round trip.
 	if p.facts != nil {
-		if f, ok := p.facts.get(o.OrderID); ok {
+		if f, ok := p.facts.Get(o.OrderID); ok {
 			return p.fromFact(ctx, m, &o, hash, f)
 		}
 	}
 	// 3. A redelivery is likely a duplicate, and so is a first delivery
 	// while most of them are: read before writing.
 	first := m.DeliveryCount <= 1 && p.copies != nil // its finding is observed
-	if m.DeliveryCount > 1 || first && p.copies.readFirst() {
+	if m.DeliveryCount > 1 || first && p.copies.ReadFirst(m) {
 		if res, known := p.known(ctx, m, &o, hash, false); known {
 			if first && foundStored(res) {
-				p.copies.observe(true)
+				p.copies.Observe(m, true)
 			}
 			return res
 		}
@@ -268,12 +144,12 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 		rec := newPaymentRecord(&o, hash, claim, p.now().UTC())
 		w.Payment = &rec
 	}
-	etags, err := p.store.WriteOrder(ctx, w)
+	etags, err := WriteOrder(ctx, p.store, w)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrAlreadyExists):
 		if first {
-			p.copies.observe(true)
+			p.copies.Observe(m, true)
 		}
 		res, _ := p.known(ctx, m, &o, hash, true)
 		return res
@@ -281,10 +157,10 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 		return storeFailure(o.OrderID, "create", err)
 	}
 	if first {
-		p.copies.observe(false)
+		p.copies.Observe(m, false)
 	}
 	p.learn(o.OrderID, hash, false)
-	res := Result{Outcome: Created, OrderID: o.OrderID}
+	res := Result{Outcome: Created, Key: o.OrderID}
 	// 5. A side effect outside the transaction: the payment capture, on the
 	// claim the batch wrote, at the ETag the batch reported.
 	switch {
@@ -322,32 +198,31 @@ func (p *Processor) claimsInBatch(o *Order) bool {
 // learn records confirmed facts in the cache, if there is one.
 func (p *Processor) learn(orderID, hash string, paid bool) {
 	if p.facts != nil {
-		p.facts.learn(orderID, hash, paid)
+		p.facts.Learn(orderID, hash, paid)
 	}
 }
 
 // fromFact decides a delivery of o (hash) from f, what the cache knows of
 // its order: a Mismatch or a Duplicate without a round trip, or, when the
 // payment is not known completed, the payment step without the order read.
-func (p *Processor) fromFact(ctx context.Context, m Message, o *Order, hash string, f fact) Result {
-	h, _ := decodeHash(hash)
-	if h != f.hash {
-		return Result{Outcome: Mismatch, OrderID: o.OrderID, Reason: ReasonOrderIDReused,
-			Description: fmt.Sprintf("order %s exists with request hash %x (confirmed by the store earlier and remembered by this worker; the store was not read again); this message has request hash %s",
-				o.OrderID, f.hash, hash)}
+func (p *Processor) fromFact(ctx context.Context, m Message, o *Order, hash string, f idempotent.Fact) Result {
+	if !f.Matches(hash) {
+		return Result{Outcome: Mismatch, Key: o.OrderID, Reason: ReasonOrderIDReused,
+			Description: fmt.Sprintf("order %s exists with request hash %s (confirmed by the store earlier and remembered by this worker; the store was not read again); this message has request hash %s",
+				o.OrderID, f.Hash(), hash)}
 	}
-	res := Result{Outcome: Duplicate, OrderID: o.OrderID, Description: "order accepted earlier (confirmed by the store and remembered by this worker; the store was not read again)"}
-	if f.paid || p.payments == nil || o.TotalMinor == 0 {
+	res := Result{Outcome: Duplicate, Key: o.OrderID, Description: "order accepted earlier (confirmed by the store and remembered by this worker; the store was not read again)"}
+	if f.Done || p.payments == nil || o.TotalMinor == 0 {
 		return res
 	}
 	// The hash is equal, so the amount and currency are the stored order's.
 	r, took := p.capturePayment(ctx, m, OrderDocument{ID: o.OrderID, OrderID: o.OrderID, TotalMinor: o.TotalMinor, Currency: o.Currency, RequestHash: hash})
 	if r != nil {
-		r.PaymentTakenOver = took
+		r.TakenOver = took
 		return *r
 	}
 	p.learn(o.OrderID, hash, true)
-	res.PaymentTakenOver = took
+	res.TakenOver = took
 	return res
 }
 
@@ -390,27 +265,27 @@ func (p *Processor) known(ctx context.Context, m Message, o *Order, hash string,
 			// A record that predates the request hash: read the order.
 		case rec.RequestHash != hash:
 			p.learn(o.OrderID, rec.RequestHash, false)
-			return Result{Outcome: Mismatch, OrderID: o.OrderID, Reason: ReasonOrderIDReused,
+			return Result{Outcome: Mismatch, Key: o.OrderID, Reason: ReasonOrderIDReused,
 				Description: fmt.Sprintf("order %s exists with request hash %s (recorded on its payment record %s, claimed first by message %s); this message has request hash %s",
 					o.OrderID, rec.RequestHash, rec.ID, rec.Claim.MessageID, hash)}, true
 		default:
-			res := Result{Outcome: Duplicate, OrderID: o.OrderID,
+			res := Result{Outcome: Duplicate, Key: o.OrderID,
 				Description: fmt.Sprintf("order accepted earlier (its payment record %s is %s)", rec.ID, rec.State)}
 			if rec.State != PaymentCompleted {
 				p.learn(o.OrderID, hash, false)
 				r, took := p.continuePayment(ctx, m, rec, etag, p.now().UTC())
 				if r != nil {
-					r.PaymentTakenOver = took
+					r.TakenOver = took
 					return *r, true
 				}
 				res.Description = fmt.Sprintf("order accepted earlier; its payment record %s is completed now", rec.ID)
-				res.PaymentTakenOver = took
+				res.TakenOver = took
 			}
 			p.learn(o.OrderID, hash, true)
 			return res, true
 		}
 	}
-	stored, err := p.store.ReadOrder(ctx, o.OrderID)
+	stored, err := ReadOrder(ctx, p.store, o.OrderID)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		if !conflicted {
@@ -429,11 +304,11 @@ func (p *Processor) known(ctx context.Context, m Message, o *Order, hash string,
 	// payment: the payment step runs for duplicates too.
 	r, took := p.capturePayment(ctx, m, stored)
 	if r != nil {
-		r.PaymentTakenOver = took
+		r.TakenOver = took
 		return *r, true
 	}
 	p.learn(o.OrderID, hash, true)
-	res.PaymentTakenOver = took
+	res.TakenOver = took
 	return res, true
 }
 
@@ -443,11 +318,11 @@ func (p *Processor) known(ctx context.Context, m Message, o *Order, hash string,
 func decodeOrderMessage(m Message) (Order, *Result) {
 	o, orderID, err := decodeOrder(m.Body)
 	if err != nil {
-		return Order{}, &Result{Outcome: Invalid, OrderID: orderID, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
+		return Order{}, &Result{Outcome: Invalid, Key: orderID, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
 	}
 	if m.ID != o.OrderID {
 		err := &FieldError{Field: "orderId", Problem: fmt.Sprintf("%q does not equal the MessageId %q", o.OrderID, m.ID)}
-		return o, &Result{Outcome: Invalid, OrderID: o.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
+		return o, &Result{Outcome: Invalid, Key: o.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
 	}
 	return o, nil
 }
@@ -457,10 +332,10 @@ func decodeOrderMessage(m Message) (Order, *Result) {
 func compareStored(stored OrderDocument, hash string) Result {
 	orderID := stored.OrderID
 	if stored.RequestHash == hash {
-		return Result{Outcome: Duplicate, OrderID: orderID,
+		return Result{Outcome: Duplicate, Key: orderID,
 			Description: fmt.Sprintf("order created by message %s at %s", stored.MessageID, stored.ProcessedAt.Format(time.RFC3339))}
 	}
-	return Result{Outcome: Mismatch, OrderID: orderID, Reason: ReasonOrderIDReused,
+	return Result{Outcome: Mismatch, Key: orderID, Reason: ReasonOrderIDReused,
 		Description: fmt.Sprintf("order %s exists with request hash %s (created by message %s at %s); this message has request hash %s",
 			orderID, stored.RequestHash, stored.MessageID, stored.ProcessedAt.Format(time.RFC3339), hash)}
 }
@@ -487,50 +362,28 @@ func (p *Processor) orderDocumentMissing(ctx context.Context, orderID string, no
 		docs, _ = p.store.(DocumentStore)
 	}
 	if docs == nil {
-		return Result{Outcome: Transient, OrderID: orderID, Reason: ReasonStoreError,
+		return Result{Outcome: Transient, Key: orderID, Reason: ReasonStoreError,
 			Description: "read after conflict: the order document is not found and this store cannot read its OrderAccepted event: " + notFound.Error(), Err: notFound}
 	}
 	eventID := EventID(orderID)
 	_, _, err := docs.ReadDocument(ctx, orderID, eventID)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return Result{Outcome: Transient, OrderID: orderID, Reason: ReasonConcurrentUpdate,
+		return Result{Outcome: Transient, Key: orderID, Reason: ReasonConcurrentUpdate,
 			Description: "read after conflict: neither the order document nor its OrderAccepted event exists any more (deleted since the create); retrying", Err: notFound}
 	case err != nil:
 		return storeFailure(orderID, "read OrderAccepted event after conflict", err)
 	}
 	err = fmt.Errorf("order document %s is missing but its event %s exists in partition %s: %w", orderID, eventID, orderID, notFound)
-	return Result{Outcome: Invalid, OrderID: orderID, Reason: ReasonOrderDocumentMissing,
+	return Result{Outcome: Invalid, Key: orderID, Reason: ReasonOrderDocumentMissing,
 		Description: fmt.Sprintf("the create conflicted, the order document %q does not exist, but its OrderAccepted event %q does (partition %q): "+
 			"the order document was deleted after the order was accepted, and no redelivery can change that. "+
 			"Restore the order document from the event (or delete the event if the order must be processed anew), then resubmit this message",
 			orderID, eventID, orderID), Err: err}
 }
 
-// storeFailure turns a store error into a result.
-//
-// An error matching ErrRejected is the message's fault: the store refused
-// what the message made the write contain (an illegal id, a document or
-// batch over the size limit: a 400 for the content, a 413). No redelivery can
-// change the content, so it is Invalid at once, with the error and its status
-// in the description; retrying would only spend MaxDeliveryCount deliveries
-// before the broker dead-letters it anyway, without the reason.
-//
-// Every other error is retried. A transient one (throttling, a timeout, a
-// lost connection) may pass by itself; a permanent one that is not the
-// message's fault (a missing container, 401, 403) is the operator's to fix,
-// and dead-lettering the message would punish it for the configuration:
-// Result.DependencyFailed reports both, so that the worker's circuit breaker
-// stops receiving until the store answers again, and the broker's
-// MaxDeliveryCount bounds what the in-flight deliveries cost.
+// storeFailure turns a store error into a result: see
+// idempotent.StoreFailure.
 func storeFailure(orderID, op string, err error) Result {
-	if errors.Is(err, ErrRejected) {
-		return Result{Outcome: Invalid, OrderID: orderID, Reason: ReasonStoreRejected,
-			Description: op + ": the store rejected the write for the message's content: " + err.Error(), Err: err}
-	}
-	reason := ReasonStoreError
-	if IsTransient(err) || errors.Is(err, context.Canceled) {
-		reason = ReasonStoreUnavailable
-	}
-	return Result{Outcome: Transient, OrderID: orderID, Reason: reason, Description: op + ": " + err.Error(), Err: err}
+	return idempotent.StoreFailure(orderID, op, err)
 }

@@ -19,21 +19,25 @@ var fixedNow = func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, ti
 // failingStore fails every call with err.
 type failingStore struct{ err error }
 
-func (s failingStore) WriteOrder(context.Context, order.Write) (order.WriteETags, error) {
-	return order.WriteETags{}, s.err
+func (s failingStore) CreateBatch(context.Context, string, []order.Document) ([]string, error) {
+	return nil, s.err
 }
-func (s failingStore) ReadOrder(context.Context, string) (order.OrderDocument, error) {
-	return order.OrderDocument{}, s.err
+func (s failingStore) ReadDocument(context.Context, string, string) ([]byte, string, error) {
+	return nil, "", s.err
 }
 
-// readFailingStore creates like memstore but fails every read with err.
+// readFailingStore creates like memstore but fails every read of an order
+// document with err.
 type readFailingStore struct {
 	*memstore.Store
 	err error
 }
 
-func (s readFailingStore) ReadOrder(context.Context, string) (order.OrderDocument, error) {
-	return order.OrderDocument{}, s.err
+func (s readFailingStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
+	if id == pk {
+		return nil, "", s.err
+	}
+	return s.Store.ReadDocument(ctx, pk, id)
 }
 
 func msg(body string) order.Message {
@@ -117,7 +121,7 @@ func TestProcessWritesOrderAndEventTogether(t *testing.T) {
 	if len(items) != 2 || items[0].ID != order.EventID("ord-1") || items[1].ID != "ord-1" {
 		t.Fatalf("items = %+v, want the order and its OrderAccepted event", items)
 	}
-	doc, err := s.ReadOrder(context.Background(), "ord-1")
+	doc, err := order.ReadOrder(context.Background(), s, "ord-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +135,11 @@ func TestProcessWritesOrderAndEventTogether(t *testing.T) {
 func TestCreateBatchIsAllOrNothing(t *testing.T) {
 	s := memstore.New()
 	ctx := context.Background()
-	if err := s.CreateBatch(ctx, "ord-1", []order.Document{{ID: order.EventID("ord-1"), Body: []byte(`{"id":"OrderAccepted:ord-1","orderId":"ord-1"}`)}}); err != nil {
+	if _, err := s.CreateBatch(ctx, "ord-1", []order.Document{{ID: order.EventID("ord-1"), Body: []byte(`{"id":"OrderAccepted:ord-1","orderId":"ord-1"}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	o, _ := order.Decode([]byte(validBody))
-	err := s.CreateOrder(ctx, order.NewWrite(o, "ord-1", o.RequestHash(), fixedNow()))
+	_, err := order.WriteOrder(ctx, s, order.NewWrite(o, "ord-1", o.RequestHash(), fixedNow()))
 	var be *memstore.BatchError
 	if !errors.As(err, &be) || be.Index != 1 || !errors.Is(err, order.ErrAlreadyExists) {
 		t.Fatalf("CreateOrder = %v, want a conflict on operation 1", err)

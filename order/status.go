@@ -112,15 +112,15 @@ const maxReplaceAttempts = 3
 func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
 	c, err := decodeStatusChange(m.Body)
 	if err != nil {
-		return Result{Outcome: Invalid, OrderID: c.OrderID, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
+		return Result{Outcome: Invalid, Key: c.OrderID, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
 	}
 	if want := StatusMessageID(c.OrderID, c.Version); m.ID != want {
 		err := &FieldError{Field: "version", Problem: fmt.Sprintf("MessageId %q is not %q", m.ID, want)}
-		return Result{Outcome: Invalid, OrderID: c.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
+		return Result{Outcome: Invalid, Key: c.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
 	}
 	if p.docs == nil {
 		err := errors.New("this worker does not apply status changes (no document store configured)")
-		return Result{Outcome: Invalid, OrderID: c.OrderID, Reason: ReasonUnsupportedMessage, Description: err.Error(), Err: err}
+		return Result{Outcome: Invalid, Key: c.OrderID, Reason: ReasonUnsupportedMessage, Description: err.Error(), Err: err}
 	}
 	hash := c.ContentHash()
 	// A first delivery is most likely new: apply it in one conditional
@@ -132,9 +132,9 @@ func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
 		_, err := pt.PatchDocument(ctx, c.OrderID, c.OrderID, statusPatch(&c, hash))
 		switch {
 		case err == nil:
-			return Result{Outcome: Applied, OrderID: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
+			return Result{Outcome: Applied, Key: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
 		case errors.Is(err, ErrNotFound):
-			return Result{Outcome: Transient, OrderID: c.OrderID, Reason: ReasonOrderNotYetCreated,
+			return Result{Outcome: Transient, Key: c.OrderID, Reason: ReasonOrderNotYetCreated,
 				Description: fmt.Sprintf("status %s (version %d) arrived before the order; retrying", c.Status, c.Version), Err: err}
 		case !errors.Is(err, ErrPreconditionFailed):
 			return storeFailure(c.OrderID, "patch for status change", err)
@@ -145,7 +145,7 @@ func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
 		etag, err := readJSON(ctx, p.docs, c.OrderID, c.OrderID, &doc)
 		switch {
 		case errors.Is(err, ErrNotFound):
-			return Result{Outcome: Transient, OrderID: c.OrderID, Reason: ReasonOrderNotYetCreated,
+			return Result{Outcome: Transient, Key: c.OrderID, Reason: ReasonOrderNotYetCreated,
 				Description: fmt.Sprintf("status %s (version %d) arrived before the order; retrying", c.Status, c.Version), Err: err}
 		case err != nil:
 			return storeFailure(c.OrderID, "read for status change", err)
@@ -162,14 +162,14 @@ func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
 		_, err = p.docs.ReplaceDocument(ctx, c.OrderID, Document{ID: doc.ID, Body: body}, etag)
 		switch {
 		case err == nil:
-			return Result{Outcome: Applied, OrderID: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
+			return Result{Outcome: Applied, Key: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
 		case errors.Is(err, ErrPreconditionFailed):
 			continue // changed since the read: read again and decide again
 		default:
 			return storeFailure(c.OrderID, "replace for status change", err)
 		}
 	}
-	return Result{Outcome: Transient, OrderID: c.OrderID, Reason: ReasonConcurrentUpdate,
+	return Result{Outcome: Transient, Key: c.OrderID, Reason: ReasonConcurrentUpdate,
 		Description: fmt.Sprintf("the order changed during %d attempts to apply version %d", maxReplaceAttempts, c.Version)}
 }
 
@@ -228,14 +228,14 @@ func staleOrReused(doc OrderDocument, c StatusChange, hash string) Result {
 	}
 	switch {
 	case !ok:
-		return Result{Outcome: Stale, OrderID: c.OrderID,
+		return Result{Outcome: Stale, Key: c.OrderID,
 			Description: fmt.Sprintf("stored version %d (%s) is newer than version %d (%s), whose content was never applied or is no longer recorded: nothing to do",
 				doc.Version, doc.Status, c.Version, c.Status)}
 	case stored == hash:
-		return Result{Outcome: Stale, OrderID: c.OrderID,
+		return Result{Outcome: Stale, Key: c.OrderID,
 			Description: fmt.Sprintf("version %d (%s) was applied already with the same content (stored version %d, %s): nothing to do", c.Version, c.Status, doc.Version, doc.Status)}
 	}
-	return Result{Outcome: Mismatch, OrderID: c.OrderID, Reason: ReasonStatusVersionReused,
+	return Result{Outcome: Mismatch, Key: c.OrderID, Reason: ReasonStatusVersionReused,
 		Description: fmt.Sprintf("version %d of order %s was applied with content hash %s; this change (status %s, changed at %s) has content hash %s",
 			c.Version, c.OrderID, stored, c.Status, c.ChangedAt.UTC().Format(time.RFC3339Nano), hash)}
 }

@@ -56,7 +56,7 @@ func TestStatusPatch_MemStore(t *testing.T) {
 			t.Errorf("%s: %d store calls, want %d", st.name, n, st.calls)
 		}
 	}
-	doc, err := s.ReadOrder(ctx, "ord-1")
+	doc, err := order.ReadOrder(ctx, s, "ord-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestStatusPatch_FullOrLegacyDocumentIsReplaced(t *testing.T) {
 	if r := p.Process(ctx, statusDelivery(last+1, "shipped", 1)); r.Outcome != order.Applied || s.count()-before != 3 {
 		t.Fatalf("into a full document: %v with %d calls, want applied with patch, read and replace", r.Outcome, s.count()-before)
 	}
-	doc, _ := s.ReadOrder(ctx, "ord-1")
+	doc, _ := order.ReadOrder(ctx, s, "ord-1")
 	if len(doc.StatusHashes) != order.MaxStatusHashes || doc.StatusHashCount != order.MaxStatusHashes || doc.StatusHashes[2] != "" || doc.StatusHashes[last+1] == "" {
 		t.Errorf("%d hashes (count %d), want the %d most recent", len(doc.StatusHashes), doc.StatusHashCount, order.MaxStatusHashes)
 	}
@@ -113,7 +113,7 @@ func TestStatusPatch_FullOrLegacyDocumentIsReplaced(t *testing.T) {
 			t.Errorf("legacy document, change %d: %v with %d calls, want applied with %d", i, r.Outcome, s.count()-before, wantCalls)
 		}
 	}
-	doc, _ = s.ReadOrder(ctx, "ord-1")
+	doc, _ = order.ReadOrder(ctx, s, "ord-1")
 	if doc.Version != 3 || doc.StatusHashCount != 2 || len(doc.StatusHashes) != 2 {
 		t.Errorf("legacy document after two changes: version %d, %d hashes (count %d), want 3, 2, 2", doc.Version, len(doc.StatusHashes), doc.StatusHashCount)
 	}

@@ -60,7 +60,7 @@ func TestStatusVersionReused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			before := s.Items()
 			r := p.Process(ctx, tt.m)
-			if r.Outcome != tt.want || r.Reason != tt.wantReason || r.OrderID != "ord-1" {
+			if r.Outcome != tt.want || r.Reason != tt.wantReason || r.Key != "ord-1" {
 				t.Fatalf("Process = %v %q (%s), want %v %q", r.Outcome, r.Reason, r.Description, tt.want, tt.wantReason)
 			}
 			if tt.want == order.Mismatch {
@@ -73,7 +73,7 @@ func TestStatusVersionReused(t *testing.T) {
 			assertUnchanged(t, before, s.Items())
 		})
 	}
-	doc, err := s.ReadOrder(ctx, "ord-1")
+	doc, err := order.ReadOrder(ctx, s, "ord-1")
 	if err != nil || len(doc.StatusHashes) != 3 || doc.StatusHashes[4] != hashOf(statusAt(4, "shipped", at)) {
 		t.Errorf("stored status hashes %v (%v), want one per applied version", doc.StatusHashes, err)
 	}
@@ -92,7 +92,7 @@ func TestStatusHashesAreBounded(t *testing.T) {
 			t.Fatalf("v%d: %v (%s)", v, r.Outcome, r.Description)
 		}
 	}
-	doc, err := s.ReadOrder(ctx, "ord-1")
+	doc, err := order.ReadOrder(ctx, s, "ord-1")
 	if err != nil || len(doc.StatusHashes) != order.MaxStatusHashes {
 		t.Fatalf("%d status hashes recorded (%v), want %d", len(doc.StatusHashes), err, order.MaxStatusHashes)
 	}

@@ -19,11 +19,8 @@ type refusingStore struct {
 	err error
 }
 
-func (s refusingStore) WriteOrder(context.Context, order.Write) (order.WriteETags, error) {
-	return order.WriteETags{}, s.err
-}
-func (s refusingStore) CreateDocuments(context.Context, string, []order.Document) error {
-	return s.err
+func (s refusingStore) CreateBatch(context.Context, string, []order.Document) ([]string, error) {
+	return nil, s.err
 }
 func (s refusingStore) ReplaceDocument(context.Context, string, order.Document, string) (string, error) {
 	return "", s.err
@@ -80,7 +77,7 @@ func TestStoreRejectionIsDeadLetteredAtOnce(t *testing.T) {
 				if res.Outcome != tt.want || res.Reason != tt.wantReason {
 					t.Fatalf("Process = %v %q (%s), want %v %q", res.Outcome, res.Reason, res.Description, tt.want, tt.wantReason)
 				}
-				if res.OrderID != "ord-1" || !errors.Is(res.Err, tt.err) || !strings.Contains(res.Description, tt.err.Error()[:30]) {
+				if res.Key != "ord-1" || !errors.Is(res.Err, tt.err) || !strings.Contains(res.Description, tt.err.Error()[:30]) {
 					t.Errorf("result %+v does not carry the order id and the store's error with its status", res)
 				}
 				if res.DependencyFailed() != tt.dependency {

@@ -43,7 +43,7 @@ func Example() {
 	store := memstore.New()
 	o := order.Order{OrderID: "ord-1", CustomerID: "cust-1", Currency: "EUR",
 		Lines: []order.Line{{SKU: "SKU-1", Quantity: 1, UnitPriceMinor: 1000}}, TotalMinor: 1000, PlacedAt: time.Now()}
-	if err := store.CreateOrder(ctx, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())); err != nil {
+	if _, err := order.WriteOrder(ctx, store, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())); err != nil {
 		panic(err)
 	}
 	r, err := relay.New(store.ChangeFeed(memstore.ChangeFeedOptions{}), store, printer{},

@@ -193,11 +193,11 @@ func (f *fixture) addOrders(n int) {
 		id := fmt.Sprintf("ord-%04d", len(f.orders))
 		o := order.Order{OrderID: id, CustomerID: "cust-1", Currency: "EUR",
 			Lines: []order.Line{{SKU: "SKU-1", Quantity: 1, UnitPriceMinor: 500}}, TotalMinor: 500, PlacedAt: f.clock.Now()}
-		if err := f.store.CreateOrder(ctx, order.NewWrite(o, id, o.RequestHash(), f.clock.Now())); err != nil {
+		if _, err := order.WriteOrder(ctx, f.store, order.NewWrite(o, id, o.RequestHash(), f.clock.Now())); err != nil {
 			f.t.Fatal(err)
 		}
 		marker, _ := json.Marshal(order.InboxMarker{ID: order.InboxMarkerID("loyalty", id), OrderID: id, Type: order.TypeInboxMarker, TTL: -1})
-		if err := f.store.CreateDocuments(ctx, id, []order.Document{{ID: order.InboxMarkerID("loyalty", id), Body: marker}}); err != nil {
+		if _, err := f.store.CreateBatch(ctx, id, []order.Document{{ID: order.InboxMarkerID("loyalty", id), Body: marker}}); err != nil {
 			f.t.Fatal(err)
 		}
 		f.orders = append(f.orders, id)

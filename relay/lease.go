@@ -105,7 +105,7 @@ func (r *Relay) loadManifest(ctx context.Context) error {
 			return err
 		}
 		cctx, cancel = r.call(ctx)
-		err = r.leases.CreateDocuments(cctx, id, []order.Document{{ID: id, Body: body}})
+		_, err = r.leases.CreateBatch(cctx, id, []order.Document{{ID: id, Body: body}})
 		cancel()
 		switch {
 		case err == nil:
@@ -157,7 +157,7 @@ func (r *Relay) readLease(ctx context.Context, fr string) (Lease, string, error)
 			return Lease{}, "", err
 		}
 		cctx, cancel = r.call(ctx)
-		err = r.leases.CreateDocuments(cctx, id, []order.Document{{ID: id, Body: body}})
+		_, err = r.leases.CreateBatch(cctx, id, []order.Document{{ID: id, Body: body}})
 		cancel()
 		if err != nil && !errors.Is(err, order.ErrAlreadyExists) {
 			return Lease{}, "", fmt.Errorf("create lease: %w", err)

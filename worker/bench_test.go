@@ -153,7 +153,7 @@ func BenchmarkWorkerOverhead(b *testing.B) {
 				b.ReportAllocs()
 				r := newBenchReceiver(b.N, 4*c+4, 0, 0)
 				h := worker.HandlerFunc(func(_ context.Context, m order.Message) order.Result {
-					return order.Result{Outcome: order.Created, OrderID: m.ID}
+					return order.Result{Outcome: order.Created, Key: m.ID}
 				})
 				runBench(b, r, h, c, lg.l)
 			})
@@ -185,7 +185,7 @@ func BenchmarkWorkerThroughput(b *testing.B) {
 			h := worker.HandlerFunc(func(_ context.Context, m order.Message) order.Result {
 				once.Do(func() { begun = time.Now() })
 				time.Sleep(benchStoreLatency)
-				return order.Result{Outcome: order.Created, OrderID: m.ID}
+				return order.Result{Outcome: order.Created, Key: m.ID}
 			})
 			elapsed := runBench(b, r, h, c, nil).Sub(begun)
 			if elapsed <= 0 {

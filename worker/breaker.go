@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // breakerState is the circuit breaker's state.
@@ -158,7 +158,7 @@ func (b *breaker) attempt(ctx context.Context) {
 // record takes the result of one delivery. counts is false for results that
 // say nothing about the dependencies (the handler was cut off by shutdown or
 // lost its lock); trial marks the half-open trial delivery.
-func (b *breaker) record(res order.Result, trial, counts bool) {
+func (b *breaker) record(res idempotent.Result, trial, counts bool) {
 	if !b.enabled {
 		return
 	}
@@ -198,7 +198,7 @@ func (b *breaker) trialUnused() {
 }
 
 // open stops receiving. b.mu is held.
-func (b *breaker) open(res order.Result) {
+func (b *breaker) open(res idempotent.Result) {
 	if b.backoff == 0 {
 		b.backoff = b.o.MinBackoff
 	} else {

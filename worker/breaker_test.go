@@ -28,9 +28,9 @@ var errStoreDown = errors.New("503 service unavailable")
 
 func (h *storeHandler) Process(ctx context.Context, m order.Message) order.Result {
 	if h.down.Load() {
-		return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonStoreUnavailable, Err: errStoreDown}
+		return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonStoreUnavailable, Err: errStoreDown}
 	}
-	return order.Result{Outcome: order.Created, OrderID: m.ID}
+	return order.Result{Outcome: order.Created, Key: m.ID}
 }
 
 // backlogQueue is the queue model holding n messages; abandoning one makes
@@ -187,7 +187,7 @@ func TestBreakerIgnoresMessageRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := backlogQueue(t, 20)
 		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
-			return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonOrderNotYetCreated}
+			return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonOrderNotYetCreated}
 		})
 		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{Concurrency: 2, SummaryInterval: -1, RetryBackoff: -1,
 			Breaker: worker.BreakerOptions{Threshold: breakerThreshold}})

@@ -72,7 +72,7 @@
 // # Circuit breaker
 //
 // When Options.Breaker.Threshold (zero disables it) consecutive deliveries fail because a
-// dependency failed (order.Result.DependencyFailed: the store or the payments
+// dependency failed (idempotent.Result.DependencyFailed: the store or the payments
 // service), the breaker opens: the receive loop cancels the receive in
 // progress and asks for no more messages, so an outage costs the deliveries
 // already in flight, never the backlog. After a backoff it calls

@@ -29,7 +29,7 @@ func ExampleBreakerOptions() {
 	ctx, cancel := context.WithCancel(context.Background())
 	var w *worker.Worker
 	w, err = worker.New(q.NewReceiver(), worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
-		return order.Result{Outcome: order.Created, OrderID: m.ID}
+		return order.Result{Outcome: order.Created, Key: m.ID}
 	}), nil, worker.Options{
 		Concurrency:     2,
 		SummaryInterval: -1,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // record counts and logs one delivery with the project's stable keys (see
@@ -19,8 +19,8 @@ func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
 	// slog.Attr values on the stack: a disabled level costs no allocation.
 	var buf [10]slog.Attr
 	attrs := buf[:0]
-	if res.OrderID != "" {
-		attrs = append(attrs, slog.String("order_id", res.OrderID))
+	if res.Key != "" {
+		attrs = append(attrs, slog.String("order_id", res.Key))
 	}
 	attrs = append(attrs, slog.String("message_id", m.MessageID), slog.Uint64("delivery_count", uint64(m.DeliveryCount)),
 		slog.String("outcome", res.Outcome.String()), slog.Int64("duration_ms", rep.Duration.Milliseconds()))
@@ -30,25 +30,25 @@ func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
 	if res.Description != "" {
 		attrs = append(attrs, slog.String("description", res.Description))
 	}
-	if res.PaymentTakenOver {
+	if res.TakenOver {
 		attrs = append(attrs, slog.Bool("payment_taken_over", true))
 	}
 	level, msg := slog.LevelInfo, "processed"
 	switch res.Outcome {
-	case order.Created:
+	case idempotent.Created:
 		w.created.Add(1)
-	case order.Duplicate:
+	case idempotent.Duplicate:
 		w.duplicate.Add(1)
-	case order.Applied:
+	case idempotent.Applied:
 		w.applied.Add(1)
-	case order.Stale:
+	case idempotent.Stale:
 		w.stale.Add(1)
-	case order.Ignored:
+	case idempotent.Ignored:
 		w.ignored.Add(1)
-	case order.Mismatch:
+	case idempotent.Mismatch:
 		w.mismatch.Add(1)
 		level, msg = slog.LevelError, "dead-lettered"
-	case order.Invalid:
+	case idempotent.Invalid:
 		w.invalid.Add(1)
 		level, msg = slog.LevelWarn, "dead-lettered"
 	default:

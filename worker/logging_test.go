@@ -55,23 +55,23 @@ func TestOutcomeLogs(t *testing.T) {
 		without []string
 		stat    func(worker.Stats) int64
 	}{
-		{order.Result{Outcome: order.Created, OrderID: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"error", "reason"},
+		{order.Result{Outcome: order.Created, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"error", "reason"},
 			func(s worker.Stats) int64 { return s.Created }},
-		{order.Result{Outcome: order.Duplicate, OrderID: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"payment_taken_over"},
+		{order.Result{Outcome: order.Duplicate, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"payment_taken_over"},
 			func(s worker.Stats) int64 { return s.Duplicate }},
-		{order.Result{Outcome: order.Duplicate, OrderID: "o1", PaymentTakenOver: true}, slog.LevelInfo, "processed", []string{"order_id", "payment_taken_over"}, nil,
+		{order.Result{Outcome: order.Duplicate, Key: "o1", TakenOver: true}, slog.LevelInfo, "processed", []string{"order_id", "payment_taken_over"}, nil,
 			func(s worker.Stats) int64 { return s.Duplicate }},
-		{order.Result{Outcome: order.Applied, OrderID: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
+		{order.Result{Outcome: order.Applied, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
 			func(s worker.Stats) int64 { return s.Applied }},
-		{order.Result{Outcome: order.Stale, OrderID: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
+		{order.Result{Outcome: order.Stale, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
 			func(s worker.Stats) int64 { return s.Stale }},
-		{order.Result{Outcome: order.Ignored, OrderID: "o1", Reason: order.ReasonUnsupportedMessage}, slog.LevelInfo, "processed", []string{"order_id", "reason"}, []string{"error"},
+		{order.Result{Outcome: order.Ignored, Key: "o1", Reason: order.ReasonUnsupportedMessage}, slog.LevelInfo, "processed", []string{"order_id", "reason"}, []string{"error"},
 			func(s worker.Stats) int64 { return s.Ignored }},
-		{order.Result{Outcome: order.Mismatch, OrderID: "o1", Reason: order.ReasonOrderIDReused, Description: "hashes differ"}, slog.LevelError, "dead-lettered",
+		{order.Result{Outcome: order.Mismatch, Key: "o1", Reason: order.ReasonOrderIDReused, Description: "hashes differ"}, slog.LevelError, "dead-lettered",
 			[]string{"order_id", "reason", "description"}, nil, func(s worker.Stats) int64 { return s.Mismatch }},
 		{order.Result{Outcome: order.Invalid, Reason: order.ReasonInvalidMessage, Description: "not JSON"}, slog.LevelWarn, "dead-lettered",
 			[]string{"reason", "description"}, []string{"order_id"}, func(s worker.Stats) int64 { return s.Invalid }},
-		{order.Result{Outcome: order.Transient, OrderID: "o1", Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}, slog.LevelWarn, "abandoned for redelivery",
+		{order.Result{Outcome: order.Transient, Key: "o1", Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}, slog.LevelWarn, "abandoned for redelivery",
 			[]string{"order_id", "reason", "error"}, nil, func(s worker.Stats) int64 { return s.Retried }},
 	}
 	for _, tt := range tests {
@@ -129,7 +129,7 @@ func TestCutOffByShutdownIsNotAnOutage(t *testing.T) {
 	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 		close(entered)
 		<-ctx.Done()
-		return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonPaymentUnavailable,
+		return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonPaymentUnavailable,
 			Description: "capture: " + ctx.Err().Error(), Err: ctx.Err()}
 	})
 	logs := newCapture(slog.LevelDebug)
@@ -173,9 +173,9 @@ func TestSummaryLevel(t *testing.T) {
 		r := newFakeReceiver("good")
 		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 			if m.ID == "bad" {
-				return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}
+				return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}
 			}
-			return order.Result{Outcome: order.Created, OrderID: m.ID}
+			return order.Result{Outcome: order.Created, Key: m.ID}
 		})
 		all := newCapture(slog.LevelDebug)
 		warn := newCapture(slog.LevelWarn)
@@ -282,7 +282,7 @@ func TestReceiveFailureLoggedAtOnce(t *testing.T) {
 		r.receiveErrs = []error{&azservicebus.Error{Code: azservicebus.CodeConnectionLost}}
 		logs := newCapture(slog.LevelDebug)
 		w, err := worker.New(r, worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
-			return order.Result{Outcome: order.Created, OrderID: m.ID}
+			return order.Result{Outcome: order.Created, Key: m.ID}
 		}), slog.New(logs), worker.Options{SummaryInterval: -1})
 		if err != nil {
 			t.Fatal(err)

@@ -26,7 +26,7 @@ func (h *seenHandler) Process(_ context.Context, m order.Message) order.Result {
 	h.mu.Lock()
 	h.seen = append(h.seen, m.ID)
 	h.mu.Unlock()
-	return order.Result{Outcome: order.Created, OrderID: m.ID}
+	return order.Result{Outcome: order.Created, Key: m.ID}
 }
 
 func (h *seenHandler) ids() []string {

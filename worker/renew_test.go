@@ -36,9 +36,9 @@ func TestRenewalFollowsTheGrantedLock(t *testing.T) {
 		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 			select {
 			case <-time.After(40 * time.Second): // four granted locks long
-				return order.Result{Outcome: order.Created, OrderID: m.ID}
+				return order.Result{Outcome: order.Created, Key: m.ID}
 			case <-ctx.Done():
-				return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonStoreUnavailable, Err: ctx.Err()}
+				return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonStoreUnavailable, Err: ctx.Err()}
 			}
 		})
 		logs := newCapture(slog.LevelWarn)
@@ -81,7 +81,7 @@ func TestRenewalWithoutLockedUntil(t *testing.T) {
 		done := settledN(r, 1)
 		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 			time.Sleep(25 * time.Second)
-			return order.Result{Outcome: order.Created, OrderID: m.ID}
+			return order.Result{Outcome: order.Created, Key: m.ID}
 		})
 		w := newWorker(t, r, h, worker.Options{LockDuration: 30 * time.Second, SummaryInterval: -1})
 		ctx, cancel := context.WithCancel(context.Background())
@@ -112,7 +112,7 @@ func TestRenewalWithLockedUntilInThePast(t *testing.T) {
 		done := settledN(r, 1)
 		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 			time.Sleep(25 * time.Second)
-			return order.Result{Outcome: order.Created, OrderID: m.ID}
+			return order.Result{Outcome: order.Created, Key: m.ID}
 		})
 		logs := newCapture(slog.LevelWarn)
 		w, err := worker.New(r, h, slog.New(logs), worker.Options{LockDuration: 30 * time.Second, SummaryInterval: -1, RetryBackoff: -1})
@@ -148,7 +148,7 @@ func TestRenewalEndsWithTheMessageTimeout(t *testing.T) {
 		done := settledN(r, 1)
 		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 			time.Sleep(10 * time.Second) // ignores ctx
-			return order.Result{Outcome: order.Created, OrderID: m.ID}
+			return order.Result{Outcome: order.Created, Key: m.ID}
 		})
 		w := newWorker(t, r, h, worker.Options{LockDuration: 4 * time.Second, MessageTimeout: 3 * time.Second, SummaryInterval: -1})
 		ctx, cancel := context.WithCancel(context.Background())

@@ -83,7 +83,7 @@ func (h *blockingHandler) Process(ctx context.Context, m order.Message) order.Re
 	h.seen[m.ID] = true
 	h.mu.Unlock()
 	<-h.release
-	return order.Result{Outcome: order.Created, OrderID: m.ID}
+	return order.Result{Outcome: order.Created, Key: m.ID}
 }
 
 func (h *blockingHandler) count() int {
@@ -213,7 +213,7 @@ func TestShutdownUnderLoadThroughTheSDK(t *testing.T) {
 	var handled sync.Map
 	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 		handled.Store(m.ID, true)
-		return order.Result{Outcome: order.Created, OrderID: m.ID}
+		return order.Result{Outcome: order.Created, Key: m.ID}
 	})
 	w, err := worker.New(s.receiver, h, nil, worker.Options{Concurrency: 16, RetryBackoff: -1, SummaryInterval: -1})
 	if err != nil {

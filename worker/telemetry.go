@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // Telemetry configures the worker's traces and metrics. The zero value
@@ -92,7 +92,7 @@ const (
 	MetricCacheHits   = "orderworker.cache.hits"
 	MetricCacheMisses = "orderworker.cache.misses"
 	// MetricPaymentTakeovers counts deliveries that took over a payment
-	// claim another delivery held (order.Result.PaymentTakenOver): an
+	// claim another delivery held (idempotent.Result.PaymentTakenOver): an
 	// earlier delivery of the same copy whose lock ended, or a holder
 	// whose lease ran out. Each is a capture interrupted by a lost lock,
 	// a crash or a timeout, and resumed with the same idempotency key.
@@ -118,7 +118,7 @@ type instruments struct {
 	prop   propagation.TextMapPropagator
 	queue  string
 	base   []attribute.KeyValue // messaging.system, destination
-	names  map[order.Outcome]attribute.KeyValue
+	names  map[idempotent.Outcome]attribute.KeyValue
 
 	consumed, deliveries, duplicates, mismatches, deadLetters metric.Int64Counter
 	settleFailures, renewals, breakerChanges, takeovers       metric.Int64Counter
@@ -151,12 +151,12 @@ func (w *Worker) instrument() error {
 		tracer: tp.Tracer(instrumentationScope, trace.WithSchemaURL(semconv.SchemaURL)),
 		prop:   prop, queue: o.Queue,
 		base:  []attribute.KeyValue{semconv.MessagingSystemServiceBus, semconv.MessagingDestinationName(o.Queue)},
-		names: map[order.Outcome]attribute.KeyValue{},
+		names: map[idempotent.Outcome]attribute.KeyValue{},
 	}
 	if o.Subscription != "" {
 		t.base = append(t.base, semconv.MessagingDestinationSubscriptionName(o.Subscription))
 	}
-	for oc := order.Created; oc <= order.Ignored; oc++ {
+	for oc := idempotent.Created; oc <= idempotent.Ignored; oc++ {
 		t.names[oc] = AttrOutcome.String(oc.String())
 	}
 	m := mp.Meter(instrumentationScope, metric.WithSchemaURL(semconv.SchemaURL))
@@ -259,16 +259,16 @@ func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Repor
 	t.processDuration.Record(ctx, rep.Duration.Seconds(), metric.WithAttributes(append(t.base[:len(t.base):len(t.base)],
 		semconv.MessagingOperationName("process"), outcome)...))
 	switch res.Outcome {
-	case order.Duplicate:
+	case idempotent.Duplicate:
 		cause := "resend"
 		if rep.DeliveryCount > 1 {
 			cause = "redelivery"
 		}
 		t.duplicates.Add(ctx, 1, metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrDuplicateCause.String(cause))...))
-	case order.Mismatch:
+	case idempotent.Mismatch:
 		t.mismatches.Add(ctx, 1, metric.WithAttributes(t.base...))
 	}
-	if res.PaymentTakenOver {
+	if res.TakenOver {
 		t.takeovers.Add(ctx, 1, t.baseOpt)
 	}
 
@@ -277,14 +277,14 @@ func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Repor
 		if res.Reason != "" {
 			span.SetAttributes(AttrReason.String(res.Reason))
 		}
-		if res.OrderID != "" {
-			span.SetAttributes(AttrOrderID.String(res.OrderID))
+		if res.Key != "" {
+			span.SetAttributes(AttrOrderID.String(res.Key))
 		}
-		if res.PaymentTakenOver {
+		if res.TakenOver {
 			span.SetAttributes(attribute.Bool("order.payment.taken_over", true))
 		}
 		switch {
-		case res.Outcome == order.Transient || rep.LockLost:
+		case res.Outcome == idempotent.Transient || rep.LockLost:
 			span.SetAttributes(semconv.ErrorTypeKey.String(orDefaultString(res.Reason, "transient")))
 			if res.Err != nil {
 				span.RecordError(res.Err)

@@ -41,7 +41,7 @@ func BenchmarkTelemetry(b *testing.B) {
 			done := make(chan struct{})
 			n := 0
 			h := worker.HandlerFunc(func(context.Context, order.Message) order.Result {
-				return order.Result{Outcome: order.Created, OrderID: "m"}
+				return order.Result{Outcome: order.Created, Key: "m"}
 			})
 			w, err := worker.New(telemetryBenchReceiver{r}, h, nil, worker.Options{Concurrency: 8, RetryBackoff: -1, ReceiveDrain: -1, SummaryInterval: -1,
 				Telemetry: bc.tel(),

@@ -64,16 +64,16 @@ func TestTelemetry(t *testing.T) {
 	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 		switch m.ID {
 		case "resent":
-			return order.Result{Outcome: order.Duplicate, OrderID: m.ID}
+			return order.Result{Outcome: order.Duplicate, Key: m.ID}
 		case "redelivered":
 			// The redelivery resumed a capture its earlier delivery held.
-			return order.Result{Outcome: order.Duplicate, OrderID: m.ID, PaymentTakenOver: true}
+			return order.Result{Outcome: order.Duplicate, Key: m.ID, TakenOver: true}
 		case "mismatch":
-			return order.Result{Outcome: order.Mismatch, OrderID: m.ID, Reason: order.ReasonOrderIDReused}
+			return order.Result{Outcome: order.Mismatch, Key: m.ID, Reason: order.ReasonOrderIDReused}
 		case "invalid":
 			return order.Result{Outcome: order.Invalid, Reason: order.ReasonInvalidMessage}
 		case "transient":
-			return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}
+			return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}
 		case "renewed":
 			inFlightDuring.Store(telemetrytest.Collect(t, reader).Int(worker.MetricInFlight))
 			select {
@@ -81,7 +81,7 @@ func TestTelemetry(t *testing.T) {
 			case <-ctx.Done():
 			}
 		}
-		return order.Result{Outcome: order.Created, OrderID: m.ID}
+		return order.Result{Outcome: order.Created, Key: m.ID}
 	})
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))

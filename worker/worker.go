@@ -13,23 +13,26 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
-// Handler decides what to do with one delivery. *order.Processor implements
-// it. Process must be safe for concurrent use and idempotent: it is called
+// Handler decides what to do with one delivery: an *idempotent.Consumer,
+// or a domain's own decision (the order example's *order.Processor).
+// Process must be safe for concurrent use and idempotent: it is called
 // again for every redelivery of a message.
 type Handler interface {
-	Process(ctx context.Context, m order.Message) order.Result
+	Process(ctx context.Context, m idempotent.Message) idempotent.Result
 }
 
-var _ Handler = (*order.Processor)(nil)
+var _ Handler = (*idempotent.Consumer[struct{}])(nil)
 
 // HandlerFunc adapts a function to the Handler interface.
-type HandlerFunc func(ctx context.Context, m order.Message) order.Result
+type HandlerFunc func(ctx context.Context, m idempotent.Message) idempotent.Result
 
 // Process calls f(ctx, m).
-func (f HandlerFunc) Process(ctx context.Context, m order.Message) order.Result { return f(ctx, m) }
+func (f HandlerFunc) Process(ctx context.Context, m idempotent.Message) idempotent.Result {
+	return f(ctx, m)
+}
 
 // Options configure a Worker. The zero value of each field selects its default.
 type Options struct {
@@ -83,11 +86,11 @@ type Options struct {
 	// (Cosmos DB request units) for the summaries.
 	RequestCharge func() float64
 	// CacheStats, if set, reports the handler's cache counters (the order
-	// Processor's fact cache: (*order.Processor).CacheStats) for the
+	// Processor's fact cache: for example (*order.Processor).CacheStats) for the
 	// summaries, which log its hits, misses and hit rate, and for the
 	// metrics MetricCacheHits and MetricCacheMisses. It is called from the
 	// summary and metric goroutines, concurrently with the handler.
-	CacheStats func() order.CacheStats
+	CacheStats func() idempotent.CacheStats
 	// Observe, if set, is called once for every delivery after its
 	// settlement attempt. It is called from handler goroutines concurrently.
 	Observe func(Report)
@@ -100,7 +103,7 @@ type Options struct {
 // selects its default.
 type BreakerOptions struct {
 	// Threshold is the number of consecutive deliveries failed by a
-	// dependency (order.Result.DependencyFailed) that opens the breaker.
+	// dependency (idempotent.Result.DependencyFailed) that opens the breaker.
 	// Zero (the default) disables the breaker; orderworker uses 5.
 	Threshold int
 	// Probe, if set, is called while the breaker is open, after each
@@ -123,7 +126,7 @@ type BreakerOptions struct {
 type Report struct {
 	MessageID     string
 	DeliveryCount uint32
-	Result        order.Result
+	Result        idempotent.Result
 	LockLost      bool  // the lock was lost while handling or waiting to be settled: no settlement was attempted
 	CutOff        bool  // the shutdown grace cancelled the handler; the message was abandoned
 	SettleErr     error // the settlement error, if settlement failed
@@ -471,17 +474,17 @@ func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, t
 	defer cancel()
 	d.renew(mctx, loseLock)
 
-	om := order.Message{ID: m.MessageID, Subject: deref(m.Subject), Body: m.Body, DeliveryCount: m.DeliveryCount}
+	om := idempotent.Message{ID: m.MessageID, Subject: deref(m.Subject), Body: m.Body, DeliveryCount: m.DeliveryCount}
 	if m.SequenceNumber != nil {
 		om.SequenceNumber = *m.SequenceNumber
 	}
 	res := w.h.Process(mctx, om)
 	// A result reached after the grace or a lost lock cancelled the handler
 	// says nothing about the dependencies.
-	cutOff := res.Outcome == order.Transient && errors.Is(context.Cause(mctx), errGraceOver)
+	cutOff := res.Outcome == idempotent.Transient && errors.Is(context.Cause(mctx), errGraceOver)
 	lost := d.lost.Load() || errors.Is(context.Cause(mctx), errLockLost)
 	w.breaker.record(res, trial, !cutOff && !lost)
-	if res.Outcome == order.Transient && !lost {
+	if res.Outcome == idempotent.Transient && !lost {
 		w.backoff(mctx, m.DeliveryCount)
 	}
 	cancel()
@@ -550,14 +553,14 @@ func (d *delivery) stopRenewal() {
 }
 
 // settle is the one place where an outcome becomes a settlement.
-func (w *Worker) settle(ctx context.Context, m *azservicebus.ReceivedMessage, res order.Result) error {
+func (w *Worker) settle(ctx context.Context, m *azservicebus.ReceivedMessage, res idempotent.Result) error {
 	switch res.Outcome {
-	case order.Created, order.Duplicate, order.Applied, order.Stale, order.Ignored:
+	case idempotent.Created, idempotent.Duplicate, idempotent.Applied, idempotent.Stale, idempotent.Ignored:
 		return w.r.CompleteMessage(ctx, m, nil)
-	case order.Mismatch, order.Invalid:
+	case idempotent.Mismatch, idempotent.Invalid:
 		reason, desc := res.Reason, truncate(res.Description, 1024)
 		return w.r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &desc})
-	default: // order.Transient, and any outcome this worker does not know
+	default: // idempotent.Transient, and any outcome this worker does not know
 		return w.r.AbandonMessage(ctx, m, nil)
 	}
 }

@@ -88,7 +88,7 @@ func TestSettlementFollowsOutcome(t *testing.T) {
 			r := newFakeReceiver("m1")
 			done := settledN(r, 1)
 			h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
-				return order.Result{Outcome: tt.outcome, OrderID: m.ID, Reason: tt.want.reason, Description: tt.want.desc}
+				return order.Result{Outcome: tt.outcome, Key: m.ID, Reason: tt.want.reason, Description: tt.want.desc}
 			})
 			var reports []worker.Report
 			var mu sync.Mutex
@@ -119,7 +119,7 @@ func TestLockLostOnCompleteIsSurvived(t *testing.T) {
 	}
 	done := settledN(r, 2)
 	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
-		return order.Result{Outcome: order.Created, OrderID: m.ID}
+		return order.Result{Outcome: order.Created, Key: m.ID}
 	})
 	w := newWorker(t, r, h, worker.Options{Concurrency: 1})
 	stop := start(t, w)
@@ -146,7 +146,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 		if ctx.Err() != nil {
 			return order.Result{Outcome: order.Transient, Err: ctx.Err()}
 		}
-		return order.Result{Outcome: order.Created, OrderID: m.ID}
+		return order.Result{Outcome: order.Created, Key: m.ID}
 	})
 	w := newWorker(t, r, h, worker.Options{ShutdownGrace: time.Minute})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -174,7 +174,7 @@ func TestShutdownGraceCancelsStuckHandlers(t *testing.T) {
 	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 		close(entered)
 		<-ctx.Done() // a store call that only ends with its context
-		return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonStoreUnavailable, Err: ctx.Err()}
+		return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonStoreUnavailable, Err: ctx.Err()}
 	})
 	w := newWorker(t, r, h, worker.Options{ShutdownGrace: 50 * time.Millisecond})
 	stop := start(t, w)
@@ -211,7 +211,7 @@ func TestConcurrencyBound(t *testing.T) {
 		}
 		<-gate // hold every handler until the bound has been reached once
 		running.Add(-1)
-		return order.Result{Outcome: order.Created, OrderID: m.ID}
+		return order.Result{Outcome: order.Created, Key: m.ID}
 	})
 	w := newWorker(t, r, h, worker.Options{Concurrency: limit})
 	stop := start(t, w)
@@ -235,7 +235,7 @@ func TestLockRenewedWhileHandling(t *testing.T) {
 	done := settledN(r, 1)
 	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 		<-renewed // outlive half the lock duration
-		return order.Result{Outcome: order.Created, OrderID: m.ID}
+		return order.Result{Outcome: order.Created, Key: m.ID}
 	})
 	w := newWorker(t, r, h, worker.Options{LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond})
 	stop := start(t, w)
@@ -254,7 +254,7 @@ func TestLockLostDuringRenewalCancelsHandlerWithoutSettling(t *testing.T) {
 	reported := make(chan worker.Report, 1)
 	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 		<-ctx.Done()
-		return order.Result{Outcome: order.Transient, OrderID: m.ID, Err: ctx.Err()}
+		return order.Result{Outcome: order.Transient, Key: m.ID, Err: ctx.Err()}
 	})
 	w := newWorker(t, r, h, worker.Options{LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond,
 		Observe: func(rep worker.Report) { reported <- rep }})
@@ -290,7 +290,7 @@ func TestReceiveErrors(t *testing.T) {
 		r.receiveErrs = []error{&azservicebus.Error{Code: azservicebus.CodeConnectionLost}}
 		done := settledN(r, 1)
 		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
-			return order.Result{Outcome: order.Created, OrderID: m.ID}
+			return order.Result{Outcome: order.Created, Key: m.ID}
 		})
 		w := newWorker(t, r, h, worker.Options{})
 		stop := start(t, w)
@@ -329,7 +329,7 @@ func TestShutdownNeverReceives(t *testing.T) {
 		}
 		close(entered)
 		<-release
-		return order.Result{Outcome: order.Created, OrderID: m.ID}
+		return order.Result{Outcome: order.Created, Key: m.ID}
 	})
 	// No drain: the receive in progress ends with ctx.
 	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReceiveDrain: -1})
@@ -370,7 +370,7 @@ func TestShutdownDrainsTheReceiveInProgress(t *testing.T) {
 	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
 		entered <- m.ID
 		<-release
-		return order.Result{Outcome: order.Created, OrderID: m.ID}
+		return order.Result{Outcome: order.Created, Key: m.ID}
 	})
 	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReceiveDrain: time.Minute})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -271,7 +271,7 @@ func TestDeadLetterTool(t *testing.T) {
 		}
 		runWorker(t, s, func(st worker.Stats) bool { return st.Created == 2 })
 		for _, id := range []string{gen.ID(1), gen.ID(2)} {
-			if _, err := s.store.ReadOrder(ctx, id); err != nil {
+			if _, err := order.ReadOrder(ctx, s.store, id); err != nil {
 				t.Errorf("resubmitted order %s: %v", id, err)
 			}
 		}

@@ -18,9 +18,10 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
-// orderReader reads a stored order; *cosmosstore.Store is one.
+// orderReader reads stored documents (order.ReadOrder reads an order with
+// it); *cosmosstore.Store is one.
 type orderReader interface {
-	ReadOrder(ctx context.Context, orderID string) (order.OrderDocument, error)
+	ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error)
 }
 
 // show prints every dead-letter copy of message id; with a store, for an
@@ -125,7 +126,7 @@ func acceptedEvent(m *azservicebus.ReceivedMessage) (order.AcceptedEvent, bool) 
 // printOrderOfEvent prints the status of the order an OrderAccepted event
 // is about, and whether the stored order is the one the event announced.
 func printOrderOfEvent(ctx context.Context, w io.Writer, store orderReader, ev order.AcceptedEvent) error {
-	stored, err := store.ReadOrder(ctx, ev.OrderID)
+	stored, err := order.ReadOrder(ctx, store, ev.OrderID)
 	if errors.Is(err, order.ErrNotFound) {
 		fmt.Fprintf(w, "  no stored order %s: it was deleted since the event\n", ev.OrderID)
 		return nil
@@ -150,7 +151,7 @@ func printDiff(ctx context.Context, w io.Writer, store orderReader, m *azservice
 		fmt.Fprintf(w, "  the body does not decode as an order, so it cannot be compared: %v\n", err)
 		return nil
 	}
-	stored, err := store.ReadOrder(ctx, body.OrderID)
+	stored, err := order.ReadOrder(ctx, store, body.OrderID)
 	if errors.Is(err, order.ErrNotFound) {
 		fmt.Fprintf(w, "  no stored order %s: it was deleted since\n", body.OrderID)
 		return nil

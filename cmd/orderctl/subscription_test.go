@@ -155,7 +155,7 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 	// in this container (deleted since).
 	o0, o1 := gen.Order(0), gen.Order(1)
 	w0 := order.NewWrite(o0, gen.ID(0), o0.RequestHash(), now)
-	if _, err := s.store.WriteOrder(ctx, w0); err != nil {
+	if _, err := order.WriteOrder(ctx, s.store, w0); err != nil {
 		t.Fatal(err)
 	}
 	w1 := order.NewWrite(o1, gen.ID(1), o1.RequestHash(), now)
@@ -167,7 +167,7 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 	if o2b.RequestHash() == o2.RequestHash() {
 		t.Fatal("ordergen.Changed kept the request hash")
 	}
-	if _, err := s.store.WriteOrder(ctx, order.NewWrite(o2b, gen.ID(2), o2b.RequestHash(), now)); err != nil {
+	if _, err := order.WriteOrder(ctx, s.store, order.NewWrite(o2b, gen.ID(2), o2b.RequestHash(), now)); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []order.Write{w0, w1, w2} {

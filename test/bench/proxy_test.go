@@ -59,10 +59,10 @@ func TestLatencyProxyCarriesEverySDKRequest(t *testing.T) {
 	}
 	o := order.Order{OrderID: "ord-1", CustomerID: "c-1", Currency: "EUR",
 		Lines: []order.Line{{SKU: "A", Quantity: 1, UnitPriceMinor: 100}}, TotalMinor: 100, PlacedAt: time.Now().UTC()}
-	if err := s.CreateOrder(ctx, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())); err != nil {
+	if _, err := order.WriteOrder(ctx, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReadOrder(ctx, o.OrderID); err != nil {
+	if _, err := order.ReadOrder(ctx, s, o.OrderID); err != nil {
 		t.Fatal(err)
 	}
 	if got := p.Requests() - before; got != 2 {

@@ -43,7 +43,7 @@ func TestFeedProxy_ChangeFeedThroughTheSDK(t *testing.T) {
 	write := func(from, to int) {
 		for i := from; i < to; i++ {
 			o := gen.Order(i)
-			if err := s.CreateOrder(ctx, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())); err != nil {
+			if _, err := order.WriteOrder(ctx, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -73,7 +73,10 @@ func TestChangeFeed_LatestVersionOnceAtItsLastWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(s.CreateDocuments(ctx, "p", []order.Document{versioned("p", "a", 1), versioned("p", "b", 1)}))
+	{
+		_, err := s.CreateBatch(ctx, "p", []order.Document{versioned("p", "a", 1), versioned("p", "b", 1)})
+		must(err)
+	}
 	_, etag, _ := s.ReadDocument(ctx, "p", "a")
 	etag, err := s.ReplaceDocument(ctx, "p", versioned("p", "a", 2), etag)
 	must(err)
@@ -110,7 +113,7 @@ func TestChangeFeed_PagesResumeExactlyAfterTheirContinuation(t *testing.T) {
 	for i := range 40 {
 		pk := fmt.Sprintf("ord-%d", i%13)
 		id := fmt.Sprintf("d-%d", i)
-		if err := s.CreateDocuments(ctx, pk, []order.Document{versioned(pk, id, 1)}); err != nil {
+		if _, err := s.CreateBatch(ctx, pk, []order.Document{versioned(pk, id, 1)}); err != nil {
 			t.Fatal(err)
 		}
 		want[pk+"/"+id] = true
@@ -149,7 +152,7 @@ func TestChangeFeed_OrderIsKeptOnlyWithinAPartitionKey(t *testing.T) {
 	for i := range 30 {
 		pk := fmt.Sprintf("ord-%d", i%5)
 		id := fmt.Sprintf("d-%02d", i)
-		if err := s.CreateDocuments(ctx, pk, []order.Document{versioned(pk, id, 1)}); err != nil {
+		if _, err := s.CreateBatch(ctx, pk, []order.Document{versioned(pk, id, 1)}); err != nil {
 			t.Fatal(err)
 		}
 		writeOrder = append(writeOrder, id)
@@ -201,7 +204,7 @@ func TestChangeFeed_ExpiredDocumentsAreNotReturned(t *testing.T) {
 	s := memstore.NewWithClock(func() time.Time { return now })
 	f := s.ChangeFeed(memstore.ChangeFeedOptions{})
 	body := []byte(`{"id":"m","orderId":"p","ttl":5}`)
-	if err := s.CreateDocuments(ctx, "p", []order.Document{{ID: "m", Body: body}, versioned("p", "k", 1)}); err != nil {
+	if _, err := s.CreateBatch(ctx, "p", []order.Document{{ID: "m", Body: body}, versioned("p", "k", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(6 * time.Second)

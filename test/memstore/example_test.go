@@ -14,7 +14,7 @@ import (
 // order.ErrRejected, and the batch writes nothing.
 func ExampleStatusError() {
 	s := memstore.New()
-	err := s.CreateDocuments(context.Background(), "ord-1", []order.Document{
+	_, err := s.CreateBatch(context.Background(), "ord-1", []order.Document{
 		{ID: "ord-1", Body: []byte(`{"id":"ord-1","orderId":"ord-1"}`)},
 		{ID: "inbox:a/b:ord-1", Body: []byte(`{"id":"inbox:a/b:ord-1","orderId":"ord-1"}`)},
 	})

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // Cosmos DB for NoSQL limits that the store enforces as Cosmos DB does.
@@ -50,10 +50,10 @@ const (
 // position (the other operations would have 424 Failed Dependency), or -1
 // when the batch as a whole was refused; nothing was written.
 //
-// It matches the sentinel errors of package order with errors.Is:
-// 409 order.ErrAlreadyExists, 404 order.ErrNotFound, 412
-// order.ErrPreconditionFailed, and 400 (every 400 this store returns is
-// caused by the request's content) and 413 order.ErrRejected.
+// It matches the sentinel errors of package idempotent with errors.Is:
+// 409 idempotent.ErrAlreadyExists, 404 idempotent.ErrNotFound, 412
+// idempotent.ErrPreconditionFailed, and 400 (every 400 this store returns is
+// caused by the request's content) and 413 idempotent.ErrRejected.
 type StatusError struct {
 	Op           string // "create order", "read order", "create documents", "read document" or "replace document"
 	PartitionKey string
@@ -90,17 +90,17 @@ func (e *StatusError) Error() string {
 }
 
 // Is reports whether the status code means target, one of the sentinel
-// errors of package order.
+// errors of package idempotent.
 func (e *StatusError) Is(target error) bool {
 	switch e.StatusCode {
 	case http.StatusConflict:
-		return target == order.ErrAlreadyExists
+		return target == idempotent.ErrAlreadyExists
 	case http.StatusNotFound:
-		return target == order.ErrNotFound
+		return target == idempotent.ErrNotFound
 	case http.StatusPreconditionFailed:
-		return target == order.ErrPreconditionFailed
+		return target == idempotent.ErrPreconditionFailed
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
-		return target == order.ErrRejected
+		return target == idempotent.ErrRejected
 	}
 	return false
 }
@@ -147,13 +147,13 @@ type parsed struct {
 
 // parseDocument checks body, the document that d.ID names, as Cosmos DB
 // checks a document written to partition pk of a container partitioned on
-// /orderId with a default TTL of -1: a JSON object whose "id" is a legal id,
-// whose "orderId" is pk, whose "ttl", if present, is -1 or a positive
+// "/"+pkField (/orderId for the orders container) with a default TTL of -1:
+// a JSON object whose "id" is a legal id, whose pkField is pk, whose "ttl", if present, is -1 or a positive
 // integer of at most MaxTTL seconds, and whose size with the system
 // properties is at most MaxDocumentBytes. An id field that is not d.ID is a
 // programming error of the caller, returned as a plain error: Cosmos DB
 // would silently store the document under the body's id.
-func parseDocument(pk string, d order.Document) (parsed, error) {
+func parseDocument(pkField, pk string, d idempotent.Document) (parsed, error) {
 	var p parsed
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, d.Body); err != nil {
@@ -179,12 +179,12 @@ func parseDocument(pk string, d order.Document) (parsed, error) {
 	if p.problem = checkID(id); p.problem != nil {
 		return p, nil
 	}
-	var orderID string
-	raw, ok := fields["orderId"]
-	if !ok || json.Unmarshal(raw, &orderID) != nil || orderID != pk {
-		value := "no orderId field"
+	var pkValue string
+	raw, ok := fields[pkField]
+	if !ok || json.Unmarshal(raw, &pkValue) != nil || pkValue != pk {
+		value := "no " + pkField + " field"
 		if ok {
-			value = "orderId " + string(raw)
+			value = pkField + " " + string(raw)
 		}
 		p.problem = &problem{status: http.StatusBadRequest, subStatus: SubStatusPartitionKeyMismatch,
 			reason: fmt.Sprintf("the document's partition key value (%s) is not the request's %q", value, pk)}
@@ -230,7 +230,7 @@ func (b createOperation) MarshalJSON() ([]byte, error) {
 // of its operations, which compacts each body and escapes <, >, &, U+2028
 // and U+2029 in it. A body that is not JSON counts as it is (the SDK would
 // not send it at all).
-func batchPayloadSize(docs []order.Document) int {
+func batchPayloadSize(docs []idempotent.Document) int {
 	n := 2 + max(len(docs)-1, 0) // brackets and commas
 	for _, d := range docs {
 		b, err := json.Marshal(createOperation(d.Body))

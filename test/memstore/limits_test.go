@@ -111,10 +111,10 @@ func TestCreateBatch_RejectsWhatCosmosDBRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := memstore.New()
-			if err := s.CreateBatch(t.Context(), "ord-0", docs("ord-0", "existing")); err != nil {
+			if _, err := s.CreateBatch(t.Context(), "ord-0", docs("ord-0", "existing")); err != nil {
 				t.Fatal(err)
 			}
-			err := s.CreateBatch(t.Context(), pk, tt.docs)
+			_, err := s.CreateBatch(t.Context(), pk, tt.docs)
 			if tt.status == 0 {
 				if err != nil {
 					t.Fatalf("CreateBatch = %v, want success", err)
@@ -134,7 +134,7 @@ func TestCreateBatch_RejectsWhatCosmosDBRejects(t *testing.T) {
 				t.Errorf("a refused batch wrote: %d documents stored, want 1", len(items))
 			}
 			// CreateDocuments and CreateOrder's path refuse the same.
-			if err := s.CreateDocuments(t.Context(), pk, tt.docs); !errors.Is(err, order.ErrRejected) {
+			if _, err := s.CreateBatch(t.Context(), pk, tt.docs); !errors.Is(err, order.ErrRejected) {
 				t.Errorf("CreateDocuments = %v, want ErrRejected", err)
 			}
 		})
@@ -145,12 +145,12 @@ func TestCreateBatch_RejectsWhatCosmosDBRejects(t *testing.T) {
 // reports it (409, the others 424), after the content checks.
 func TestCreateBatch_ConflictAfterContentChecks(t *testing.T) {
 	s := memstore.New()
-	if err := s.CreateBatch(t.Context(), "p", docs("p", "a")); err != nil {
+	if _, err := s.CreateBatch(t.Context(), "p", docs("p", "a")); err != nil {
 		t.Fatal(err)
 	}
-	err := s.CreateBatch(t.Context(), "p", []order.Document{doc("p", "a"), doc("p", "b#")})
+	_, err := s.CreateBatch(t.Context(), "p", []order.Document{doc("p", "a"), doc("p", "b#")})
 	checkStatus(t, err, 400, 0, 1, order.ErrRejected)
-	err = s.CreateBatch(t.Context(), "p", []order.Document{doc("p", "b"), doc("p", "a")})
+	_, err = s.CreateBatch(t.Context(), "p", []order.Document{doc("p", "b"), doc("p", "a")})
 	checkStatus(t, err, 409, 0, 1, order.ErrAlreadyExists)
 	if len(s.Items()) != 1 {
 		t.Errorf("failed batches wrote documents: %+v", s.Items())
@@ -161,7 +161,7 @@ func TestCreateBatch_ConflictAfterContentChecks(t *testing.T) {
 // Cosmos DB would store the document under the body's id.
 func TestCreateBatch_IDNotTheBodysID_IsAnError(t *testing.T) {
 	s := memstore.New()
-	err := s.CreateBatch(t.Context(), "p", []order.Document{{ID: "a", Body: body("p", "b")}})
+	_, err := s.CreateBatch(t.Context(), "p", []order.Document{{ID: "a", Body: body("p", "b")}})
 	var se *memstore.StatusError
 	if err == nil || errors.As(err, &se) || errors.Is(err, order.ErrRejected) {
 		t.Fatalf("CreateBatch = %v, want a plain error", err)
@@ -175,7 +175,7 @@ func TestCreateBatch_IDNotTheBodysID_IsAnError(t *testing.T) {
 // before it sends anything: no status, and not the message's fault.
 func TestCreateBatch_NotJSON_IsAnErrorWithoutStatus(t *testing.T) {
 	s := memstore.New()
-	err := s.CreateBatch(t.Context(), "p", []order.Document{doc("p", "a"), {ID: "x", Body: []byte(`{"id":"x",`)}})
+	_, err := s.CreateBatch(t.Context(), "p", []order.Document{doc("p", "a"), {ID: "x", Body: []byte(`{"id":"x",`)}})
 	var se *memstore.StatusError
 	if err == nil || errors.As(err, &se) || errors.Is(err, order.ErrRejected) {
 		t.Fatalf("CreateBatch = %v, want a plain error", err)
@@ -186,7 +186,7 @@ func TestCreateBatch_NotJSON_IsAnErrorWithoutStatus(t *testing.T) {
 }
 
 func TestCreateBatch_Empty_IsAnError(t *testing.T) {
-	if err := memstore.New().CreateBatch(t.Context(), "p", nil); err == nil {
+	if _, err := memstore.New().CreateBatch(t.Context(), "p", nil); err == nil {
 		t.Fatal("CreateBatch of no documents succeeded")
 	}
 }
@@ -211,7 +211,7 @@ func TestReplaceDocument_RejectsWhatCosmosDBRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := memstore.New()
-			if err := s.CreateBatch(t.Context(), pk, docs(pk, "a")); err != nil {
+			if _, err := s.CreateBatch(t.Context(), pk, docs(pk, "a")); err != nil {
 				t.Fatal(err)
 			}
 			before, _ := s.Get(pk, "a")
@@ -259,11 +259,11 @@ func TestStatusError_OfMissingAndMovedDocuments(t *testing.T) {
 	s := memstore.New()
 	_, _, err := s.ReadDocument(ctx, "p", "a")
 	checkStatus(t, err, 404, 0, -1, order.ErrNotFound)
-	_, err = s.ReadOrder(ctx, "a")
+	_, err = order.ReadOrder(ctx, s, "a")
 	checkStatus(t, err, 404, 0, -1, order.ErrNotFound)
 	_, err = s.ReplaceDocument(ctx, "p", doc("p", "a"), "")
 	checkStatus(t, err, 404, 0, -1, order.ErrNotFound)
-	if err := s.CreateBatch(ctx, "p", docs("p", "a")); err != nil {
+	if _, err := s.CreateBatch(ctx, "p", docs("p", "a")); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.ReplaceDocument(ctx, "p", doc("p", "a"), "stale")

@@ -4,7 +4,7 @@
 // transactional batch that applies all of its operations or none and reports
 // the operation that caused a failure (409, 400, 413) and 424 on the others.
 //
-// It implements order.Store and order.DocumentStore for tests and for the
+// It implements idempotent.Store and idempotent.DocumentStore for tests and for the
 // project's embedded default, which runs the whole pipeline with no Azure and
 // no Docker. Like Cosmos DB, it gives every write a new ETag, honours
 // If-Match conditions on replace (412 when the ETag moved), and expires a
@@ -15,9 +15,9 @@
 // # What it rejects
 //
 // It refuses what Cosmos DB for NoSQL refuses, with the status code Cosmos
-// DB answers, in a *StatusError that matches order.ErrRejected (400, 413),
-// order.ErrAlreadyExists (409), order.ErrNotFound (404) or
-// order.ErrPreconditionFailed (412):
+// DB answers, in a *StatusError that matches idempotent.ErrRejected (400, 413),
+// idempotent.ErrAlreadyExists (409), idempotent.ErrNotFound (404) or
+// idempotent.ErrPreconditionFailed (412):
 //
 //   - an id that is empty, contains /, \, ? or #, or is longer than
 //     MaxIDLength characters: 400, on every call that names it;
@@ -69,7 +69,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // Store is an in-memory document container. The zero value is not usable;
@@ -83,19 +83,38 @@ type Store struct {
 	// write past it instead of scanning every document.
 	writes []loggedWrite
 	now    func() time.Time
+	// pkField is the top-level field that carries a document's partition
+	// key value: the container's partition key path without its slash.
+	pkField string
 }
 
 var (
-	_ order.Store         = (*Store)(nil)
-	_ order.DocumentStore = (*Store)(nil)
+	_ idempotent.Store         = (*Store)(nil)
+	_ idempotent.DocumentStore = (*Store)(nil)
+	_ idempotent.Patcher       = (*Store)(nil)
 )
 
-// New returns an empty Store on the real clock.
+// DefaultPartitionKeyField is the field that carries the partition key
+// value in the orders container (partition key path /orderId), which New
+// and NewWithClock model.
+const DefaultPartitionKeyField = "orderId"
+
+// New returns an empty Store on the real clock, partitioned on /orderId.
 func New() *Store { return NewWithClock(time.Now) }
 
-// NewWithClock returns an empty Store whose time-to-live expiry follows now.
+// NewWithClock returns an empty Store partitioned on /orderId whose
+// time-to-live expiry follows now.
 func NewWithClock(now func() time.Time) *Store {
-	return &Store{parts: make(map[string]map[string]*Item), now: now}
+	return &Store{parts: make(map[string]map[string]*Item), now: now, pkField: DefaultPartitionKeyField}
+}
+
+// NewWithPartitionKey returns an empty Store on the real clock for a
+// container partitioned on "/"+field: every document must carry its
+// partition key value in that top-level field, as Cosmos DB requires.
+func NewWithPartitionKey(field string) *Store {
+	s := New()
+	s.pkField = field
+	return s
 }
 
 // Item is a stored document.
@@ -111,18 +130,18 @@ type Item struct {
 	pkHash uint64 // hashKey(PartitionKey), set at the first write: the change feed's range
 }
 
-// CreateBatch creates every document in partition pk, atomically: it writes
-// all of them, or none and returns a *StatusError for the operation (or the
-// batch) that Cosmos DB would refuse (see the package documentation), or for
-// the first operation whose id exists (409).
-func (s *Store) CreateBatch(ctx context.Context, pk string, docs []order.Document) error {
-	_, err := s.createBatch(ctx, opCreateDocuments, pk, docs)
-	return err
+// CreateBatch implements idempotent.Store: it creates every document in
+// partition pk, atomically, and returns the ETags of the documents it
+// created, in the order of docs, as Cosmos DB's batch response reports
+// them. It writes all of them, or none and returns a *StatusError for the
+// operation (or the batch) that Cosmos DB would refuse (see the package
+// documentation), or for the first operation whose id exists (409).
+func (s *Store) CreateBatch(ctx context.Context, pk string, docs []idempotent.Document) ([]string, error) {
+	return s.createBatch(ctx, opCreateDocuments, pk, docs)
 }
 
-// createBatch is CreateBatch that returns the ETags of the documents it
-// created, in the order of docs, as Cosmos DB's batch response reports them.
-func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Document) ([]string, error) {
+// createBatch is CreateBatch; op names the caller in errors.
+func (s *Store) createBatch(ctx context.Context, op, pk string, docs []idempotent.Document) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -146,7 +165,7 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 			// sends anything.
 			return nil, fmt.Errorf("memstore: %s %q: document %d (id %q) is not valid JSON, so the SDK would send no batch", op, pk, i, d.ID)
 		}
-		p, err := parseDocument(pk, d)
+		p, err := parseDocument(s.pkField, pk, d)
 		if err != nil {
 			return nil, err
 		}
@@ -189,12 +208,7 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []order.Doc
 	return etags, nil
 }
 
-// CreateDocuments implements order.DocumentStore with CreateBatch.
-func (s *Store) CreateDocuments(ctx context.Context, pk string, docs []order.Document) error {
-	return s.CreateBatch(ctx, pk, docs)
-}
-
-// ReadDocument implements order.DocumentStore. An id Cosmos DB does not
+// ReadDocument implements idempotent.DocumentStore. An id Cosmos DB does not
 // accept gives a 400 *StatusError; a missing document a 404.
 func (s *Store) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
 	it, err := s.read(ctx, opReadDocument, pk, id)
@@ -219,12 +233,12 @@ func (s *Store) read(ctx context.Context, op, pk, id string) (Item, error) {
 	return it, nil
 }
 
-// ReplaceDocument implements order.DocumentStore: it replaces d if its ETag
+// ReplaceDocument implements idempotent.DocumentStore: it replaces d if its ETag
 // is still ifMatch (an empty ifMatch replaces unconditionally). The new
 // body is checked as a created document is (see the package documentation):
 // a refused body gives a 400 or 413 *StatusError, a missing document a 404,
 // a moved ETag a 412.
-func (s *Store) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
+func (s *Store) ReplaceDocument(ctx context.Context, pk string, d idempotent.Document, ifMatch string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -234,7 +248,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, pk string, d order.Document
 	if p := checkID(d.ID); p != nil {
 		return "", fail(p.status, p.reason)
 	}
-	p, err := parseDocument(pk, d)
+	p, err := parseDocument(s.pkField, pk, d)
 	if err != nil {
 		return "", err
 	}
@@ -335,37 +349,4 @@ func (s *Store) Items() []Item {
 		return out[i].ID < out[j].ID
 	})
 	return out
-}
-
-// WriteOrder implements order.Store with one transactional batch, and
-// returns the ETags of the documents it created.
-func (s *Store) WriteOrder(ctx context.Context, w order.Write) (order.WriteETags, error) {
-	docs, err := w.Documents()
-	if err != nil {
-		return order.WriteETags{}, err
-	}
-	etags, err := s.createBatch(ctx, opCreateOrder, w.PartitionKey(), docs)
-	if err != nil {
-		return order.WriteETags{}, err
-	}
-	return w.ETags(etags), nil
-}
-
-// CreateOrder is WriteOrder without the ETags.
-func (s *Store) CreateOrder(ctx context.Context, w order.Write) error {
-	_, err := s.WriteOrder(ctx, w)
-	return err
-}
-
-// ReadOrder implements order.Store.
-func (s *Store) ReadOrder(ctx context.Context, orderID string) (order.OrderDocument, error) {
-	var doc order.OrderDocument
-	it, err := s.read(ctx, opReadOrder, orderID, orderID)
-	if err != nil {
-		return doc, err
-	}
-	if err := json.Unmarshal(it.Body, &doc); err != nil {
-		return doc, fmt.Errorf("memstore: read order %q: %w", orderID, err)
-	}
-	return doc, nil
 }

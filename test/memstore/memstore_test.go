@@ -34,7 +34,7 @@ func docs(pk string, ids ...string) []order.Document {
 func TestCreateBatch(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	if err := s.CreateBatch(ctx, "p1", docs("p1", "a", "b")); err != nil {
+	if _, err := s.CreateBatch(ctx, "p1", docs("p1", "a", "b")); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -50,7 +50,7 @@ func TestCreateBatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(s.Items())
-			err := s.CreateBatch(ctx, tt.pk, docs(tt.pk, tt.ids...))
+			_, err := s.CreateBatch(ctx, tt.pk, docs(tt.pk, tt.ids...))
 			if tt.wantIndex < 0 {
 				if err != nil {
 					t.Fatal(err)
@@ -72,7 +72,7 @@ func TestCopiesAreIsolated(t *testing.T) {
 	s := memstore.New()
 	d := docs("p", "a")
 	want := string(d[0].Body)
-	if err := s.CreateBatch(context.Background(), "p", d); err != nil {
+	if _, err := s.CreateBatch(context.Background(), "p", d); err != nil {
 		t.Fatal(err)
 	}
 	d[0].Body[0] = 'X'
@@ -87,7 +87,7 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 	s := memstore.New()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := s.CreateBatch(ctx, "p", docs("p", "a")); !errors.Is(err, context.Canceled) {
+	if _, err := s.CreateBatch(ctx, "p", docs("p", "a")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
 	if len(s.Items()) != 0 {
@@ -104,7 +104,7 @@ func TestConcurrentCreatesHaveOneWinner(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.CreateBatch(context.Background(), "p", docs("p", "x", fmt.Sprint("y", i%2)))
+			_, err := s.CreateBatch(context.Background(), "p", docs("p", "x", fmt.Sprint("y", i%2)))
 			if err == nil {
 				mu.Lock()
 				wins++
@@ -121,7 +121,7 @@ func TestConcurrentCreatesHaveOneWinner(t *testing.T) {
 func TestReplaceIsETagConditioned(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	if err := s.CreateDocuments(ctx, "p", docs("p", "a")); err != nil {
+	if _, err := s.CreateBatch(ctx, "p", docs("p", "a")); err != nil {
 		t.Fatal(err)
 	}
 	_, etag, err := s.ReadDocument(ctx, "p", "a")
@@ -148,7 +148,7 @@ func TestTimeToLive(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := memstore.NewWithClock(func() time.Time { return now })
 	marker := []order.Document{{ID: "m", Body: []byte(`{"id":"m","orderId":"p","ttl":60}`)}, doc("p", "keep")}
-	if err := s.CreateDocuments(ctx, "p", marker); err != nil {
+	if _, err := s.CreateBatch(ctx, "p", marker); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(59 * time.Second)
@@ -162,7 +162,7 @@ func TestTimeToLive(t *testing.T) {
 	if len(s.Items()) != 1 {
 		t.Errorf("items = %+v, want only the document without a TTL", s.Items())
 	}
-	if err := s.CreateDocuments(ctx, "p", marker[:1]); err != nil {
+	if _, err := s.CreateBatch(ctx, "p", marker[:1]); err != nil {
 		t.Errorf("re-creating an expired marker: %v", err)
 	}
 }

@@ -9,14 +9,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 const opPatchDocument = "patch document"
 
-var _ order.Patcher = (*Store)(nil)
+var _ idempotent.Patcher = (*Store)(nil)
 
-// PatchDocument implements order.Patcher as Cosmos DB's conditional patch
+// PatchDocument implements idempotent.Patcher as Cosmos DB's conditional patch
 // does: atomically, it checks every condition of p.If against the stored
 // document and, if all hold, applies p.Ops in order and gives the document
 // a new ETag. It answers:
@@ -25,14 +25,14 @@ var _ order.Patcher = (*Store)(nil)
 //   - 412 if a condition does not hold, including a condition on a field the
 //     document lacks or that is not a number (Cosmos DB SQL compares
 //     undefined to undefined, which the filter does not pass);
-//   - 400 for more than order.MaxPatchOps operations, an operation on id or
+//   - 400 for more than idempotent.MaxPatchOps operations, an operation on id or
 //     on the partition key path /orderId, a path whose parent is not an
 //     object, an increment of a field that is not an integer, an unknown
 //     operation, and a patched document Cosmos DB would refuse (see the
 //     package documentation; 413 for its size).
 //
 // A failed patch writes nothing.
-func (s *Store) PatchDocument(ctx context.Context, pk, id string, p order.Patch) (string, error) {
+func (s *Store) PatchDocument(ctx context.Context, pk, id string, p idempotent.Patch) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -42,8 +42,8 @@ func (s *Store) PatchDocument(ctx context.Context, pk, id string, p order.Patch)
 	if pr := checkID(id); pr != nil {
 		return "", fail(pr)
 	}
-	if len(p.Ops) == 0 || len(p.Ops) > order.MaxPatchOps {
-		return "", fail(badRequest("a patch has 1 to %d operations, not %d", order.MaxPatchOps, len(p.Ops)))
+	if len(p.Ops) == 0 || len(p.Ops) > idempotent.MaxPatchOps {
+		return "", fail(badRequest("a patch has 1 to %d operations, not %d", idempotent.MaxPatchOps, len(p.Ops)))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -78,7 +78,7 @@ func (s *Store) PatchDocument(ctx context.Context, pk, id string, p order.Patch)
 	if err != nil {
 		return "", fmt.Errorf("memstore: patch %q id %q: %w", pk, id, err)
 	}
-	pd, err := parseDocument(pk, order.Document{ID: id, Body: body})
+	pd, err := parseDocument(s.pkField, pk, idempotent.Document{ID: id, Body: body})
 	if err != nil {
 		return "", err
 	}
@@ -96,7 +96,7 @@ func topLevel(path string) (string, bool) {
 }
 
 // applyPatchOp applies op to doc, or says why Cosmos DB would refuse it.
-func applyPatchOp(doc map[string]any, op order.PatchOp) *problem {
+func applyPatchOp(doc map[string]any, op idempotent.PatchOp) *problem {
 	segs := strings.Split(strings.TrimPrefix(op.Path, "/"), "/")
 	if !strings.HasPrefix(op.Path, "/") || slicesContain(segs, "") {
 		return badRequest("the path is not a JSON pointer")
@@ -114,13 +114,13 @@ func applyPatchOp(doc map[string]any, op order.PatchOp) *problem {
 	}
 	last := segs[len(segs)-1]
 	switch op.Op {
-	case order.PatchSet:
+	case idempotent.PatchSet:
 		b, err := json.Marshal(op.Value)
 		if err != nil {
 			return badRequest("the value does not encode: %v", err)
 		}
 		parent[last] = json.RawMessage(b)
-	case order.PatchIncrement:
+	case idempotent.PatchIncrement:
 		by, ok := op.Value.(int64)
 		if !ok {
 			return badRequest("an increment takes an int64, not %T", op.Value)

@@ -18,7 +18,7 @@ func TestPatchDocument(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
 	const body = `{"id":"a","orderId":"p1","version":3,"name":"x","hashes":{},"count":1}`
-	if err := s.CreateBatch(ctx, "p1", []order.Document{{ID: "a", Body: []byte(body)}}); err != nil {
+	if _, err := s.CreateBatch(ctx, "p1", []order.Document{{ID: "a", Body: []byte(body)}}); err != nil {
 		t.Fatal(err)
 	}
 	set := func(path string, v any) order.PatchOp { return order.PatchOp{Op: order.PatchSet, Path: path, Value: v} }

@@ -100,4 +100,3 @@ func post(t testing.TB, c *http.Client, base, key, contentType, body string) ans
 	}
 	return answer{status: resp.StatusCode, header: resp.Header, body: string(data)}
 }
-

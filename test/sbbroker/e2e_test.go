@@ -406,7 +406,7 @@ func rawCreateRate(tb testing.TB, ctx context.Context, s *cosmosstore.Store, n, 
 			defer wg.Done()
 			for i := range next {
 				o := gen.Order(i)
-				if err := s.CreateOrder(ctx, order.NewWrite(o, o.OrderID, o.RequestHash(), now)); err != nil {
+				if _, err := order.WriteOrder(ctx, s, order.NewWrite(o, o.OrderID, o.RequestHash(), now)); err != nil {
 					tb.Errorf("raw create %s: %v", o.OrderID, err)
 				}
 			}

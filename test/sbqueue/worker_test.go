@@ -26,11 +26,11 @@ func TestWorkerRunsAgainstTheModel(t *testing.T) {
 	h := worker.HandlerFunc(func(_ context.Context, m order.Message) order.Result {
 		switch {
 		case strings.HasPrefix(m.ID, "bad"):
-			return order.Result{Outcome: order.Invalid, OrderID: m.ID, Reason: order.ReasonInvalidMessage, Description: "not JSON"}
+			return order.Result{Outcome: order.Invalid, Key: m.ID, Reason: order.ReasonInvalidMessage, Description: "not JSON"}
 		case strings.HasPrefix(m.ID, "flaky") && m.DeliveryCount == 1:
-			return order.Result{Outcome: order.Transient, OrderID: m.ID, Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}
+			return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}
 		default:
-			return order.Result{Outcome: order.Created, OrderID: m.ID}
+			return order.Result{Outcome: order.Created, Key: m.ID}
 		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -54,7 +54,7 @@ func TestSimulate(t *testing.T) {
 		},
 		{
 			name:        "faults off",
-			args:        []string{"--simulate", "-orders", "100", "-faults=false", "-workers", "2", "-concurrency", "2", "-progress", "never"},
+			args:        []string{"-orders", "100", "-faults=false", "-workers", "2", "-concurrency", "2", "-progress", "never"},
 			wantOut:     []string{"100 orders, 2 workers x 2 handlers, faults off", "deliveries that created an order         100", "Verdict: PASS"},
 			notInStdout: []string{"FAIL"},
 		},

@@ -49,13 +49,13 @@ func keyedByDelivery(e simulation.Env) worker.Handler {
 		suffix := fmt.Sprintf(":%d", m.DeliveryCount)
 		w.Order.ID += suffix
 		w.Event.ID += suffix
-		switch _, err := e.Store.WriteOrder(ctx, w); {
+		switch _, err := order.WriteOrder(ctx, e.Store, w); {
 		case err == nil:
-			return order.Result{Outcome: order.Created, OrderID: o.OrderID}
+			return order.Result{Outcome: order.Created, Key: o.OrderID}
 		case errors.Is(err, order.ErrAlreadyExists):
-			return order.Result{Outcome: order.Duplicate, OrderID: o.OrderID}
+			return order.Result{Outcome: order.Duplicate, Key: o.OrderID}
 		default:
-			return order.Result{Outcome: order.Transient, OrderID: o.OrderID, Reason: order.ReasonStoreUnavailable, Err: err}
+			return order.Result{Outcome: order.Transient, Key: o.OrderID, Reason: order.ReasonStoreUnavailable, Err: err}
 		}
 	})
 }
@@ -138,20 +138,20 @@ func blindStatus(e simulation.Env) worker.Handler {
 		}
 		body, _, err := e.Store.ReadDocument(ctx, c.OrderID, c.OrderID)
 		if err != nil {
-			return order.Result{Outcome: order.Transient, OrderID: c.OrderID, Reason: order.ReasonOrderNotYetCreated, Err: err}
+			return order.Result{Outcome: order.Transient, Key: c.OrderID, Reason: order.ReasonOrderNotYetCreated, Err: err}
 		}
 		var d order.OrderDocument
 		if err := json.Unmarshal(body, &d); err != nil {
-			return order.Result{Outcome: order.Transient, OrderID: c.OrderID, Reason: order.ReasonStoreError, Err: err}
+			return order.Result{Outcome: order.Transient, Key: c.OrderID, Reason: order.ReasonStoreError, Err: err}
 		}
 		d.Status, d.Version = c.Status, c.Version
 		if body, err = json.Marshal(d); err == nil {
 			_, err = e.Store.ReplaceDocument(ctx, c.OrderID, order.Document{ID: d.ID, Body: body}, "")
 		}
 		if err != nil {
-			return order.Result{Outcome: order.Transient, OrderID: c.OrderID, Reason: order.ReasonStoreError, Err: err}
+			return order.Result{Outcome: order.Transient, Key: c.OrderID, Reason: order.ReasonStoreError, Err: err}
 		}
-		return order.Result{Outcome: order.Applied, OrderID: c.OrderID}
+		return order.Result{Outcome: order.Applied, Key: c.OrderID}
 	})
 }
 

@@ -227,7 +227,7 @@ func (t *tracker) attribute() DuplicateCauses {
 		if !d.handled || d.result.Outcome != order.Duplicate {
 			continue
 		}
-		creator := t.creators[d.result.OrderID]
+		creator := t.creators[d.result.Key]
 		prev := bySeq[key{d.seq, d.deliveryCount - 1}]
 		switch {
 		case creator == nil || creator == d:

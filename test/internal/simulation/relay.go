@@ -403,11 +403,11 @@ func (l *relayLeases) ReadDocument(ctx context.Context, pk, id string) ([]byte, 
 	return l.inst.rr.mem.ReadDocument(ctx, pk, id)
 }
 
-func (l *relayLeases) CreateDocuments(ctx context.Context, pk string, docs []order.Document) error {
+func (l *relayLeases) CreateBatch(ctx context.Context, pk string, docs []order.Document) ([]string, error) {
 	if l.inst.killed.Load() {
-		return errRelayKilled
+		return nil, errRelayKilled
 	}
-	return l.inst.rr.mem.CreateDocuments(ctx, pk, docs)
+	return l.inst.rr.mem.CreateBatch(ctx, pk, docs)
 }
 
 func (l *relayLeases) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {

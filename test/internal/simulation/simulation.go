@@ -167,6 +167,10 @@ type Env struct {
 	// Store is the store, with the plan's store faults. It is shared by
 	// every consumer of the run, as one Cosmos DB container is.
 	Store Store
+	// Orders is the same store as the order Processor's Store: its batches
+	// count as order writes and its reads as order reads, with the faults
+	// of those. Nil: Store.
+	Orders order.Store
 	// Now is the clock: time.Now, which the queues' locks follow too.
 	Now func() time.Time
 	// Payments is the gateway to the payments service, with the plan's
@@ -194,7 +198,11 @@ func DefaultConsumer(e Env) worker.Handler {
 			Gateway: e.Payments, Lease: e.Lease, Owner: e.Owner, KeyRetention: e.KeyRetention,
 		}))
 	}
-	return order.NewProcessor(e.Store, e.Now, opts...)
+	orders := e.Orders
+	if orders == nil {
+		orders = e.Store
+	}
+	return order.NewProcessor(orders, e.Now, opts...)
 }
 
 // DefaultInboxConsumer returns the project's inbox consumer for a
@@ -880,7 +888,7 @@ func (p *workerPool) start(sl *workerSlot) error {
 	if sl.generation > 0 {
 		owner = fmt.Sprintf("%s.%d", sl.name, sl.generation)
 	}
-	env := Env{Store: s.store, Now: time.Now, Payments: p.gateway, Lease: p.cfg.LockDuration, KeyRetention: p.cfg.KeyRetention,
+	env := Env{Store: s.store, Orders: orderView{s.store}, Now: time.Now, Payments: p.gateway, Lease: p.cfg.LockDuration, KeyRetention: p.cfg.KeyRetention,
 		Owner: owner, MarkerTTL: p.cfg.MarkerTTL}
 	var h worker.Handler
 	if sl.orders {

@@ -18,7 +18,6 @@ import (
 // document-level calls of status changes, payment records and inbox
 // markers, all in one Cosmos DB container, as the project's stores provide.
 type Store interface {
-	order.Store
 	order.DocumentStore
 }
 
@@ -156,69 +155,74 @@ func (s *faultStore) next(calls map[string]uint64, id string) (n uint64, outage 
 	return calls[id], s.outages[id]
 }
 
-// WriteOrder implements order.Store.
-func (s *faultStore) WriteOrder(ctx context.Context, w order.Write) (order.WriteETags, error) {
+// orderView is the faultStore as the order Processor's Store (Env.Orders):
+// its batches are order writes and its reads order reads, with the faults
+// and counters of those, while the Processor's document calls (status
+// changes, payment records) go to the faultStore itself.
+type orderView struct{ *faultStore }
+
+var _ order.Store = orderView{}
+
+// CreateBatch implements order.Store: an order's batch (order document,
+// event, and a payment claim if it has one).
+func (v orderView) CreateBatch(ctx context.Context, pk string, docs []order.Document) ([]string, error) {
 	what := "create order and its event"
-	if w.Payment != nil {
-		what += " and payment claim (" + w.Payment.State + " by " + w.Payment.Owner + ")"
+	if len(docs) > 2 {
+		var rec order.PaymentRecord
+		if json.Unmarshal(docs[2].Body, &rec) == nil {
+			what += " and payment claim (" + rec.State + " by " + rec.Owner + ")"
+		}
 	}
-	etags, err := s.writeOrder(ctx, w)
-	return etags, s.logged(w.PartitionKey(), what, err)
+	etags, err := v.writeOrder(ctx, pk, docs)
+	return etags, v.logged(pk, what, err)
 }
 
-// CreateOrder is WriteOrder without the ETags.
-func (s *faultStore) CreateOrder(ctx context.Context, w order.Write) error {
-	_, err := s.WriteOrder(ctx, w)
-	return err
-}
-
-func (s *faultStore) writeOrder(ctx context.Context, w order.Write) (order.WriteETags, error) {
+func (s *faultStore) writeOrder(ctx context.Context, id string, docs []order.Document) ([]string, error) {
 	if err := s.wait(ctx); err != nil {
-		return order.WriteETags{}, err
+		return nil, err
 	}
-	id := w.PartitionKey()
 	n, outage := s.next(s.creates, id)
 	switch {
 	case outage:
 		s.tr.count(func(c *FaultCounts) { c.OutageErrors++ })
-		return order.WriteETags{}, fmt.Errorf("create order %q: %w", id, errUnavailable)
+		return nil, fmt.Errorf("create order %q: %w", id, errUnavailable)
 	case s.plan.inject(faultTransientCreate, id, n, 0):
 		s.tr.count(func(c *FaultCounts) { c.Transient++ })
-		return order.WriteETags{}, fmt.Errorf("create order %q: %w", id, errThrottled)
+		return nil, fmt.Errorf("create order %q: %w", id, errThrottled)
 	}
-	etags, err := s.mem.WriteOrder(ctx, w)
+	etags, err := s.mem.CreateBatch(ctx, id, docs)
 	if err != nil {
-		return order.WriteETags{}, err
+		return nil, err
 	}
 	ambiguous := s.plan.inject(faultAmbiguous, id, n, 0)
 	s.tr.wrote(deliveryFrom(ctx), id, ambiguous)
 	if ambiguous {
 		// The response is lost: the caller learns no ETags.
-		return order.WriteETags{}, fmt.Errorf("create order %q: %w", id, errTimedOut)
+		return nil, fmt.Errorf("create order %q: %w", id, errTimedOut)
 	}
 	return etags, nil
 }
 
-// ReadOrder implements order.Store.
-func (s *faultStore) ReadOrder(ctx context.Context, orderID string) (order.OrderDocument, error) {
-	d, err := s.readOrder(ctx, orderID)
-	return d, s.logged(orderID, "read order", err)
+// ReadDocument implements order.Store: a read of the order document.
+func (v orderView) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
+	body, etag, err := v.readOrder(ctx, pk, id)
+	return body, etag, v.logged(pk, "read order", err)
 }
 
-func (s *faultStore) readOrder(ctx context.Context, orderID string) (order.OrderDocument, error) {
+func (s *faultStore) readOrder(ctx context.Context, orderID, id string) ([]byte, string, error) {
 	if err := s.wait(ctx); err != nil {
-		return order.OrderDocument{}, err
+		return nil, "", err
 	}
 	n, outage := s.next(s.reads, orderID)
 	switch {
 	case outage:
 		s.tr.count(func(c *FaultCounts) { c.OutageErrors++ })
-		return order.OrderDocument{}, fmt.Errorf("read order %q: %w", orderID, errUnavailable)
+		return nil, "", fmt.Errorf("read order %q: %w", orderID, errUnavailable)
 	case s.plan.inject(faultTransientRead, orderID, n, 0):
 		s.tr.count(func(c *FaultCounts) { c.Transient++ })
-		return order.OrderDocument{}, fmt.Errorf("read order %q: %w", orderID, errThrottled)
+		return nil, "", fmt.Errorf("read order %q: %w", orderID, errThrottled)
 	}
-	return s.mem.ReadOrder(ctx, orderID)
+	return s.mem.ReadDocument(ctx, orderID, id)
 }
 
 // fail returns the injected failure of document call n for order id, if any.
@@ -251,35 +255,37 @@ func (s *faultStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, s
 	return body, etag, s.logged(pk, what, err)
 }
 
-// CreateDocuments implements order.DocumentStore.
-func (s *faultStore) CreateDocuments(ctx context.Context, pk string, docs []order.Document) error {
+// CreateBatch implements order.DocumentStore.
+func (s *faultStore) CreateBatch(ctx context.Context, pk string, docs []order.Document) ([]string, error) {
 	ids := make([]string, len(docs))
 	for i, d := range docs {
 		ids[i] = d.ID
 	}
-	return s.logged(pk, fmt.Sprintf("create batch %q", ids), s.createDocuments(ctx, pk, docs))
+	etags, err := s.createDocuments(ctx, pk, docs)
+	return etags, s.logged(pk, fmt.Sprintf("create batch %q", ids), err)
 }
 
-func (s *faultStore) createDocuments(ctx context.Context, pk string, docs []order.Document) error {
+func (s *faultStore) createDocuments(ctx context.Context, pk string, docs []order.Document) ([]string, error) {
 	if err := s.wait(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	n, outage := s.next(s.docCalls, pk)
 	if err := s.fail("create batch", pk, n, outage); err != nil {
-		return err
+		return nil, err
 	}
-	if err := s.mem.CreateDocuments(ctx, pk, docs); err != nil {
-		return err
+	etags, err := s.mem.CreateBatch(ctx, pk, docs)
+	if err != nil {
+		return nil, err
 	}
 	if !s.inbox {
-		return nil
+		return etags, nil
 	}
 	ambiguous := s.plan.inject(faultAmbiguous, pk, n, 1)
 	s.tr.wrote(deliveryFrom(ctx), pk, ambiguous)
 	if ambiguous {
-		return fmt.Errorf("create batch in partition %q: %w", pk, errTimedOut)
+		return nil, fmt.Errorf("create batch in partition %q: %w", pk, errTimedOut)
 	}
-	return nil
+	return etags, nil
 }
 
 // errPaymentCrash is what the payment record write of a delivery that
