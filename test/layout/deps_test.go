@@ -266,21 +266,8 @@ func relative(importPath string) (string, bool) {
 // TestDependencyRules: the module's real import graph keeps every rule.
 func TestDependencyRules(t *testing.T) {
 	g := realGraph(t)
-	var pending []string
 	for _, v := range check(g) {
-		// PENDING: the lead is rebuilding worker and cosmosstore on
-		// package idempotent; until that lands they import order. Remove
-		// this exception once main has "stores implement
-		// idempotent.Store" and the worker's Handler takes
-		// idempotent.Message.
-		if v.Rule == rules[2].name && v.Dep == "order" && (v.Pkg == "worker" || v.Pkg == "cosmosstore") {
-			pending = append(pending, v.String())
-			continue
-		}
 		t.Error(v)
-	}
-	if len(pending) > 0 && !t.Failed() {
-		t.Skipf("PENDING the core rebuilt on package idempotent (worker and cosmosstore still import order): %s", strings.Join(pending, "; "))
 	}
 }
 
