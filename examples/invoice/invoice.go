@@ -15,6 +15,11 @@
 // which records the request hash, and the "InvoiceIssued:<invoiceId>" outbox
 // event. A redelivery is a Duplicate; the same invoiceId with other content
 // is a Mismatch dead-lettered as "InvoiceIdReused".
+//
+// The consumer is a worker.Handler as it is: worker.New(receiver,
+// invoice.NewConsumer(store), logger, options) runs it on a Service Bus
+// queue, and cosmosstore.New on a container partitioned on /invoiceId is its
+// store.
 package invoice
 
 import (
