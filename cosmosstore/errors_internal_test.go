@@ -88,7 +88,7 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 			ops:       2,
 			wantIs:    order.ErrRejected,
 			wantIndex: 0, wantCode: 400,
-			wantText: []string{`create order "ord-1"`, "batch operation 0", "400 Bad Request", activity},
+			wantText: []string{`create documents "ord-1"`, "batch operation 0", "400 Bad Request", activity},
 		},
 		{
 			name:      "too large: 413 is rejected",
@@ -160,8 +160,8 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 			if e.Index != tt.wantIndex || e.StatusCode != tt.wantCode {
 				t.Errorf("Index, StatusCode = %d, %d; want %d, %d", e.Index, e.StatusCode, tt.wantIndex, tt.wantCode)
 			}
-			if e.OrderID != "ord-1" || e.Op != "create order" {
-				t.Errorf("Op, OrderID = %q, %q; want %q, %q", e.Op, e.OrderID, "create order", "ord-1")
+			if e.OrderID != "ord-1" || e.Op != "create documents" {
+				t.Errorf("Op, OrderID = %q, %q; want %q, %q", e.Op, e.OrderID, "create documents", "ord-1")
 			}
 			if e.ActivityID != tt.r.ActivityID {
 				t.Errorf("ActivityID = %q, want %q", e.ActivityID, tt.r.ActivityID)

@@ -109,9 +109,13 @@ type Result struct {
 }
 
 // DependencyFailed reports whether r is a retry caused by a dependency
-// rather than by the message. A retry for the message's own sake (it must
-// wait for another message, or for another delivery's claim) is not one.
-func (r Result) DependencyFailed() bool { return r.Outcome == Transient && r.Dependency }
+// rather than by the message: Dependency is set, or the reason is one of
+// the store's (ReasonStoreUnavailable, ReasonStoreError). A retry for the
+// message's own sake (it must wait for another message, or for another
+// delivery's claim) is not one.
+func (r Result) DependencyFailed() bool {
+	return r.Outcome == Transient && (r.Dependency || r.Reason == ReasonStoreUnavailable || r.Reason == ReasonStoreError)
+}
 
 // Compare decides between Duplicate and Mismatch for entity key from the
 // request hash stored with it; reused is the reason of a Mismatch (see
