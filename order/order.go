@@ -1,6 +1,8 @@
 package order
 
 import (
+	"github.com/idempotent-consumer/sbcosmos/order/internal/strictjson"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -128,7 +130,14 @@ func decodeStrict(body []byte, v any, what string) error {
 	// encoding/json accepted a repeated key (the last wins) and keys that
 	// match a field only case-insensitively: reject both, so that no other
 	// JSON reader can see another message in the same bytes.
-	return checkKeys(body, v)
+	if err := strictjson.CheckKeys(body, v); err != nil {
+		var ke *strictjson.KeyError
+		if errors.As(err, &ke) {
+			return &FieldError{Field: ke.Path, Problem: ke.Problem}
+		}
+		return err
+	}
+	return nil
 }
 
 func jsonKind(goKind string) string {

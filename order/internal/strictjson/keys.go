@@ -1,4 +1,13 @@
-package order
+// Package strictjson rejects what encoding/json accepts silently in an
+// object's keys: a repeated key (the last wins) and a key that matches a
+// field only case-insensitively. It checks a body after encoding/json
+// decoded it, so that what the program decoded is what every JSON reader
+// sees in the same bytes.
+//
+// encoding/json/v2 rejects both by default; this package exists until v2 is
+// the standard, and nothing outside package order depends on it, so that it
+// can then be deleted with one import. It is safe for concurrent use.
+package strictjson
 
 import (
 	"bytes"
@@ -10,12 +19,13 @@ import (
 	"sync"
 )
 
-// Object keys: encoding/json matches a key to a field case-insensitively
-// and lets a repeated key overwrite the earlier one, so the same bytes can
-// mean another order to a reader that does neither (one that takes the
-// first of two "totalMinor" keys, or ignores "TotalMinor"). checkKeys
-// rejects both after encoding/json accepted a body: what the worker decoded
-// is then what every JSON reader sees.
+// KeyError is an object key CheckKeys rejects.
+type KeyError struct {
+	Path    string // the key's path, as "lines[0].sku" (the root's keys bare)
+	Problem string
+}
+
+func (e *KeyError) Error() string { return e.Path + ": " + e.Problem }
 
 // schema is the JSON shape of a struct type: its fields' exact names and,
 // for each, the schema of the objects its value holds (nil: none, or a
@@ -83,11 +93,11 @@ type keyScanner struct {
 	i int
 }
 
-// checkKeys reports the first object key in body that repeats a key of its
+// CheckKeys reports the first object key in body that repeats a key of its
 // object or that matches a field of the struct it decodes into only
-// case-insensitively, as a *FieldError naming the key. v is what body was
+// case-insensitively, as a *KeyError naming the key. v is what body was
 // decoded into. body must be well-formed JSON.
-func checkKeys(body []byte, v any) error {
+func CheckKeys(body []byte, v any) error {
 	var steps [maxTrackedDepth]pathStep
 	sc := keyScanner{b: body}
 	return sc.value(schemaOf(reflect.TypeOf(v)), steps[:0])
@@ -106,7 +116,7 @@ type pathStep struct {
 // allocating; the contract's deepest value, lines[i].sku, is at depth 2.
 const maxTrackedDepth = 8
 
-// pathString returns the path as FieldError.Field spells it,
+// pathString returns the path as KeyError.Path spells it,
 // "lines[1].sku", ending with the key last.
 func (sc *keyScanner) pathString(steps []pathStep, last string) string {
 	var b strings.Builder
@@ -208,7 +218,7 @@ func (sc *keyScanner) object(s *schema, path []pathStep) error {
 		key := unquote(sc.b[start:end])
 		for _, k := range seen {
 			if bytes.Equal(k, key) {
-				return &FieldError{Field: sc.pathString(path, string(key)), Problem: fmt.Sprintf("duplicate key %q", key)}
+				return &KeyError{Path: sc.pathString(path, string(key)), Problem: fmt.Sprintf("duplicate key %q", key)}
 			}
 		}
 		seen = append(seen, key)
@@ -246,10 +256,10 @@ func (s *schema) index(key []byte) int {
 func (s *schema) misspelt(key []byte, parent string) error {
 	for _, n := range s.names {
 		if strings.EqualFold(string(key), n) {
-			return &FieldError{Field: parent + n, Problem: fmt.Sprintf("key %q must be spelled %q", key, n)}
+			return &KeyError{Path: parent + n, Problem: fmt.Sprintf("key %q must be spelled %q", key, n)}
 		}
 	}
-	return &FieldError{Field: parent + string(key), Problem: fmt.Sprintf("key %q is not a field", key)}
+	return &KeyError{Path: parent + string(key), Problem: fmt.Sprintf("key %q is not a field", key)}
 }
 
 // unquote returns the unescaped bytes of the quoted JSON string raw: a
