@@ -20,7 +20,7 @@ func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
 	var buf [10]slog.Attr
 	attrs := buf[:0]
 	if res.Key != "" {
-		attrs = append(attrs, slog.String("order_id", res.Key))
+		attrs = append(attrs, slog.String(logKeyID, res.Key))
 	}
 	attrs = append(attrs, slog.String("message_id", m.MessageID), slog.Uint64("delivery_count", uint64(m.DeliveryCount)),
 		slog.String("outcome", res.Outcome.String()), slog.Int64("duration_ms", rep.Duration.Milliseconds()))
@@ -31,7 +31,7 @@ func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
 		attrs = append(attrs, slog.String("description", res.Description))
 	}
 	if res.TakenOver {
-		attrs = append(attrs, slog.Bool("payment_taken_over", true))
+		attrs = append(attrs, slog.Bool(logKeyTakenOver, true))
 	}
 	level, msg := slog.LevelInfo, "processed"
 	switch res.Outcome {
