@@ -1,13 +1,23 @@
-// Package order is the domain of the idempotent order consumer: the order
-// message and its wire contract, validation, the request hash, the documents an
-// accepted order writes, and the processing decision that turns one delivery of
-// a message into exactly one outcome.
+// Package order is the example domain built on package idempotent, the
+// pattern itself: the order message and its wire contract, validation, the
+// request hash, the documents an accepted order writes, and the processing
+// decision that turns one delivery of a message into exactly one outcome,
+// with what an order needs beyond the create: status changes applied in
+// version order, a payment captured exactly once through in-progress and
+// completed records, and inbox consumers of the OrderAccepted event.
 //
-// The package has no Azure imports. It talks to storage through the small
-// [Store] interface it defines, and storage adapters (package cosmosstore for
-// Azure Cosmos DB, package memstore for the in-memory model) translate their
-// status codes into the sentinel errors [ErrAlreadyExists], [ErrNotFound] and
-// [ErrTransient].
+// A message type that needs only the create uses idempotent.Consumer with
+// a Kind of its own (see examples/invoice). The order's decision is its
+// own, [Processor.Process], built from the core's parts: its Message,
+// Result, outcomes, sentinel errors, Compare and StoreFailure, and its
+// FactCache and CopyShare behind one lookup seam (lookup.go). The decision
+// reads decode, look up, create, compare, effect (process.go).
+//
+// The package has no Azure imports. It talks to storage through the core's
+// port ([Store], [DocumentStore]); storage adapters (package cosmosstore for
+// Azure Cosmos DB, package test/memstore for the in-memory model) translate
+// their status codes into the sentinel errors [ErrAlreadyExists],
+// [ErrNotFound] and [ErrTransient].
 //
 // # Wire contract
 //

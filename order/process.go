@@ -20,6 +20,8 @@ type Processor struct {
 	payments *payments             // nil: no payment step
 	facts    *idempotent.FactCache // nil: no fact cache (see WithFactCache)
 	copies   *idempotent.CopyShare // nil: create first on every first delivery (see WithAdaptiveReadFirst)
+	// readFirst is copies, or without it idempotent.RedeliveriesFirst.
+	readFirst idempotent.ReadFirstPolicy
 }
 
 // Option configures a Processor.
@@ -30,37 +32,6 @@ type Option func(*Processor)
 // Store and DocumentStore.
 func WithDocuments(d DocumentStore) Option { return func(p *Processor) { p.docs = d } }
 
-// WithAdaptiveReadFirst turns the adaptive choice of the first store call
-// for a first delivery on (the default) or off. On, the Processor estimates
-// the share of first deliveries that turn out to be copies of stored orders
-// (see CopyShare) and reads before it creates while that share is above
-// about 1/2, creating first otherwise; a new Processor creates first until
-// the copies it finds raise the estimate. Off, it always creates first.
-// Redeliveries read first either way, and the choice never changes a
-// delivery's outcome, only its round trips.
-func WithAdaptiveReadFirst(on bool) Option {
-	return func(p *Processor) {
-		if on {
-			p.copies = &idempotent.CopyShare{}
-		} else {
-			p.copies = nil
-		}
-	}
-}
-
-// CopyShare returns the Processor's estimate of the share of first
-// deliveries (those the fact cache cannot answer) that turn out to be copies
-// of stored orders, between 0 and 1, and whether it reads first because of
-// it. The estimate is a moving average over about the last 32 such
-// deliveries; without the adaptive choice (see WithAdaptiveReadFirst) it is
-// 0 and false. It is safe to call concurrently with Process.
-func (p *Processor) CopyShare() (share float64, readFirst bool) {
-	if p.copies == nil {
-		return 0, false
-	}
-	return p.copies.Estimate()
-}
-
 // NewProcessor returns a Processor that writes to s. now stamps processedAt;
 // nil means time.Now.
 func NewProcessor(s Store, now func() time.Time, opts ...Option) *Processor {
@@ -70,6 +41,10 @@ func NewProcessor(s Store, now func() time.Time, opts ...Option) *Processor {
 	p := &Processor{store: s, now: now, facts: idempotent.NewFactCache(DefaultFactCacheSize), copies: &idempotent.CopyShare{}}
 	for _, o := range opts {
 		o(p)
+	}
+	p.readFirst = idempotent.RedeliveriesFirst{}
+	if p.copies != nil {
+		p.readFirst = p.copies
 	}
 	return p
 }
@@ -92,22 +67,17 @@ func (p *Processor) process(ctx context.Context, m Message) Result {
 	}
 }
 
-// placeOrder reads top to bottom: decode and validate, answer from the
-// facts already known, read first when a duplicate is likely, else let the
-// store's atomic create be both the duplicate check and the write, then (if
-// configured) capture the payment exactly once.
+// placeOrder reads top to bottom: decode, look up, create, compare,
+// effect. The store's atomic create is both the duplicate check and the
+// write; the lookup before it (lookup.go) only saves round trips, and the
+// create stays the arbiter of every race: a lookup that finds nothing leads
+// to the create, which conflicts if another delivery was first.
 //
 // The round trips to the store: a new order costs one (the batch), with a
 // payment step two (the batch with the claim, the completed mark) and the
-// payments call. A redelivery (DeliveryCount above 1) is most likely a
-// duplicate, so it reads first and creates only if nothing is there: a
-// duplicate costs one read (with a payment step, of the payment record,
-// which tells both the request hash and whether the payment is done). A
-// first delivery reads first too while most first deliveries turn out to be
-// copies (see WithAdaptiveReadFirst); each one's finding updates that
-// estimate. A duplicate the fact cache knows costs none. The create stays
-// the arbiter of every race: a read that finds nothing leads to a create,
-// which conflicts if another delivery was first.
+// payments call. A duplicate costs one read (with a payment step, of the
+// payment record, which tells both the request hash and whether the
+// payment is done), or none when the fact cache knows it.
 func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 	// 1. Decode and validate; the dedup key is the MessageId, which the
 	// producer sets to the order id. A message that fails here can never
@@ -117,52 +87,46 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 		return *invalid
 	}
 	hash := o.RequestHash()
-	// 2. Facts confirmed by the store earlier answer without a round trip.
-	if p.facts != nil {
-		if f, ok := p.facts.Get(o.OrderID); ok {
-			return p.fromFact(ctx, m, &o, hash, f)
-		}
+	// 2. Look up: the facts the store confirmed earlier, then, when a
+	// duplicate is likely, what the store holds.
+	if res, found := p.lookUp(ctx, m, &o, hash); found {
+		return res
 	}
-	// 3. A redelivery is likely a duplicate, and so is a first delivery
-	// while most of them are: read before writing.
-	first := m.DeliveryCount <= 1 && p.copies != nil // its finding is observed
-	if m.DeliveryCount > 1 || first && p.copies.ReadFirst(m) {
-		if res, known := p.known(ctx, m, &o, hash, false); known {
-			if first && foundStored(res) {
-				p.copies.Observe(m, true)
-			}
-			return res
-		}
-	}
-	// 4. Create the order, its outbox event and (with a payment step) the
-	// payment claim atomically. The create is the dedup check and the write
-	// in one step.
-	w := NewWrite(o, m.ID, hash, p.now())
-	var claim PaymentClaim
-	if p.claimsInBatch(&o) {
-		claim = p.claimOf(m)
-		rec := newPaymentRecord(&o, hash, claim, p.now().UTC())
-		w.Payment = &rec
-	}
+	// 3. Create the order, its outbox event and (with a payment step) the
+	// payment claim atomically: the dedup check and the write in one step.
+	w := p.newWrite(m, &o, hash)
 	etags, err := WriteOrder(ctx, p.store, w)
 	switch {
-	case err == nil:
 	case errors.Is(err, ErrAlreadyExists):
-		if first {
-			p.copies.Observe(m, true)
-		}
-		res, _ := p.known(ctx, m, &o, hash, true)
+		p.readFirst.Observe(m, true)
+		// 4. Compare with what the store holds: a duplicate or a reused id.
+		res, _ := p.fromStore(ctx, m, &o, hash, true)
 		return res
-	default:
+	case err != nil:
 		return storeFailure(o.OrderID, "create", err)
 	}
-	if first {
-		p.copies.Observe(m, false)
-	}
+	p.readFirst.Observe(m, false)
 	p.learn(o.OrderID, hash, false)
+	// 5. The side effect outside the transaction: the payment capture.
+	return p.effect(ctx, m, &o, hash, w, etags)
+}
+
+// newWrite builds what an accepted o writes: with a payment step, the
+// payment record's first claim joins the order's batch.
+func (p *Processor) newWrite(m Message, o *Order, hash string) Write {
+	w := NewWrite(*o, m.ID, hash, p.now())
+	if p.claimsInBatch(o) {
+		rec := newPaymentRecord(o, hash, p.claimOf(m), p.now().UTC())
+		w.Payment = &rec
+	}
+	return w
+}
+
+// effect captures the payment of the order this delivery created, on the
+// claim its batch wrote, at the ETag the batch reported; without a claim
+// in the batch, the payment step runs on its own (or says why it cannot).
+func (p *Processor) effect(ctx context.Context, m Message, o *Order, hash string, w Write, etags WriteETags) Result {
 	res := Result{Outcome: Created, Key: o.OrderID}
-	// 5. A side effect outside the transaction: the payment capture, on the
-	// claim the batch wrote, at the ETag the batch reported.
 	switch {
 	case w.Payment != nil:
 		if r := p.captureClaimed(ctx, *w.Payment, etags.Payment, *w.Payment.FirstAttemptAt); r != nil {
@@ -170,22 +134,11 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 		}
 		p.learn(o.OrderID, hash, true)
 	case p.payments != nil:
-		// Nothing to capture, or a payment step that cannot run (it says
-		// why): no claim exists to take over.
 		if r, _ := p.capturePayment(ctx, m, w.Order); r != nil {
 			return *r
 		}
 	}
 	return res
-}
-
-// foundStored reports whether res, decided by known without a create,
-// comes from finding the order stored, rather than from a failed read.
-// A failure of the payment step after the read found the order counts as
-// not found too: the finding is then merely not recorded, which costs the
-// estimate one observation and cannot change an outcome.
-func foundStored(res Result) bool {
-	return !res.DependencyFailed() && res.Reason != ReasonStoreRejected
 }
 
 // claimsInBatch reports whether the payment claim of o is written in its
@@ -195,45 +148,14 @@ func (p *Processor) claimsInBatch(o *Order) bool {
 	return p.payments != nil && p.payments.err == nil && p.docs != nil && o.TotalMinor > 0
 }
 
-// learn records confirmed facts in the cache, if there is one.
-func (p *Processor) learn(orderID, hash string, paid bool) {
-	if p.facts != nil {
-		p.facts.Learn(orderID, hash, paid)
-	}
-}
-
-// fromFact decides a delivery of o (hash) from f, what the cache knows of
-// its order: a Mismatch or a Duplicate without a round trip, or, when the
-// payment is not known completed, the payment step without the order read.
-func (p *Processor) fromFact(ctx context.Context, m Message, o *Order, hash string, f idempotent.Fact) Result {
-	if !f.Matches(hash) {
-		return Result{Outcome: Mismatch, Key: o.OrderID, Reason: ReasonOrderIDReused,
-			Description: fmt.Sprintf("order %s exists with request hash %s (confirmed by the store earlier and remembered by this worker; the store was not read again); this message has request hash %s",
-				o.OrderID, f.Hash(), hash)}
-	}
-	res := Result{Outcome: Duplicate, Key: o.OrderID, Description: "order accepted earlier (confirmed by the store and remembered by this worker; the store was not read again)"}
-	if f.Done || p.payments == nil || o.TotalMinor == 0 {
-		return res
-	}
-	// The hash is equal, so the amount and currency are the stored order's.
-	r, took := p.capturePayment(ctx, m, OrderDocument{ID: o.OrderID, OrderID: o.OrderID, TotalMinor: o.TotalMinor, Currency: o.Currency, RequestHash: hash})
-	if r != nil {
-		r.TakenOver = took
-		return *r
-	}
-	p.learn(o.OrderID, hash, true)
-	res.TakenOver = took
-	return res
-}
-
-// known decides a delivery of o (hash) from what the store holds, when it
+// fromStore decides a delivery of o (hash) from what the store holds, when it
 // holds the order: Duplicate (after the payment step, if any) or Mismatch.
 // With a payment step it reads the payment record first, written in the
 // order's batch with the order's request hash: one read then tells a
 // duplicate from a reused id and whether the payment is done. Without one,
 // or for a record that predates the request hash, it reads the order.
 //
-// If the store holds no order, known reports false, unless conflicted (the
+// If the store holds no order, fromStore reports false, unless conflicted (the
 // create just conflicted): then the order document is missing although a
 // document of its batch exists (see orderDocumentMissing).
 //
@@ -244,7 +166,7 @@ func (p *Processor) fromFact(ctx context.Context, m Message, o *Order, hash stri
 // itself is read, and OrderDocumentMissing reported, only without a
 // payment step, for an order with nothing to capture, or when the record
 // predates the hash.
-func (p *Processor) known(ctx context.Context, m Message, o *Order, hash string, conflicted bool) (Result, bool) {
+func (p *Processor) fromStore(ctx context.Context, m Message, o *Order, hash string, conflicted bool) (Result, bool) {
 	op := "read"
 	if conflicted {
 		op = "read after conflict"
