@@ -68,7 +68,7 @@ func (f *ChangeFeed) FeedRanges(ctx context.Context) ([]string, error) {
 func (f *ChangeFeed) ReadChanges(ctx context.Context, name, continuation string, maxItems int) ([][]byte, string, error) {
 	lo, hi, ok := strings.Cut(name, "-")
 	if !ok {
-		return nil, "", &Error{Op: opReadChangeFeed, OrderID: name, Index: -1, Err: fmt.Errorf("feed range %q is not MIN-MAX", name)}
+		return nil, "", &Error{Op: opReadChangeFeed, PartitionKey: name, Index: -1, Err: fmt.Errorf("feed range %q is not MIN-MAX", name)}
 	}
 	o := &azcosmos.ChangeFeedOptions{FeedRange: &azcosmos.FeedRange{MinInclusive: lo, MaxExclusive: hi}}
 	if maxItems > 0 {
@@ -76,7 +76,7 @@ func (f *ChangeFeed) ReadChanges(ctx context.Context, name, continuation string,
 	}
 	if continuation != "" {
 		if err := checkContinuation(continuation); err != nil {
-			return nil, "", &Error{Op: opReadChangeFeed, OrderID: name, Index: -1, Err: err}
+			return nil, "", &Error{Op: opReadChangeFeed, PartitionKey: name, Index: -1, Err: err}
 		}
 		o.Continuation = &continuation
 	}
@@ -91,7 +91,7 @@ func (f *ChangeFeed) ReadChanges(ctx context.Context, name, continuation string,
 	next := resp.ContinuationToken
 	if next == "" {
 		if len(resp.Items) > 0 {
-			return nil, "", &Error{Op: opReadChangeFeed, OrderID: name, Index: -1, ActivityID: resp.ActivityID,
+			return nil, "", &Error{Op: opReadChangeFeed, PartitionKey: name, Index: -1, ActivityID: resp.ActivityID,
 				Err: fmt.Errorf("%d changes and no continuation token", len(resp.Items))}
 		}
 		next = continuation

@@ -66,7 +66,8 @@ type CheckResult struct {
 
 // Check verifies, before the first message, that the store can work: that
 // the account answers, that the database and the container exist, that the
-// container is partitioned on /orderId, that the identity may read and write
+// container is partitioned on the Store's partition key path (/orderId for
+// New), that the identity may read and write
 // items, and whether the server honours If-Match ETags and patch
 // conditions. It reads a missing item, reads the container's properties,
 // creates a probe document in a partition of its own (a random id with a
@@ -112,13 +113,13 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 	if cresp.ContainerProperties == nil {
 		return res, fmt.Errorf("cosmosstore: check: read container %q in database %q: no properties in the response", res.Container, res.Database)
 	}
-	if paths := cresp.ContainerProperties.PartitionKeyDefinition.Paths; !slices.Equal(paths, []string{PartitionKeyPath}) {
+	if paths := cresp.ContainerProperties.PartitionKeyDefinition.Paths; !slices.Equal(paths, []string{s.pkPath}) {
 		return res, fmt.Errorf("cosmosstore: check: container %q in database %q is partitioned on %q, not [%q], so Cosmos DB would refuse every write with 400: set %s to the container the Bicep template creates (partition key %s)",
-			res.Container, res.Database, paths, PartitionKeyPath, SettingContainer, PartitionKeyPath)
+			res.Container, res.Database, paths, s.pkPath, SettingContainer, s.pkPath)
 	}
 
 	// 3. Write: create the probe document.
-	body, err := json.Marshal(map[string]any{"id": probe, "orderId": probe, "type": "startupCheck", "ttl": probeTTL})
+	body, err := json.Marshal(map[string]any{"id": probe, s.pkPath[1:]: probe, "type": "startupCheck", "ttl": probeTTL})
 	if err != nil {
 		return res, err
 	}

@@ -76,9 +76,9 @@ func TestGateway_ReadDocument_StatusMapping(t *testing.T) {
 				t.Fatalf("ReadDocument error = %v (%T), want *cosmosstore.Error", err, err)
 			}
 			checkSentinels(t, err, tt.wantIs)
-			if e.Op != "read document" || e.OrderID != "ord-1" || e.ID != "Payment:ord-1" || e.StatusCode != tt.wantCode {
+			if e.Op != "read document" || e.PartitionKey != "ord-1" || e.ID != "Payment:ord-1" || e.StatusCode != tt.wantCode {
 				t.Errorf("Op, OrderID, ID, StatusCode = %q, %q, %q, %d; want %q, %q, %q, %d",
-					e.Op, e.OrderID, e.ID, e.StatusCode, "read document", "ord-1", "Payment:ord-1", tt.wantCode)
+					e.Op, e.PartitionKey, e.ID, e.StatusCode, "read document", "ord-1", "Payment:ord-1", tt.wantCode)
 			}
 		})
 	}
@@ -235,9 +235,9 @@ func TestGateway_CreateDocuments_StatusMapping(t *testing.T) {
 				t.Fatalf("CreateDocuments = %v (%T), want *cosmosstore.Error", err, err)
 			}
 			checkSentinels(t, err, tt.wantIs)
-			if e.Op != "create documents" || e.OrderID != "ord-5" || e.Index != tt.wantIndex || e.StatusCode != tt.wantCode {
+			if e.Op != "create documents" || e.PartitionKey != "ord-5" || e.Index != tt.wantIndex || e.StatusCode != tt.wantCode {
 				t.Errorf("Op, OrderID, Index, StatusCode = %q, %q, %d, %d; want %q, %q, %d, %d",
-					e.Op, e.OrderID, e.Index, e.StatusCode, "create documents", "ord-5", tt.wantIndex, tt.wantCode)
+					e.Op, e.PartitionKey, e.Index, e.StatusCode, "create documents", "ord-5", tt.wantIndex, tt.wantCode)
 			}
 		})
 	}

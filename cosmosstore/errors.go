@@ -24,19 +24,19 @@ import (
 // same way, except a call the caller canceled, which matches
 // context.Canceled.
 type Error struct {
-	// Op is the store call: "create order", "read order", "create
-	// documents", "read document", "replace document", or Check's and
-	// Ping's "check", "read container" and "ping".
+	// Op is the store call: "create documents", "read document",
+	// "replace document", "patch document", or Check's and Ping's
+	// "check", "read container" and "ping".
 	Op string
-	// OrderID is the order, which is also the partition key value of every
-	// document the call addressed (for Check's "read container", the
-	// container).
-	OrderID string
+	// PartitionKey is the partition key value of every document the call
+	// addressed (an order's id, for the order example; for Check's "read
+	// container", the container).
+	PartitionKey string
 	// ID is the document a single-document call (read document, replace
 	// document) addressed; empty for the other calls.
 	ID string
 	// Index is the transactional batch operation that failed, its position
-	// in the batch (for CreateOrder 0 is the order document, 1 the
+	// in the batch (for an order's batch 0 is the order document, 1 the
 	// OrderAccepted event), or -1 when the failure was not reported by one
 	// operation.
 	Index      int
@@ -45,15 +45,15 @@ type Error struct {
 	ActivityID string // x-ms-activity-id of the response, for Azure support; empty when unknown
 	Err        error  // the underlying error; nil when a batch response reported the failure
 
-	kind error // one of the sentinel errors of package order, or nil
+	kind error // one of the sentinel errors of package idempotent, or nil
 }
 
-// Error returns one line naming the call, the order, the failed batch
+// Error returns one line naming the call, the partition, the failed batch
 // operation, the status code and the activity id, or the underlying error when
 // no response arrived.
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "cosmosstore: %s %q", e.Op, e.OrderID)
+	fmt.Fprintf(&b, "cosmosstore: %s %q", e.Op, e.PartitionKey)
 	if e.ID != "" {
 		fmt.Fprintf(&b, " id %q", e.ID)
 	}
@@ -159,7 +159,7 @@ func classify(op, orderID string, err error) error {
 
 // classifyDocument is classify for a call that addressed document id.
 func classifyDocument(op, orderID, id string, err error) error {
-	e := &Error{Op: op, OrderID: orderID, ID: id, Index: -1, Err: err}
+	e := &Error{Op: op, PartitionKey: orderID, ID: id, Index: -1, Err: err}
 	var re *azcore.ResponseError
 	switch {
 	case errors.As(err, &re):
@@ -226,11 +226,11 @@ func interpretBatch(op, orderID string, ops int, r batchResult) error {
 		if index < len(r.SubStatuses) {
 			sub = r.SubStatuses[index]
 		}
-		return &Error{Op: op, OrderID: orderID, Index: index, StatusCode: status, SubStatus: sub,
+		return &Error{Op: op, PartitionKey: orderID, Index: index, StatusCode: status, SubStatus: sub,
 			ActivityID: r.ActivityID, kind: kindOf(status, sub, false)}
 	}
 	if len(r.StatusCodes) != ops {
-		return &Error{Op: op, OrderID: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
+		return &Error{Op: op, PartitionKey: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
 			Err: fmt.Errorf("transactional batch of %d operations returned %d results", ops, len(r.StatusCodes))}
 	}
 	for i, status := range r.StatusCodes {
@@ -245,7 +245,7 @@ func interpretBatch(op, orderID string, ops int, r batchResult) error {
 		}
 	}
 	if !r.Success {
-		return &Error{Op: op, OrderID: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
+		return &Error{Op: op, PartitionKey: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
 			Err: errors.New("transactional batch was not committed, yet every operation succeeded")}
 	}
 	return nil

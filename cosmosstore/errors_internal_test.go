@@ -160,8 +160,8 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 			if e.Index != tt.wantIndex || e.StatusCode != tt.wantCode {
 				t.Errorf("Index, StatusCode = %d, %d; want %d, %d", e.Index, e.StatusCode, tt.wantIndex, tt.wantCode)
 			}
-			if e.OrderID != "ord-1" || e.Op != "create documents" {
-				t.Errorf("Op, OrderID = %q, %q; want %q, %q", e.Op, e.OrderID, "create documents", "ord-1")
+			if e.PartitionKey != "ord-1" || e.Op != "create documents" {
+				t.Errorf("Op, PartitionKey = %q, %q; want %q, %q", e.Op, e.PartitionKey, "create documents", "ord-1")
 			}
 			if e.ActivityID != tt.r.ActivityID {
 				t.Errorf("ActivityID = %q, want %q", e.ActivityID, tt.r.ActivityID)
@@ -300,18 +300,18 @@ func TestError_Text(t *testing.T) {
 	}{
 		{
 			name: "replace of a document refused",
-			e: &Error{Op: opReplaceDocument, OrderID: "ord-1", ID: "Payment:ord-1", Index: -1, StatusCode: 412,
+			e: &Error{Op: opReplaceDocument, PartitionKey: "ord-1", ID: "Payment:ord-1", Index: -1, StatusCode: 412,
 				ActivityID: "act-1", kind: order.ErrPreconditionFailed},
 			want: `cosmosstore: replace document "ord-1" id "Payment:ord-1": 412 Precondition Failed (activity id act-1)`,
 		},
 		{
 			name: "conflict in a batch of documents",
-			e:    &Error{Op: opCreateDocuments, OrderID: "ord-1", Index: 1, StatusCode: 409, kind: order.ErrAlreadyExists},
+			e:    &Error{Op: opCreateDocuments, PartitionKey: "ord-1", Index: 1, StatusCode: 409, kind: order.ErrAlreadyExists},
 			want: `cosmosstore: create documents "ord-1": batch operation 1: 409 Conflict`,
 		},
 		{
 			name: "read without a response",
-			e:    &Error{Op: opReadDocument, OrderID: "ord-1", ID: "inbox:c:ord-1", Index: -1, Err: io.ErrUnexpectedEOF, kind: order.ErrTransient},
+			e:    &Error{Op: opReadDocument, PartitionKey: "ord-1", ID: "inbox:c:ord-1", Index: -1, Err: io.ErrUnexpectedEOF, kind: order.ErrTransient},
 			want: `cosmosstore: read document "ord-1" id "inbox:c:ord-1": transient store failure: unexpected EOF`,
 		},
 	}

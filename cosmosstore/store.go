@@ -17,8 +17,10 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
-// PartitionKeyPath is the partition key path of the orders container: every
-// document of an order has the order id in its orderId field.
+// PartitionKeyPath is the partition key path of the orders container that
+// the Bicep template deploys, and the one New expects: every document of an
+// order has the order id in its orderId field. NewWithPartitionKey names
+// another container's.
 const PartitionKeyPath = "/orderId"
 
 // The store calls, as Error.Op names them.
@@ -46,6 +48,7 @@ type Store struct {
 	container *azcosmos.ContainerClient
 	database  string
 	endpoint  string
+	pkPath    string        // the container's partition key path, as Check expects it
 	charge    atomic.Uint64 // math.Float64bits of the request units charged so far
 }
 
@@ -59,6 +62,17 @@ var (
 // database. It makes no request: a missing database or container shows up as
 // a permanent error of the first call, unless Check is called first.
 func New(c *azcosmos.Client, database, container string) (*Store, error) {
+	return NewWithPartitionKey(c, database, container, PartitionKeyPath)
+}
+
+// NewWithPartitionKey is New for a container partitioned on path, a
+// top-level field such as "/invoiceId": every document the Store writes
+// must carry its partition key value in that field, and Check verifies that
+// the container is partitioned on it.
+func NewWithPartitionKey(c *azcosmos.Client, database, container, path string) (*Store, error) {
+	if len(path) < 2 || path[0] != '/' || !isIdentifier(path[1:]) {
+		return nil, fmt.Errorf("cosmosstore: partition key path %q: want a top-level field, such as %q", path, PartitionKeyPath)
+	}
 	if c == nil {
 		return nil, errors.New("cosmosstore: New needs a client")
 	}
@@ -66,7 +80,7 @@ func New(c *azcosmos.Client, database, container string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cosmosstore: container %q in database %q: %w", container, database, err)
 	}
-	return &Store{client: c, container: cc, database: database, endpoint: c.Endpoint()}, nil
+	return &Store{client: c, container: cc, database: database, endpoint: c.Endpoint(), pkPath: path}, nil
 }
 
 // CreateBatch implements idempotent.Store: it creates every document of
@@ -91,7 +105,7 @@ func (s *Store) CreateBatch(ctx context.Context, pk string, docs []idempotent.Do
 // the one batch path of the store; op names the caller in errors.
 func (s *Store) createBatch(ctx context.Context, op, pk string, docs []idempotent.Document) ([]string, error) {
 	if len(docs) == 0 {
-		return nil, &Error{Op: op, OrderID: pk, Index: -1, Err: errors.New("no documents to create")}
+		return nil, &Error{Op: op, PartitionKey: pk, Index: -1, Err: errors.New("no documents to create")}
 	}
 	batch := s.container.NewTransactionalBatch(azcosmos.NewPartitionKeyString(pk))
 	for _, d := range docs {
@@ -201,7 +215,7 @@ func (s *Store) PatchDocument(ctx context.Context, pk, id string, p idempotent.P
 	if len(p.If) > 0 {
 		cond, err := patchCondition(p.If)
 		if err != nil {
-			return "", &Error{Op: opPatchDocument, OrderID: pk, ID: id, Index: -1, Err: err}
+			return "", &Error{Op: opPatchDocument, PartitionKey: pk, ID: id, Index: -1, Err: err}
 		}
 		ops.SetCondition(cond)
 	}
@@ -212,11 +226,11 @@ func (s *Store) PatchDocument(ctx context.Context, pk, id string, p idempotent.P
 		case idempotent.PatchIncrement:
 			by, ok := op.Value.(int64)
 			if !ok {
-				return "", &Error{Op: opPatchDocument, OrderID: pk, ID: id, Index: -1, Err: fmt.Errorf("increment %s takes an int64, not %T", op.Path, op.Value)}
+				return "", &Error{Op: opPatchDocument, PartitionKey: pk, ID: id, Index: -1, Err: fmt.Errorf("increment %s takes an int64, not %T", op.Path, op.Value)}
 			}
 			ops.AppendIncrement(op.Path, by)
 		default:
-			return "", &Error{Op: opPatchDocument, OrderID: pk, ID: id, Index: -1, Err: fmt.Errorf("unknown patch operation %q", op.Op)}
+			return "", &Error{Op: opPatchDocument, PartitionKey: pk, ID: id, Index: -1, Err: fmt.Errorf("unknown patch operation %q", op.Op)}
 		}
 	}
 	resp, err := s.patchItem(ctx, pk, id, ops)

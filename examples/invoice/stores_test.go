@@ -2,6 +2,7 @@ package invoice_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -61,9 +62,18 @@ func cosmiumStore(t *testing.T) idempotent.Store {
 	if _, err := db.CreateContainer(ctx, props, nil); err != nil {
 		t.Fatalf("create container: %v", err)
 	}
-	s, err := cosmosstore.New(c, database, container)
+	// New would expect /orderId, the orders container's path: Check says so.
+	if s, err := cosmosstore.New(c, database, container); err != nil {
+		t.Fatal(err)
+	} else if _, err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), `not ["/orderId"]`) {
+		t.Errorf("Check of an invoices container on the orders' path = %v, want the partition key path named", err)
+	}
+	s, err := cosmosstore.NewWithPartitionKey(c, database, container, invoice.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := s.Check(ctx); err != nil {
+		t.Fatalf("Check: %v", err)
 	}
 	return s
 }
