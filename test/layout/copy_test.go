@@ -1,0 +1,84 @@
+package layout_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCoreCompilesOnItsOwn lifts the core out as a user would: the non-test
+// files of idempotent/, worker/ and cosmosstore/ copied into a new module
+// of another path, with this module's go.mod requirements and go.sum, and
+// nothing else. It must build, and its package graph must hold nothing of
+// this module. The build runs offline (GOPROXY=off): the modules it needs
+// are the ones this module's own build already fetched.
+func TestCoreCompilesOnItsOwn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the copy is compiled anew (tens of seconds on a cold build cache)")
+	}
+	root := moduleRoot(t)
+	dir := t.TempDir()
+	const newPath = "example.com/mycopy"
+	for _, pkg := range core {
+		entries, err := os.ReadDir(filepath.Join(root, pkg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(filepath.Join(root, pkg, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src = bytes.ReplaceAll(src, []byte(`"`+modulePath+`/`), []byte(`"`+newPath+`/`))
+			if err := os.MkdirAll(filepath.Join(dir, pkg), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, pkg, name), src, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod = bytes.Replace(gomod, []byte("module "+modulePath), []byte("module "+newPath), 1)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), gomod, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), goBin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s in the copy: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("build", "./...")
+	for _, p := range strings.Fields(run("list", "-deps", "./...")) {
+		if strings.HasPrefix(p, modulePath) {
+			t.Errorf("the copy depends on %s", p)
+		}
+	}
+}
