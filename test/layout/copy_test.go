@@ -16,9 +16,6 @@ import (
 // this module. The build runs offline (GOPROXY=off): the modules it needs
 // are the ones this module's own build already fetched.
 func TestCoreCompilesOnItsOwn(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the copy is compiled anew (tens of seconds on a cold build cache)")
-	}
 	root := moduleRoot(t)
 	dir := t.TempDir()
 	const newPath = "example.com/mycopy"
