@@ -226,9 +226,6 @@ func idChar(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
-// Owner returns the name this instance writes into the leases it holds.
-func (r *Relay) Owner() string { return r.o.Owner }
-
 // Owned returns the feed ranges whose leases this instance holds.
 func (r *Relay) Owned() []string {
 	out := make([]string, 0, len(r.owned))
