@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # local.sh starts and stops the whole local stack without Docker or Azure:
-# the Service Bus test broker (test/sbbroker), the cosmium Cosmos DB emulator,
-# the reference payments service and the order worker, as built binaries whose
+# the Service Bus test broker (test/sbbroker), the cosmium Cosmos DB emulator
+# with the change-feed proxy in front of it (test/e2etest/cmd/feedproxy), the
+# reference payments service, the order worker, the outbox relay and one
+# subscriber (orderworker in subscription mode) per subscription of the
+# topic order-events, as built binaries whose
 # process ids it keeps, so that `down` stops exactly what `up` started (a
 # `go run … &` leaves its child running when the go command is killed).
 #
@@ -13,8 +16,8 @@
 #   scripts/local.sh down     stop the worker (a graceful drain), then the rest
 #
 # Settings (environment): LOCAL_DIR (state, default .cache/local in the
-# repository), LOCAL_BROKER_PORT (5672), LOCAL_COSMOS_PORT (8081),
-# LOCAL_PAYMENTS_PORT (8090), LOCAL_DUP_WINDOW (the broker's duplicate-detection
+# repository), LOCAL_BROKER_PORT (5672), LOCAL_COSMOS_PORT (8081, cosmium),
+# LOCAL_FEED_PORT (8082, the change-feed proxy), LOCAL_PAYMENTS_PORT (8090), LOCAL_DUP_WINDOW (the broker's duplicate-detection
 # window, default 5s: short, so that the demo's late resends reach the worker
 # and `go test -tags emulator` finds the queue orders-itest it expects),
 # LOCAL_LOCK_DURATION (30s), LOCAL_ORDERS (the demo's orders per run, 500),
@@ -25,7 +28,18 @@
 # conditional writes are not guarded: a status change can be overwritten by an
 # older one (versions can end at v2 instead of v3) and an inbox duplicate can
 # write twice; its transactional batch is not atomic and it ignores TTL. The
-# in-memory model (go run ./cmd/orderworker -simulate) and the tests cover those.
+# in-memory model (go run ./test/simulate) and the tests cover those.
+#
+# cosmium has no change feed either (it answers the SDK's change feed calls
+# with 401), so the relay reads one that the feed proxy computes from
+# cosmium's documents; `env` points COSMOS_ENDPOINT at the proxy, which
+# forwards every other request to cosmium unchanged. The proxy's feed is not
+# Cosmos DB's log (see e2etest.FeedProxy), and the relay's leases are not
+# fenced on cosmium: run one relay.
+#
+# The test broker has no management endpoint (/health on port 5300, which
+# the official emulator has), so `env` sets SERVICEBUS_EMULATOR_HEALTH_URL=off
+# for `go test -tags emulator ./test/emulator/...`.
 #
 # Upstream cosmium's own server listens on every network interface whatever
 # -Host says (it binds ":<port>") and serves /cosmium/export without a key, so
@@ -41,12 +55,14 @@ dir=${LOCAL_DIR:-$root/.cache/local}
 bin=$dir/bin
 broker_port=${LOCAL_BROKER_PORT:-5672}
 cosmos_port=${LOCAL_COSMOS_PORT:-8081}
+feed_port=${LOCAL_FEED_PORT:-8082}
 payments_port=${LOCAL_PAYMENTS_PORT:-8090}
 dup_window=${LOCAL_DUP_WINDOW:-5s}
 lock=${LOCAL_LOCK_DURATION:-30s}
 orders=${LOCAL_ORDERS:-500}
 seed=${LOCAL_SEED:-0}
-services=(cosmium sbbroker paymentservice orderworker) # start order; down stops in reverse
+subscriptions=(loyalty shipping) # of the topic order-events; one subscriber each
+services=(cosmium feedproxy sbbroker paymentservice orderworker orderrelay "${subscriptions[@]/#/subscriber-}") # start order; down stops in reverse
 
 die() { echo "local.sh: $*" >&2; exit 1; }
 
@@ -78,15 +94,17 @@ env_lines() {
 	cat <<EOF
 export SERVICEBUS_CONNECTION_STRING='Endpoint=sb://127.0.0.1:$broker_port;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;'
 export SERVICEBUS_QUEUE=orders SERVICEBUS_LOCK_DURATION=$lock SERVICEBUS_DUPLICATE_DETECTION_WINDOW=$dup_window
-export COSMOS_ENDPOINT=http://127.0.0.1:$cosmos_port/ COSMOS_KEY='$key' COSMOS_DATABASE=orders COSMOS_CONTAINER=orders COSMOS_CREATE_CONTAINER=true
+export SERVICEBUS_TOPIC=order-events SERVICEBUS_EMULATOR_HEALTH_URL=off
+export COSMOS_ENDPOINT=http://127.0.0.1:$feed_port/ COSMOS_KEY='$key' COSMOS_DATABASE=orders COSMOS_CONTAINER=orders COSMOS_CREATE_CONTAINER=true
 export PAYMENTS_URL=http://127.0.0.1:$payments_port
 EOF
 }
 
 build() {
 	mkdir -p "$bin"
-	echo "building orderworker, orderproducer, orderctl, paymentservice, sbbroker into $bin"
-	(cd "$root" && go build -o "$bin" ./cmd/orderworker ./cmd/orderproducer ./cmd/orderctl ./test/paymentservice/cmd/paymentservice ./test/sbbroker/cmd/sbbroker)
+	echo "building orderworker, orderrelay, orderproducer, orderctl, paymentservice, sbbroker, feedproxy into $bin"
+	(cd "$root" && go build -o "$bin" ./cmd/orderworker ./cmd/orderrelay ./cmd/orderproducer ./cmd/orderctl \
+		./test/paymentservice/cmd/paymentservice ./test/sbbroker/cmd/sbbroker ./test/e2etest/cmd/feedproxy)
 	if [[ -n ${COSMIUM_BIN:-} ]]; then
 		cp "$COSMIUM_BIN" "$bin/cosmium" # a prebuilt one, as test/cosmiumtest accepts
 	elif [[ ! -x $bin/cosmium ]]; then
@@ -108,8 +126,8 @@ up() {
 	for s in "${services[@]}"; do
 		if alive "$s"; then die "$s is already running (pid $(pidof_svc "$s")): scripts/local.sh down first"; fi
 	done
-	for p in "$broker_port" "$cosmos_port" "$payments_port"; do
-		port_free "$p" || die "port $p is in use; free it or set LOCAL_BROKER_PORT, LOCAL_COSMOS_PORT, LOCAL_PAYMENTS_PORT"
+	for p in "$broker_port" "$cosmos_port" "$feed_port" "$payments_port"; do
+		port_free "$p" || die "port $p is in use; free it or set LOCAL_BROKER_PORT, LOCAL_COSMOS_PORT, LOCAL_FEED_PORT, LOCAL_PAYMENTS_PORT"
 	done
 	build
 	mkdir -p "$dir/log" "$dir/run"
@@ -118,26 +136,51 @@ up() {
 
 	start cosmium "$bin/cosmium" -Host 127.0.0.1 -Port "$cosmos_port" -AccountKey "$COSMOS_KEY" -DisableTls -LogLevel error
 	wait_for cosmium 30 eval '! port_free $cosmos_port'
+	start feedproxy "$bin/feedproxy" -addr "127.0.0.1:$feed_port" -cosmos-endpoint "http://127.0.0.1:$cosmos_port/"
+	wait_for feedproxy 30 eval '! port_free $feed_port'
 	start sbbroker "$bin/sbbroker" -addr "127.0.0.1:$broker_port" -queue orders,orders-itest \
-		-topic order-events:loyalty,shipping -lock-duration "$lock" -duplicate-detection-window "$dup_window"
+		-topic "order-events:$(IFS=,; echo "${subscriptions[*]}")" -lock-duration "$lock" -duplicate-detection-window "$dup_window"
 	wait_for sbbroker 30 grep -q '^Endpoint=' "$dir/log/sbbroker.log"
 	PAYMENTS_ADDR=127.0.0.1:$payments_port start paymentservice "$bin/paymentservice" -log-format json
 	wait_for paymentservice 30 curl -fs -o /dev/null "$PAYMENTS_URL/healthz"
 	LOG_FORMAT=json WORKER_SUMMARY_INTERVAL=5s start orderworker "$bin/orderworker"
 	wait_for orderworker 30 grep -q '"orderworker starting"' "$dir/log/orderworker.log"
+	# The relay reads the change feed through the proxy (COSMOS_ENDPOINT),
+	# once the worker has created the container. One instance: cosmium does
+	# not fence its leases.
+	LOG_FORMAT=json RELAY_POLL_INTERVAL=500ms start orderrelay "$bin/orderrelay"
+	# The subscribers are inbox consumers (orderworker in subscription mode),
+	# which capture no payment: PAYMENTS_URL is for the order writer only.
+	local sub
+	for sub in "${subscriptions[@]}"; do
+		LOG_FORMAT=json WORKER_SUMMARY_INTERVAL=5s SERVICEBUS_SUBSCRIPTION=$sub \
+			start "subscriber-$sub" env -u PAYMENTS_URL "$bin/orderworker"
+	done
 	sleep 1
 	alive orderworker || die "the worker exited at start:\n$(tail -n 20 "$dir/log/orderworker.log")"
+	wait_for orderrelay 30 grep -q '"orderrelay starting"' "$dir/log/orderrelay.log"
+	for sub in "${subscriptions[@]}"; do
+		wait_for "subscriber-$sub" 30 grep -q '"orderworker starting"' "$dir/log/subscriber-$sub.log"
+	done
+	sleep 2
+	for s in orderrelay "${subscriptions[@]/#/subscriber-}"; do
+		alive "$s" || die "$s exited at start:\n$(tail -n 20 "$dir/log/$s.log")"
+	done
 	cat <<EOF
 
 The local stack runs (logs in $dir/log):
   sbbroker        127.0.0.1:$broker_port  queues orders, orders-itest; topic order-events (subscriptions loyalty, shipping);
                                   duplicate-detection window $dup_window (each drop is logged)
   cosmium         127.0.0.1:$cosmos_port  database orders, container orders; random account key in $dir/cosmos.key
+  feedproxy       127.0.0.1:$feed_port  cosmium with a change feed (COSMOS_ENDPOINT): what the relay reads
   paymentservice  127.0.0.1:$payments_port
-  orderworker     consumes orders, captures payments
+  orderworker     consumes orders, captures payments, writes each order's OrderAccepted event (the outbox)
+  orderrelay      publishes the outbox events to the topic order-events
+  subscriber-*    one inbox consumer per subscription (${subscriptions[*]}): awards each order once (an inbox marker)
 
 cosmium is not Cosmos DB: it ignores If-Match, so status versions can end at v2 and an
-inbox duplicate can write twice; its batch is not atomic and it ignores TTL.
+inbox duplicate can write twice; its batch is not atomic and it ignores TTL; its change
+feed is the proxy's, computed from snapshots of its documents.
 
 Next:
   scripts/local.sh demo                         orders through every outcome path
@@ -146,12 +189,16 @@ Next:
 EOF
 }
 
-# drained waits until the worker's summaries stop changing.
+# drained waits until the summaries of the worker and the subscribers stop
+# changing.
 drained() {
-	local last="" cur i
+	local last="" cur i log
 	for ((i = 0; i < 120; i++)); do
 		sleep 6
-		cur=$(grep '"msg":"summary"' "$dir/log/orderworker.log" | tail -n 1 | sed 's/"time":"[^"]*",//')
+		cur=""
+		for log in orderworker "${subscriptions[@]/#/subscriber-}"; do
+			cur+=$(grep '"msg":"summary"' "$dir/log/$log.log" | tail -n 1 | sed 's/"time":"[^"]*",//;s/"interval":{[^}]*}//')
+		done
 		if [[ -n $cur && $cur == "$last" ]]; then return 0; fi
 		last=$cur
 	done
@@ -176,6 +223,11 @@ demo() {
 	echo "broker: $(($(grep -c 'duplicate dropped' "$dir/log/sbbroker.log") - drops_before)) resends dropped by duplicate detection in this demo (grep 'duplicate dropped' $dir/log/sbbroker.log)"
 	echo "worker, last summary (created, duplicate = caught by the database, mismatch = reused id, invalid = malformed):"
 	grep '"msg":"summary"' "$dir/log/orderworker.log" | tail -n 1
+	echo "subscribers, last summary (created = an order's event awarded once, with its inbox marker; the relay publishes each created order's event):"
+	local sub
+	for sub in "${subscriptions[@]}"; do
+		echo "  $sub: $(grep '"msg":"summary"' "$dir/log/subscriber-$sub.log" | tail -n 1)"
+	done
 }
 
 down() {
@@ -200,7 +252,7 @@ down() {
 		grep '"msg":"final summary"' "$dir/log/orderworker.log" | tail -n 1 || true
 	fi
 	if [[ -f $dir/log/sbbroker.log ]]; then
-		grep -E '(queue|topic|subscription) at exit' "$dir/log/sbbroker.log" | tail -n 5 || true
+		grep -E '(queue|topic|subscription) at exit' "$dir/log/sbbroker.log" | tail -n $((3 + ${#subscriptions[@]})) || true
 	fi
 }
 

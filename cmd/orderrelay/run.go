@@ -43,6 +43,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := checkStore(ctx, cfg, store, logger); err != nil {
 		return err
 	}
+	if err := checkFeed(ctx, cfg, store.ChangeFeed()); err != nil {
+		return err
+	}
 	sb, err := cli.NewServiceBusClient(cfg.ServiceBusNamespace, cfg.ServiceBusConnectionString)
 	if err != nil {
 		return err
@@ -110,6 +113,31 @@ func checkStore(ctx context.Context, cfg config, store *cosmosstore.Store, logge
 			"cosmos_endpoint", cfg.CosmosEndpoint)
 	}
 	return nil
+}
+
+// checkFeed verifies at start that the endpoint serves the container's
+// change feed: it reads the feed ranges and the first change of one. The
+// store check has passed by then, so a refusal here is not the key's or the
+// container's: cosmium, for one, answers every change feed call with 401,
+// which the relay would otherwise retry for ever.
+func checkFeed(ctx context.Context, cfg config, feed relay.ChangeFeed) error {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	ranges, err := feed.FeedRanges(ctx)
+	if err == nil && len(ranges) == 0 {
+		err = errors.New("no feed ranges")
+	}
+	if err == nil {
+		_, _, err = feed.ReadChanges(ctx, ranges[0], "", 1)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, order.ErrTransient) || ctx.Err() != nil:
+		return fmt.Errorf("start-up check of the change feed at COSMOS_ENDPOINT (-cosmos-endpoint) %s: %w", cfg.CosmosEndpoint, err)
+	}
+	return fmt.Errorf("COSMOS_ENDPOINT (-cosmos-endpoint) %s serves no change feed for container %q (%w): cosmium has none: on the local stack use the feed proxy, which `scripts/local.sh env` points COSMOS_ENDPOINT at; in Azure, the identity's role must allow reading the change feed",
+		cfg.CosmosEndpoint, cfg.CosmosContainer, err)
 }
 
 // openStore connects to Cosmos DB: with an account key on an emulator, with

@@ -250,3 +250,63 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// feedStub is a relay.ChangeFeed whose calls fail with the errors set.
+type feedStub struct {
+	ranges           []string
+	rangesErr, rdErr error
+}
+
+func (f feedStub) FeedRanges(context.Context) ([]string, error) { return f.ranges, f.rangesErr }
+func (f feedStub) ReadChanges(context.Context, string, string, int) ([][]byte, string, error) {
+	return nil, "", f.rdErr
+}
+
+// The start-up check of the change feed says plainly when the endpoint
+// serves none (cosmium answers 401), and how to get one on the local stack.
+func TestCheckFeed(t *testing.T) {
+	unauthorized := errors.New(`cosmosstore: read feed ranges "": 401 Unauthorized`)
+	tests := []struct {
+		name     string
+		feed     feedStub
+		want     []string // in the error; none: no error
+		dontWant []string
+	}{
+		{name: "a change feed", feed: feedStub{ranges: []string{"-FF"}}},
+		{name: "cosmium: feed ranges refused", feed: feedStub{rangesErr: unauthorized},
+			want: []string{"COSMOS_ENDPOINT", "http://127.0.0.1:8081/", "serves no change feed", "cosmium has none", "feed proxy", "401 Unauthorized"}},
+		{name: "feed read refused", feed: feedStub{ranges: []string{"-FF"}, rdErr: errors.New("400 Bad Request")},
+			want: []string{"serves no change feed", "feed proxy", "400 Bad Request"}},
+		{name: "no feed ranges", feed: feedStub{}, want: []string{"serves no change feed", "no feed ranges"}},
+		{name: "transient failure is not called a missing feed", feed: feedStub{rangesErr: fmt.Errorf("503: %w", order.ErrTransient)},
+			want: []string{"start-up check of the change feed", "COSMOS_ENDPOINT"}, dontWant: []string{"serves no change feed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config{CosmosEndpoint: "http://127.0.0.1:8081/", CosmosContainer: "orders"}
+			err := checkFeed(context.Background(), cfg, tt.feed)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+			for _, w := range tt.dontWant {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("error says %q:\n%v", w, err)
+				}
+			}
+			if tt.feed.rangesErr != nil && !errors.Is(err, tt.feed.rangesErr) {
+				t.Errorf("error does not wrap %v", tt.feed.rangesErr)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -60,7 +61,9 @@ type FeedProxy struct {
 	// Endpoint is the proxy's account endpoint, "http://127.0.0.1:PORT/".
 	Endpoint string
 
-	srv      *httptest.Server
+	srv      *httptest.Server // nil when the caller serves it
+	addr     string           // host:port it is served on
+	forward  http.Handler     // to cosmium
 	target   *url.URL
 	key      string
 	db, coll string
@@ -116,9 +119,32 @@ func (p *FeedProxy) hold(r *http.Request) bool {
 // db. The test's cleanup stops it.
 func StartFeedProxy(tb testing.TB, endpoint, key, db, coll string) *FeedProxy {
 	tb.Helper()
-	target, err := url.Parse(endpoint)
+	p, err := NewFeedProxy(endpoint, key, db, coll)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	p.srv = httptest.NewUnstartedServer(p)
+	p.SetAddr(p.srv.Listener.Addr().String())
+	p.srv.Start()
+	tb.Cleanup(p.srv.Close)
+	return p
+}
+
+// NewFeedProxy returns a proxy in front of the cosmium at endpoint with
+// account key key, serving the change feed of container coll of database
+// db, as an http.Handler for a server of the caller's (the command
+// test/e2etest/cmd/feedproxy serves one on a fixed address). SetAddr must
+// name the address it is served on before the first request.
+func NewFeedProxy(endpoint, key, db, coll string) (*FeedProxy, error) {
+	target, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("feed proxy: cosmium endpoint %q: %w", endpoint, err)
+	}
+	if target.Scheme == "" || target.Host == "" {
+		return nil, fmt.Errorf("feed proxy: cosmium endpoint %q is not an absolute URL such as http://127.0.0.1:8081/", endpoint)
+	}
+	if db == "" || coll == "" {
+		return nil, errors.New("feed proxy: the database and the container must be named")
 	}
 	p := &FeedProxy{target: target, key: key, db: db, coll: coll, versions: make(map[string]string), changed: make(map[string]int64)}
 	rp := httputil.NewSingleHostReverseProxy(target)
@@ -133,31 +159,40 @@ func StartFeedProxy(tb testing.TB, endpoint, key, db, coll string) *FeedProxy {
 		if err != nil {
 			return err
 		}
-		body = bytes.ReplaceAll(body, []byte(target.Host), []byte(p.srv.Listener.Addr().String()))
+		body = bytes.ReplaceAll(body, []byte(target.Host), []byte(p.addr))
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		resp.ContentLength = int64(len(body))
 		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		return nil
 	}
-	feedPath := "/dbs/" + db + "/colls/" + coll + "/docs"
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && r.URL.Path == feedPath && r.Header.Get("A-IM") != "" {
-			p.serveFeed(w, r)
-			return
-		}
-		if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, feedPath+"/lease:") && p.hold(r) {
-			http.Error(w, `{"code":"ServiceUnavailable","message":"held by the test"}`, http.StatusServiceUnavailable)
-			return
-		}
-		if r.Method == http.MethodGet && r.URL.Path == "/dbs/"+db+"/colls/"+coll+"/pkranges" {
-			p.servePartitionKeyRanges(w, r)
-			return
-		}
-		rp.ServeHTTP(w, r)
-	}))
-	tb.Cleanup(p.srv.Close)
-	p.Endpoint = p.srv.URL + "/"
-	return p
+	p.forward = rp
+	return p, nil
+}
+
+// SetAddr names the host:port the proxy is served on, and so its Endpoint,
+// "http://ADDR/".
+func (p *FeedProxy) SetAddr(addr string) {
+	p.addr = addr
+	p.Endpoint = "http://" + addr + "/"
+}
+
+// ServeHTTP answers the change feed reads and the read of the partition
+// key ranges itself and forwards every other request to cosmium.
+func (p *FeedProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	feedPath := "/dbs/" + p.db + "/colls/" + p.coll + "/docs"
+	if r.Method == http.MethodGet && r.URL.Path == feedPath && r.Header.Get("A-IM") != "" {
+		p.serveFeed(w, r)
+		return
+	}
+	if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, feedPath+"/lease:") && p.hold(r) {
+		http.Error(w, `{"code":"ServiceUnavailable","message":"held by the test"}`, http.StatusServiceUnavailable)
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Path == "/dbs/"+p.db+"/colls/"+p.coll+"/pkranges" {
+		p.servePartitionKeyRanges(w, r)
+		return
+	}
+	p.forward.ServeHTTP(w, r)
 }
 
 // Reads returns how many change feed reads the proxy answered, and how
