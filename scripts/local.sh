@@ -20,7 +20,9 @@
 # LOCAL_FEED_PORT (8082, the change-feed proxy), LOCAL_PAYMENTS_PORT (8090), LOCAL_DUP_WINDOW (the broker's duplicate-detection
 # window, default 5s: short, so that the demo's late resends reach the worker
 # and `go test -tags emulator` finds the queue orders-itest it expects),
-# LOCAL_LOCK_DURATION (30s), LOCAL_ORDERS (the demo's orders per run, 500),
+# LOCAL_LOCK_DURATION (30s), LOCAL_MESSAGE_TTL (the broker's default message
+# time-to-live, 336h = 14 days as infra/bicep deploys it, so that
+# `orderctl dlq show` prints a real ExpiresAt), LOCAL_ORDERS (the demo's orders per run, 500),
 # LOCAL_SEED (the demo producers' -seed; 0 picks one from the clock),
 # COSMIUM_BIN (a prebuilt cosmium to use instead of building one).
 #
@@ -59,6 +61,7 @@ feed_port=${LOCAL_FEED_PORT:-8082}
 payments_port=${LOCAL_PAYMENTS_PORT:-8090}
 dup_window=${LOCAL_DUP_WINDOW:-5s}
 lock=${LOCAL_LOCK_DURATION:-30s}
+ttl=${LOCAL_MESSAGE_TTL:-336h}
 orders=${LOCAL_ORDERS:-500}
 seed=${LOCAL_SEED:-0}
 subscriptions=(loyalty shipping) # of the topic order-events; one subscriber each
@@ -93,7 +96,7 @@ env_lines() {
 	key=$(cat "$dir/cosmos.key" 2>/dev/null) || die "the stack was never started: run scripts/local.sh up"
 	cat <<EOF
 export SERVICEBUS_CONNECTION_STRING='Endpoint=sb://127.0.0.1:$broker_port;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;'
-export SERVICEBUS_QUEUE=orders SERVICEBUS_LOCK_DURATION=$lock SERVICEBUS_DUPLICATE_DETECTION_WINDOW=$dup_window
+export SERVICEBUS_QUEUE=orders SERVICEBUS_LOCK_DURATION=$lock SERVICEBUS_DUPLICATE_DETECTION_WINDOW=$dup_window SERVICEBUS_MESSAGE_TTL=$ttl
 export SERVICEBUS_TOPIC=order-events SERVICEBUS_EMULATOR_HEALTH_URL=off
 export COSMOS_ENDPOINT=http://127.0.0.1:$feed_port/ COSMOS_KEY='$key' COSMOS_DATABASE=orders COSMOS_CONTAINER=orders COSMOS_CREATE_CONTAINER=true
 export PAYMENTS_URL=http://127.0.0.1:$payments_port
@@ -139,7 +142,7 @@ up() {
 	start feedproxy "$bin/feedproxy" -addr "127.0.0.1:$feed_port" -cosmos-endpoint "http://127.0.0.1:$cosmos_port/"
 	wait_for feedproxy 30 eval '! port_free $feed_port'
 	start sbbroker "$bin/sbbroker" -addr "127.0.0.1:$broker_port" -queue orders,orders-itest \
-		-topic "order-events:$(IFS=,; echo "${subscriptions[*]}")" -lock-duration "$lock" -duplicate-detection-window "$dup_window"
+		-topic "order-events:$(IFS=,; echo "${subscriptions[*]}")" -lock-duration "$lock" -duplicate-detection-window "$dup_window" -ttl "$ttl"
 	wait_for sbbroker 30 grep -q '^Endpoint=' "$dir/log/sbbroker.log"
 	PAYMENTS_ADDR=127.0.0.1:$payments_port start paymentservice "$bin/paymentservice" -log-format json
 	wait_for paymentservice 30 curl -fs -o /dev/null "$PAYMENTS_URL/healthz"
@@ -170,7 +173,7 @@ up() {
 
 The local stack runs (logs in $dir/log):
   sbbroker        127.0.0.1:$broker_port  queues orders, orders-itest; topic order-events (subscriptions loyalty, shipping);
-                                  duplicate-detection window $dup_window (each drop is logged)
+                                  duplicate-detection window $dup_window (each drop is logged); messages expire after $ttl
   cosmium         127.0.0.1:$cosmos_port  database orders, container orders; random account key in $dir/cosmos.key
   feedproxy       127.0.0.1:$feed_port  cosmium with a change feed (COSMOS_ENDPOINT): what the relay reads
   paymentservice  127.0.0.1:$payments_port
@@ -226,7 +229,7 @@ demo() {
 	echo "subscribers, last summary (created = an order's event awarded once, with its inbox marker; the relay publishes each created order's event):"
 	local sub
 	for sub in "${subscriptions[@]}"; do
-		echo "  $sub: $(grep '"msg":"summary"' "$dir/log/subscriber-$sub.log" | tail -n 1)"
+		echo "subscriber-$sub: $(grep '"msg":"summary"' "$dir/log/subscriber-$sub.log" | tail -n 1)"
 	done
 }
 

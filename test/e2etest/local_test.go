@@ -23,7 +23,10 @@ import (
 // up, demo, down, on free ports and in a temporary state directory. The demo
 // must show every outcome path (resends dropped by the broker's duplicate
 // detection, and duplicates, reused ids and malformed messages that reach
-// the worker), and down must stop every process up started.
+// the worker), every created order's event must reach each subscriber
+// through the change-feed proxy, the relay and the topic (outbox → topic →
+// inbox with the real binaries), and down must stop every process up
+// started.
 func TestLocalScript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole local stack (about 30 s)")
@@ -46,7 +49,7 @@ func TestLocalScript(t *testing.T) {
 	dir := t.TempDir()
 	env := append(os.Environ(),
 		"LOCAL_DIR="+dir, "COSMIUM_BIN="+cosmium, "LOCAL_ORDERS=100", "LOCAL_SEED=3",
-		"LOCAL_BROKER_PORT="+freePort(t), "LOCAL_COSMOS_PORT="+freePort(t), "LOCAL_PAYMENTS_PORT="+freePort(t))
+		"LOCAL_BROKER_PORT="+freePort(t), "LOCAL_COSMOS_PORT="+freePort(t), "LOCAL_FEED_PORT="+freePort(t), "LOCAL_PAYMENTS_PORT="+freePort(t))
 	script := filepath.Join("..", "..", "scripts", "local.sh")
 	shCtx := func(ctx context.Context, arg string) (string, error) {
 		cmd := exec.CommandContext(ctx, "bash", script, arg)
@@ -66,7 +69,8 @@ func TestLocalScript(t *testing.T) {
 		t.Fatalf("up: %v\n%s", err, out)
 	}
 	pids := map[string]int{}
-	for _, s := range []string{"cosmium", "sbbroker", "paymentservice", "orderworker"} {
+	subscribers := []string{"subscriber-loyalty", "subscriber-shipping"}
+	for _, s := range append([]string{"cosmium", "feedproxy", "sbbroker", "paymentservice", "orderworker", "orderrelay"}, subscribers...) {
 		b, err := os.ReadFile(filepath.Join(dir, "run", s+".pid"))
 		if err != nil {
 			t.Fatalf("up kept no pid for %s: %v", s, err)
@@ -86,17 +90,38 @@ func TestLocalScript(t *testing.T) {
 	if m == nil || m[1] == "0" {
 		t.Errorf("the demo shows no resend dropped by the broker:\n%s", out)
 	}
-	var summary map[string]any
+	// The worker's summary is a line of its own; each subscriber's follows
+	// its name, as in "subscriber-loyalty: {…}".
+	summaries := map[string]map[string]any{}
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, `"msg":"summary"`) {
-			if err := json.Unmarshal([]byte(line), &summary); err != nil {
-				t.Fatalf("summary %q: %v", line, err)
-			}
+		if !strings.Contains(line, `"msg":"summary"`) {
+			continue
 		}
+		name, body := "orderworker", line
+		if n, b, ok := strings.Cut(line, ": "); ok && !strings.HasPrefix(line, "{") {
+			name, body = n, b
+		}
+		var sum map[string]any
+		if err := json.Unmarshal([]byte(body), &sum); err != nil {
+			t.Fatalf("summary %q: %v", line, err)
+		}
+		summaries[name] = sum
 	}
+	summary := summaries["orderworker"]
 	for _, k := range []string{"created", "duplicate", "mismatch", "invalid"} {
 		if n, _ := summary[k].(float64); n == 0 {
 			t.Errorf("the demo's worker summary has %s=0: that path is not shown\n%s", k, out)
+		}
+	}
+
+	created, _ := summary["created"].(float64)
+	for _, s := range subscribers {
+		// cosmium does not fence an inbox marker's write (it ignores
+		// If-Match), so a subscriber may count an event as created twice.
+		sc, _ := summaries[s]["created"].(float64)
+		sd, _ := summaries[s]["duplicate"].(float64)
+		if sc == 0 || sc+sd < created {
+			t.Errorf("%s handled %v events (%v created, %v duplicates), want one per order the worker created (%v): outbox → topic → inbox does not run\n%s", s, sc+sd, sc, sd, created, out)
 		}
 	}
 

@@ -454,3 +454,68 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
 }
+
+// A received message reports its real expiry, as Service Bus does:
+// EnqueuedTime + its effective time-to-live (its own, capped by the
+// queue's default, or the default when it sets none), in the main queue
+// and after it is dead-lettered (what `orderctl dlq show` prints). The
+// AMQP header's ttl is a uint32 of milliseconds, so a time-to-live beyond
+// 49.7 days is left out of it rather than wrapped around; the absolute
+// expiry is in the properties whatever the time-to-live.
+func TestExpiresAt(t *testing.T) {
+	const long = 60 * 24 * time.Hour // over the header's 49.7 days
+	tests := []struct {
+		name        string
+		queueTTL    time.Duration
+		messageTTL  *time.Duration
+		wantTTL     time.Duration // of the received message; 0: none
+		wantExpires time.Duration // after EnqueuedTime, in the properties; 0: none
+	}{
+		{name: "the queue's default", queueTTL: 14 * 24 * time.Hour, wantTTL: 14 * 24 * time.Hour, wantExpires: 14 * 24 * time.Hour},
+		{name: "the message's own", queueTTL: 14 * 24 * time.Hour, messageTTL: to(time.Hour), wantTTL: time.Hour, wantExpires: time.Hour},
+		{name: "capped by the queue's default", queueTTL: time.Hour, messageTTL: to(2 * time.Hour), wantTTL: time.Hour, wantExpires: time.Hour},
+		// (A message's own time-to-live cannot go beyond it: the SDK
+		// sends it in the header too.)
+		{name: "a default beyond the header's range", queueTTL: long, wantExpires: long},
+		{name: "never expires"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, sbqueue.QueueOptions{DefaultMessageTimeToLive: tt.queueTTL})
+			ctx := testContext(t)
+			f.send(t, ctx, &azservicebus.Message{MessageID: to("m"), Body: []byte("x"), TimeToLive: tt.messageTTL})
+			r := f.receiver(t, queueName)
+			m := receiveOne(t, ctx, r)
+			check := func(where string, m *azservicebus.ReceivedMessage) {
+				t.Helper()
+				enq := *m.EnqueuedTime
+				if tt.wantTTL > 0 {
+					if m.TimeToLive == nil || *m.TimeToLive != tt.wantTTL || m.ExpiresAt == nil || !m.ExpiresAt.Equal(enq.Add(tt.wantTTL)) {
+						t.Errorf("%s: TimeToLive %v, ExpiresAt %v; want %v, EnqueuedTime %v + %v", where, deref(m.TimeToLive), deref(m.ExpiresAt), tt.wantTTL, enq, tt.wantTTL)
+					}
+				} else if m.TimeToLive != nil && *m.TimeToLive != 0 {
+					t.Errorf("%s: TimeToLive %v, want none in the header", where, *m.TimeToLive)
+				}
+				p := m.RawAMQPMessage.Properties
+				switch {
+				case tt.wantExpires == 0 && p != nil && p.AbsoluteExpiryTime != nil:
+					t.Errorf("%s: absolute-expiry-time %v on a message that never expires", where, *p.AbsoluteExpiryTime)
+				case tt.wantExpires > 0 && (p == nil || p.AbsoluteExpiryTime == nil || !p.AbsoluteExpiryTime.Equal(enq.Add(tt.wantExpires))):
+					t.Errorf("%s: absolute-expiry-time %v, want EnqueuedTime %v + %v", where, p, enq, tt.wantExpires)
+				}
+			}
+			check("queue", m)
+			if err := r.DeadLetterMessage(ctx, m, nil); err != nil {
+				t.Fatal(err)
+			}
+			check("dead-letter queue", receiveOne(t, ctx, f.receiver(t, queueName+"/$DeadLetterQueue")))
+		})
+	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 	"unicode/utf8"
 
@@ -22,6 +23,10 @@ const (
 	annotDeadLetterSource = "x-opt-deadletter-source"
 	annotScheduledTime    = "x-opt-scheduled-enqueue-time"
 )
+
+// maxHeaderTTL is the longest time-to-live an AMQP header carries: its ttl
+// field is a uint32 of milliseconds.
+const maxHeaderTTL = time.Duration(math.MaxUint32) * time.Millisecond
 
 // lockTokenTag converts an RFC 4122 lock token into the delivery tag
 // Service Bus sends: .NET Guid.ToByteArray order, with the first three
@@ -58,10 +63,21 @@ func toAMQP(m sbqueue.ReceivedMessage) *amqp.Message {
 	if m.DeliveryCount > 0 {
 		header.DeliveryCount = m.DeliveryCount - 1 // the SDK adds one
 	}
-	if !m.ExpiresAt.IsZero() {
-		header.TTL = m.ExpiresAt.Sub(m.EnqueuedTime)
-	}
 	props := &amqp.MessageProperties{MessageID: m.MessageID}
+	if !m.ExpiresAt.IsZero() {
+		// The real expiry, as Service Bus sends it: the message's
+		// effective time-to-live (its own, or the entity's default, which
+		// caps it) in the header, from which the SDK computes ExpiresAt =
+		// EnqueuedTime + TimeToLive, and the absolute expiry in the
+		// properties. The header's ttl is milliseconds in a uint32: a
+		// longer time-to-live (over 49.7 days) is left out of the header,
+		// as Service Bus leaves it out, rather than sent wrapped around.
+		if ttl := m.ExpiresAt.Sub(m.EnqueuedTime); ttl <= maxHeaderTTL {
+			header.TTL = ttl
+		}
+		created, expires := m.EnqueuedTime, m.ExpiresAt
+		props.CreationTime, props.AbsoluteExpiryTime = &created, &expires
+	}
 	setString := func(dst **string, v string) {
 		if v != "" {
 			*dst = &v

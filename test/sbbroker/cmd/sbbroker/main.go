@@ -11,7 +11,7 @@
 // Usage:
 //
 //	sbbroker [-addr 127.0.0.1:5672] [-queue orders[,other]]... [-topic order-events:loyalty,shipping]...
-//	         [-lock-duration 1m] [-max-delivery-count 10] [-duplicate-detection-window 10m] [-ttl 0]
+//	         [-lock-duration 1m] [-max-delivery-count 10] [-duplicate-detection-window 10m] [-ttl 336h]
 //
 // Environment variables SBBROKER_ADDR, SBBROKER_QUEUES and SBBROKER_TOPICS
 // supply defaults for -addr, -queue and -topic (SBBROKER_TOPICS separates
@@ -21,7 +21,9 @@
 // -max-delivery-count and -dead-letter-on-expiration; every queue and every
 // topic gets -duplicate-detection-window and -ttl (a topic detects
 // duplicates before it copies a message to its subscriptions, as Service
-// Bus does).
+// Bus does). -ttl defaults to 14 days, the time-to-live infra/bicep deploys,
+// so that a received message reports a real ExpiresAt (EnqueuedTime +
+// TimeToLive), as on Service Bus, whose entities always have one.
 //
 // Duplicate detection drops a resend silently, as Service Bus does, but the
 // broker logs each drop (queue or topic, message_id, window) and counts the
@@ -41,6 +43,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
@@ -101,6 +104,12 @@ func (l *topicList) Set(v string) error {
 	return nil
 }
 
+// defaultTTL is the default message time-to-live of the entities: 14 days,
+// what infra/bicep gives the queues and topic (messageTimeToLive) and what
+// orderworker assumes (SERVICEBUS_MESSAGE_TTL). A Service Bus entity always
+// has one, so a received message always reports its expiry.
+const defaultTTL = 14 * 24 * time.Hour
+
 // run parses args, starts the broker, writes its connection string to
 // stdout and serves until ctx is done.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -115,7 +124,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	lock := fs.Duration("lock-duration", sbqueue.DefaultLockDuration, "message lock `duration`")
 	maxDeliveries := fs.Int("max-delivery-count", sbqueue.DefaultMaxDeliveryCount, "deliveries before a message is dead-lettered")
 	dupWindow := fs.Duration("duplicate-detection-window", sbqueue.DefaultDuplicateDetectionWindow, "duplicate-detection `window` (a resend inside it is dropped and logged); 0 disables duplicate detection")
-	ttl := fs.Duration("ttl", 0, "default message time-to-live; 0 means messages never expire")
+	ttl := fs.Duration("ttl", defaultTTL, "default message time-to-live of every queue and topic, as a received message's ExpiresAt (EnqueuedTime + TimeToLive) reports it; 0 means messages never expire (the SDK then reports ExpiresAt = EnqueuedTime and TimeToLive 0)")
 	dlqOnExpiry := fs.Bool("dead-letter-on-expiration", false, "dead-letter expired messages instead of dropping them")
 	keyName := fs.String("key-name", sbbroker.DefaultKeyName, "shared access key `name` clients must sign with")
 	key := fs.String("key", sbbroker.DefaultKey, "shared access `key` clients must sign with")

@@ -60,6 +60,12 @@ func TestRunServesTheSDK(t *testing.T) {
 		if got := ms[0].LockedUntil.Sub(*ms[0].EnqueuedTime); got < 29*time.Second || got > 31*time.Second {
 			t.Errorf("lock duration %v, want the 30s given by -lock-duration", got)
 		}
+		// By default a message expires 14 days after it was enqueued, as on
+		// the Service Bus infra/bicep deploys (`orderctl dlq show` prints
+		// this ExpiresAt).
+		if m := ms[0]; m.TimeToLive == nil || *m.TimeToLive != 14*24*time.Hour || m.ExpiresAt == nil || !m.ExpiresAt.Equal(m.EnqueuedTime.Add(14*24*time.Hour)) {
+			t.Errorf("TimeToLive %v, ExpiresAt %v, EnqueuedTime %v; want the default 14 days after EnqueuedTime", m.TimeToLive, m.ExpiresAt, m.EnqueuedTime)
+		}
 		if err := r.CompleteMessage(ctx, ms[0], nil); err != nil {
 			t.Fatal(err)
 		}
