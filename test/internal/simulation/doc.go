@@ -2,7 +2,7 @@
 // produces exactly one effect per message under every delivery fault of an
 // at-least-once queue. It is also the project's embedded default: the whole
 // pipeline in one process, with no Azure and no Docker
-// (`go run ./cmd/orderworker -simulate`).
+// (`go run ./test/simulate`).
 //
 // # What runs
 //
@@ -24,8 +24,8 @@
 // keys, each on its own timer; nothing moves a clock, and a crashed
 // delivery's lock simply lapses. The tests run every seeded run inside a
 // testing/synctest bubble, where those timers run on the bubble's virtual
-// clock: a run that spans hours of queue time takes milliseconds. `orderworker
-// -simulate` runs the same Run on the wall clock at a compressed time scale
+// clock: a run that spans hours of queue time takes milliseconds. `go run
+// ./test/simulate` runs the same Run on the wall clock at a compressed time scale
 // (Config.CompressedTimeScale), which its report states.
 //
 // Payments go through the project's payments.Client (with cmd/orderworker's
@@ -163,7 +163,7 @@
 //     and the dead-lettered message it completes lost; the report counts
 //     any resubmission the broker dropped nonetheless.
 //   - The run's time scale (30 s locks, a 10 minute window and a one hour
-//     key retention in the tests; seconds in `orderworker -simulate`) is
+//     key retention in the tests; seconds in `go run ./test/simulate`) is
 //     shorter than production's, but every ratio the code depends on
 //     (backoff to lock, lease to lock, resubmission to key retention) is
 //     the one production has with the same settings.

@@ -16,7 +16,7 @@ import (
 // TestSeededScenarios is the proof: for many seeds, each with its own mix of
 // faults, several competing workers and the real worker loop, every
 // invariant holds. A failure names the seed; replay it with
-// go run ./cmd/orderworker -simulate -seed N and the same sizes.
+// go run ./test/simulate -seed N and the same sizes.
 func TestSeededScenarios(t *testing.T) {
 	seeds := 200
 	if testing.Short() {

@@ -1,0 +1,310 @@
+package simulation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/relay"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+// Config configures a run. The zero value of each field selects its
+// default, except Faults and Seed, whose zero values mean no faults and
+// seed 0, and the Disable fields, whose zero values run every part.
+//
+// Every duration is on the clock the run uses: time.Now and Go's timers.
+// Inside a testing/synctest bubble that is the bubble's virtual clock, so
+// the defaults (30 s locks, a 10 minute duplicate-detection window, a key
+// retention of an hour, resubmissions hours later) cost no wall time; on
+// the wall clock use a compressed scale (see CompressedTimeScale).
+type Config struct {
+	Orders      int        // orders to send. Default 1000.
+	Workers     int        // competing workers on each queue. Default 3.
+	Concurrency int        // handlers per worker. Default 8.
+	Seed        uint64     // plans the orders and every fault
+	Faults      FaultRates // see FaultRates; DefaultFaultRates exercises every fault
+
+	// StatusChanges is the fraction of valid orders that get one to three
+	// status changes (versions 2 to 4). Default 0.3.
+	StatusChanges float64
+
+	// The parts of the pattern beyond writing orders, all on by default:
+	// the payment capture (an in-process payments service, charged once
+	// per order through its idempotency key), the status changes, and two
+	// inbox consumers ("loyalty" and "audit") on subscriptions of their own
+	// of the topic the outbox relay publishes to (DisableInbox turns the
+	// relay off too).
+	DisablePayments      bool
+	DisableStatusChanges bool
+	DisableInbox         bool
+
+	// MaxFaultsPerMessage bounds the faults injected into one order's
+	// messages (Outage aside), so that every message reaches a clean
+	// delivery before MaxDeliveryCount. A fault costs a message at most two
+	// deliveries, and a status change may be delivered once before its
+	// order exists, so it must be at most (MaxDeliveryCount-2)/2, the
+	// default.
+	MaxFaultsPerMessage int
+
+	// The queues' properties. Defaults: 30s, 10, 10m. The workers are
+	// configured with the same lock duration, as cmd/orderworker does.
+	LockDuration             time.Duration
+	MaxDeliveryCount         int
+	DuplicateDetectionWindow time.Duration
+
+	// ShutdownGrace is the workers' shutdown grace period. Default 30s, the
+	// worker's default.
+	ShutdownGrace time.Duration
+
+	// KeyRetention is how long the payments service remembers an
+	// idempotency key after its charge. Default 1h.
+	KeyRetention time.Duration
+	// ResubmitEarly and ResubmitLate are when the operator resubmits
+	// dead-lettered messages (see FaultRates.ResubmitEarly): that long
+	// after the queues drained. ResubmitEarly must exceed the
+	// duplicate-detection window (a resubmission inside it is dropped);
+	// ResubmitLate must exceed KeyRetention, so that every key charged
+	// before it is forgotten. Defaults: 2 × DuplicateDetectionWindow, and
+	// KeyRetention + DuplicateDetectionWindow.
+	ResubmitEarly time.Duration
+	ResubmitLate  time.Duration
+
+	// The outbox relay's timers, as cmd/orderrelay's RELAY_LEASE_DURATION,
+	// RELAY_POLL_INTERVAL and RELAY_CALL_TIMEOUT. Defaults: the relay's,
+	// relay.DefaultLeaseDuration, DefaultPollInterval and
+	// DefaultCallTimeout.
+	RelayLeaseDuration time.Duration
+	RelayPollInterval  time.Duration
+	RelayCallTimeout   time.Duration
+
+	// MarkerTTL is the time-to-live of the inbox markers.
+	// Default: the minimum retention for the queues' settings,
+	// order.RedeliveryHorizon.MinRetention. A shorter TTL is accepted, to
+	// show what it breaks. (The inbox consumers' queues get no
+	// resubmissions.)
+	MarkerTTL time.Duration
+
+	// Consumer builds the order consumer under test, once per worker.
+	// Default: DefaultConsumer, the project's consumer. Tests plug in
+	// broken consumers to show that the checker catches them.
+	Consumer func(Env) worker.Handler
+
+	// InboxConsumer builds the inbox consumer of the subscription named
+	// subscription, once per worker. Default: DefaultInboxConsumer.
+	InboxConsumer func(subscription string, e Env) worker.Handler
+
+	// RelaySender, if not nil, wraps the sender of every relay instance.
+	// Tests plug in broken relays to show that the checker catches them.
+	RelaySender func(relay.Sender) relay.Sender
+
+	// Logger receives the workers' logs. Default: discarded.
+	Logger *slog.Logger
+
+	// Telemetry is every worker's telemetry, with Queue set to the
+	// worker's queue ("orders", or an inbox consumer's name). Default:
+	// none, as `go run ./test/simulate` runs, which exports nothing.
+	Telemetry worker.Telemetry
+
+	// ProgressInterval is how often Run reports progress. Default 100ms.
+	ProgressInterval time.Duration
+
+	// StoreLatency and PaymentLatency are how long every store call and
+	// every request to the payments service takes, so that handlers take
+	// time and deliveries overlap as they do against real services.
+	// Defaults 5ms and 20ms; negative means none.
+	StoreLatency   time.Duration
+	PaymentLatency time.Duration
+
+	// StallTimeout ends a run in which nothing is settled for this long
+	// while messages remain, which can only be a bug. Default 20 lock
+	// durations: the longest legitimate quiet spell is a lock lapsing.
+	StallTimeout time.Duration
+	// TimeLimit bounds the whole run. Default: the planned waits (the
+	// duplicate-detection window and both resubmission delays) plus 100
+	// lock durations per delivery a message may have.
+	TimeLimit time.Duration
+}
+
+// CompressedTimeScale returns c with the time scale that `go run
+// ./test/simulate` uses on the wall clock: 1 s locks (the shortest Service Bus
+// allows), a 1 s duplicate-detection window, a 3 s key retention, and
+// resubmissions 1.5 s and 3.5 s after the queues drained; the worker's shutdown
+// grace is 2 s; store calls take 1 ms and payment requests 3 ms; the relay's
+// leases last 3 s, it polls every 100 ms and its calls time out after 1 s. Fields
+// already set are kept.
+func (c Config) CompressedTimeScale() Config {
+	def := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.LockDuration, time.Second)
+	def(&c.DuplicateDetectionWindow, time.Second)
+	def(&c.KeyRetention, 3*time.Second)
+	def(&c.ResubmitEarly, 1500*time.Millisecond)
+	def(&c.ResubmitLate, c.KeyRetention+500*time.Millisecond)
+	def(&c.ShutdownGrace, 2*time.Second)
+	def(&c.StoreLatency, time.Millisecond)
+	def(&c.PaymentLatency, 3*time.Millisecond)
+	def(&c.RelayLeaseDuration, 3*time.Second)
+	def(&c.RelayPollInterval, 100*time.Millisecond)
+	def(&c.RelayCallTimeout, time.Second)
+	return c
+}
+
+// Env is what a consumer under test is built from.
+type Env struct {
+	// Store is the store, with the plan's store faults. It is shared by
+	// every consumer of the run, as one Cosmos DB container is.
+	Store Store
+	// Orders is the same store as the order Processor's Store: its batches
+	// count as order writes and its reads as order reads, with the faults
+	// of those. Nil: Store.
+	Orders order.Store
+	// Now is the clock: time.Now, which the queues' locks follow too.
+	Now func() time.Time
+	// Payments is the gateway to the payments service, with the plan's
+	// payment faults; nil when payments are disabled.
+	Payments order.PaymentGateway
+	// Lease is how long a payment claim protects a capture in progress:
+	// the workers' message timeout, as cmd/orderworker passes it.
+	Lease time.Duration
+	// KeyRetention is how long the payments service remembers an
+	// idempotency key after its charge.
+	KeyRetention time.Duration
+	// Owner names the worker, for payment records.
+	Owner string
+	// MarkerTTL is the inbox markers' time-to-live.
+	MarkerTTL time.Duration
+}
+
+// DefaultConsumer returns the project's order consumer: an order.Processor
+// that applies status changes and, unless e.Payments is nil, captures each
+// accepted order's payment.
+func DefaultConsumer(e Env) worker.Handler {
+	opts := []order.Option{order.WithDocuments(e.Store)}
+	if e.Payments != nil {
+		opts = append(opts, order.WithPaymentOptions(order.PaymentOptions{
+			Gateway: e.Payments, Lease: e.Lease, Owner: e.Owner, KeyRetention: e.KeyRetention,
+		}))
+	}
+	orders := e.Orders
+	if orders == nil {
+		orders = e.Store
+	}
+	return order.NewProcessor(orders, e.Now, opts...)
+}
+
+// DefaultInboxConsumer returns the project's inbox consumer for a
+// subscription: an order.InboxConsumer named after it.
+func DefaultInboxConsumer(subscription string, e Env) worker.Handler {
+	return &order.InboxConsumer{Name: subscription, Store: e.Store, MarkerTTL: e.MarkerTTL, Now: e.Now}
+}
+
+// inboxConsumers are the names of the inbox consumers' subscriptions.
+var inboxConsumers = [...]string{"loyalty", "audit"}
+
+// horizon returns the redelivery horizon of the inbox consumers' queues,
+// which get no resubmissions.
+func (c Config) horizon() order.RedeliveryHorizon {
+	return order.RedeliveryHorizon{LockDuration: c.LockDuration, MaxDeliveryCount: c.MaxDeliveryCount, DuplicateDetectionWindow: c.DuplicateDetectionWindow}
+}
+
+func (c Config) withDefaults() Config {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defDur := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.Orders, 1000)
+	def(&c.Workers, 3)
+	def(&c.Concurrency, 8)
+	def(&c.MaxDeliveryCount, sbqueue.DefaultMaxDeliveryCount)
+	def(&c.MaxFaultsPerMessage, max((c.MaxDeliveryCount-2)/2, 1))
+	defDur(&c.LockDuration, 30*time.Second)
+	defDur(&c.DuplicateDetectionWindow, sbqueue.DefaultDuplicateDetectionWindow)
+	defDur(&c.ShutdownGrace, 30*time.Second)
+	defDur(&c.KeyRetention, time.Hour)
+	defDur(&c.ResubmitEarly, 2*c.DuplicateDetectionWindow)
+	defDur(&c.ResubmitLate, c.KeyRetention+c.DuplicateDetectionWindow)
+	defDur(&c.ProgressInterval, 100*time.Millisecond)
+	defDur(&c.StoreLatency, 5*time.Millisecond)
+	defDur(&c.PaymentLatency, 20*time.Millisecond)
+	defDur(&c.RelayLeaseDuration, relay.DefaultLeaseDuration)
+	defDur(&c.RelayPollInterval, relay.DefaultPollInterval)
+	defDur(&c.RelayCallTimeout, relay.DefaultCallTimeout)
+	defDur(&c.StallTimeout, 20*c.LockDuration)
+	defDur(&c.TimeLimit, c.DuplicateDetectionWindow+c.ResubmitEarly+c.ResubmitLate+
+		time.Duration(100*c.MaxDeliveryCount)*c.LockDuration)
+	if c.StatusChanges == 0 {
+		c.StatusChanges = 0.3
+	}
+	if c.MarkerTTL == 0 {
+		c.MarkerTTL, _ = c.horizon().MinRetention()
+	}
+	if c.Consumer == nil {
+		c.Consumer = DefaultConsumer
+	}
+	if c.InboxConsumer == nil {
+		c.InboxConsumer = DefaultInboxConsumer
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Orders < 0:
+		return fmt.Errorf("simulation: %d orders", c.Orders)
+	case c.Workers < 1 || c.Workers > 64:
+		return fmt.Errorf("simulation: %d workers is not between 1 and 64", c.Workers)
+	case c.Concurrency < 1 || c.Concurrency > 5000:
+		return fmt.Errorf("simulation: concurrency %d is not between 1 and 5000", c.Concurrency)
+	case 2*c.MaxFaultsPerMessage+2 > c.MaxDeliveryCount:
+		return fmt.Errorf("simulation: MaxFaultsPerMessage %d must be at most (MaxDeliveryCount %d - 2) / 2, or faults alone could dead-letter a message", c.MaxFaultsPerMessage, c.MaxDeliveryCount)
+	case c.LockDuration < time.Second || c.DuplicateDetectionWindow <= 0 || c.MarkerTTL < time.Second:
+		return errors.New("simulation: the lock duration must be at least a second (the worker's minimum), the duplicate-detection window positive, and the marker TTL at least a second")
+	case c.KeyRetention <= 0 || c.ShutdownGrace <= 0:
+		return errors.New("simulation: the key retention and the shutdown grace must be positive")
+	case c.ResubmitEarly <= c.DuplicateDetectionWindow:
+		return fmt.Errorf("simulation: ResubmitEarly %v must exceed the duplicate-detection window %v, or the resubmissions are dropped as duplicates", c.ResubmitEarly, c.DuplicateDetectionWindow)
+	case c.ResubmitLate <= c.KeyRetention:
+		return fmt.Errorf("simulation: ResubmitLate %v must exceed the key retention %v", c.ResubmitLate, c.KeyRetention)
+	case !(c.StatusChanges >= 0 && c.StatusChanges <= 1):
+		return fmt.Errorf("simulation: StatusChanges %v is not between 0 and 1", c.StatusChanges)
+	}
+	return c.Faults.Validate()
+}
+
+// workerOptions returns the options of every worker of the run: those
+// cmd/orderworker's run passes (mirrored here, since a main package cannot
+// be imported), with the queue's lock duration, the worker's default
+// message timeout (80% of it), settle timeout and retry backoff, and the
+// one-second return of prefetched messages at shutdown. Only the periodic
+// summary is off.
+func (c Config) workerOptions(probe func(context.Context) error) worker.Options {
+	return worker.Options{
+		Concurrency:     c.Concurrency,
+		LockDuration:    c.LockDuration,
+		ShutdownGrace:   c.ShutdownGrace,
+		SummaryInterval: -1,
+		// As for *azservicebus.Receiver, which the queue model's receiver
+		// stands for (its link credit included).
+		ReceiveDrain: time.Second,
+		Breaker:      worker.BreakerOptions{Threshold: breakerThreshold, Probe: probe},
+		Telemetry:    c.Telemetry,
+	}
+}
+
+// breakerThreshold is cmd/orderworker's: five consecutive deliveries failed
+// by a dependency open the circuit breaker.
+const breakerThreshold = 5
