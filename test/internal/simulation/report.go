@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
@@ -164,7 +165,7 @@ type InboxReport struct {
 	Deliveries      int64
 	Outcomes        Outcomes
 	DuplicateCauses DuplicateCauses
-	Entries         int // loyalty entries stored
+	Entries         int // its effects stored: order.LoyaltyEntry documents carrying its name
 	Markers         int // live markers
 	DeadLettered    int
 	Faults          int // delivery and store faults injected into its queue and store
@@ -262,10 +263,10 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	if c.Faults == (FaultRates{}) {
 		faults = "off"
 	}
-	line := func(format string, args ...any) { fmt.Fprintf(cw, format+"\n", args...) }
-	row := func(label string, n any, note string) {
-		fmt.Fprintln(cw, strings.TrimRight(fmt.Sprintf("  %-34s %9v  %s", label, n, note), " "))
-	}
+	// The figures are a table whose columns fit its longest label and
+	// value; it is written once every row is known.
+	var tbl table
+	line, row := tbl.line, tbl.row
 	line("Simulation, seed %d: %d orders, %d workers x %d handlers, faults %s", c.Seed, r.Orders, c.Workers, c.Concurrency, faults)
 	line("  %d valid, %d invalid, %d ids reused, %d under a store outage; %v on the run's clock",
 		r.Valid, r.Malformed, r.ReusedIDs, r.OutageOrders, r.Elapsed.Round(time.Millisecond))
@@ -309,7 +310,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	row("  after an ambiguous write", dc.AmbiguousWrite, "")
 	row("  after a transient failure", dc.TransientRetry, "")
 	if dc.Unexplained > 0 {
-		row("  unexplained", dc.Unexplained, "")
+		row("  unexplained", dc.Unexplained, "no cause above found: no other delivery created the order, or the one before ended cleanly")
 	}
 	row("deliveries of a mismatch", r.Outcomes.Mismatch, "id reused for other content")
 	row("deliveries of an invalid message", r.Outcomes.Invalid, "")
@@ -386,7 +387,8 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		for _, in := range r.Inbox {
 			row(in.Consumer+": created", in.Outcomes.Created, fmt.Sprintf("%d deliveries, %d faults", in.Deliveries, in.Faults))
 			row("  duplicates completed", in.Outcomes.Duplicate, "marker found: nothing written")
-			row("  loyalty entries / live markers", fmt.Sprintf("%d / %d", in.Entries, in.Markers), "")
+			row("  effects written / live markers", fmt.Sprintf("%d / %d", in.Entries, in.Markers),
+				fmt.Sprintf("an order.LoyaltyEntry (type %q, consumer %q) per order: what each inbox consumer here writes", order.TypeLoyaltyEntry, in.Consumer))
 			row("  dead-lettered", in.DeadLettered, "")
 			a := in.Accounting
 			note := fmt.Sprintf("%d sent = %d enqueued + %d dropped; %d completed, %d dead-lettered", a.Sent, a.Enqueued, a.Dropped, a.Completed, in.DeadLettered)
@@ -414,6 +416,8 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	row("order documents", r.OrderDocuments, fmt.Sprintf("for %d valid orders (%d under an outage)", r.Valid, r.OutageOrders))
 	row("OrderAccepted events", r.EventDocuments, "")
 	line("")
+	tbl.writeTo(cw)
+	line = func(format string, args ...any) { fmt.Fprintf(cw, format+"\n", args...) }
 	line("Invariants")
 	for _, inv := range Invariants() {
 		mark := "ok  "
@@ -441,6 +445,46 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		}
 	}
 	return cw.n, cw.err
+}
+
+// table is the report's figures: lines of text, and rows of a label, a
+// value and a note, whose columns writeTo sizes to the longest label and
+// value.
+type table struct {
+	entries []tableEntry
+}
+
+// tableEntry is a line of text (isLine) or a row.
+type tableEntry struct {
+	isLine             bool
+	text, value, notes string
+}
+
+func (t *table) line(format string, args ...any) {
+	t.entries = append(t.entries, tableEntry{isLine: true, text: fmt.Sprintf(format, args...)})
+}
+
+func (t *table) row(label string, n any, note string) {
+	t.entries = append(t.entries, tableEntry{text: label, value: fmt.Sprint(n), notes: note})
+}
+
+// writeTo writes the entries, each row as two spaces, the label padded to
+// the longest, a space, the value right-aligned to the longest, two spaces
+// and the note.
+func (t *table) writeTo(w io.Writer) {
+	labels, values := 0, 0
+	for _, e := range t.entries {
+		if !e.isLine {
+			labels, values = max(labels, utf8.RuneCountInString(e.text)), max(values, utf8.RuneCountInString(e.value))
+		}
+	}
+	for _, e := range t.entries {
+		if e.isLine {
+			fmt.Fprintln(w, e.text)
+			continue
+		}
+		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-*s %*s  %s", labels, e.text, values, e.value, e.notes), " "))
+	}
 }
 
 type countingWriter struct {
