@@ -82,6 +82,8 @@ named after it.
 
 In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a managed identity)
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY
+              (cosmium has no change feed: on the local stack, COSMOS_ENDPOINT is
+              the feed proxy that scripts/local.sh starts; its env sets it)
 
 Flags:
 `)

@@ -23,8 +23,9 @@ import (
 	"time"
 )
 
-// FeedProxy is a Cosmos DB gateway for tests that gives cosmium, which has
-// no change feed, one: it forwards every request to cosmium unchanged,
+// FeedProxy is a Cosmos DB gateway for tests and the local stack
+// (test/e2etest/cmd/feedproxy, which scripts/local.sh starts) that gives
+// cosmium, which has no change feed, one: it forwards every request to cosmium unchanged,
 // except the change feed reads (a GET of a container's documents with
 // A-IM: Incremental Feed) and the read of its partition key ranges, which
 // it answers itself, the feed from a log of changes it

@@ -31,6 +31,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -96,6 +97,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	p, err := e2etest.NewFeedProxy(c.CosmosEndpoint, c.CosmosKey, c.CosmosDatabase, c.CosmosContainer)
 	if err != nil {
 		return err
+	}
+	if u, err := url.Parse(c.CosmosEndpoint); err == nil && u.Host == c.Addr {
+		return fmt.Errorf("FEEDPROXY_COSMOS_ENDPOINT (-cosmos-endpoint) %s is the proxy's own address: give cosmium's endpoint", c.CosmosEndpoint)
 	}
 	l, err := net.Listen("tcp", c.Addr)
 	if err != nil {

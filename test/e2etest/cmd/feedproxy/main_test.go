@@ -21,6 +21,8 @@ func TestRun_Refusals(t *testing.T) {
 		{name: "nothing set names every missing setting", args: []string{"-addr", "127.0.0.1:0"}, want: []string{"FEEDPROXY_COSMOS_ENDPOINT", "COSMOS_KEY"}},
 		{name: "bad address", args: []string{"-addr", "nowhere"}, env: map[string]string{"FEEDPROXY_COSMOS_ENDPOINT": "http://127.0.0.1:8081/", "COSMOS_KEY": "k"},
 			want: []string{"FEEDPROXY_ADDR"}},
+		{name: "pointed at itself", args: []string{"-addr", "127.0.0.1:8082", "-cosmos-endpoint", "http://127.0.0.1:8082/", "-cosmos-key", "k"},
+			want: []string{"the proxy's own address"}},
 		{name: "relative endpoint", args: []string{"-addr", "127.0.0.1:0"}, env: map[string]string{"FEEDPROXY_COSMOS_ENDPOINT": "localhost/", "COSMOS_KEY": "k"},
 			want: []string{"not an absolute URL"}},
 	}
