@@ -425,7 +425,7 @@ func upsertHandler(c *azcosmos.ContainerClient) handler {
 	}
 }
 
-// naiveHandler is seed 003's recipe: look the idempotency key up in the
+// naiveHandler is the naive read-then-insert recipe: look the idempotency key up in the
 // database; if it is there the message is a duplicate and is dropped, else
 // process it and store the key with the business data in one transaction
 // (here: the batch that writes the order and its event). The recipe's

@@ -1,7 +1,7 @@
 // Package bench measures what the idempotent consumer costs, side by side
 // with the alternatives a reader would otherwise write, against cosmium (a
 // real Cosmos DB NoSQL emulator, see test/cosmiumtest) through the
-// unmodified azcosmos SDK. Its benchmarks are the figures of the README's
+// unmodified azcosmos SDK. Its benchmarks are the figures of docs/cost.md,
 // "What it costs"; nothing here is production code.
 //
 // # The matrix (BenchmarkMatrix)
@@ -29,7 +29,7 @@
 //     validation and no canonical hash: the floor for the same round trips.
 //   - upsert: the non-idempotent baseline: the same two documents upserted
 //     in one transactional batch; a duplicate overwrites the order.
-//   - naive: the recipe of seed 003 (a point read of the idempotency key;
+//   - naive: the naive recipe of the RocketMQ business-key idempotency write-up (a point read of the idempotency key;
 //     if absent, insert; its Redis look-up in front is left out): two round
 //     trips for a new order, one for a duplicate, and a race between the
 //     read and the insert that the recipe does not handle (counted as

@@ -27,7 +27,7 @@ func (g *countingGateway) Capture(_ context.Context, key string, _ order.Capture
 // TestRoundTripsPerPath counts the HTTP requests that each path of the
 // processor, and each baseline, sends to Cosmos DB, through a proxy with no
 // latency: exactly, since every request is a round trip a network charges
-// for. The table it logs is the README's (What it costs). A change of a
+// for. The table it logs is docs/cost.md's (round trips per path). A change of a
 // count fails here until the table is updated.
 func TestRoundTripsPerPath(t *testing.T) {
 	srv := cosmiumtest.Start(t)
