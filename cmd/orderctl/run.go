@@ -9,6 +9,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/startup"
 )
 
 // run is the whole program; main supplies the process's context, arguments,
@@ -20,8 +21,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // runAt is run with the clock that ages and windows are measured on.
 func runAt(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, now func() time.Time) error {
-	if cli.VersionArg(args) {
-		return cli.PrintVersion(stdout, "orderctl")
+	if asked, err := startup.Version("orderctl", args, stdout); asked {
+		return err
 	}
 	fs := flag.NewFlagSet("orderctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)

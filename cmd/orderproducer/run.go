@@ -14,12 +14,16 @@ import (
 	"golang.org/x/term"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/startup"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 )
 
 // run is the whole program; main only supplies the process's context,
 // arguments, environment and streams.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if asked, err := startup.Version("orderproducer", args, stdout); asked {
+		return err
+	}
 	fs := flag.NewFlagSet("orderproducer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg, err := parseConfig(fs, args, getenv)
@@ -29,10 +33,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	logger, err := cfg.Logging.NewLogger(stderr)
+	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{
+		Telemetry: &cfg.Telemetry,
+		Draining:  "stopping: no more messages are sent; a second signal exits at once",
+	})
 	if err != nil {
 		return err
 	}
+	defer proc.Close()
+	logger, tel := proc.Logger, proc.Telemetry
 	now := time.Now().UTC()
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(now.UnixNano())
@@ -60,22 +69,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	first, second := plan(cfg, orders, now)
 	logger.Info("orderproducer starting", "config", cfg, "messages", len(first)+len(second))
-	tel, err := telemetry.New(ctx, cfg.Telemetry)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetry.ShutdownTimeout)
-		defer cancel()
-		if err := tel.Shutdown(sctx); err != nil {
-			logger.Warn("telemetry not flushed", "error", err)
-		}
-	}()
-
-	stopLog := context.AfterFunc(ctx, func() {
-		logger.Warn("stopping: no more messages are sent; a second signal exits at once", "cause", context.Cause(ctx).Error())
-	})
-	defer stopLog()
 	return cli.RunUntilForced(ctx, func(ctx context.Context) error { return send(ctx, cfg, logger, tel, first, second, stdout, stderr) })
 }
 
@@ -98,7 +91,7 @@ func send(ctx context.Context, cfg config, logger *slog.Logger, tel *telemetry.P
 	start := time.Now()
 	sent, err := sendAll(ctx, sbSender{sender}, tr, first, cfg.BatchSize, func(n int) { bar.Add(n) })
 	if err == nil && len(second) > 0 && cfg.ResendDelay > 0 {
-		logger.Info("waiting before the resends", "delay", cfg.ResendDelay)
+		logger.Info("waiting before the resends", "delay", cli.FormatDuration(cfg.ResendDelay))
 		select {
 		case <-time.After(cfg.ResendDelay):
 		case <-ctx.Done():

@@ -17,17 +17,12 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/startup"
 )
 
 func main() {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	ctx, stop := cli.Stages(context.Background(), sigs)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(cli.Exit("orderrelay", err, os.Stderr))
+	startup.Main("orderrelay", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/startup"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 )
@@ -21,6 +22,9 @@ import (
 // ends at the second, which makes run return at once with an error wrapping
 // cli.ErrForced. -h returns nil, a flag mistake a *cli.UsageError.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if asked, err := startup.Version("orderrelay", args, stdout); asked {
+		return err
+	}
 	fs := flag.NewFlagSet("orderrelay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg, err := parseConfig(fs, args, getenv)
@@ -30,10 +34,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	logger, err := cfg.Logging.NewLogger(stderr)
+	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{})
 	if err != nil {
 		return err
 	}
+	defer proc.Close()
+	logger := proc.Logger
 	logger.Info("orderrelay starting", "config", cfg)
 
 	store, err := openStore(cfg)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/startup"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
@@ -246,11 +247,14 @@ func TestRunFlagMistakeIsOneLine(t *testing.T) {
 
 func TestShutdownStagesAreLogged(t *testing.T) {
 	var logs syncBuffer
-	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sigs := make(chan os.Signal, 2)
 	ctx, stop := cli.Stages(context.Background(), sigs)
 	defer stop()
-	defer logShutdownStages(ctx, logger, 30*time.Second)()
+	proc, err := startup.Start(ctx, cli.Logging{Format: "json", Level: "warn"}, &logs, startOptions(&config{ShutdownGrace: 30 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Close()
 	release := make(chan struct{})
 	defer close(release)
 	errc := make(chan error, 1)
@@ -268,8 +272,8 @@ func TestShutdownStagesAreLogged(t *testing.T) {
 	for !strings.Contains(logs.String(), "stopping at once") || !strings.Contains(logs.String(), "shutting down: draining") {
 		runtime.Gosched()
 	}
-	for _, want := range []string{"level=WARN msg=\"shutting down: draining", `cause="interrupt signal received"`, "shutdown_grace=30s",
-		"level=ERROR msg=\"stopping at once", `cause="second signal (terminated) received"`} {
+	for _, want := range []string{`"level":"WARN","msg":"shutting down: draining`, `"cause":"interrupt signal received"`, `"shutdown_grace":"30s"`,
+		`"level":"ERROR","msg":"stopping at once`, `"cause":"second signal (terminated) received"`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("logs lack %q:\n%s", want, logs.String())
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/startup"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/worker"
@@ -26,8 +27,8 @@ import (
 // with an error wrapping cli.ErrForced. -h returns nil, a flag mistake a
 // *cli.UsageError.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if versionArgs(args) {
-		return printVersion(stdout)
+	if asked, err := startup.Version("orderworker", args, stdout); asked {
+		return err
 	}
 	fs := flag.NewFlagSet("orderworker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -38,20 +39,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	logger, err := cfg.Logging.NewLogger(stderr)
+	proc, err := startup.Start(ctx, cfg.Logging, stderr, startOptions(&cfg))
 	if err != nil {
 		return err
 	}
+	defer proc.Close()
+	logger, tel := proc.Logger, proc.Telemetry
 	logger.Info("orderworker starting", "config", cfg)
 	for _, n := range cfg.notices() {
 		logger.Info(n)
 	}
-	defer logShutdownStages(ctx, logger, cfg.ShutdownGrace)()
-	tel, err := telemetry.New(ctx, cfg.Telemetry)
-	if err != nil {
-		return err
-	}
-	defer shutdownTelemetry(ctx, logger, tel)
 	hs, err := startHealth(cfg, tel.MetricsHandler(), logger)
 	if err != nil {
 		return err
@@ -137,20 +134,17 @@ func newReceiver(sb *azservicebus.Client, cfg config) (*azservicebus.Receiver, e
 	return r, nil
 }
 
-// logShutdownStages logs the start of the drain when ctx ends (at the first
-// signal: the worker logs the drain's details) and the forced stop when its
-// second stage ends, at warn and error so that LOG_LEVEL=warn shows them.
-// The returned function stops both.
-func logShutdownStages(ctx context.Context, logger *slog.Logger, grace time.Duration) func() {
-	stopDrain := context.AfterFunc(ctx, func() {
-		logger.Warn("shutting down: draining, no new messages; in-flight messages may finish within the shutdown grace; a second signal stops at once",
-			"cause", context.Cause(ctx).Error(), "shutdown_grace", grace.String())
-	})
-	force := cli.Force(ctx)
-	stopForce := context.AfterFunc(force, func() {
-		logger.Error("stopping at once: not waiting for in-flight messages", "cause", context.Cause(force).Error())
-	})
-	return func() { stopDrain(); stopForce() }
+// startOptions returns what startup.Start sets up for the worker: its
+// telemetry, and the logs of the start of the drain (at the first signal:
+// the worker logs the drain's details) and of the forced stop (at the
+// second), at warn and error so that LOG_LEVEL=warn shows them.
+func startOptions(cfg *config) startup.Options {
+	return startup.Options{
+		Telemetry:     &cfg.Telemetry,
+		Draining:      "shutting down: draining, no new messages; in-flight messages may finish within the shutdown grace; a second signal stops at once",
+		DrainingAttrs: []any{"shutdown_grace", cli.FormatDuration(cfg.ShutdownGrace)},
+		Forced:        "stopping at once: not waiting for in-flight messages",
+	}
 }
 
 // breakerThreshold is how many consecutive deliveries failed by a
@@ -244,19 +238,6 @@ func workerTelemetry(cfg config, tel *telemetry.Providers) worker.Telemetry {
 		return worker.Telemetry{}
 	}
 	return worker.Telemetry{TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider, Propagator: tel.Propagator, Queue: cfg.Queue}
-}
-
-// shutdownTelemetry flushes what the exporters hold, with a deadline of its
-// own; after a second signal it flushes nothing, to exit at once.
-func shutdownTelemetry(runCtx context.Context, logger *slog.Logger, tel *telemetry.Providers) {
-	if cli.Force(runCtx).Err() != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), telemetry.ShutdownTimeout)
-	defer cancel()
-	if err := tel.Shutdown(ctx); err != nil {
-		logger.Warn("telemetry not flushed", "error", err)
-	}
 }
 
 // closeWithTimeout closes a Service Bus object with a deadline of its own,

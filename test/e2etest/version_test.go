@@ -18,13 +18,20 @@ func TestCommandsPrintVersion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the commands")
 	}
+	// Every command of the module, the production ones and the local
+	// stack's tools: -version needs no configuration in any of them.
+	commands := []string{"cmd/orderworker", "cmd/orderproducer", "cmd/orderrelay", "cmd/orderctl",
+		"test/paymentservice/cmd/paymentservice", "test/sbbroker/cmd/sbbroker", "test/simulate"}
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-buildvcs=auto", "-o", dir,
-		"github.com/idempotent-consumer/sbcosmos/cmd/orderworker", "github.com/idempotent-consumer/sbcosmos/cmd/orderctl")
-	if out, err := build.CombinedOutput(); err != nil {
+	args := []string{"build", "-buildvcs=auto", "-o", dir}
+	for _, c := range commands {
+		args = append(args, "github.com/idempotent-consumer/sbcosmos/"+c)
+	}
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	for _, name := range []string{"orderworker", "orderctl"} {
+	for _, c := range commands {
+		name := filepath.Base(c)
 		out, err := exec.Command(filepath.Join(dir, name), "-version").CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s -version: %v\n%s", name, err, out)

@@ -17,15 +17,12 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/startup"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(cli.Exit("paymentservice", err, os.Stderr)) // a flag mistake: one line and status 2
+	startup.Main("paymentservice", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	})
 }

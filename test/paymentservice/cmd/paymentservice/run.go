@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/startup"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/payments"
 	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
@@ -75,6 +76,9 @@ func newFlagSet(w io.Writer) *flag.FlagSet {
 // arguments, environment and output streams. It serves until ctx ends, then
 // shuts down gracefully.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if asked, err := startup.Version("paymentservice", args, stdout); asked {
+		return err
+	}
 	cfg, err := parseConfig(newFlagSet(stderr), args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -82,22 +86,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	logger, err := cfg.Logging.NewLogger(stderr)
+	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{Telemetry: &cfg.Telemetry})
 	if err != nil {
 		return err
 	}
-
-	tel, err := telemetry.New(ctx, cfg.Telemetry)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetry.ShutdownTimeout)
-		defer cancel()
-		if err := tel.Shutdown(sctx); err != nil {
-			logger.Warn("telemetry not flushed", "error", err)
-		}
-	}()
+	defer proc.Close()
+	logger, tel := proc.Logger, proc.Telemetry
 
 	svc := paymentservice.NewService(&paymentservice.ServiceOptions{KeyRetention: cfg.KeyRetention})
 	var h http.Handler = svc
@@ -151,7 +145,7 @@ func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
 				slog.Int("status", sw.status),
 				slog.String("idempotency_key", r.Header.Get(payments.HeaderIdempotencyKey)),
 				slog.Bool("replayed", sw.Header().Get(payments.HeaderIdempotentReplayed) == "true"),
-				slog.Duration("duration", time.Since(start)))
+				slog.String("duration", time.Since(start).String()))
 		}()
 		next.ServeHTTP(sw, r)
 	})

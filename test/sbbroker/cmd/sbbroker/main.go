@@ -27,8 +27,9 @@
 //
 // Duplicate detection drops a resend silently, as Service Bus does, but the
 // broker logs each drop (queue or topic, message_id, window) and counts the
-// drops in the summary it logs at exit. -h prints the usage and exits 0; a
-// mistake on the command line prints one line and exits 2.
+// drops in the summary it logs at exit. -h prints the usage and exits 0,
+// -version the module version, VCS revision and Go version; a mistake on
+// the command line prints one line and exits 2.
 package main
 
 import (
@@ -40,21 +41,19 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/startup"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(cli.Exit("sbbroker", err, os.Stderr))
+	startup.Main("sbbroker", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	})
 }
 
 // queueList is a repeatable, comma-separated -queue flag.
@@ -113,6 +112,9 @@ const defaultTTL = 14 * 24 * time.Hour
 // run parses args, starts the broker, writes its connection string to
 // stdout and serves until ctx is done.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if asked, err := startup.Version("sbbroker", args, stdout); asked {
+		return err
+	}
 	fs := flag.NewFlagSet("sbbroker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", envOr(getenv, "SBBROKER_ADDR", "127.0.0.1:5672"), "TCP `address` to listen on")

@@ -1,0 +1,129 @@
+package startup_test
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/startup"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
+)
+
+func TestVersion(t *testing.T) {
+	for _, tt := range []struct {
+		args  []string
+		asked bool
+	}{
+		{[]string{"-version"}, true},
+		{[]string{"-queue", "q", "--version"}, true},
+		{[]string{"-queue", "q"}, false},
+		{[]string{"--", "-version"}, false},
+	} {
+		var out strings.Builder
+		asked, err := startup.Version("cmd", tt.args, &out)
+		if asked != tt.asked || err != nil {
+			t.Errorf("Version(%q) = %v, %v; want %v, nil", tt.args, asked, err, tt.asked)
+		}
+		if tt.asked != strings.HasPrefix(out.String(), "cmd github.com/idempotent-consumer/sbcosmos") {
+			t.Errorf("Version(%q) printed %q", tt.args, out.String())
+		}
+	}
+}
+
+func TestStartRefusesBadSettings(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		logging cli.Logging
+		o       startup.Options
+		want    string
+	}{
+		{"log format", cli.Logging{Format: "xml", Level: "info"}, startup.Options{}, "log format"},
+		{"log level", cli.Logging{Format: "json", Level: "loud"}, startup.Options{}, "log level"},
+		{"telemetry", cli.Logging{Format: "json", Level: "info"}, startup.Options{Telemetry: &telemetry.Config{OTLPEndpoint: "ftp://x", ServiceName: "s"}}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := startup.Start(context.Background(), tt.logging, &strings.Builder{}, tt.o)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Start = %v, %v; want an error naming %s", p, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestStartWithoutTelemetryRecordsNothing(t *testing.T) {
+	p, err := startup.Start(context.Background(), cli.Logging{Format: "json", Level: "info"}, &strings.Builder{}, startup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Telemetry.Enabled() {
+		t.Error("telemetry enabled without settings")
+	}
+}
+
+// TestStartLogsBothSignals checks the logs of the first signal (warn, with
+// the cause and the attributes given) and of the second (error).
+func TestStartLogsBothSignals(t *testing.T) {
+	var logs syncBuffer
+	sigs := make(chan os.Signal, 2)
+	ctx, stop := cli.Stages(context.Background(), sigs)
+	defer stop()
+	p, err := startup.Start(ctx, cli.Logging{Format: "json", Level: "warn"}, &logs, startup.Options{
+		Draining: "draining now", DrainingAttrs: []any{"grace", "30s"}, Forced: "stopping at once",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	sigs <- os.Interrupt
+	<-ctx.Done()
+	sigs <- syscall.SIGTERM
+	<-cli.Force(ctx).Done()
+	// AfterFunc runs the log calls in goroutines of their own: wait for both lines.
+	for !strings.Contains(logs.String(), "stopping at once") || !strings.Contains(logs.String(), "draining now") {
+		runtime.Gosched()
+	}
+	for _, want := range []string{`"level":"WARN","msg":"draining now","cause":"interrupt signal received","grace":"30s"`,
+		`"level":"ERROR","msg":"stopping at once","cause":"second signal (terminated) received"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %s:\n%s", want, logs.String())
+		}
+	}
+}
+
+// TestCloseStopsTheSignalLogs checks that a signal after Close logs nothing.
+func TestCloseStopsTheSignalLogs(t *testing.T) {
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := startup.Start(ctx, cli.Logging{Format: "json", Level: "info"}, &logs, startup.Options{Draining: "draining now"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	cancel()
+	if logs.String() != "" {
+		t.Errorf("logged after Close:\n%s", logs.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
