@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
 // Application properties orderctl sets on a resubmission, besides those it
@@ -344,8 +345,17 @@ func firstEnqueued(m *azservicebus.ReceivedMessage) time.Time {
 // key the payments service no longer remembers) and be processed twice.
 // With the inbox variant, the markers' TTL bounds it directly as well: the
 // resubmission may be delivered up to T after it is sent.
+//
+// A copy dead-lettered as OrderIdReused is sent (an operator may have fixed
+// the stored order), with a warning: unchanged, it meets the same stored
+// order and is dead-lettered again.
 func (c *config) resubmitPlan(m *azservicebus.ReceivedMessage, now time.Time) plan {
 	p := plan{m: m}
+	if reasonOf(m) == order.ReasonOrderIDReused {
+		p.warn = append(p.warn, fmt.Sprintf("dead-lettered as %s: an order with this id and other content is stored, so the worker dead-letters the resubmission again unchanged; "+
+			"`orderctl dlq show %s` shows the difference: if this content is a new order, send it under a new order id and purge this copy (`orderctl dlq purge %s -yes`)",
+			order.ReasonOrderIDReused, m.MessageID, m.MessageID))
+	}
 	windowEnd := enqueued(m).Add(c.DuplicateWindow)
 	if now.Before(windowEnd) {
 		why := fmt.Sprintf("inside the duplicate-detection window %s until %s (%s from now): the broker would silently drop the resubmission",

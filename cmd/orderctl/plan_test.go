@@ -15,6 +15,9 @@ func TestResubmitPlan(t *testing.T) {
 	msg := func(props map[string]any) *azservicebus.ReceivedMessage {
 		return &azservicebus.ReceivedMessage{MessageID: "o-1", EnqueuedTime: &enq, ApplicationProperties: props}
 	}
+	reason := "OrderIdReused"
+	reused := msg(nil)
+	reused.DeadLetterReason = &reason
 	inbox := c
 	inbox.InboxConsumer, inbox.InboxTTL = "loyalty", 20*24*time.Hour // shorter than the horizon: it decides
 	forced := c
@@ -37,6 +40,7 @@ func TestResubmitPlan(t *testing.T) {
 		{"unlimited TTL: no horizon", config{LockDuration: time.Minute, DuplicateWindow: time.Minute}, msg(nil), enq.Add(1000 * 24 * time.Hour), nil, nil},
 		{"forced", forced, msg(nil), enq, nil, []string{"-force-window: sending anyway", "the message is LOST if the broker drops it"}},
 		{"forced past the horizon", forced, msg(nil), horizonEnd.Add(time.Hour), nil, []string{"-force: sending anyway"}},
+		{"an id reused for other content", c, reused, enq.Add(time.Hour), nil, []string{"dead-lettered as OrderIdReused", "dead-letters the resubmission again", "orderctl dlq show o-1", "under a new order id"}},
 	}
 	for _, tt := range tests {
 		p := tt.c.resubmitPlan(tt.m, tt.now)

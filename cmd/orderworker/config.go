@@ -233,19 +233,40 @@ func (c *config) paymentOptions(g order.PaymentGateway, owner string) order.Paym
 	return order.PaymentOptions{Gateway: g, Lease: c.LockDuration, Owner: owner, KeyRetention: c.PaymentsKeyRetention}
 }
 
+// notice is something the configuration makes the worker do that an
+// operator should know at start, though it is safe: a short line for the
+// info level and the details, for debug.
+type notice struct {
+	short, detail string
+}
+
 // notices returns what the configuration makes the worker do that an
 // operator should know at start, though it is safe: payment keys the
-// payments service forgets before the redelivery horizon ends.
-func (c *config) notices() []string {
+// payments service forgets before the redelivery horizon ends. The
+// defaults of the local stack (a 30-day key retention, a 14-day message
+// TTL) give it at every start, so its info line is short and the
+// computation is logged at debug.
+func (c *config) notices() []notice {
 	if c.PaymentsURL == "" {
 		return nil
 	}
-	if err := c.horizon().CheckRetentionOf("payment idempotency keys", c.PaymentsKeyRetention); err != nil {
-		age := c.paymentOptions(payments.Gateway{}, "").BlindRetryAge()
-		return []string{fmt.Sprintf("%v; so a payment claim whose key was first sent more than %s ago is resolved by looking the payment up (GET /payments?orderId=), and dead-lettered %s if the lookup cannot settle it",
-			err, cli.FormatDuration(age), order.ReasonPaymentNeedsReconciliation)}
+	h := c.horizon()
+	err := h.CheckRetentionOf("payment idempotency keys", c.PaymentsKeyRetention)
+	if err == nil {
+		return nil
 	}
-	return nil
+	age := c.paymentOptions(payments.Gateway{}, "").BlindRetryAge()
+	redelivered := "for ever (SERVICEBUS_MESSAGE_TTL unlimited)"
+	if min, _ := h.MinRetention(); min != order.UnboundedRetention {
+		redelivered = "up to " + cli.FormatDuration(min)
+	}
+	return []notice{{
+		short: fmt.Sprintf("payment keys are remembered %s (PAYMENTS_KEY_RETENTION), messages may be redelivered %s: "+
+			"claims older than %s are resolved by looking the payment up (LOG_LEVEL=debug says why)",
+			cli.FormatDuration(c.PaymentsKeyRetention), redelivered, cli.FormatDuration(age)),
+		detail: fmt.Sprintf("%v; so a payment claim whose key was first sent more than %s ago is resolved by looking the payment up (GET /payments?orderId=), and dead-lettered %s if the lookup cannot settle it",
+			err, cli.FormatDuration(age), order.ReasonPaymentNeedsReconciliation),
+	}}
 }
 
 // messageTimeout is the deadline of one message: the configured one, or 80%

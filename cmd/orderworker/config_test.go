@@ -346,8 +346,16 @@ func TestPaymentKeyRetentionNotice(t *testing.T) {
 		if wantNotice != (len(notices) == 1) {
 			t.Errorf("PAYMENTS_KEY_RETENTION=%s: notices = %q, want one: %v", retention, notices, wantNotice)
 		}
-		if wantNotice && (!strings.Contains(notices[0], "payment idempotency keys") || !strings.Contains(notices[0], "looking the payment up")) {
-			t.Errorf("PAYMENTS_KEY_RETENTION=%s: the notice does not explain the lookup: %s", retention, notices[0])
+		if !wantNotice {
+			continue
+		}
+		if n := notices[0]; !strings.Contains(n.detail, "payment idempotency keys") || !strings.Contains(n.detail, "looking the payment up") || !strings.Contains(n.detail, "W + 2T + 2D + H") {
+			t.Errorf("PAYMENTS_KEY_RETENTION=%s: the notice's details do not explain the lookup: %s", retention, n.detail)
+		}
+		// Every start at the local stack's defaults logs the short line:
+		// it says what happens and how to see why, in one short line.
+		if n := notices[0]; len(n.short) > 200 || !strings.Contains(n.short, "PAYMENTS_KEY_RETENTION") || !strings.Contains(n.short, "looking the payment up") || !strings.Contains(n.short, "LOG_LEVEL=debug") {
+			t.Errorf("PAYMENTS_KEY_RETENTION=%s: the notice's info line (%d characters) is not a short explanation: %s", retention, len(n.short), n.short)
 		}
 	}
 }

@@ -47,7 +47,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logger, tel := proc.Logger, proc.Telemetry
 	logger.Info("orderworker starting", "config", cfg)
 	for _, n := range cfg.notices() {
-		logger.Info(n)
+		logger.Info(n.short)
+		logger.Debug(n.detail)
 	}
 	hs, err := startHealth(cfg, tel.MetricsHandler(), logger)
 	if err != nil {

@@ -263,30 +263,43 @@ func Mask(secret string) string {
 	return "***"
 }
 
-// NewLogger returns a logger writing to w: tint's coloured text when format is
+// NewLogger returns a logger writing to w: tint's text when format is
 // "text", or "auto" and w is a terminal; JSON when format is "json", or "auto"
 // and w is not a terminal (a container's stdout, which Log Analytics ingests).
-// level is debug, info, warn or error.
+// The text is coloured only on a terminal, so that a pipe or a file gets no
+// escape codes. In JSON a time.Duration is written as a string in
+// FormatDuration's notation ("8s"), not as raw nanoseconds. level is debug,
+// info, warn or error.
 func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
+	f, isFile := w.(*os.File)
+	terminal := isFile && term.IsTerminal(int(f.Fd()))
 	switch format {
 	case "auto":
-		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		format = "json"
+		if terminal {
 			format = "text"
-		} else {
-			format = "json"
 		}
 	case "text", "json":
 	default:
 		return nil, fmt.Errorf("log format %q: want auto, text or json", format)
 	}
 	if format == "text" {
-		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly})), nil
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly, NoColor: !terminal})), nil
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationAsString})), nil
+}
+
+// durationAsString is a ReplaceAttr function that writes a time.Duration
+// as FormatDuration does: JSON handlers write raw nanoseconds otherwise.
+func durationAsString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, FormatDuration(a.Value.Duration()))
+	}
+	return a
 }
 
 // Parse parses args into the flags with ParseFlags, then reports every

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +213,47 @@ func TestNewLogger(t *testing.T) {
 	}
 	if _, err := cli.NewLogger(nil, "json", "loud"); err == nil {
 		t.Error("level loud accepted")
+	}
+}
+
+// TestNewLoggerTextHasNoColourOffATerminal checks that LOG_FORMAT=text
+// writes no escape codes into a pipe, a file or a buffer.
+func TestNewLoggerTextHasNoColourOffATerminal(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var buf strings.Builder
+	for _, out := range []io.Writer{w, &buf} {
+		l, err := cli.NewLogger(out, "text", "info")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Warn("hello", "error", errors.New("boom"), "n", 1)
+	}
+	w.Close()
+	piped, _ := io.ReadAll(r)
+	for name, got := range map[string]string{"pipe": string(piped), "buffer": buf.String()} {
+		if !strings.Contains(got, "hello") || strings.Contains(got, "\x1b[") {
+			t.Errorf("text log into a %s: %q, want it without escape codes", name, got)
+		}
+	}
+}
+
+// TestNewLoggerJSONWritesDurationsAsStrings checks that a time.Duration,
+// also inside a group, is logged as "8s", not as 8000000000.
+func TestNewLoggerJSONWritesDurationsAsStrings(t *testing.T) {
+	var buf strings.Builder
+	l, err := cli.NewLogger(&buf, "json", "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Info("waiting", "delay", 8*time.Second, slog.Group("g", slog.Duration("lock", time.Minute)), "n", 3)
+	for _, want := range []string{`"delay":"8s"`, `"g":{"lock":"1m"}`, `"n":3`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("logged %s, want %s in it", buf.String(), want)
+		}
 	}
 }
 
