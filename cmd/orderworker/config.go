@@ -195,7 +195,7 @@ func (c *config) Validate() error {
 	}
 	if c.InboxConsumer != "" {
 		if c.PaymentsURL != "" {
-			errs = append(errs, errors.New("WORKER_INBOX_CONSUMER runs the loyalty consumer, which captures no payments: unset PAYMENTS_URL"))
+			errs = append(errs, c.paymentsInInboxMode())
 		}
 		if err := order.ValidateConsumerName(c.InboxConsumer); err != nil {
 			errs = append(errs, fmt.Errorf("WORKER_INBOX_CONSUMER (-inbox-consumer): %w", err))
@@ -220,6 +220,20 @@ func (c *config) Validate() error {
 		errs = append(errs, fmt.Errorf("WORKER_SHUTDOWN_GRACE (-shutdown-grace) %v must be positive", c.ShutdownGrace))
 	}
 	return errors.Join(errs...)
+}
+
+// paymentsInInboxMode is the refusal of PAYMENTS_URL in the inbox-marker
+// variant. The local stack's env sets PAYMENTS_URL for the order writer,
+// so a user who adds the subscription settings to it meets this first: it
+// says how to run this one worker without it.
+func (c *config) paymentsInInboxMode() error {
+	mode := fmt.Sprintf("WORKER_INBOX_CONSUMER=%s", c.InboxConsumer)
+	if c.Subscription != "" {
+		mode = fmt.Sprintf("SERVICEBUS_SUBSCRIPTION=%s", c.Subscription)
+	}
+	return fmt.Errorf("%s runs the inbox consumer %q, which awards loyalty points once per order and captures no payments, but PAYMENTS_URL=%s is set "+
+		"(the local stack's env sets it for the order writer): start this worker with -payments-url '' (or PAYMENTS_URL= before the command, "+
+		"or unset PAYMENTS_URL in its shell only: the order writer needs it)", mode, c.InboxConsumer, c.PaymentsURL)
 }
 
 // maxFactCache bounds WORKER_FACT_CACHE: the cache allocates its slots and

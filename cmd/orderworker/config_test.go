@@ -426,7 +426,17 @@ func TestSubscriptionMode(t *testing.T) {
 		{name: "a subscription name over Service Bus's 50", env: map[string]string{"SERVICEBUS_TOPIC": "t", "SERVICEBUS_SUBSCRIPTION": strings.Repeat("s", 51)},
 			wantErr: []string{"SERVICEBUS_SUBSCRIPTION", "50"}},
 		{name: "the subscription's consumer captures no payments", env: map[string]string{"SERVICEBUS_TOPIC": "t", "SERVICEBUS_SUBSCRIPTION": "loyalty", "PAYMENTS_URL": "http://127.0.0.1:1"},
-			wantErr: []string{"PAYMENTS_URL"}},
+			wantErr: []string{"SERVICEBUS_SUBSCRIPTION=loyalty", "captures no payments", "PAYMENTS_URL=http://127.0.0.1:1 is set", "local stack", "-payments-url ''", "PAYMENTS_URL= before the command"}},
+		{name: "the inbox consumer on a queue captures no payments", env: map[string]string{"SERVICEBUS_QUEUE": "loyalty", "WORKER_INBOX_CONSUMER": "points", "PAYMENTS_URL": "http://127.0.0.1:1"},
+			wantErr: []string{"WORKER_INBOX_CONSUMER=points", "PAYMENTS_URL=http://127.0.0.1:1 is set", "-payments-url ''"}},
+		// What the error tells the user to do works: an empty PAYMENTS_URL
+		// or -payments-url '' is no payments service.
+		{name: "an empty PAYMENTS_URL is none", env: map[string]string{"SERVICEBUS_TOPIC": "t", "SERVICEBUS_SUBSCRIPTION": "loyalty", "PAYMENTS_URL": ""},
+			check: func(t *testing.T, c config) {
+				if c.PaymentsURL != "" {
+					t.Errorf("PaymentsURL = %q", c.PaymentsURL)
+				}
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -456,5 +466,26 @@ func TestSubscriptionMode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The refusal of PAYMENTS_URL in subscription mode tells the user to start
+// the worker with -payments-url ”: that works on top of the local env.
+func TestSubscriptionModeOnTheLocalEnv(t *testing.T) {
+	env := envOf(map[string]string{
+		"SERVICEBUS_CONNECTION_STRING": "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;",
+		"SERVICEBUS_QUEUE":             "orders", "COSMOS_ENDPOINT": "http://127.0.0.1:8081/", "COSMOS_KEY": "k", "COSMOS_CREATE_CONTAINER": "true",
+		"PAYMENTS_URL": "http://127.0.0.1:8090", "SERVICEBUS_TOPIC": "order-events", "SERVICEBUS_SUBSCRIPTION": "loyalty",
+	})
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if _, err := parseConfig(fs, nil, env); err == nil || !strings.Contains(err.Error(), "-payments-url ''") {
+		t.Fatalf("err = %v, want the refusal that says to start with -payments-url ''", err)
+	}
+	fs = flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c, err := parseConfig(fs, []string{"-payments-url", ""}, env)
+	if err != nil || c.PaymentsURL != "" || c.InboxConsumer != "loyalty" {
+		t.Errorf("with -payments-url '': %+v, %v", c, err)
 	}
 }
