@@ -51,6 +51,7 @@ type dlq struct {
 	client              *azservicebus.Client
 	queue               string
 	topic, subscription string
+	namespace, connStr  string // for the settings an error names
 	now                 func() time.Time
 }
 
@@ -59,6 +60,15 @@ func (d *dlq) name() string {
 		return d.topic + "/Subscriptions/" + d.subscription + "/$DeadLetterQueue"
 	}
 	return d.queue + "/$DeadLetterQueue"
+}
+
+// explain names the setting to fix in err, a failure of a call on the
+// dead-letter queue (cli.ExplainServiceBus).
+func (d *dlq) explain(err error) error {
+	if d.subscription != "" {
+		return cli.ExplainServiceBus(err, d.namespace, d.connStr, fmt.Sprintf("subscription %q of topic %q", d.subscription, d.topic), cli.SubscriptionSettings)
+	}
+	return cli.ExplainServiceBus(err, d.namespace, d.connStr, fmt.Sprintf("queue %q", d.queue), cli.QueueSetting)
 }
 
 // receiver returns a PeekLock receiver on the dead-letter queue.
@@ -92,7 +102,7 @@ func (d *dlq) peekAll(ctx context.Context) ([]*azservicebus.ReceivedMessage, err
 	for {
 		page, err := r.PeekMessages(ctx, peekPage, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
 		if err != nil {
-			return nil, fmt.Errorf("peek %s: %w", d.name(), err)
+			return nil, fmt.Errorf("peek %s: %w", d.name(), d.explain(err))
 		}
 		if len(page) == 0 {
 			return all, nil

@@ -40,7 +40,8 @@ func runAt(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer closeBounded(client.Close)
-	d := &dlq{client: client, queue: cfg.Queue, topic: cfg.Topic, subscription: cfg.Subscription, now: now}
+	d := &dlq{client: client, queue: cfg.Queue, topic: cfg.Topic, subscription: cfg.Subscription,
+		namespace: cfg.Namespace, connStr: cfg.ConnectionString, now: now}
 	switch cfg.Verb {
 	case "list":
 		return d.list(ctx, stdout)

@@ -85,6 +85,12 @@ func send(ctx context.Context, cfg config, logger *slog.Logger, tel *telemetry.P
 		return fmt.Errorf("sender for queue %q: %w", cfg.Queue, err)
 	}
 	defer closeWithTimeout(sender.Close)
+	// Opening the link (a batch asks for the queue's message size limit)
+	// tells a missing queue, a refused key or an unreachable broker from a
+	// failure on the way, and names the setting to fix.
+	if _, err := sender.NewMessageBatch(ctx, nil); err != nil {
+		return fmt.Errorf("start-up check of Service Bus: %w", cfg.ServiceBus.Explain(err, fmt.Sprintf("queue %q", cfg.Queue), cli.QueueSetting))
+	}
 
 	tr := newSendTracing(tel, cfg.Queue)
 	bar := newProgress(cfg.Progress, stderr, len(first)+len(second))

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/startup"
@@ -62,7 +64,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("sender for topic %q: %w", cfg.Topic, err)
 	}
 	defer closeWithTimeout(ctx, logger, "sender", sender.Close)
+	// Opening the link (a batch asks for the topic's message size limit)
+	// shows a missing topic, a refused key or an unreachable broker at
+	// start, naming the setting to fix, not at the first event.
+	if err := checkTopic(ctx, sender); err != nil {
+		return fmt.Errorf("start-up check of Service Bus: %w",
+			cli.ExplainServiceBus(err, cfg.ServiceBusNamespace, cfg.ServiceBusConnectionString, fmt.Sprintf("topic %q", cfg.Topic), cli.TopicSetting))
+	}
 	return serve(ctx, cfg, logger, pieces{feed: store.ChangeFeed(), leases: store, sender: relay.NewServiceBusSender(sender)})
+}
+
+// checkTopic opens the sender's link within storeCheckTimeout.
+func checkTopic(ctx context.Context, sender *azservicebus.Sender) error {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	_, err := sender.NewMessageBatch(ctx, nil)
+	return err
 }
 
 // pieces are what the relay runs on: run builds them on Cosmos DB and

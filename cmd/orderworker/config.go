@@ -28,6 +28,7 @@ type config struct {
 	CosmosContainer          string
 	CosmosInsecureSkipVerify bool // emulators' self-signed certificate only
 	CosmosCreateContainer    bool // emulators only: in Azure, Bicep creates them
+	CosmosCreateDatabase     bool // with CosmosCreateContainer: create a database of another name than the default too
 
 	PaymentsURL          string        // enables the payment capture step
 	PaymentsKeyRetention time.Duration // how long the payments service remembers an idempotency key
@@ -84,7 +85,10 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", defaultCosmosDatabase, "Cosmos DB database")
 	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", defaultCosmosContainer, "Cosmos DB container, partitioned on /orderId")
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
-	env.Bool(&c.CosmosCreateContainer, "cosmos-create-container", "COSMOS_CREATE_CONTAINER", false, "create the database and container first; for emulators only")
+	env.Bool(&c.CosmosCreateContainer, "cosmos-create-container", "COSMOS_CREATE_CONTAINER", false,
+		"create the container first if it is missing, and the database if it is missing and named "+defaultCosmosDatabase+" (see -cosmos-create-database); for emulators only")
+	env.Bool(&c.CosmosCreateDatabase, "cosmos-create-database", "COSMOS_CREATE_DATABASE", false,
+		"with -cosmos-create-container: create a missing database of another name too; without it a missing database is an error (a misspelt name would start a new, empty store); for emulators only")
 	env.String(&c.PaymentsURL, "payments-url", "PAYMENTS_URL", "", "base URL of the payments service; when set, each accepted order's payment is captured once")
 	env.Duration(&c.PaymentsKeyRetention, "payments-key-retention", "PAYMENTS_KEY_RETENTION", payments.DefaultKeyRetention, "how long the payments service remembers an idempotency key: never more than it really does; a payment claim whose key may be forgotten is resolved by looking the payment up, never by a blind capture")
 	env.String(&c.InboxConsumer, "inbox-consumer", "WORKER_INBOX_CONSUMER", "", "run the inbox-marker variant as this named consumer (awards loyalty points once per order) instead of the order writer")
@@ -128,6 +132,16 @@ after it, so the variables that azd writes are enough to run in Azure.
 
 In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a managed identity)
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_CREATE_CONTAINER=true
+              (creates a missing container, and a missing database only when it is named
+              `+defaultCosmosDatabase+` or COSMOS_CREATE_DATABASE=true: a misspelt COSMOS_DATABASE is an error)
+Local stack:  scripts/local.sh up builds and starts the test broker (sbbroker), cosmium and the
+              payments service; eval "$(scripts/local.sh env)" sets the variables above. These
+              tools live under test/, so go install ./cmd/... does not give them; from a clone:
+                go install ./test/sbbroker/cmd/sbbroker ./test/paymentservice/cmd/paymentservice
+                go -C test/cosmiumtest/tools install ./cmd/cosmium
+Subscription: SERVICEBUS_TOPIC + SERVICEBUS_SUBSCRIPTION receive the relay's events as the inbox
+              consumer named after the subscription; it captures no payments, so on the local
+              env start it with -payments-url ''
 Telemetry:    OTEL_EXPORTER_OTLP_ENDPOINT (traces and metrics over OTLP/HTTP, or gRPC
               with OTEL_EXPORTER_OTLP_PROTOCOL=grpc), WORKER_METRICS_PROMETHEUS=true
               (metrics on WORKER_HEALTH_ADDR's /metrics); none by default
@@ -166,6 +180,9 @@ func (c *config) Validate() error {
 	}
 	if c.CosmosCreateContainer && c.CosmosKey == "" {
 		errs = append(errs, errors.New("COSMOS_CREATE_CONTAINER is for emulators only, which need COSMOS_KEY; in Azure, Bicep creates the container"))
+	}
+	if c.CosmosCreateDatabase && !c.CosmosCreateContainer {
+		errs = append(errs, errors.New("COSMOS_CREATE_DATABASE (-cosmos-create-database) creates the database with the container: set COSMOS_CREATE_CONTAINER=true too (emulators only)"))
 	}
 	if c.LockDuration < time.Second || c.LockDuration > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("SERVICEBUS_LOCK_DURATION (-lock-duration) %v is outside Service Bus's 1s to 5m", c.LockDuration))
@@ -312,6 +329,7 @@ func (c config) LogValue() slog.Value {
 		slog.String("cosmos_container", c.CosmosContainer),
 		slog.Bool("cosmos_insecure_skip_verify", c.CosmosInsecureSkipVerify),
 		slog.Bool("cosmos_create_container", c.CosmosCreateContainer),
+		slog.Bool("cosmos_create_database", c.CosmosCreateDatabase),
 		slog.String("payments_url", c.PaymentsURL),
 		slog.String("payments_key_retention", cli.FormatDuration(c.PaymentsKeyRetention)),
 		slog.String("inbox_consumer", c.InboxConsumer),

@@ -67,6 +67,8 @@ func TestConfig(t *testing.T) {
 		{name: "lock duration beyond Service Bus", env: with("SERVICEBUS_LOCK_DURATION", "PT6M"), wantErr: []string{"outside Service Bus"}},
 		{name: "emulator-only switches need a key", env: with("COSMOS_CREATE_CONTAINER", "true", "COSMOS_INSECURE_SKIP_VERIFY", "true"),
 			wantErr: []string{"COSMOS_CREATE_CONTAINER", "COSMOS_INSECURE_SKIP_VERIFY"}},
+		{name: "creating a database needs the container's creation", env: with("COSMOS_CREATE_DATABASE", "true"),
+			wantErr: []string{"COSMOS_CREATE_DATABASE (-cosmos-create-database)", "set COSMOS_CREATE_CONTAINER=true too"}},
 		{name: "two Service Bus identities", env: with("SERVICEBUS_CONNECTION_STRING", "Endpoint=sb://x"), wantErr: []string{"only one"}},
 		{name: "stray argument", env: azure, args: []string{"extra"}, wantErr: []string{"unexpected arguments"}},
 		{name: "inbox consumer name illegal in Cosmos ids", env: with("WORKER_INBOX_CONSUMER", "loy/alty", "WORKER_INBOX_TTL", "P36D"),

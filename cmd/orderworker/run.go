@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer closeWithTimeout(ctx, logger, "receiver", receiver.Close)
 	peek := func(ctx context.Context) error { return peekQueue(ctx, receiver) }
 	if err := peek(ctx); err != nil {
-		return fmt.Errorf("start-up check of queue %q: %w", cfg.Queue, err)
+		return fmt.Errorf("start-up check of Service Bus: %w", cfg.explainServiceBus(err))
 	}
 
 	handler, probe, err := newHandler(cfg, store, checked.PatchConditionsHonoured, tel)
@@ -116,6 +116,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger.Info("orderworker stopped")
 	return err
+}
+
+// explainServiceBus names the setting to fix in err, a failure of the
+// receiver's first call.
+func (c *config) explainServiceBus(err error) error {
+	if c.Subscription != "" {
+		return c.ServiceBus.Explain(err, fmt.Sprintf("subscription %q of topic %q", c.Subscription, c.Topic), cli.SubscriptionSettings)
+	}
+	return c.ServiceBus.Explain(err, fmt.Sprintf("queue %q", c.Queue), cli.QueueSetting)
 }
 
 // newReceiver returns the receiver of the subscription when one is
@@ -224,10 +233,15 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Providers, logger
 		return nil, err
 	}
 	if cfg.CosmosCreateContainer {
-		if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, cfg.CosmosDatabase, cfg.CosmosContainer); err != nil {
-			return nil, err
+		// The project's own database name is created without being asked:
+		// a fresh emulator has none. Another name must exist, or be asked
+		// for, so that a misspelt one is not a new, empty store.
+		createDatabase := cfg.CosmosCreateDatabase || cfg.CosmosDatabase == defaultCosmosDatabase
+		created, err := cli.CreateCosmosContainer(ctx, client, cfg.CosmosEndpoint, cfg.CosmosDatabase, cfg.CosmosContainer, createDatabase)
+		if err != nil {
+			return nil, fmt.Errorf("COSMOS_CREATE_CONTAINER: %w", err)
 		}
-		logger.Info("created the database and container for the emulator", "database", cfg.CosmosDatabase, "container", cfg.CosmosContainer)
+		logger.Info("the database and container are ready for the emulator", "database", cfg.CosmosDatabase, "container", cfg.CosmosContainer, "created_database", created)
 	}
 	return cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer)
 }

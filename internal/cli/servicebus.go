@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -150,4 +151,80 @@ func CheckEntityName(name string, max int, slash bool) error {
 		}
 	}
 	return nil
+}
+
+// The Service Bus entities a command uses, with the settings that name
+// them, for ExplainServiceBus.
+const (
+	// QueueSetting names the queue.
+	QueueSetting = "SERVICEBUS_QUEUE (-queue)"
+	// TopicSetting names the topic.
+	TopicSetting = "SERVICEBUS_TOPIC (-topic)"
+	// SubscriptionSettings name a subscription: its topic and its name.
+	SubscriptionSettings = "SERVICEBUS_TOPIC (-topic) and SERVICEBUS_SUBSCRIPTION (-subscription)"
+)
+
+// Explain is ExplainServiceBus for s's namespace or connection string.
+func (s *ServiceBus) Explain(err error, entity, settings string) error {
+	return ExplainServiceBus(err, s.Namespace, s.ConnectionString, entity, settings)
+}
+
+// ExplainServiceBus returns err, the failure of a command's first call to
+// Service Bus on entity (such as `queue "orders"`), with the setting to fix
+// in front of it, as the SDK's error does not say: for a missing entity
+// (CodeNotFound) the settings that name it, for a refused credential
+// (CodeUnauthorizedAccess) SERVICEBUS_CONNECTION_STRING or the identity's
+// role on SERVICEBUS_NAMESPACE, for an unreachable broker (CodeConnectionLost,
+// a timeout) the endpoint, with the connection string connStr when it is
+// set, else the namespace. Other errors, and nil, are returned unchanged.
+// The connection string's key is never shown.
+func ExplainServiceBus(err error, namespace, connStr, entity, settings string) error {
+	if err == nil {
+		return nil
+	}
+	where := fmt.Sprintf("namespace %s (SERVICEBUS_NAMESPACE)", NamespaceHost(namespace))
+	if connStr != "" {
+		where = fmt.Sprintf("the broker at %s (the Endpoint of SERVICEBUS_CONNECTION_STRING)", connectionEndpoint(connStr))
+	}
+	var sbErr *azservicebus.Error
+	code := azservicebus.Code("")
+	if errors.As(err, &sbErr) {
+		code = sbErr.Code
+	}
+	var hint string
+	switch {
+	case code == azservicebus.CodeNotFound:
+		hint = fmt.Sprintf("%s does not exist in %s: set %s to one that exists there, or create it", entity, where, settings)
+	case code == azservicebus.CodeUnauthorizedAccess && connStr != "":
+		hint = fmt.Sprintf("%s refused the key of SERVICEBUS_CONNECTION_STRING (-servicebus-connection-string) for %s: "+
+			"set it to the connection string of this broker (the emulator and the test broker take SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE)", where, entity)
+	case code == azservicebus.CodeUnauthorizedAccess:
+		hint = fmt.Sprintf("%s refused this identity access to %s: assign it the role Azure Service Bus Data Receiver (to receive or peek) or Data Sender (to send) on the namespace "+
+			"(AZURE_CLIENT_ID names the managed identity; a new role assignment takes a few minutes to apply), or check SERVICEBUS_NAMESPACE (-namespace)", where, entity)
+	case code == azservicebus.CodeConnectionLost || code == azservicebus.CodeTimeout || errors.Is(err, context.DeadlineExceeded):
+		fix := "check SERVICEBUS_NAMESPACE (-namespace) and the network"
+		if connStr != "" {
+			fix = "check the Endpoint of SERVICEBUS_CONNECTION_STRING (-servicebus-connection-string) and that the broker runs"
+		}
+		hint = fmt.Sprintf("cannot reach %s for %s: %s", where, entity, fix)
+	default:
+		return err
+	}
+	return fmt.Errorf("%s: %w", hint, err)
+}
+
+// connectionEndpoint returns the host and port of a connection string's
+// Endpoint, or "?" when it has none.
+func connectionEndpoint(cs string) string {
+	for _, part := range strings.Split(cs, ";") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "endpoint") {
+			continue
+		}
+		if u, err := url.Parse(strings.TrimSpace(v)); err == nil && u.Host != "" {
+			return u.Host
+		}
+		return strings.TrimSpace(v)
+	}
+	return "?"
 }
