@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
-	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
 // config is orderctl's configuration: the Service Bus and Cosmos DB settings
@@ -268,12 +267,4 @@ func (c *config) Validate() error {
 		errs = append(errs, fmt.Errorf("-older-than %v must be positive", c.OlderThan))
 	}
 	return errors.Join(errs...)
-}
-
-// horizon returns the queue settings that bound redelivery.
-func (c *config) horizon() order.RedeliveryHorizon {
-	return order.RedeliveryHorizon{
-		LockDuration: c.LockDuration, MessageTimeToLive: c.MessageTTL,
-		DuplicateDetectionWindow: c.DuplicateWindow, ResubmissionHorizon: c.ResubmissionHorizon,
-	}
 }

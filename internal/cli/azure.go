@@ -13,11 +13,11 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 )
 
-// Credential returns the Entra ID credential the commands use in Azure:
+// credential returns the Entra ID credential the commands use in Azure:
 // DefaultAzureCredential, which picks the managed identity named by
 // AZURE_CLIENT_ID in a Container App and the developer's Azure CLI or azd
 // login on a workstation.
-func Credential() (azcore.TokenCredential, error) {
+func credential() (azcore.TokenCredential, error) {
 	cred, err := azidentity.NewDefaultAzureCredential(nil)
 	if err != nil {
 		return nil, fmt.Errorf("entra id credential: %w", err)
@@ -55,7 +55,7 @@ func NewServiceBusClient(namespace, connStr string) (*azservicebus.Client, error
 		}
 		return c, nil
 	}
-	cred, err := Credential()
+	cred, err := credential()
 	if err != nil {
 		return nil, err
 	}
@@ -77,13 +77,13 @@ func NamespaceHost(ns string) string {
 }
 
 // CosmosClient connects to a Cosmos DB account: with key, the account key
-// of an emulator, when it is set; otherwise with Entra ID (Credential), as
+// of an emulator, when it is set; otherwise with Entra ID (credential), as
 // in Azure. opts may be nil.
 func CosmosClient(endpoint, key string, opts *cosmosstore.ClientOptions) (*azcosmos.Client, error) {
 	if key != "" {
 		return cosmosstore.NewClientWithKey(endpoint, key, opts)
 	}
-	cred, err := Credential()
+	cred, err := credential()
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ import (
 // store beside the real one. A key the account refuses and an endpoint
 // that cannot be reached are errors naming COSMOS_KEY and COSMOS_ENDPOINT,
 // with the status or the network error only, not the SDK's dump of the
-// response (ExplainCosmos). It reports whether it created the database.
+// response (explainCosmos). It reports whether it created the database.
 func CreateCosmosContainer(ctx context.Context, client *azcosmos.Client, endpoint, database, container string, createDatabase bool) (createdDatabase bool, err error) {
 	db, err := client.NewDatabase(database)
 	if err != nil {
@@ -41,21 +41,21 @@ func CreateCosmosContainer(ctx context.Context, client *azcosmos.Client, endpoin
 		}
 		createdDatabase = true
 	default:
-		return false, ExplainCosmos(err, endpoint, "read the database")
+		return false, explainCosmos(err, endpoint, "read the database")
 	}
 	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, database, container); err != nil {
-		return false, ExplainCosmos(err, endpoint, "create the database and container")
+		return false, explainCosmos(err, endpoint, "create the database and container")
 	}
 	return createdDatabase, nil
 }
 
-// ExplainCosmos returns err, the failure of a command's call to Cosmos DB
+// explainCosmos returns err, the failure of a command's call to Cosmos DB
 // at endpoint while it tried to do step, with the setting to fix: a 401
 // names COSMOS_KEY, a 403 the identity's role, an endpoint that does not
 // answer COSMOS_ENDPOINT. Its message holds the status, or the network
 // error, not the SDK's multi-line dump of the response; the error it wraps
 // is still err. Other errors, and nil, are returned unchanged.
-func ExplainCosmos(err error, endpoint, step string) error {
+func explainCosmos(err error, endpoint, step string) error {
 	if err == nil {
 		return nil
 	}

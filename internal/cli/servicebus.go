@@ -44,7 +44,7 @@ func (s *ServiceBus) Validate() error {
 		}
 	}
 	if s.ConnectionString != "" {
-		if err := CheckConnectionString(s.ConnectionString); err != nil {
+		if err := checkConnectionString(s.ConnectionString); err != nil {
 			errs = append(errs, fmt.Errorf("SERVICEBUS_CONNECTION_STRING (-servicebus-connection-string): %w", err))
 		}
 	}
@@ -64,12 +64,12 @@ func checkNamespace(ns string) error {
 	return nil
 }
 
-// CheckConnectionString reports what keeps cs from being a Service Bus
+// checkConnectionString reports what keeps cs from being a Service Bus
 // connection string the SDK can use, without revealing the secret: it needs
 // Endpoint=sb://<host>[:port][/], and either SharedAccessKeyName with
 // SharedAccessKey or a SharedAccessSignature. The SDK checks the same only
 // when it connects, and without naming the variable.
-func CheckConnectionString(cs string) error {
+func checkConnectionString(cs string) error {
 	fields := map[string]string{}
 	for _, part := range strings.Split(cs, ";") {
 		if strings.TrimSpace(part) == "" {

@@ -89,12 +89,6 @@ func (s *Status) Ready(ctx context.Context) error {
 	return err
 }
 
-// Live runs the liveness checks and returns nil when all pass.
-func (s *Status) Live(ctx context.Context) error {
-	_, err := run(ctx, s.checks(&s.live))
-	return err
-}
-
 func (s *Status) readiness(ctx context.Context) ([]string, error) {
 	var lines []string
 	var errs []error
