@@ -182,7 +182,7 @@ the event by hand (dlq show prints it), then dlq purge it.
 
 In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (Entra ID; AZURE_CLIENT_ID selects a managed identity)
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY
-
+`+cli.LocalStackUsage+cli.VersionUsage("orderctl")+`
 Durations: Go (90s, 1h30m), days (35d, 1d12h) or ISO 8601 (PT1M, P14D).
 
 Flags:

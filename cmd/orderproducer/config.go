@@ -60,7 +60,7 @@ In Azure:     SERVICEBUS_NAMESPACE (+ AZURE_CLIENT_ID for a managed identity)
 On emulators: SERVICEBUS_CONNECTION_STRING
 Tracing:      OTEL_EXPORTER_OTLP_ENDPOINT exports a span per message sent; the
               message carries its trace context (traceparent, Diagnostic-Id)
-
+`+cli.LocalStackUsage+cli.VersionUsage("orderproducer")+`
 Flags:
 `)
 		fs.PrintDefaults()

@@ -84,7 +84,7 @@ In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a man
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY
               (cosmium has no change feed: on the local stack, COSMOS_ENDPOINT is
               the feed proxy that scripts/local.sh starts; its env sets it)
-
+`+cli.LocalStackUsage+cli.VersionUsage("orderrelay")+`
 Flags:
 `)
 	fs.PrintDefaults()

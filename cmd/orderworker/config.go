@@ -134,20 +134,14 @@ In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a man
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_CREATE_CONTAINER=true
               (creates a missing container, and a missing database only when it is named
               `+defaultCosmosDatabase+` or COSMOS_CREATE_DATABASE=true: a misspelt COSMOS_DATABASE is an error)
-Local stack:  scripts/local.sh up builds and starts the test broker (sbbroker), cosmium and the
-              payments service; eval "$(scripts/local.sh env)" sets the variables above. These
-              tools live under test/, so go install ./cmd/... does not give them; from a clone:
-                go install ./test/sbbroker/cmd/sbbroker ./test/paymentservice/cmd/paymentservice
-                go -C test/cosmiumtest/tools install ./cmd/cosmium
-Subscription: SERVICEBUS_TOPIC + SERVICEBUS_SUBSCRIPTION receive the relay's events as the inbox
+`+cli.LocalStackUsage+`Subscription: SERVICEBUS_TOPIC + SERVICEBUS_SUBSCRIPTION receive the relay's events as the inbox
               consumer named after the subscription; it captures no payments, so on the local
               env start it with -payments-url ''
 Telemetry:    OTEL_EXPORTER_OTLP_ENDPOINT (traces and metrics over OTLP/HTTP, or gRPC
               with OTEL_EXPORTER_OTLP_PROTOCOL=grpc), WORKER_METRICS_PROMETHEUS=true
               (metrics on WORKER_HEALTH_ADDR's /metrics); none by default
 No Azure:     go run ./test/simulate runs everything in-process under injected faults (-h)
-Version:      orderworker -version prints the module version, VCS revision and Go version
-
+`+cli.VersionUsage("orderworker")+`
 Durations: Go (90s, 1h30m), days (35d, 1d12h) or ISO 8601 (PT1M, P14D).
 
 Flags:

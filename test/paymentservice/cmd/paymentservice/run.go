@@ -48,6 +48,7 @@ ever), GET /payments/{paymentId}, GET /healthz. State is in memory only. With
 OTEL_EXPORTER_OTLP_ENDPOINT set, every request is a server span continuing
 the caller's trace (traceparent), with its Idempotency-Key as an attribute.
 
+`+cli.LocalStackUsage+cli.VersionUsage("paymentservice")+`
 Flags:
 `)
 		fs.PrintDefaults()

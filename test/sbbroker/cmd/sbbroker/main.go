@@ -131,6 +131,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	keyName := fs.String("key-name", sbbroker.DefaultKeyName, "shared access key `name` clients must sign with")
 	key := fs.String("key", sbbroker.DefaultKey, "shared access `key` clients must sign with")
 	verbose := fs.Bool("v", false, "log connection-level debug events")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: sbbroker [flags]
+
+Runs the Service Bus test broker: the queues and topics the flags name, in
+memory, on a loopback address; prints the emulator connection string on
+stdout (SERVICEBUS_CONNECTION_STRING for the commands) and logs to stderr.
+
+`+cli.LocalStackUsage+cli.VersionUsage("sbbroker")+`
+Flags:
+`)
+		fs.PrintDefaults()
+	}
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
