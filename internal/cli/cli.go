@@ -3,9 +3,12 @@
 // documentation uses (Go, days, ISO 8601, with TimeSpan.MaxValue as
 // Unlimited), command-line errors printed on one line (ParseFlags, Exit),
 // the two stages of a shutdown on signals (Stages, Force, RunUntilForced),
-// secret masking, the slog set-up (tint on a terminal, JSON otherwise) and the
+// secret masking, the slog set-up (tint on a terminal, JSON otherwise), the
 // Service Bus client constructor with retry options that surface a
-// connection failure within seconds.
+// connection failure within seconds, and the start-up errors that name the
+// setting to fix (ExplainServiceBus, CreateCosmosContainer). Package
+// startup joins these with internal/telemetry into the start-up every
+// command shares.
 package cli
 
 import (
