@@ -43,6 +43,13 @@
 # the official emulator has), so `env` sets SERVICEBUS_EMULATOR_HEALTH_URL=off
 # for `go test -tags emulator ./test/emulator/...`.
 #
+# `go install ./cmd/...` gives only the product commands. The stack's tools
+# are proof tooling and live under test/: `up` builds them all into its bin
+# directory, or install them yourself with
+#   go install ./test/sbbroker/cmd/sbbroker ./test/paymentservice/cmd/paymentservice ./test/e2etest/cmd/feedproxy
+#   go -C test/cosmiumtest/tools install ./cmd/cosmium
+# Every binary answers -version.
+#
 # Upstream cosmium's own server listens on every network interface whatever
 # -Host says (it binds ":<port>") and serves /cosmium/export without a key, so
 # this script builds the project's cosmium command
