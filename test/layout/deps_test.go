@@ -27,12 +27,6 @@ var (
 	// exampleDomain is the order example built on the core, which the core
 	// must not know.
 	exampleDomain = []string{"order", "payments", "relay", "examples"}
-	// commandLayer are the helpers of the commands (configuration, health
-	// endpoints, telemetry set-up, order generation): only commands and
-	// other command-layer helpers may import them.
-	// Every package under the module's internal/ is one: the rules forbid
-	// the folder, so a new helper is covered without a change here.
-	commandLayer = []string{"internal/cli", "internal/health", "internal/telemetry", "internal/ordergen", "internal/startup"}
 	// binaries are the production binaries, deployed as they are built.
 	binaries = []string{"cmd/orderworker", "cmd/orderrelay", "cmd/orderproducer", "cmd/orderctl"}
 	// commandLayerAllowed are product packages outside cmd/ and internal/
@@ -106,6 +100,10 @@ var rules = []rule{
 		forbids: func(n string, d pkg) bool { return d.Module && !isProduct(n) },
 	},
 	{
+		// The module's internal/ is the command layer (configuration,
+		// health endpoints, telemetry and start-up, order generation):
+		// only commands and other command-layer helpers may import it. The
+		// rule forbids the folder, so a new helper is covered too.
 		name: "product outside cmd/ and internal/ links a command-layer helper",
 		applies: func(p string) bool {
 			_, allowed := commandLayerAllowed[p]
