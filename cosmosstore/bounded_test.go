@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
@@ -28,11 +29,11 @@ func TestStore_AccountRequestHangs_CallsReturnWhenTheirContextEnds(t *testing.T)
 			return err
 		},
 		"CreateDocuments": func(ctx context.Context, s *cosmosstore.Store) error {
-			_, err := s.CreateBatch(ctx, "p", []order.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"p"}`)}})
+			_, err := s.CreateBatch(ctx, "p", []idempotent.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"p"}`)}})
 			return err
 		},
 		"ReplaceDocument": func(ctx context.Context, s *cosmosstore.Store) error {
-			_, err := s.ReplaceDocument(ctx, "p", order.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"p"}`)}, "")
+			_, err := s.ReplaceDocument(ctx, "p", idempotent.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"p"}`)}, "")
 			return err
 		},
 		"Check": func(ctx context.Context, s *cosmosstore.Store) error { _, err := s.Check(ctx); return err },

@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
@@ -347,7 +348,7 @@ func TestChangeFeed_FakeGateway_Failures(t *testing.T) {
 	g.mu.Unlock()
 	_, _, err := f.ReadChanges(ctx, "-80", "", 10)
 	var ce *cosmosstore.Error
-	if !errors.Is(err, order.ErrTransient) || !errors.As(err, &ce) || ce.StatusCode != 429 || ce.Op != "read change feed" {
+	if !errors.Is(err, idempotent.ErrTransient) || !errors.As(err, &ce) || ce.StatusCode != 429 || ce.Op != "read change feed" {
 		t.Errorf("429: err = %v, want a transient *Error", err)
 	}
 	if _, _, err := f.ReadChanges(ctx, "-80", "not-a-token", 10); err == nil || !strings.Contains(err.Error(), "continuation") {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
 
@@ -24,7 +24,7 @@ func TestCosmium_Check_ReportsETagsNotHonoured(t *testing.T) {
 	if !res.ProbeDeleted || res.Database != testDatabase || res.Container != testContainer {
 		t.Errorf("Check = %+v; want the probe deleted and the names", res)
 	}
-	if _, _, err := s.ReadDocument(t.Context(), res.ProbeID, res.ProbeID); !errors.Is(err, order.ErrNotFound) {
+	if _, _, err := s.ReadDocument(t.Context(), res.ProbeID, res.ProbeID); !errors.Is(err, idempotent.ErrNotFound) {
 		t.Errorf("the probe document is still there: %v", err)
 	}
 }
@@ -70,7 +70,7 @@ func TestCosmium_Check_MissingDatabaseOrContainer_NamesTheSetting(t *testing.T) 
 					t.Errorf("Check error %q does not contain %q", err, w)
 				}
 			}
-			if order.IsTransient(err) {
+			if idempotent.IsTransient(err) {
 				t.Errorf("Check error %v is transient", err)
 			}
 			t.Logf("Check: %v", err)
@@ -86,11 +86,11 @@ func TestCosmium_Check_MissingDatabaseOrContainer_NamesTheSetting(t *testing.T) 
 func TestCosmium_ReplaceDocument_BodyNotJSON_Rejected(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	d := testDoc{ID: "a", OrderID: "ord-1", Type: "t", State: "s"}
-	if _, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{d.document(t)}); err != nil {
+	if _, err := s.CreateBatch(t.Context(), "ord-1", []idempotent.Document{d.document(t)}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.ReplaceDocument(t.Context(), "ord-1", order.Document{ID: "a", Body: []byte(`{"id":"a",`)}, "")
-	checkSentinels(t, err, order.ErrRejected)
+	_, err := s.ReplaceDocument(t.Context(), "ord-1", idempotent.Document{ID: "a", Body: []byte(`{"id":"a",`)}, "")
+	checkSentinels(t, err, idempotent.ErrRejected)
 	var e *cosmosstore.Error
 	if !errors.As(err, &e) || e.StatusCode != 400 {
 		t.Errorf("ReplaceDocument = %v, want a 400", err)

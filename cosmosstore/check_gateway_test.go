@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // healthyGateway is a fake gateway that answers Check as Cosmos DB does for a
@@ -165,7 +165,7 @@ func TestCheck_FakeGateway_FailuresNameTheSetting(t *testing.T) {
 				}
 			}
 			t.Logf("Check: %v", err)
-			if order.IsTransient(err) || errors.Is(err, order.ErrRejected) || errors.Is(err, order.ErrNotFound) {
+			if idempotent.IsTransient(err) || errors.Is(err, idempotent.ErrRejected) || errors.Is(err, idempotent.ErrNotFound) {
 				t.Errorf("Check error %v is transient, rejected or not-found; want a permanent configuration error", err)
 			}
 		})
@@ -195,7 +195,7 @@ func TestCheck_UnreachableEndpoint_NamesTheEndpoint(t *testing.T) {
 			t.Errorf("Check error %q does not contain %q", err, w)
 		}
 	}
-	if !order.IsTransient(err) {
+	if !idempotent.IsTransient(err) {
 		t.Errorf("Check error %v is not transient; an unreachable endpoint may come back", err)
 	}
 	t.Logf("Check: %v", err)
@@ -221,10 +221,10 @@ func TestPing_FakeGateway(t *testing.T) {
 			g.setRead(tt.reply)
 			s := storeFor(t, g.endpoint(), noRetries())
 			err := s.Ping(t.Context())
-			if (err != nil) != tt.wantErr || order.IsTransient(err) != tt.wantTransient {
+			if (err != nil) != tt.wantErr || idempotent.IsTransient(err) != tt.wantTransient {
 				t.Errorf("Ping = %v; want error %v, transient %v", err, tt.wantErr, tt.wantTransient)
 			}
-			if errors.Is(err, order.ErrNotFound) {
+			if errors.Is(err, idempotent.ErrNotFound) {
 				t.Errorf("Ping = %v matches ErrNotFound", err)
 			}
 			var e *cosmosstore.Error

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
@@ -94,7 +95,7 @@ func TestCosmium_CreateTwice_AlreadyExists_CosmiumBatchSaysSuccessWith409Inside(
 		t.Fatalf("first CreateOrder = %v", err)
 	}
 	_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-2"))
-	if !errors.Is(err, order.ErrAlreadyExists) {
+	if !errors.Is(err, idempotent.ErrAlreadyExists) {
 		t.Fatalf("second CreateOrder = %v, want ErrAlreadyExists", err)
 	}
 	var e *cosmosstore.Error
@@ -110,10 +111,10 @@ func TestCosmium_CreateTwice_AlreadyExists_CosmiumBatchSaysSuccessWith409Inside(
 func TestCosmium_ReadMissing_NotFound(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	_, err := order.ReadOrder(t.Context(), s, "ord-missing")
-	if !errors.Is(err, order.ErrNotFound) {
+	if !errors.Is(err, idempotent.ErrNotFound) {
 		t.Fatalf("ReadOrder of a missing order = %v, want ErrNotFound", err)
 	}
-	if order.IsTransient(err) || errors.Is(err, order.ErrAlreadyExists) {
+	if idempotent.IsTransient(err) || errors.Is(err, idempotent.ErrAlreadyExists) {
 		t.Errorf("ReadOrder of a missing order = %v matches another sentinel", err)
 	}
 }
@@ -180,7 +181,7 @@ func checkOneWinner(t *testing.T, results []error, exactlyOne bool) {
 		switch {
 		case err == nil:
 			winners++
-		case !errors.Is(err, order.ErrAlreadyExists):
+		case !errors.Is(err, idempotent.ErrAlreadyExists):
 			t.Errorf("a losing create returned %v, want ErrAlreadyExists", err)
 		}
 	}
@@ -277,7 +278,7 @@ func TestCosmium_MissingContainer_IsPermanent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
-	if err == nil || errors.Is(err, order.ErrAlreadyExists) || order.IsTransient(err) {
+	if err == nil || errors.Is(err, idempotent.ErrAlreadyExists) || idempotent.IsTransient(err) {
 		t.Errorf("CreateOrder into a missing container = %v, want a permanent error", err)
 	}
 	t.Logf("CreateOrder into a missing container: %v", err)
@@ -294,14 +295,14 @@ func TestCosmium_Processor_CreatedDuplicateMismatch(t *testing.T) {
 	}
 	steps := []struct {
 		body []byte
-		want order.Outcome
+		want idempotent.Outcome
 	}{
-		{body("cust-1"), order.Created},
-		{body("cust-1"), order.Duplicate},
-		{body("cust-2"), order.Mismatch},
+		{body("cust-1"), idempotent.Created},
+		{body("cust-1"), idempotent.Duplicate},
+		{body("cust-2"), idempotent.Mismatch},
 	}
 	for i, step := range steps {
-		r := p.Process(t.Context(), order.Message{ID: "ord-9", Body: step.body, DeliveryCount: uint32(i + 1)})
+		r := p.Process(t.Context(), idempotent.Message{ID: "ord-9", Body: step.body, DeliveryCount: uint32(i + 1)})
 		if r.Outcome != step.want {
 			t.Fatalf("delivery %d: outcome %v (%s), want %v", i+1, r.Outcome, r.Description, step.want)
 		}
@@ -337,7 +338,7 @@ func BenchmarkCosmium_DuplicateCheck(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := order.WriteOrder(b.Context(), s, w); !errors.Is(err, order.ErrAlreadyExists) {
+		if _, err := order.WriteOrder(b.Context(), s, w); !errors.Is(err, idempotent.ErrAlreadyExists) {
 			b.Fatalf("CreateOrder = %v, want ErrAlreadyExists", err)
 		}
 		if _, err := order.ReadOrder(b.Context(), s, "ord-dup"); err != nil {

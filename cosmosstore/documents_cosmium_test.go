@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
@@ -27,13 +28,13 @@ type testDoc struct {
 	TTL     int    `json:"ttl,omitempty"`
 }
 
-func (d testDoc) document(t *testing.T) order.Document {
+func (d testDoc) document(t *testing.T) idempotent.Document {
 	t.Helper()
 	b, err := json.Marshal(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return order.Document{ID: d.ID, Body: b}
+	return idempotent.Document{ID: d.ID, Body: b}
 }
 
 // readTestDoc reads pk/id and decodes it; cosmium, like Cosmos DB, adds
@@ -57,7 +58,7 @@ func TestCosmium_CreateDocumentsThenReadDocument(t *testing.T) {
 		{ID: "inbox:loyalty:ord-1", OrderID: "ord-1", Type: order.TypeInboxMarker, State: "done", TTL: 600},
 		{ID: "loyalty-1", OrderID: "ord-1", Type: order.TypeLoyaltyEntry, State: "awarded"},
 	}
-	if _, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{docs[0].document(t), docs[1].document(t)}); err != nil {
+	if _, err := s.CreateBatch(t.Context(), "ord-1", []idempotent.Document{docs[0].document(t), docs[1].document(t)}); err != nil {
 		t.Fatalf("CreateDocuments = %v", err)
 	}
 	for _, want := range docs {
@@ -70,7 +71,7 @@ func TestCosmium_CreateDocumentsThenReadDocument(t *testing.T) {
 func TestCosmium_ReadDocument_Missing_NotFound(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	body, etag, err := s.ReadDocument(t.Context(), "ord-1", order.PaymentRecordID("ord-1"))
-	checkSentinels(t, err, order.ErrNotFound)
+	checkSentinels(t, err, idempotent.ErrNotFound)
 	if body != nil || etag != "" {
 		t.Errorf("ReadDocument of a missing document = %q, %q; want nothing", body, etag)
 	}
@@ -81,13 +82,13 @@ func TestCosmium_ReadDocument_Missing_NotFound(t *testing.T) {
 func TestCosmium_CreateDocuments_Conflict_AlreadyExists(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	first := testDoc{ID: "Payment:ord-1", OrderID: "ord-1", Type: order.TypePayment, State: order.PaymentInProgress}
-	if _, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{first.document(t)}); err != nil {
+	if _, err := s.CreateBatch(t.Context(), "ord-1", []idempotent.Document{first.document(t)}); err != nil {
 		t.Fatalf("first CreateDocuments = %v", err)
 	}
 	second := first
 	second.State = order.PaymentCompleted
-	_, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{second.document(t)})
-	checkSentinels(t, err, order.ErrAlreadyExists)
+	_, err := s.CreateBatch(t.Context(), "ord-1", []idempotent.Document{second.document(t)})
+	checkSentinels(t, err, idempotent.ErrAlreadyExists)
 	var e *cosmosstore.Error
 	if !errors.As(err, &e) || e.Op != "create documents" || e.Index != 0 || e.StatusCode != http.StatusConflict {
 		t.Errorf("second CreateDocuments = %#v, want a 409 on operation 0 of create documents", err)
@@ -100,7 +101,7 @@ func TestCosmium_CreateDocuments_Conflict_AlreadyExists(t *testing.T) {
 func TestCosmium_ReplaceDocument_Unconditional_ChangesBody(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	d := testDoc{ID: "Payment:ord-1", OrderID: "ord-1", Type: order.TypePayment, State: order.PaymentInProgress}
-	if _, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{d.document(t)}); err != nil {
+	if _, err := s.CreateBatch(t.Context(), "ord-1", []idempotent.Document{d.document(t)}); err != nil {
 		t.Fatal(err)
 	}
 	d.State = order.PaymentCompleted
@@ -116,7 +117,7 @@ func TestCosmium_ReplaceDocument_Missing_NotFound(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	d := testDoc{ID: "Payment:ord-1", OrderID: "ord-1", Type: order.TypePayment, State: order.PaymentCompleted}
 	etag, err := s.ReplaceDocument(t.Context(), "ord-1", d.document(t), "")
-	checkSentinels(t, err, order.ErrNotFound)
+	checkSentinels(t, err, idempotent.ErrNotFound)
 	var e *cosmosstore.Error
 	if !errors.As(err, &e) || e.Op != "replace document" || e.ID != d.ID || e.StatusCode != http.StatusNotFound {
 		t.Errorf("ReplaceDocument of a missing document = %#v, want a 404 naming %q", err, d.ID)
@@ -124,7 +125,7 @@ func TestCosmium_ReplaceDocument_Missing_NotFound(t *testing.T) {
 	if etag != "" {
 		t.Errorf("ReplaceDocument of a missing document returned ETag %q", etag)
 	}
-	if _, _, err := s.ReadDocument(t.Context(), "ord-1", d.ID); !errors.Is(err, order.ErrNotFound) {
+	if _, _, err := s.ReadDocument(t.Context(), "ord-1", d.ID); !errors.Is(err, idempotent.ErrNotFound) {
 		t.Errorf("after a failed replace, ReadDocument = %v, want ErrNotFound (a replace must not create)", err)
 	}
 }
@@ -136,7 +137,7 @@ func TestCosmium_ReplaceDocument_Missing_NotFound(t *testing.T) {
 func TestCosmium_ReplaceDocument_StaleIfMatchStillReplaces_CosmiumHasNoETagHeaderAndIgnoresIfMatch(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	d := testDoc{ID: "ord-1", OrderID: "ord-1", Type: order.TypeOrder, State: "accepted"}
-	if _, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{d.document(t)}); err != nil {
+	if _, err := s.CreateBatch(t.Context(), "ord-1", []idempotent.Document{d.document(t)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, etag := readTestDoc(t, s, "ord-1", d.ID); etag != "" {
@@ -167,28 +168,28 @@ func TestCosmium_Processor_StatusChanges_ETagGuardNotExercised(t *testing.T) {
 	p := order.NewProcessor(s, nil, order.WithDocuments(cosmosstore.WithoutPatch(s)))
 	placed := []byte(`{"orderId":"ord-9","customerId":"cust-1","currency":"EUR",` +
 		`"lines":[{"sku":"SKU-1","quantity":1,"unitPriceMinor":500}],"totalMinor":500,"placedAt":"2026-11-30T10:00:00Z"}`)
-	if r := p.Process(t.Context(), order.Message{ID: "ord-9", Body: placed, DeliveryCount: 1}); r.Outcome != order.Created {
+	if r := p.Process(t.Context(), idempotent.Message{ID: "ord-9", Body: placed, DeliveryCount: 1}); r.Outcome != idempotent.Created {
 		t.Fatalf("order placement: outcome %v (%s), want created", r.Outcome, r.Description)
 	}
-	change := func(status string, version int64) order.Message {
+	change := func(status string, version int64) idempotent.Message {
 		b, err := json.Marshal(order.StatusChange{OrderID: "ord-9", Status: status, Version: version,
 			ChangedAt: time.Date(2026, 12, 1, 9, int(version), 0, 0, time.UTC)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return order.Message{ID: order.StatusMessageID("ord-9", version), Subject: order.SubjectOrderStatusChanged, Body: b, DeliveryCount: 1}
+		return idempotent.Message{ID: order.StatusMessageID("ord-9", version), Subject: order.SubjectOrderStatusChanged, Body: b, DeliveryCount: 1}
 	}
 	steps := []struct {
 		name        string
-		msg         order.Message
-		want        order.Outcome
+		msg         idempotent.Message
+		want        idempotent.Outcome
 		wantStatus  string
 		wantVersion int64
 	}{
-		{"paid", change("paid", 2), order.Applied, "paid", 2},
-		{"paid again (redelivery)", change("paid", 2), order.Stale, "paid", 2},
-		{"delivered, skipping shipped", change("delivered", 4), order.Applied, "delivered", 4},
-		{"shipped, late", change("shipped", 3), order.Stale, "delivered", 4},
+		{"paid", change("paid", 2), idempotent.Applied, "paid", 2},
+		{"paid again (redelivery)", change("paid", 2), idempotent.Stale, "paid", 2},
+		{"delivered, skipping shipped", change("delivered", 4), idempotent.Applied, "delivered", 4},
+		{"shipped, late", change("shipped", 3), idempotent.Stale, "delivered", 4},
 	}
 	for _, step := range steps {
 		r := p.Process(t.Context(), step.msg)
@@ -214,8 +215,8 @@ func TestCosmium_InboxConsumer_CreatedThenDuplicate_TTLNotExercised(t *testing.T
 		Now: func() time.Time { return time.Date(2026, 11, 30, 10, 0, 5, 0, time.UTC) }}
 	body := []byte(`{"orderId":"ord-3","customerId":"cust-1","currency":"EUR",` +
 		`"lines":[{"sku":"SKU-1","quantity":2,"unitPriceMinor":1999}],"totalMinor":3998,"placedAt":"2026-11-30T10:00:00Z"}`)
-	for i, want := range []order.Outcome{order.Created, order.Duplicate} {
-		r := c.Process(t.Context(), order.Message{ID: "ord-3", Body: body, DeliveryCount: uint32(i + 1)})
+	for i, want := range []idempotent.Outcome{idempotent.Created, idempotent.Duplicate} {
+		r := c.Process(t.Context(), idempotent.Message{ID: "ord-3", Body: body, DeliveryCount: uint32(i + 1)})
 		if r.Outcome != want {
 			t.Fatalf("delivery %d: outcome %v (%s), want %v", i+1, r.Outcome, r.Description, want)
 		}
@@ -238,8 +239,8 @@ func TestCosmium_InboxConsumer_CreatedThenDuplicate_TTLNotExercised(t *testing.T
 // loopback: the store's and the SDK's overhead, not Cosmos DB's latency.
 func BenchmarkCosmium_ReadReplaceDocument(b *testing.B) {
 	s := benchStore(b)
-	d := order.Document{ID: "Payment:ord-1", Body: []byte(`{"id":"Payment:ord-1","orderId":"ord-1","type":"payment","attempts":0}`)}
-	if _, err := s.CreateBatch(b.Context(), "ord-1", []order.Document{d}); err != nil {
+	d := idempotent.Document{ID: "Payment:ord-1", Body: []byte(`{"id":"Payment:ord-1","orderId":"ord-1","type":"payment","attempts":0}`)}
+	if _, err := s.CreateBatch(b.Context(), "ord-1", []idempotent.Document{d}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -265,9 +266,9 @@ func TestCosmium_PatchConditionIgnored_CosmiumNotFaithful(t *testing.T) {
 	if _, err := order.WriteOrder(t.Context(), s, newWrite("ord-p", "cust-1")); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.PatchDocument(t.Context(), "ord-p", "ord-p", order.Patch{
-		If:  []order.Below{{Path: "/version", Value: 1}}, // the stored version is 1: not below 1
-		Ops: []order.PatchOp{{Op: order.PatchSet, Path: "/status", Value: "paid"}},
+	_, err := s.PatchDocument(t.Context(), "ord-p", "ord-p", idempotent.Patch{
+		If:  []idempotent.Below{{Path: "/version", Value: 1}}, // the stored version is 1: not below 1
+		Ops: []idempotent.PatchOp{{Op: idempotent.PatchSet, Path: "/status", Value: "paid"}},
 	})
 	doc, rerr := order.ReadOrder(t.Context(), s, "ord-p")
 	if rerr != nil {

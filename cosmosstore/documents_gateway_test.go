@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
@@ -19,7 +20,7 @@ import (
 // what it sends and how it maps answers, not Cosmos DB's behaviour.
 
 // sentinels are the sentinel errors a store error may match.
-var sentinels = []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient, order.ErrRejected}
+var sentinels = []error{idempotent.ErrAlreadyExists, idempotent.ErrNotFound, idempotent.ErrPreconditionFailed, idempotent.ErrTransient, idempotent.ErrRejected}
 
 // checkSentinels fails t unless err matches want and no other sentinel (want
 // nil: none of them).
@@ -56,10 +57,10 @@ func TestGateway_ReadDocument_StatusMapping(t *testing.T) {
 		wantIs   error
 		wantCode int
 	}{
-		{name: "not found", reply: reply{status: 404, body: `{}`}, wantIs: order.ErrNotFound, wantCode: 404},
+		{name: "not found", reply: reply{status: 404, body: `{}`}, wantIs: idempotent.ErrNotFound, wantCode: 404},
 		{name: "container not found", reply: reply{status: 404, header: map[string]string{"x-ms-substatus": "1003"}, body: `{}`}, wantCode: 404},
-		{name: "throttled", reply: reply{status: 429, body: `{}`}, wantIs: order.ErrTransient, wantCode: 429},
-		{name: "unavailable", reply: reply{status: 503, body: `{}`}, wantIs: order.ErrTransient, wantCode: 503},
+		{name: "throttled", reply: reply{status: 429, body: `{}`}, wantIs: idempotent.ErrTransient, wantCode: 429},
+		{name: "unavailable", reply: reply{status: 503, body: `{}`}, wantIs: idempotent.ErrTransient, wantCode: 503},
 		{name: "forbidden", reply: reply{status: 403, body: `{}`}, wantCode: 403},
 	}
 	for _, tt := range tests {
@@ -102,7 +103,7 @@ func TestGateway_ReplaceDocument_IfMatch_NotFaithfulInCosmium(t *testing.T) {
 			g := newGateway(t, false)
 			g.setReplace(reply{status: 200, header: map[string]string{"ETag": newETag}})
 			s := storeFor(t, g.endpoint(), noRetries())
-			d := order.Document{ID: "Payment:ord-1", Body: []byte(`{"id":"Payment:ord-1","orderId":"ord-1","state":"completed"}`)}
+			d := idempotent.Document{ID: "Payment:ord-1", Body: []byte(`{"id":"Payment:ord-1","orderId":"ord-1","state":"completed"}`)}
 			etag, err := s.ReplaceDocument(t.Context(), "ord-1", d, tt.ifMatch)
 			if err != nil {
 				t.Fatalf("ReplaceDocument = %v", err)
@@ -144,20 +145,20 @@ func TestGateway_ReplaceDocument_StatusMapping_412NotFaithfulInCosmium(t *testin
 		wantText string
 	}{
 		{name: "ETag moved", reply: reply{status: 412, header: activity, body: `{"code":"PreconditionFailed"}`},
-			wantIs: order.ErrPreconditionFailed, wantCode: 412, wantText: "412 Precondition Failed"},
-		{name: "gone", reply: reply{status: 404, header: activity, body: `{}`}, wantIs: order.ErrNotFound, wantCode: 404},
+			wantIs: idempotent.ErrPreconditionFailed, wantCode: 412, wantText: "412 Precondition Failed"},
+		{name: "gone", reply: reply{status: 404, header: activity, body: `{}`}, wantIs: idempotent.ErrNotFound, wantCode: 404},
 		{name: "container gone", reply: reply{status: 404, header: map[string]string{"x-ms-activity-id": "act-7", "x-ms-substatus": "1003"}, body: `{}`}, wantCode: 404},
-		{name: "throttled", reply: reply{status: 429, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantCode: 429},
-		{name: "retry with", reply: reply{status: 449, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantCode: 449},
-		{name: "id in body differs", reply: reply{status: 400, header: activity, body: `{}`}, wantIs: order.ErrRejected, wantCode: 400},
-		{name: "too large", reply: reply{status: 413, header: activity, body: `{}`}, wantIs: order.ErrRejected, wantCode: 413},
+		{name: "throttled", reply: reply{status: 429, header: activity, body: `{}`}, wantIs: idempotent.ErrTransient, wantCode: 429},
+		{name: "retry with", reply: reply{status: 449, header: activity, body: `{}`}, wantIs: idempotent.ErrTransient, wantCode: 449},
+		{name: "id in body differs", reply: reply{status: 400, header: activity, body: `{}`}, wantIs: idempotent.ErrRejected, wantCode: 400},
+		{name: "too large", reply: reply{status: 413, header: activity, body: `{}`}, wantIs: idempotent.ErrRejected, wantCode: 413},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newGateway(t, false)
 			g.setReplace(tt.reply)
 			s := storeFor(t, g.endpoint(), noRetries())
-			etag, err := s.ReplaceDocument(t.Context(), "ord-1", order.Document{ID: "ord-1", Body: []byte(`{"id":"ord-1","orderId":"ord-1"}`)}, `"e1"`)
+			etag, err := s.ReplaceDocument(t.Context(), "ord-1", idempotent.Document{ID: "ord-1", Body: []byte(`{"id":"ord-1","orderId":"ord-1"}`)}, `"e1"`)
 			if etag != "" {
 				t.Errorf("ReplaceDocument returned ETag %q with an error", etag)
 			}
@@ -178,7 +179,7 @@ func TestGateway_ReplaceDocument_StatusMapping_412NotFaithfulInCosmium(t *testin
 }
 
 func TestGateway_CreateDocuments_OneAtomicBatch(t *testing.T) {
-	docs := []order.Document{
+	docs := []idempotent.Document{
 		{ID: "inbox:loyalty:ord-5", Body: []byte(`{"id":"inbox:loyalty:ord-5","orderId":"ord-5","type":"inbox","ttl":600}`)},
 		{ID: "loyalty-1", Body: []byte(`{"id":"loyalty-1","orderId":"ord-5","type":"loyalty"}`)},
 		{ID: "loyalty-2", Body: []byte(`{"id":"loyalty-2","orderId":"ord-5","type":"loyalty"}`)},
@@ -208,7 +209,7 @@ func TestGateway_CreateDocuments_OneAtomicBatch(t *testing.T) {
 }
 
 func TestGateway_CreateDocuments_StatusMapping(t *testing.T) {
-	docs := []order.Document{
+	docs := []idempotent.Document{
 		{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-5"}`)},
 		{ID: "b", Body: []byte(`{"id":"b","orderId":"ord-5"}`)},
 	}
@@ -219,10 +220,10 @@ func TestGateway_CreateDocuments_StatusMapping(t *testing.T) {
 		wantIndex int
 		wantCode  int
 	}{
-		{name: "second document exists", reply: batchReply(207, nil, 424, 409), wantIs: order.ErrAlreadyExists, wantIndex: 1, wantCode: 409},
-		{name: "throttled operation", reply: batchReply(207, nil, 429, 424), wantIs: order.ErrTransient, wantIndex: 0, wantCode: 429},
-		{name: "whole batch throttled", reply: reply{status: 429, body: `{}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 429},
-		{name: "whole batch too large", reply: reply{status: 413, body: `{}`}, wantIs: order.ErrRejected, wantIndex: -1, wantCode: 413},
+		{name: "second document exists", reply: batchReply(207, nil, 424, 409), wantIs: idempotent.ErrAlreadyExists, wantIndex: 1, wantCode: 409},
+		{name: "throttled operation", reply: batchReply(207, nil, 429, 424), wantIs: idempotent.ErrTransient, wantIndex: 0, wantCode: 429},
+		{name: "whole batch throttled", reply: reply{status: 429, body: `{}`}, wantIs: idempotent.ErrTransient, wantIndex: -1, wantCode: 429},
+		{name: "whole batch too large", reply: reply{status: 413, body: `{}`}, wantIs: idempotent.ErrRejected, wantIndex: -1, wantCode: 413},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,7 +261,7 @@ func TestGateway_RequestCharge_DocumentCalls(t *testing.T) {
 	g := newGateway(t, false)
 	s := storeFor(t, g.endpoint(), noRetries())
 	charge := func(ru string) map[string]string { return map[string]string{"x-ms-request-charge": ru} }
-	doc := order.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}
+	doc := idempotent.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}
 	steps := []struct {
 		name string
 		call func() error
@@ -268,7 +269,7 @@ func TestGateway_RequestCharge_DocumentCalls(t *testing.T) {
 	}{
 		{"create documents", func() error {
 			g.setBatch(batchReply(200, charge("6.5"), 201))
-			_, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{doc})
+			_, err := s.CreateBatch(t.Context(), "ord-1", []idempotent.Document{doc})
 			return err
 		}, 6.5},
 		{"read document", func() error {
@@ -329,8 +330,8 @@ func TestGateway_Processor_StatusChange_RereadsAfter412_NotFaithfulInCosmium(t *
 	body := []byte(`{"orderId":"ord-1","status":"shipped","version":3,"changedAt":"2026-12-01T09:00:00Z"}`)
 	// A redelivery: it reads first, and so takes the read-and-replace path
 	// (a first delivery patches; see TestRoundTrips_FakeGateway).
-	r := p.Process(t.Context(), order.Message{ID: order.StatusMessageID("ord-1", 3), Subject: order.SubjectOrderStatusChanged, Body: body, DeliveryCount: 2})
-	if r.Outcome != order.Applied {
+	r := p.Process(t.Context(), idempotent.Message{ID: order.StatusMessageID("ord-1", 3), Subject: order.SubjectOrderStatusChanged, Body: body, DeliveryCount: 2})
+	if r.Outcome != idempotent.Applied {
 		t.Fatalf("outcome %v (%s), want applied", r.Outcome, r.Description)
 	}
 	sent := g.sentReplaces()

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // These cases cannot run against cosmium: its transactional batch is not
@@ -43,7 +43,7 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 			name:      "order exists: 409 on op 0, 424 on op 1",
 			r:         batchResult{HTTPStatus: 207, StatusCodes: []int{409, 424}, ActivityID: activity},
 			ops:       2,
-			wantIs:    order.ErrAlreadyExists,
+			wantIs:    idempotent.ErrAlreadyExists,
 			wantIndex: 0, wantCode: 409,
 			wantText: []string{"batch operation 0", "409 Conflict", activity},
 		},
@@ -51,42 +51,42 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 			name:      "event exists: 424 on op 0, 409 on op 1",
 			r:         batchResult{HTTPStatus: 207, StatusCodes: []int{424, 409}},
 			ops:       2,
-			wantIs:    order.ErrAlreadyExists,
+			wantIs:    idempotent.ErrAlreadyExists,
 			wantIndex: 1, wantCode: 409,
 		},
 		{
 			name:      "throttled: 429",
 			r:         batchResult{HTTPStatus: 207, StatusCodes: []int{429, 424}},
 			ops:       2,
-			wantIs:    order.ErrTransient,
+			wantIs:    idempotent.ErrTransient,
 			wantIndex: 0, wantCode: 429,
 		},
 		{
 			name:      "unavailable: 503",
 			r:         batchResult{HTTPStatus: 207, StatusCodes: []int{503, 424}},
 			ops:       2,
-			wantIs:    order.ErrTransient,
+			wantIs:    idempotent.ErrTransient,
 			wantIndex: 0, wantCode: 503,
 		},
 		{
 			name:      "timeout: 408",
 			r:         batchResult{HTTPStatus: 207, StatusCodes: []int{424, 408}},
 			ops:       2,
-			wantIs:    order.ErrTransient,
+			wantIs:    idempotent.ErrTransient,
 			wantIndex: 1, wantCode: 408,
 		},
 		{
 			name:      "retry with: 449",
 			r:         batchResult{HTTPStatus: 207, StatusCodes: []int{449, 424}},
 			ops:       2,
-			wantIs:    order.ErrTransient,
+			wantIs:    idempotent.ErrTransient,
 			wantIndex: 0, wantCode: 449,
 		},
 		{
 			name:      "bad request: 400 is rejected",
 			r:         batchResult{HTTPStatus: 207, StatusCodes: []int{400, 424}, ActivityID: activity},
 			ops:       2,
-			wantIs:    order.ErrRejected,
+			wantIs:    idempotent.ErrRejected,
 			wantIndex: 0, wantCode: 400,
 			wantText: []string{`create documents "ord-1"`, "batch operation 0", "400 Bad Request", activity},
 		},
@@ -94,7 +94,7 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 			name:      "too large: 413 is rejected",
 			r:         batchResult{HTTPStatus: 207, StatusCodes: []int{424, 413}},
 			ops:       2,
-			wantIs:    order.ErrRejected,
+			wantIs:    idempotent.ErrRejected,
 			wantIndex: 1, wantCode: 413,
 			wantText: []string{"batch operation 1", "413 Request Entity Too Large"},
 		},
@@ -114,14 +114,14 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 			name:      "claims success with a conflict inside (cosmium v0.1.20 does this)",
 			r:         batchResult{HTTPStatus: 200, Success: true, StatusCodes: []int{409, 409}},
 			ops:       2,
-			wantIs:    order.ErrAlreadyExists,
+			wantIs:    idempotent.ErrAlreadyExists,
 			wantIndex: 0, wantCode: 409,
 		},
 		{
 			name:      "claims success, order created but event conflicted",
 			r:         batchResult{HTTPStatus: 200, Success: true, StatusCodes: []int{201, 409}},
 			ops:       2,
-			wantIs:    order.ErrAlreadyExists,
+			wantIs:    idempotent.ErrAlreadyExists,
 			wantIndex: 1, wantCode: 409,
 		},
 		{
@@ -152,7 +152,7 @@ func TestInterpretBatch_NotFaithfulInCosmium_StatusCodeSets(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("interpretBatch = %v (%T), want an *Error", err, err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient, order.ErrRejected} {
+			for _, sentinel := range []error{idempotent.ErrAlreadyExists, idempotent.ErrNotFound, idempotent.ErrPreconditionFailed, idempotent.ErrTransient, idempotent.ErrRejected} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, sentinel, got, want)
 				}
@@ -181,23 +181,23 @@ func TestKindOf(t *testing.T) {
 		oneDocument       bool
 		want              error
 	}{
-		{http.StatusConflict, 0, false, order.ErrAlreadyExists},
-		{http.StatusNotFound, 0, true, order.ErrNotFound},
+		{http.StatusConflict, 0, false, idempotent.ErrAlreadyExists},
+		{http.StatusNotFound, 0, true, idempotent.ErrNotFound},
 		{http.StatusNotFound, 0, false, nil},                     // a create cannot miss a document
 		{http.StatusNotFound, subStatusOwnerNotFound, true, nil}, // the container is missing
-		{http.StatusPreconditionFailed, 0, true, order.ErrPreconditionFailed},
-		{http.StatusPreconditionFailed, 0, false, order.ErrPreconditionFailed},
-		{http.StatusTooManyRequests, 3200, false, order.ErrTransient},
-		{http.StatusServiceUnavailable, 0, true, order.ErrTransient},
-		{http.StatusRequestTimeout, 0, false, order.ErrTransient},
-		{449, 0, false, order.ErrTransient},
-		{http.StatusBadRequest, 0, false, order.ErrRejected},
-		{http.StatusBadRequest, 1001, false, order.ErrRejected},
-		{http.StatusBadRequest, 0, true, order.ErrRejected},
+		{http.StatusPreconditionFailed, 0, true, idempotent.ErrPreconditionFailed},
+		{http.StatusPreconditionFailed, 0, false, idempotent.ErrPreconditionFailed},
+		{http.StatusTooManyRequests, 3200, false, idempotent.ErrTransient},
+		{http.StatusServiceUnavailable, 0, true, idempotent.ErrTransient},
+		{http.StatusRequestTimeout, 0, false, idempotent.ErrTransient},
+		{449, 0, false, idempotent.ErrTransient},
+		{http.StatusBadRequest, 0, false, idempotent.ErrRejected},
+		{http.StatusBadRequest, 1001, false, idempotent.ErrRejected},
+		{http.StatusBadRequest, 0, true, idempotent.ErrRejected},
 		{http.StatusUnauthorized, 0, true, nil},
 		{http.StatusForbidden, 0, false, nil},
-		{http.StatusRequestEntityTooLarge, 0, false, order.ErrRejected},
-		{http.StatusRequestEntityTooLarge, 0, true, order.ErrRejected},
+		{http.StatusRequestEntityTooLarge, 0, false, idempotent.ErrRejected},
+		{http.StatusRequestEntityTooLarge, 0, true, idempotent.ErrRejected},
 		{http.StatusInternalServerError, 0, false, nil},
 	}
 	for _, tt := range tests {
@@ -232,8 +232,8 @@ func TestClassify(t *testing.T) {
 		wantActID  string
 		wantInText string
 	}{
-		{name: "409 on create", op: opCreateDocuments, err: responseError(409, nil), wantIs: order.ErrAlreadyExists, wantCode: 409},
-		{name: "404 on read", op: opReadDocument, err: responseError(404, nil), wantIs: order.ErrNotFound, wantCode: 404},
+		{name: "409 on create", op: opCreateDocuments, err: responseError(409, nil), wantIs: idempotent.ErrAlreadyExists, wantCode: 409},
+		{name: "404 on read", op: opReadDocument, err: responseError(404, nil), wantIs: idempotent.ErrNotFound, wantCode: 404},
 		{name: "404 on create is permanent", op: opCreateDocuments, err: responseError(404, nil), wantCode: 404},
 		{
 			name: "404 of a missing container on read is permanent", op: opReadDocument,
@@ -243,26 +243,26 @@ func TestClassify(t *testing.T) {
 		{
 			name: "429 with activity id", op: opCreateDocuments,
 			err:    responseError(429, http.Header{"X-Ms-Activity-Id": {"act-1"}, "X-Ms-Substatus": {"3200"}}),
-			wantIs: order.ErrTransient, wantCode: 429, wantSub: 3200, wantActID: "act-1", wantInText: "activity id act-1",
+			wantIs: idempotent.ErrTransient, wantCode: 429, wantSub: 3200, wantActID: "act-1", wantInText: "activity id act-1",
 		},
-		{name: "404 on read document", op: opReadDocument, err: responseError(404, nil), wantIs: order.ErrNotFound, wantCode: 404},
-		{name: "404 on replace document", op: opReplaceDocument, err: responseError(404, nil), wantIs: order.ErrNotFound, wantCode: 404},
+		{name: "404 on read document", op: opReadDocument, err: responseError(404, nil), wantIs: idempotent.ErrNotFound, wantCode: 404},
+		{name: "404 on replace document", op: opReplaceDocument, err: responseError(404, nil), wantIs: idempotent.ErrNotFound, wantCode: 404},
 		{name: "404 on create documents is permanent", op: opCreateDocuments, err: responseError(404, nil), wantCode: 404},
 		{
 			name: "404 of a missing container on replace is permanent", op: opReplaceDocument,
 			err:      responseError(404, http.Header{"X-Ms-Substatus": {"1003"}}),
 			wantCode: 404, wantSub: 1003,
 		},
-		{name: "412 on replace document", op: opReplaceDocument, err: responseError(412, nil), wantIs: order.ErrPreconditionFailed, wantCode: 412, wantInText: "412 Precondition Failed"},
-		{name: "409 on create documents", op: opCreateDocuments, err: responseError(409, nil), wantIs: order.ErrAlreadyExists, wantCode: 409},
-		{name: "503", op: opReadDocument, err: responseError(503, nil), wantIs: order.ErrTransient, wantCode: 503},
-		{name: "408", op: opCreateDocuments, err: responseError(408, nil), wantIs: order.ErrTransient, wantCode: 408},
-		{name: "449", op: opCreateDocuments, err: responseError(449, nil), wantIs: order.ErrTransient, wantCode: 449},
+		{name: "412 on replace document", op: opReplaceDocument, err: responseError(412, nil), wantIs: idempotent.ErrPreconditionFailed, wantCode: 412, wantInText: "412 Precondition Failed"},
+		{name: "409 on create documents", op: opCreateDocuments, err: responseError(409, nil), wantIs: idempotent.ErrAlreadyExists, wantCode: 409},
+		{name: "503", op: opReadDocument, err: responseError(503, nil), wantIs: idempotent.ErrTransient, wantCode: 503},
+		{name: "408", op: opCreateDocuments, err: responseError(408, nil), wantIs: idempotent.ErrTransient, wantCode: 408},
+		{name: "449", op: opCreateDocuments, err: responseError(449, nil), wantIs: idempotent.ErrTransient, wantCode: 449},
 		{name: "401 is permanent", op: opReadDocument, err: responseError(401, nil), wantCode: 401, wantInText: "401 Unauthorized"},
-		{name: "refused connection", op: opCreateDocuments, err: fmt.Errorf("get account: %w", refused), wantIs: order.ErrTransient, wantInText: "connection refused"},
-		{name: "reset connection", op: opReadDocument, err: fmt.Errorf("read: %w", syscall.ECONNRESET), wantIs: order.ErrTransient},
-		{name: "connection closed mid-response", op: opCreateDocuments, err: fmt.Errorf("post: %w", io.ErrUnexpectedEOF), wantIs: order.ErrTransient},
-		{name: "deadline passed", op: opCreateDocuments, err: fmt.Errorf("post: %w", context.DeadlineExceeded), wantIs: order.ErrTransient},
+		{name: "refused connection", op: opCreateDocuments, err: fmt.Errorf("get account: %w", refused), wantIs: idempotent.ErrTransient, wantInText: "connection refused"},
+		{name: "reset connection", op: opReadDocument, err: fmt.Errorf("read: %w", syscall.ECONNRESET), wantIs: idempotent.ErrTransient},
+		{name: "connection closed mid-response", op: opCreateDocuments, err: fmt.Errorf("post: %w", io.ErrUnexpectedEOF), wantIs: idempotent.ErrTransient},
+		{name: "deadline passed", op: opCreateDocuments, err: fmt.Errorf("post: %w", context.DeadlineExceeded), wantIs: idempotent.ErrTransient},
 		{name: "canceled by the caller", op: opCreateDocuments, err: fmt.Errorf("post: %w", context.Canceled)},
 		{name: "anything else is permanent", op: opCreateDocuments, err: errors.New("unsupported protocol scheme"), wantInText: "unsupported protocol scheme"},
 	}
@@ -273,7 +273,7 @@ func TestClassify(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("classify = %T, want *Error", err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient, order.ErrRejected} {
+			for _, sentinel := range []error{idempotent.ErrAlreadyExists, idempotent.ErrNotFound, idempotent.ErrPreconditionFailed, idempotent.ErrTransient, idempotent.ErrRejected} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, sentinel, got, want)
 				}
@@ -301,17 +301,17 @@ func TestError_Text(t *testing.T) {
 		{
 			name: "replace of a document refused",
 			e: &Error{Op: opReplaceDocument, PartitionKey: "ord-1", ID: "Payment:ord-1", Index: -1, StatusCode: 412,
-				ActivityID: "act-1", kind: order.ErrPreconditionFailed},
+				ActivityID: "act-1", kind: idempotent.ErrPreconditionFailed},
 			want: `cosmosstore: replace document "ord-1" id "Payment:ord-1": 412 Precondition Failed (activity id act-1)`,
 		},
 		{
 			name: "conflict in a batch of documents",
-			e:    &Error{Op: opCreateDocuments, PartitionKey: "ord-1", Index: 1, StatusCode: 409, kind: order.ErrAlreadyExists},
+			e:    &Error{Op: opCreateDocuments, PartitionKey: "ord-1", Index: 1, StatusCode: 409, kind: idempotent.ErrAlreadyExists},
 			want: `cosmosstore: create documents "ord-1": batch operation 1: 409 Conflict`,
 		},
 		{
 			name: "read without a response",
-			e:    &Error{Op: opReadDocument, PartitionKey: "ord-1", ID: "inbox:c:ord-1", Index: -1, Err: io.ErrUnexpectedEOF, kind: order.ErrTransient},
+			e:    &Error{Op: opReadDocument, PartitionKey: "ord-1", ID: "inbox:c:ord-1", Index: -1, Err: io.ErrUnexpectedEOF, kind: idempotent.ErrTransient},
 			want: `cosmosstore: read document "ord-1" id "inbox:c:ord-1": transient store failure: unexpected EOF`,
 		},
 	}

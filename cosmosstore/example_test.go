@@ -37,7 +37,7 @@ func Example() {
 		"lines":[{"sku":"SKU-1","quantity":2,"unitPriceMinor":1999}],"totalMinor":3998,
 		"placedAt":"2026-11-30T10:00:00Z"}`)
 	processor := order.NewProcessor(store, nil)
-	result := processor.Process(ctx, order.Message{ID: "ord-000123", Body: body, DeliveryCount: 1})
+	result := processor.Process(ctx, idempotent.Message{ID: "ord-000123", Body: body, DeliveryCount: 1})
 	fmt.Println(result.Outcome, result.Description)
 	fmt.Printf("%.2f RU\n", store.RequestCharge())
 }
@@ -80,7 +80,7 @@ func ExampleStore_CreateBatch() {
 		fmt.Println("created")
 	case errors.Is(err, idempotent.ErrAlreadyExists):
 		fmt.Println("exists: read it and compare the request hash")
-	case order.IsTransient(err):
+	case idempotent.IsTransient(err):
 		fmt.Println("retry later:", err)
 	case errors.As(err, &e):
 		fmt.Printf("failed: status %d, operation %d, activity id %s\n", e.StatusCode, e.Index, e.ActivityID)
@@ -105,7 +105,7 @@ func ExampleStore_ReplaceDocument() {
 	for range 3 {
 		body, etag, err := store.ReadDocument(ctx, orderID, order.PaymentRecordID(orderID))
 		if err != nil {
-			log.Fatal(err) // errors.Is(err, order.ErrNotFound) when there is no record yet
+			log.Fatal(err) // errors.Is(err, idempotent.ErrNotFound) when there is no record yet
 		}
 		var rec order.PaymentRecord
 		if err := json.Unmarshal(body, &rec); err != nil {
@@ -116,12 +116,12 @@ func ExampleStore_ReplaceDocument() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		_, err = store.ReplaceDocument(ctx, orderID, order.Document{ID: rec.ID, Body: updated}, etag)
+		_, err = store.ReplaceDocument(ctx, orderID, idempotent.Document{ID: rec.ID, Body: updated}, etag)
 		switch {
 		case err == nil:
 			fmt.Println("completed")
 			return
-		case errors.Is(err, order.ErrPreconditionFailed):
+		case errors.Is(err, idempotent.ErrPreconditionFailed):
 			continue // changed since the read: read again
 		default:
 			log.Fatal(err)

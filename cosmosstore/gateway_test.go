@@ -17,6 +17,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
@@ -375,14 +376,14 @@ func TestCreateOrder_FakeGateway_StatusMapping(t *testing.T) {
 		wantCode  int
 	}{
 		{name: "committed", reply: batchReply(200, nil, 201, 201), wantNil: true},
-		{name: "207 conflict on the order", reply: batchReply(207, activity, 409, 424), wantIs: order.ErrAlreadyExists, wantIndex: 0, wantCode: 409},
-		{name: "207 throttled operation", reply: batchReply(207, activity, 429, 424), wantIs: order.ErrTransient, wantIndex: 0, wantCode: 429},
-		{name: "207 bad request", reply: batchReply(207, activity, 424, 400), wantIs: order.ErrRejected, wantIndex: 1, wantCode: 400},
-		{name: "whole batch throttled", reply: reply{status: 429, header: activity, body: `{"code":"TooManyRequests"}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 429},
-		{name: "whole batch unavailable", reply: reply{status: 503, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 503},
-		{name: "whole batch timed out", reply: reply{status: 408, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 408},
-		{name: "whole batch retry-with", reply: reply{status: 449, header: activity, body: `{}`}, wantIs: order.ErrTransient, wantIndex: -1, wantCode: 449},
-		{name: "whole batch too large", reply: reply{status: 413, header: activity, body: `{}`}, wantIs: order.ErrRejected, wantIndex: -1, wantCode: 413},
+		{name: "207 conflict on the order", reply: batchReply(207, activity, 409, 424), wantIs: idempotent.ErrAlreadyExists, wantIndex: 0, wantCode: 409},
+		{name: "207 throttled operation", reply: batchReply(207, activity, 429, 424), wantIs: idempotent.ErrTransient, wantIndex: 0, wantCode: 429},
+		{name: "207 bad request", reply: batchReply(207, activity, 424, 400), wantIs: idempotent.ErrRejected, wantIndex: 1, wantCode: 400},
+		{name: "whole batch throttled", reply: reply{status: 429, header: activity, body: `{"code":"TooManyRequests"}`}, wantIs: idempotent.ErrTransient, wantIndex: -1, wantCode: 429},
+		{name: "whole batch unavailable", reply: reply{status: 503, header: activity, body: `{}`}, wantIs: idempotent.ErrTransient, wantIndex: -1, wantCode: 503},
+		{name: "whole batch timed out", reply: reply{status: 408, header: activity, body: `{}`}, wantIs: idempotent.ErrTransient, wantIndex: -1, wantCode: 408},
+		{name: "whole batch retry-with", reply: reply{status: 449, header: activity, body: `{}`}, wantIs: idempotent.ErrTransient, wantIndex: -1, wantCode: 449},
+		{name: "whole batch too large", reply: reply{status: 413, header: activity, body: `{}`}, wantIs: idempotent.ErrRejected, wantIndex: -1, wantCode: 413},
 		{name: "forbidden", reply: reply{status: 403, header: activity, body: `{}`}, wantIndex: -1, wantCode: 403},
 	}
 	for _, tt := range tests {
@@ -401,7 +402,7 @@ func TestCreateOrder_FakeGateway_StatusMapping(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("CreateOrder = %v (%T), want *cosmosstore.Error", err, err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient, order.ErrRejected} {
+			for _, sentinel := range []error{idempotent.ErrAlreadyExists, idempotent.ErrNotFound, idempotent.ErrPreconditionFailed, idempotent.ErrTransient, idempotent.ErrRejected} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(err, %v) = %v, want %v; err = %v", sentinel, got, want, err)
 				}
@@ -419,9 +420,9 @@ func TestReadOrder_FakeGateway_StatusMapping(t *testing.T) {
 		reply  reply
 		wantIs error
 	}{
-		{name: "not found", reply: reply{status: 404, body: `{}`}, wantIs: order.ErrNotFound},
+		{name: "not found", reply: reply{status: 404, body: `{}`}, wantIs: idempotent.ErrNotFound},
 		{name: "container not found", reply: reply{status: 404, header: map[string]string{"x-ms-substatus": "1003"}, body: `{}`}},
-		{name: "throttled", reply: reply{status: 429, body: `{}`}, wantIs: order.ErrTransient},
+		{name: "throttled", reply: reply{status: 429, body: `{}`}, wantIs: idempotent.ErrTransient},
 		{name: "unauthorized", reply: reply{status: 401, body: `{}`}},
 		{name: "not an order", reply: reply{status: 200, body: `{"id":"ord-1","orderId":"ord-1","type":"event"}`}},
 		{name: "not JSON", reply: reply{status: 200, body: `<html>`}},
@@ -438,7 +439,7 @@ func TestReadOrder_FakeGateway_StatusMapping(t *testing.T) {
 			if tt.reply.status != 200 && !errors.As(err, &e) || err == nil {
 				t.Fatalf("ReadOrder error = %v (%T), want *cosmosstore.Error", err, err)
 			}
-			for _, sentinel := range []error{order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient, order.ErrRejected} {
+			for _, sentinel := range []error{idempotent.ErrAlreadyExists, idempotent.ErrNotFound, idempotent.ErrPreconditionFailed, idempotent.ErrTransient, idempotent.ErrRejected} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
 					t.Errorf("errors.Is(err, %v) = %v, want %v; err = %v", sentinel, got, want, err)
 				}
@@ -532,7 +533,7 @@ func TestCreateOrder_ClosedPort_IsTransient(t *testing.T) {
 	}
 	s := storeFor(t, endpoint, noRetries())
 	_, err = order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
-	if !errors.Is(err, order.ErrTransient) || !order.IsTransient(err) {
+	if !errors.Is(err, idempotent.ErrTransient) || !idempotent.IsTransient(err) {
 		t.Errorf("CreateOrder on a closed port = %v, want a transient error", err)
 	}
 	var netErr net.Error
@@ -540,7 +541,7 @@ func TestCreateOrder_ClosedPort_IsTransient(t *testing.T) {
 		t.Errorf("CreateOrder on a closed port = %v, want the net.Error in the chain", err)
 	}
 	_, err = order.ReadOrder(t.Context(), s, "ord-1")
-	if !errors.Is(err, order.ErrTransient) || errors.Is(err, order.ErrNotFound) {
+	if !errors.Is(err, idempotent.ErrTransient) || errors.Is(err, idempotent.ErrNotFound) {
 		t.Errorf("ReadOrder on a closed port = %v, want transient and not ErrNotFound", err)
 	}
 }
@@ -550,7 +551,7 @@ func TestCreateOrder_FakeGateway_DroppedConnection_IsTransient(t *testing.T) {
 	g.setBatch(reply{drop: true})
 	s := storeFor(t, g.endpoint(), noRetries())
 	_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
-	if !errors.Is(err, order.ErrTransient) {
+	if !errors.Is(err, idempotent.ErrTransient) {
 		t.Errorf("CreateOrder with a dropped connection = %v, want ErrTransient", err)
 	}
 }
@@ -563,14 +564,14 @@ func TestCreateOrder_FakeGateway_ContextEnds(t *testing.T) {
 	past, cancel := context.WithDeadline(t.Context(), time.Unix(0, 0))
 	defer cancel()
 	_, err := order.WriteOrder(past, s, newWrite("ord-1", "cust-1"))
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, order.ErrTransient) {
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, idempotent.ErrTransient) {
 		t.Errorf("CreateOrder after the deadline = %v, want DeadlineExceeded and ErrTransient", err)
 	}
 
 	canceled, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err = order.WriteOrder(canceled, s, newWrite("ord-1", "cust-1"))
-	if !errors.Is(err, context.Canceled) || errors.Is(err, order.ErrTransient) {
+	if !errors.Is(err, context.Canceled) || errors.Is(err, idempotent.ErrTransient) {
 		t.Errorf("CreateOrder after cancel = %v, want context.Canceled and not ErrTransient", err)
 	}
 }
@@ -586,7 +587,7 @@ func TestInsecureSkipVerify_FakeGatewayWithSelfSignedCertificate(t *testing.T) {
 	t.Run("verified by default", func(t *testing.T) {
 		s := storeFor(t, g.endpoint(), noRetries())
 		_, err := order.ReadOrder(t.Context(), s, "ord-1")
-		if err == nil || order.IsTransient(err) {
+		if err == nil || idempotent.IsTransient(err) {
 			t.Fatalf("ReadOrder from a self-signed server = %v, want a permanent certificate error", err)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
@@ -24,12 +25,12 @@ import (
 func TestStatusPatch_FakeGateway(t *testing.T) {
 	g := newGateway(t, false)
 	s := storeFor(t, g.endpoint(), noRetries())
-	p := order.Patch{
-		If: []order.Below{{Path: "/version", Value: 5}, {Path: "/statusHashCount", Value: 32}},
-		Ops: []order.PatchOp{
-			{Op: order.PatchSet, Path: "/status", Value: "paid"},
-			{Op: order.PatchSet, Path: "/statusHashes/5", Value: "h5"},
-			{Op: order.PatchIncrement, Path: "/statusHashCount", Value: int64(1)},
+	p := idempotent.Patch{
+		If: []idempotent.Below{{Path: "/version", Value: 5}, {Path: "/statusHashCount", Value: 32}},
+		Ops: []idempotent.PatchOp{
+			{Op: idempotent.PatchSet, Path: "/status", Value: "paid"},
+			{Op: idempotent.PatchSet, Path: "/statusHashes/5", Value: "h5"},
+			{Op: idempotent.PatchIncrement, Path: "/statusHashCount", Value: int64(1)},
 		},
 	}
 	const etag = `"00000b00-0000-0000-0000-65f1c2a40000"`
@@ -62,9 +63,9 @@ func TestStatusPatch_FakeGateway(t *testing.T) {
 		t.Errorf("operations = %s", sent[0].body)
 	}
 	_, err = s.PatchDocument(t.Context(), "ord-1", "ord-1", p)
-	checkSentinels(t, err, order.ErrPreconditionFailed)
+	checkSentinels(t, err, idempotent.ErrPreconditionFailed)
 	_, err = s.PatchDocument(t.Context(), "ord-1", "ord-1", p)
-	checkSentinels(t, err, order.ErrNotFound)
+	checkSentinels(t, err, idempotent.ErrNotFound)
 }
 
 // TestRoundTrips_FakeGateway counts the Cosmos DB round trips of each
@@ -98,15 +99,15 @@ func TestRoundTrips_FakeGateway(t *testing.T) {
 		patches       []reply
 		reads         []reply
 		replaces      []reply
-		want          order.Outcome
+		want          idempotent.Outcome
 		budget        int
 	}{
-		{name: "applied, first delivery", version: 4, status: "delivered", deliveryCount: 1, patches: []reply{ok}, want: order.Applied, budget: 1},
-		{name: "stale, redelivery", version: 3, status: "shipped", deliveryCount: 2, reads: []reply{read}, want: order.Stale, budget: 1},
-		{name: "reused version, redelivery", version: 3, status: "cancelled", deliveryCount: 2, reads: []reply{read}, want: order.Mismatch, budget: 1},
-		{name: "stale, first delivery (out of order or a resend)", version: 2, status: "paid", deliveryCount: 1, patches: []reply{failed}, reads: []reply{read}, want: order.Stale, budget: 2},
-		{name: "reused version, first delivery", version: 2, status: "cancelled", deliveryCount: 1, patches: []reply{failed}, reads: []reply{read}, want: order.Mismatch, budget: 2},
-		{name: "applied, redelivery", version: 4, status: "delivered", deliveryCount: 2, reads: []reply{read}, replaces: []reply{ok}, want: order.Applied, budget: 2},
+		{name: "applied, first delivery", version: 4, status: "delivered", deliveryCount: 1, patches: []reply{ok}, want: idempotent.Applied, budget: 1},
+		{name: "stale, redelivery", version: 3, status: "shipped", deliveryCount: 2, reads: []reply{read}, want: idempotent.Stale, budget: 1},
+		{name: "reused version, redelivery", version: 3, status: "cancelled", deliveryCount: 2, reads: []reply{read}, want: idempotent.Mismatch, budget: 1},
+		{name: "stale, first delivery (out of order or a resend)", version: 2, status: "paid", deliveryCount: 1, patches: []reply{failed}, reads: []reply{read}, want: idempotent.Stale, budget: 2},
+		{name: "reused version, first delivery", version: 2, status: "cancelled", deliveryCount: 1, patches: []reply{failed}, reads: []reply{read}, want: idempotent.Mismatch, budget: 2},
+		{name: "applied, redelivery", version: 4, status: "delivered", deliveryCount: 2, reads: []reply{read}, replaces: []reply{ok}, want: idempotent.Applied, budget: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,7 +124,7 @@ func TestRoundTrips_FakeGateway(t *testing.T) {
 			g.setReplace(reply{status: 500, body: `{}`})
 			p := order.NewProcessor(s, nil, order.WithDocuments(s))
 			body, _ := json.Marshal(order.StatusChange{OrderID: "ord-1", Status: tt.status, Version: tt.version, ChangedAt: at})
-			r := p.Process(t.Context(), order.Message{ID: order.StatusMessageID("ord-1", tt.version), Subject: order.SubjectOrderStatusChanged,
+			r := p.Process(t.Context(), idempotent.Message{ID: order.StatusMessageID("ord-1", tt.version), Subject: order.SubjectOrderStatusChanged,
 				Body: body, DeliveryCount: tt.deliveryCount})
 			got := ct.documents()
 			t.Logf("%d round trips: %q", len(got), got)

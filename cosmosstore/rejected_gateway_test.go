@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
@@ -49,7 +50,7 @@ func TestGateway_CreateDocuments_ContentRefused_Rejected_NotFaithfulInCosmium(t 
 		{name: "batch over 2 MB: the whole request", reply: reply{status: 413, header: h, body: `{"code":"RequestEntityTooLarge"}`}, wantIndex: -1, wantCode: 413},
 		{name: "whole request 400 with a sub-status", reply: reply{status: 400, header: map[string]string{"x-ms-activity-id": activity, "x-ms-substatus": "1001"}, body: `{}`}, wantIndex: -1, wantCode: 400, wantSub: 1001},
 	}
-	docs := []order.Document{
+	docs := []idempotent.Document{
 		{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-5"}`)},
 		{ID: "b", Body: []byte(`{"id":"b","orderId":"ord-5"}`)},
 	}
@@ -70,8 +71,8 @@ func TestGateway_CreateDocuments_ContentRefused_Rejected_NotFaithfulInCosmium(t 
 				if !errors.As(err, &e) {
 					t.Fatalf("%s = %v (%T), want *cosmosstore.Error", call.name, err, err)
 				}
-				checkSentinels(t, err, order.ErrRejected)
-				if order.IsTransient(err) {
+				checkSentinels(t, err, idempotent.ErrRejected)
+				if idempotent.IsTransient(err) {
 					t.Errorf("%s: a rejected request is transient: %v", call.name, err)
 				}
 				if e.Index != tt.wantIndex || e.StatusCode != tt.wantCode || e.SubStatus != tt.wantSub || e.ActivityID != activity {
@@ -109,12 +110,12 @@ func TestGateway_DocumentCalls_ContentRefused_Rejected_NotFaithfulInCosmium(t *t
 			g.setReplace(tt.reply)
 			g.setRead(tt.reply)
 			s := storeFor(t, g.endpoint(), noRetries())
-			_, err := s.ReplaceDocument(t.Context(), "ord-1", order.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}, "")
-			checkSentinels(t, err, order.ErrRejected)
+			_, err := s.ReplaceDocument(t.Context(), "ord-1", idempotent.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}, "")
+			checkSentinels(t, err, idempotent.ErrRejected)
 			_, _, err = s.ReadDocument(t.Context(), "ord-1", "a")
-			checkSentinels(t, err, order.ErrRejected)
+			checkSentinels(t, err, idempotent.ErrRejected)
 			_, err = order.ReadOrder(t.Context(), s, "ord-1")
-			checkSentinels(t, err, order.ErrRejected)
+			checkSentinels(t, err, idempotent.ErrRejected)
 			if !strings.Contains(err.Error(), "act-1") || !strings.Contains(err.Error(), tt.name[:3]) {
 				t.Errorf("error %q does not name the status and activity id", err)
 			}
@@ -123,7 +124,7 @@ func TestGateway_DocumentCalls_ContentRefused_Rejected_NotFaithfulInCosmium(t *t
 }
 
 // A missing database or container (404, sub-status 1003) is a configuration
-// error on every call: never order.ErrNotFound, never transient, never the
+// error on every call: never idempotent.ErrNotFound, never transient, never the
 // message's fault.
 func TestGateway_MissingContainer_1003_IsPermanentOnEveryCall(t *testing.T) {
 	missing := reply{status: 404, header: map[string]string{"x-ms-substatus": "1003", "x-ms-activity-id": "act-9"}, body: `{"code":"NotFound"}`}
@@ -135,13 +136,13 @@ func TestGateway_MissingContainer_1003_IsPermanentOnEveryCall(t *testing.T) {
 	calls := map[string]func() error{
 		"CreateOrder": func() error { _, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1")); return err },
 		"CreateDocuments": func() error {
-			_, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}})
+			_, err := s.CreateBatch(t.Context(), "ord-1", []idempotent.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}})
 			return err
 		},
 		"ReadOrder":    func() error { _, err := order.ReadOrder(t.Context(), s, "ord-1"); return err },
 		"ReadDocument": func() error { _, _, err := s.ReadDocument(t.Context(), "ord-1", "a"); return err },
 		"ReplaceDocument": func() error {
-			_, err := s.ReplaceDocument(t.Context(), "ord-1", order.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}, "")
+			_, err := s.ReplaceDocument(t.Context(), "ord-1", idempotent.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}, "")
 			return err
 		},
 	}
@@ -170,13 +171,13 @@ func TestGateway_Unauthorized_Forbidden_Permanent(t *testing.T) {
 			g.setRead(r)
 			g.setReplace(r)
 			s := storeFor(t, g.endpoint(), noRetries())
-			_, err := s.CreateBatch(t.Context(), "ord-1", []order.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}})
+			_, err := s.CreateBatch(t.Context(), "ord-1", []idempotent.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}})
 			checkSentinels(t, err, nil)
 			_, _, err = s.ReadDocument(t.Context(), "ord-1", "a")
 			checkSentinels(t, err, nil)
-			_, err = s.ReplaceDocument(t.Context(), "ord-1", order.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}, "")
+			_, err = s.ReplaceDocument(t.Context(), "ord-1", idempotent.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}, "")
 			checkSentinels(t, err, nil)
-			if order.IsTransient(err) {
+			if idempotent.IsTransient(err) {
 				t.Errorf("%d is transient: %v", status, err)
 			}
 		})

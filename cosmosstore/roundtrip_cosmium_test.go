@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
@@ -136,23 +137,23 @@ func TestRoundTrips_Cosmium(t *testing.T) {
 		hot           bool   // ... on the processor under test (else on another one)
 		customer      string // of the counted delivery; "cust-1" is the stored order's
 		deliveryCount uint32
-		want          order.Outcome
+		want          idempotent.Outcome
 		budget        int // Cosmos DB round trips
 		wantCalls     int // payments service calls
 	}{
-		{name: "new order", customer: "cust-1", deliveryCount: 1, want: order.Created, budget: 1},
-		{name: "new order on a redelivery", customer: "cust-1", deliveryCount: 2, want: order.Created, budget: 2},
-		{name: "duplicate, first delivery, cold", before: true, customer: "cust-1", deliveryCount: 1, want: order.Duplicate, budget: 2},
-		{name: "duplicate, redelivery, cold", before: true, customer: "cust-1", deliveryCount: 2, want: order.Duplicate, budget: 1},
-		{name: "reused id, redelivery, cold", before: true, customer: "cust-2", deliveryCount: 2, want: order.Mismatch, budget: 1},
-		{name: "duplicate, hot", before: true, hot: true, customer: "cust-1", deliveryCount: 1, want: order.Duplicate, budget: 0},
-		{name: "reused id, hot", before: true, hot: true, customer: "cust-2", deliveryCount: 1, want: order.Mismatch, budget: 0},
-		{name: "payments: new order", payments: true, customer: "cust-1", deliveryCount: 1, want: order.Created, budget: 2, wantCalls: 1},
-		{name: "payments: duplicate of a completed payment, redelivery, cold", payments: true, before: true, customer: "cust-1", deliveryCount: 2, want: order.Duplicate, budget: 1},
-		{name: "payments: duplicate of a completed payment, first delivery, cold", payments: true, before: true, customer: "cust-1", deliveryCount: 1, want: order.Duplicate, budget: 2},
-		{name: "payments: reused id, redelivery, cold", payments: true, before: true, customer: "cust-2", deliveryCount: 2, want: order.Mismatch, budget: 1},
-		{name: "payments: duplicate of a completed payment, hot", payments: true, before: true, hot: true, customer: "cust-1", deliveryCount: 1, want: order.Duplicate, budget: 0},
-		{name: "payments: reused id, hot", payments: true, before: true, hot: true, customer: "cust-2", deliveryCount: 1, want: order.Mismatch, budget: 0},
+		{name: "new order", customer: "cust-1", deliveryCount: 1, want: idempotent.Created, budget: 1},
+		{name: "new order on a redelivery", customer: "cust-1", deliveryCount: 2, want: idempotent.Created, budget: 2},
+		{name: "duplicate, first delivery, cold", before: true, customer: "cust-1", deliveryCount: 1, want: idempotent.Duplicate, budget: 2},
+		{name: "duplicate, redelivery, cold", before: true, customer: "cust-1", deliveryCount: 2, want: idempotent.Duplicate, budget: 1},
+		{name: "reused id, redelivery, cold", before: true, customer: "cust-2", deliveryCount: 2, want: idempotent.Mismatch, budget: 1},
+		{name: "duplicate, hot", before: true, hot: true, customer: "cust-1", deliveryCount: 1, want: idempotent.Duplicate, budget: 0},
+		{name: "reused id, hot", before: true, hot: true, customer: "cust-2", deliveryCount: 1, want: idempotent.Mismatch, budget: 0},
+		{name: "payments: new order", payments: true, customer: "cust-1", deliveryCount: 1, want: idempotent.Created, budget: 2, wantCalls: 1},
+		{name: "payments: duplicate of a completed payment, redelivery, cold", payments: true, before: true, customer: "cust-1", deliveryCount: 2, want: idempotent.Duplicate, budget: 1},
+		{name: "payments: duplicate of a completed payment, first delivery, cold", payments: true, before: true, customer: "cust-1", deliveryCount: 1, want: idempotent.Duplicate, budget: 2},
+		{name: "payments: reused id, redelivery, cold", payments: true, before: true, customer: "cust-2", deliveryCount: 2, want: idempotent.Mismatch, budget: 1},
+		{name: "payments: duplicate of a completed payment, hot", payments: true, before: true, hot: true, customer: "cust-1", deliveryCount: 1, want: idempotent.Duplicate, budget: 0},
+		{name: "payments: reused id, hot", payments: true, before: true, hot: true, customer: "cust-2", deliveryCount: 1, want: idempotent.Mismatch, budget: 0},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,13 +164,13 @@ func TestRoundTrips_Cosmium(t *testing.T) {
 				if tt.hot {
 					setup = p
 				}
-				if r := setup.Process(t.Context(), order.Message{ID: id, Body: orderBody(id, "cust-1"), DeliveryCount: 1, SequenceNumber: 1}); r.Outcome != order.Created {
+				if r := setup.Process(t.Context(), idempotent.Message{ID: id, Body: orderBody(id, "cust-1"), DeliveryCount: 1, SequenceNumber: 1}); r.Outcome != idempotent.Created {
 					t.Fatalf("setup: %v %s %s", r.Outcome, r.Reason, r.Description)
 				}
 			}
 			ct.reset()
 			calls := gw.count()
-			r := p.Process(t.Context(), order.Message{ID: id, Body: orderBody(id, tt.customer), DeliveryCount: tt.deliveryCount, SequenceNumber: 2})
+			r := p.Process(t.Context(), idempotent.Message{ID: id, Body: orderBody(id, tt.customer), DeliveryCount: tt.deliveryCount, SequenceNumber: 2})
 			got := ct.documents()
 			t.Logf("%d round trips: %q", len(got), got)
 			if r.Outcome != tt.want {

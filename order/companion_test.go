@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -15,15 +16,15 @@ import (
 // read that follows it.
 type conflictingStore struct{ *memstore.Store }
 
-func (s conflictingStore) CreateBatch(ctx context.Context, pk string, docs []order.Document) ([]string, error) {
+func (s conflictingStore) CreateBatch(ctx context.Context, pk string, docs []idempotent.Document) ([]string, error) {
 	if docs[0].ID != pk { // not an order's batch
 		return s.Store.CreateBatch(ctx, pk, docs)
 	}
-	return nil, fmt.Errorf("transactional batch failed: operation 0: 409 Conflict: %w", order.ErrAlreadyExists)
+	return nil, fmt.Errorf("transactional batch failed: operation 0: 409 Conflict: %w", idempotent.ErrAlreadyExists)
 }
 
-// storeOnly hides every method of a memstore but those of order.Store.
-type storeOnly struct{ order.Store }
+// storeOnly hides every method of a memstore but those of idempotent.Store.
+type storeOnly struct{ idempotent.Store }
 
 // TestConflictOnTheCompanionOnly: a create that conflicts only because the
 // OrderAccepted event is left (the order document was deleted) is a
@@ -45,25 +46,25 @@ func TestConflictOnTheCompanionOnly(t *testing.T) {
 	tests := []struct {
 		name       string
 		proc       func() (*order.Processor, *memstore.Store)
-		want       order.Outcome
+		want       idempotent.Outcome
 		wantReason string
 	}{
 		{"event left, documents through the Store", func() (*order.Processor, *memstore.Store) {
 			s := eventOnly()
 			return order.NewProcessor(s, fixedNow), s
-		}, order.Invalid, order.ReasonOrderDocumentMissing},
+		}, idempotent.Invalid, order.ReasonOrderDocumentMissing},
 		{"event left, documents through WithDocuments", func() (*order.Processor, *memstore.Store) {
 			s := eventOnly()
 			return order.NewProcessor(storeOnly{s}, fixedNow, order.WithDocuments(s)), s
-		}, order.Invalid, order.ReasonOrderDocumentMissing},
+		}, idempotent.Invalid, order.ReasonOrderDocumentMissing},
 		{"both deleted since the create", func() (*order.Processor, *memstore.Store) {
 			s := memstore.New()
 			return order.NewProcessor(conflictingStore{s}, fixedNow), s
-		}, order.Transient, order.ReasonConcurrentUpdate},
+		}, idempotent.Transient, idempotent.ReasonConcurrentUpdate},
 		{"no store that can read the event", func() (*order.Processor, *memstore.Store) {
 			s := eventOnly()
 			return order.NewProcessor(storeOnly{s}, fixedNow), s
-		}, order.Transient, order.ReasonStoreError},
+		}, idempotent.Transient, idempotent.ReasonStoreError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,7 +74,7 @@ func TestConflictOnTheCompanionOnly(t *testing.T) {
 			if r.Outcome != tt.want || r.Reason != tt.wantReason || r.Key != "ord-1" {
 				t.Fatalf("Process = %v %q for %q (%s), want %v %q", r.Outcome, r.Reason, r.Key, r.Description, tt.want, tt.wantReason)
 			}
-			if r.Outcome == order.Invalid {
+			if r.Outcome == idempotent.Invalid {
 				for _, want := range []string{`"ord-1"`, order.EventID("ord-1"), "deleted", "resubmit"} {
 					if !strings.Contains(r.Description, want) {
 						t.Errorf("description %q does not say %q", r.Description, want)

@@ -14,10 +14,10 @@
 // reads decode, look up, create, compare, effect (process.go).
 //
 // The package has no Azure imports. It talks to storage through the core's
-// port ([Store], [DocumentStore]); storage adapters (package cosmosstore for
+// port ([idempotent.Store], [idempotent.DocumentStore]); storage adapters (package cosmosstore for
 // Azure Cosmos DB, package test/memstore for the in-memory model) translate
-// their status codes into the sentinel errors [ErrAlreadyExists],
-// [ErrNotFound] and [ErrTransient].
+// their status codes into the sentinel errors [idempotent.ErrAlreadyExists],
+// [idempotent.ErrNotFound] and [idempotent.ErrTransient].
 //
 // # Wire contract
 //
@@ -79,13 +79,13 @@
 // bounded cache of facts the store confirmed (see [WithFactCache]) answers a
 // duplicate or a reused id it knows with none. The create stays the arbiter
 // of every race. A status change applies in one conditional patch on its
-// first delivery (see [Patcher]).
+// first delivery (see [idempotent.Patcher]).
 //
 // # Idempotency contract
 //
 // [Processor.Process] may be called any number of times, concurrently, for
 // deliveries of the same message; the store's atomic create makes exactly one
-// call return [Created] and every other call with the same content return
-// [Duplicate]. A duplicate never changes a stored document (the payment step
+// call return [idempotent.Created] and every other call with the same content return
+// [idempotent.Duplicate]. A duplicate never changes a stored document (the payment step
 // of a duplicate may complete the order's payment record).
 package order

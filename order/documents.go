@@ -3,6 +3,8 @@ package order
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // Document types, stored in the "type" field of every document so that change
@@ -117,7 +119,7 @@ func (w Write) PartitionKey() string { return w.Order.OrderID }
 // Documents returns the documents of w in batch order: the order document
 // first, so that a conflicting batch reports the conflict on operation 0,
 // then the event, then the payment claim if w has one.
-func (w Write) Documents() ([]Document, error) {
+func (w Write) Documents() ([]idempotent.Document, error) {
 	ob, err := json.Marshal(w.Order)
 	if err != nil {
 		return nil, err
@@ -127,13 +129,13 @@ func (w Write) Documents() ([]Document, error) {
 		return nil, err
 	}
 	if w.Payment == nil {
-		return []Document{{ID: w.Order.ID, Body: ob}, {ID: w.Event.ID, Body: eb}}, nil
+		return []idempotent.Document{{ID: w.Order.ID, Body: ob}, {ID: w.Event.ID, Body: eb}}, nil
 	}
 	pb, err := json.Marshal(w.Payment)
 	if err != nil {
 		return nil, err
 	}
-	return []Document{{ID: w.Order.ID, Body: ob}, {ID: w.Event.ID, Body: eb}, {ID: w.Payment.ID, Body: pb}}, nil
+	return []idempotent.Document{{ID: w.Order.ID, Body: ob}, {ID: w.Event.ID, Body: eb}, {ID: w.Payment.ID, Body: pb}}, nil
 }
 
 // ETags returns the WriteETags of w's documents from the ETags a store

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -17,13 +18,13 @@ func ExampleProcessor_Process() {
 		"lines":[{"sku":"book","quantity":1,"unitPriceMinor":2500}],"totalMinor":2500,
 		"placedAt":"2026-11-30T10:00:00Z"}`)
 
-	fmt.Println(p.Process(ctx, order.Message{ID: "ord-7", Body: body, DeliveryCount: 1}).Outcome)
-	fmt.Println(p.Process(ctx, order.Message{ID: "ord-7", Body: body, DeliveryCount: 2}).Outcome)
+	fmt.Println(p.Process(ctx, idempotent.Message{ID: "ord-7", Body: body, DeliveryCount: 1}).Outcome)
+	fmt.Println(p.Process(ctx, idempotent.Message{ID: "ord-7", Body: body, DeliveryCount: 2}).Outcome)
 
 	other := []byte(`{"orderId":"ord-7","customerId":"c-2","currency":"EUR",
 		"lines":[{"sku":"book","quantity":1,"unitPriceMinor":2500}],"totalMinor":2500,
 		"placedAt":"2026-11-30T10:00:00Z"}`)
-	res := p.Process(ctx, order.Message{ID: "ord-7", Body: other, DeliveryCount: 1})
+	res := p.Process(ctx, idempotent.Message{ID: "ord-7", Body: other, DeliveryCount: 1})
 	fmt.Println(res.Outcome, res.Reason)
 	// Output:
 	// created
@@ -49,8 +50,8 @@ func ExampleProcessor_CacheStats() {
 	body := []byte(`{"orderId":"ord-8","customerId":"c-1","currency":"EUR",
 		"lines":[{"sku":"book","quantity":1,"unitPriceMinor":2500}],"totalMinor":2500,
 		"placedAt":"2026-11-30T10:00:00Z"}`)
-	p.Process(ctx, order.Message{ID: "ord-8", Body: body, DeliveryCount: 1})
-	p.Process(ctx, order.Message{ID: "ord-8", Body: body, DeliveryCount: 2})
+	p.Process(ctx, idempotent.Message{ID: "ord-8", Body: body, DeliveryCount: 1})
+	p.Process(ctx, idempotent.Message{ID: "ord-8", Body: body, DeliveryCount: 2})
 	st := p.CacheStats()
 	fmt.Printf("%d hits, %d misses, %d of %d entries, hit rate %.2f\n", st.Hits, st.Misses, st.Entries, st.Capacity, st.HitRate())
 	// Output:

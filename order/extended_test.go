@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -59,9 +60,9 @@ func (g *fakeGateway) total() int {
 	return n
 }
 
-func statusMsg(version int64, status string) order.Message {
+func statusMsg(version int64, status string) idempotent.Message {
 	body := fmt.Sprintf(`{"orderId":"ord-1","status":%q,"version":%d,"changedAt":"2026-11-30T12:00:00Z"}`, status, version)
-	return order.Message{ID: order.StatusMessageID("ord-1", version), Subject: order.SubjectOrderStatusChanged, Body: []byte(body), DeliveryCount: 1}
+	return idempotent.Message{ID: order.StatusMessageID("ord-1", version), Subject: order.SubjectOrderStatusChanged, Body: []byte(body), DeliveryCount: 1}
 }
 
 func TestStatusChanges(t *testing.T) {
@@ -69,23 +70,23 @@ func TestStatusChanges(t *testing.T) {
 	s := memstore.New()
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 
-	if r := p.Process(ctx, statusMsg(2, "paid")); r.Outcome != order.Transient || r.Reason != order.ReasonOrderNotYetCreated {
+	if r := p.Process(ctx, statusMsg(2, "paid")); r.Outcome != idempotent.Transient || r.Reason != order.ReasonOrderNotYetCreated {
 		t.Fatalf("change before the order = %v %s, want a retry", r.Outcome, r.Reason)
 	}
-	if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Created {
+	if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatal(r)
 	}
 	steps := []struct {
-		m    order.Message
-		want order.Outcome
+		m    idempotent.Message
+		want idempotent.Outcome
 		// the stored state after the step
 		status  string
 		version int64
 	}{
-		{statusMsg(3, "shipped"), order.Applied, "shipped", 3}, // out of order: version 3 first
-		{statusMsg(2, "paid"), order.Stale, "shipped", 3},      // the older change is a no-op
-		{statusMsg(3, "shipped"), order.Stale, "shipped", 3},   // a redelivery too
-		{statusMsg(4, "delivered"), order.Applied, "delivered", 4},
+		{statusMsg(3, "shipped"), idempotent.Applied, "shipped", 3}, // out of order: version 3 first
+		{statusMsg(2, "paid"), idempotent.Stale, "shipped", 3},      // the older change is a no-op
+		{statusMsg(3, "shipped"), idempotent.Stale, "shipped", 3},   // a redelivery too
+		{statusMsg(4, "delivered"), idempotent.Applied, "delivered", 4},
 	}
 	for i, st := range steps {
 		r := p.Process(ctx, st.m)
@@ -107,8 +108,8 @@ func TestStatusChangeInvalid(t *testing.T) {
 	wrongID.ID = "ord-1"
 	unknown := msg(validBody)
 	unknown.Subject = "OrderRefunded"
-	for name, m := range map[string]order.Message{"bad status": bad, "MessageId not per version": wrongID, "unknown subject": unknown} {
-		if r := p.Process(context.Background(), m); r.Outcome != order.Invalid {
+	for name, m := range map[string]idempotent.Message{"bad status": bad, "MessageId not per version": wrongID, "unknown subject": unknown} {
+		if r := p.Process(context.Background(), m); r.Outcome != idempotent.Invalid {
 			t.Errorf("%s: %v, want invalid", name, r.Outcome)
 		}
 	}
@@ -128,7 +129,7 @@ func TestConcurrentStatusChangesKeepHighestVersion(t *testing.T) {
 			defer wg.Done()
 			for {
 				r := p.Process(ctx, statusMsg(v, "shipped"))
-				if r.Outcome != order.Transient {
+				if r.Outcome != idempotent.Transient {
 					return
 				}
 			}
@@ -142,7 +143,7 @@ func TestConcurrentStatusChangesKeepHighestVersion(t *testing.T) {
 
 func TestPaymentCapturedOnce(t *testing.T) {
 	ctx := context.Background()
-	transient := fmt.Errorf("503: %w", order.ErrTransient)
+	transient := fmt.Errorf("503: %w", idempotent.ErrTransient)
 	tests := []struct {
 		name   string
 		fail   func(call int) (error, bool)
@@ -168,13 +169,13 @@ func TestPaymentCapturedOnce(t *testing.T) {
 			g := newGateway()
 			g.fail = tt.fail
 			p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"))
-			var r order.Result
+			var r idempotent.Result
 			for i := 1; i <= tt.rounds; i++ {
 				m := msg(validBody)
 				m.DeliveryCount = uint32(i)
 				r = p.Process(ctx, m)
 			}
-			if r.Outcome != order.Created && r.Outcome != order.Duplicate {
+			if r.Outcome != idempotent.Created && r.Outcome != idempotent.Duplicate {
 				t.Fatalf("last delivery: %v %s", r.Outcome, r.Description)
 			}
 			if g.total() != 1 {
@@ -186,7 +187,7 @@ func TestPaymentCapturedOnce(t *testing.T) {
 			}
 			// Every later delivery skips the capture.
 			calls := g.calls
-			if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Duplicate || g.calls != calls {
+			if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Duplicate || g.calls != calls {
 				t.Errorf("redelivery after completion: %v, %d more calls", r.Outcome, g.calls-calls)
 			}
 		})
@@ -206,22 +207,22 @@ func TestPaymentClaimLease(t *testing.T) {
 	// claim by hand, which no component does (a completed payment is a
 	// fact the cache may remember).
 	p := order.NewProcessor(s, clock, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"), order.WithFactCache(0))
-	if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Created {
+	if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatal(r)
 	}
 	rec := paymentRecord(t, s)
 	rec.State, rec.PaymentID, rec.CompletedAt, rec.ClaimedAt, rec.Owner = order.PaymentInProgress, "", nil, now, "crashed"
 	body, _ := json.Marshal(rec)
-	if _, err := s.ReplaceDocument(ctx, "ord-1", order.Document{ID: rec.ID, Body: body}, ""); err != nil {
+	if _, err := s.ReplaceDocument(ctx, "ord-1", idempotent.Document{ID: rec.ID, Body: body}, ""); err != nil {
 		t.Fatal(err)
 	}
 
 	now = now.Add(30 * time.Second) // fresh: someone may still hold it
-	if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Transient || r.Reason != order.ReasonPaymentInProgress {
+	if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Transient || r.Reason != order.ReasonPaymentInProgress {
 		t.Fatalf("fresh claim: %v %s, want a retry", r.Outcome, r.Reason)
 	}
 	now = now.Add(31 * time.Second) // stale: reclaim and call again with the same key
-	if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Duplicate {
+	if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Duplicate {
 		t.Fatalf("stale claim: %v %s", r.Outcome, r.Description)
 	}
 	if rec := paymentRecord(t, s); rec.State != order.PaymentCompleted || rec.Attempts != 2 {
@@ -237,7 +238,7 @@ func TestPaymentRejectedIsDeadLettered(t *testing.T) {
 	g := newGateway()
 	g.fail = func(int) (error, bool) { return fmt.Errorf("422 key reused: %w", order.ErrPaymentRejected), false }
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"))
-	if r := p.Process(context.Background(), msg(validBody)); r.Outcome != order.Invalid || r.Reason != order.ReasonPaymentRejected {
+	if r := p.Process(context.Background(), msg(validBody)); r.Outcome != idempotent.Invalid || r.Reason != order.ReasonPaymentRejected {
 		t.Errorf("%v %s, want invalid PaymentRejected", r.Outcome, r.Reason)
 	}
 }
@@ -282,9 +283,9 @@ func TestInboxConsumersAreIndependent(t *testing.T) {
 	loyalty := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: 35 * 24 * time.Hour, Now: fixedNow}
 	audit := &order.InboxConsumer{Name: "audit", Store: s, MarkerTTL: 35 * 24 * time.Hour, Now: fixedNow}
 	type handler interface {
-		Process(context.Context, order.Message) order.Result
+		Process(context.Context, idempotent.Message) idempotent.Result
 	}
-	for round, want := range []order.Outcome{order.Created, order.Duplicate, order.Duplicate} {
+	for round, want := range []idempotent.Outcome{idempotent.Created, idempotent.Duplicate, idempotent.Duplicate} {
 		for name, h := range map[string]handler{"orders": orders, "loyalty": loyalty, "audit": audit} {
 			if r := h.Process(ctx, msg(validBody)); r.Outcome != want {
 				t.Errorf("round %d, %s: %v (%s), want %v", round, name, r.Outcome, r.Description, want)
@@ -303,7 +304,7 @@ func TestInboxConsumersAreIndependent(t *testing.T) {
 		t.Errorf("loyalty entries by consumer = %v, want one each", entries)
 	}
 	other := msg(strings.Replace(validBody, `"cust-1"`, `"cust-2"`, 1))
-	if r := loyalty.Process(ctx, other); r.Outcome != order.Mismatch {
+	if r := loyalty.Process(ctx, other); r.Outcome != idempotent.Mismatch {
 		t.Errorf("reused id at the inbox consumer: %v", r.Outcome)
 	}
 }
@@ -318,7 +319,7 @@ func TestInboxMarkerExpiryReopensTheWindow(t *testing.T) {
 	c := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: time.Hour, Now: clock}
 	c.Process(ctx, msg(validBody))
 	now = now.Add(time.Hour)
-	if r := c.Process(ctx, msg(validBody)); r.Outcome != order.Created {
+	if r := c.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatalf("after the TTL: %v, want created (a second effect)", r.Outcome)
 	}
 	h := order.RedeliveryHorizon{LockDuration: time.Minute, MaxDeliveryCount: 10, MessageTimeToLive: time.Hour}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -26,14 +27,14 @@ type countingStore struct {
 func (s *countingStore) count() int { s.mu.Lock(); defer s.mu.Unlock(); return s.calls }
 func (s *countingStore) inc()       { s.mu.Lock(); s.calls++; s.mu.Unlock() }
 
-func (s *countingStore) CreateBatch(ctx context.Context, pk string, docs []order.Document) ([]string, error) {
+func (s *countingStore) CreateBatch(ctx context.Context, pk string, docs []idempotent.Document) ([]string, error) {
 	s.inc()
 	e, err := s.Store.CreateBatch(ctx, pk, docs)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil && s.ambiguous {
 		s.ambiguous = false
-		return nil, fmt.Errorf("408 timeout after the write committed: %w", order.ErrTransient)
+		return nil, fmt.Errorf("408 timeout after the write committed: %w", idempotent.ErrTransient)
 	}
 	return e, err
 }
@@ -43,7 +44,7 @@ func (s *countingStore) ReadDocument(ctx context.Context, pk, id string) ([]byte
 	return s.Store.ReadDocument(ctx, pk, id)
 }
 
-func (s *countingStore) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
+func (s *countingStore) ReplaceDocument(ctx context.Context, pk string, d idempotent.Document, ifMatch string) (string, error) {
 	s.inc()
 	return s.Store.ReplaceDocument(ctx, pk, d, ifMatch)
 }
@@ -61,15 +62,15 @@ func TestFactCache(t *testing.T) {
 	t.Run("hot duplicate and mismatch cost no call", func(t *testing.T) {
 		s := &countingStore{Store: memstore.New()}
 		p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
-		if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Created {
+		if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 			t.Fatal(r)
 		}
 		before := s.count()
-		if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Duplicate {
+		if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Duplicate {
 			t.Errorf("duplicate: %v %s", r.Outcome, r.Description)
 		}
 		r := p.Process(ctx, msg(changed))
-		if r.Outcome != order.Mismatch || r.Reason != order.ReasonOrderIDReused || !strings.Contains(r.Description, stored.RequestHash()) {
+		if r.Outcome != idempotent.Mismatch || r.Reason != order.ReasonOrderIDReused || !strings.Contains(r.Description, stored.RequestHash()) {
 			t.Errorf("reused id: %v %q %s, want Mismatch OrderIdReused naming the stored hash %s", r.Outcome, r.Reason, r.Description, stored.RequestHash())
 		}
 		if n := s.count() - before; n != 0 {
@@ -82,15 +83,15 @@ func TestFactCache(t *testing.T) {
 
 	t.Run("a read teaches it too", func(t *testing.T) {
 		s := &countingStore{Store: memstore.New()}
-		if r := order.NewProcessor(s, fixedNow).Process(ctx, msg(validBody)); r.Outcome != order.Created {
+		if r := order.NewProcessor(s, fixedNow).Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 			t.Fatal(r)
 		}
 		p := order.NewProcessor(s, fixedNow)
-		if r := p.Process(ctx, msg(changed)); r.Outcome != order.Mismatch {
+		if r := p.Process(ctx, msg(changed)); r.Outcome != idempotent.Mismatch {
 			t.Fatalf("cold reused id: %v", r.Outcome)
 		}
 		before := s.count()
-		if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Duplicate || s.count() != before {
+		if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Duplicate || s.count() != before {
 			t.Errorf("hot duplicate after a read: %v with %d calls, want Duplicate with none", r.Outcome, s.count()-before)
 		}
 	})
@@ -98,11 +99,11 @@ func TestFactCache(t *testing.T) {
 	t.Run("an ambiguous create teaches it nothing", func(t *testing.T) {
 		s := &countingStore{Store: memstore.New(), ambiguous: true}
 		p := order.NewProcessor(s, fixedNow)
-		if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Transient {
+		if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Transient {
 			t.Fatalf("ambiguous create: %v", r.Outcome)
 		}
 		before := s.count()
-		if r := p.Process(ctx, order.Message{ID: "ord-1", Body: []byte(validBody), DeliveryCount: 2}); r.Outcome != order.Duplicate || s.count()-before != 1 {
+		if r := p.Process(ctx, idempotent.Message{ID: "ord-1", Body: []byte(validBody), DeliveryCount: 2}); r.Outcome != idempotent.Duplicate || s.count()-before != 1 {
 			t.Errorf("redelivery: %v with %d calls, want Duplicate from one read", r.Outcome, s.count()-before)
 		}
 	})
@@ -112,10 +113,10 @@ func TestFactCache(t *testing.T) {
 		p := order.NewProcessor(s, fixedNow, order.WithFactCache(0))
 		p.Process(ctx, msg(validBody))
 		before := s.count()
-		if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Duplicate || s.count() == before {
+		if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Duplicate || s.count() == before {
 			t.Errorf("without a cache: %v with %d calls, want Duplicate from the store", r.Outcome, s.count()-before)
 		}
-		if st := p.CacheStats(); st != (order.CacheStats{}) {
+		if st := p.CacheStats(); st != (idempotent.CacheStats{}) {
 			t.Errorf("CacheStats = %+v, want zero", st)
 		}
 	})
@@ -126,27 +127,27 @@ func TestFactCache(t *testing.T) {
 		var fail bool
 		g.fail = func(int) (error, bool) {
 			if fail {
-				return fmt.Errorf("503: %w", order.ErrTransient), false
+				return fmt.Errorf("503: %w", idempotent.ErrTransient), false
 			}
 			return nil, true
 		}
 		p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"))
 		fail = true
-		if r := p.Process(ctx, delivery(validBody, 7, 1)); r.Outcome != order.Transient || r.Reason != order.ReasonPaymentUnavailable {
+		if r := p.Process(ctx, delivery(validBody, 7, 1)); r.Outcome != idempotent.Transient || r.Reason != order.ReasonPaymentUnavailable {
 			t.Fatalf("capture down: %v %q", r.Outcome, r.Reason)
 		}
 		// The order is known, the payment not: the record is read (not the
 		// order) and the capture completed.
 		fail = false
 		before := s.count()
-		if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != order.Duplicate || g.total() != 1 {
+		if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != idempotent.Duplicate || g.total() != 1 {
 			t.Fatalf("retry: %v %s, %d charges", r.Outcome, r.Description, g.total())
 		}
 		if n := s.count() - before; n != 3 { // read the record, take the claim over, mark it completed
 			t.Errorf("retry: %d store calls, want 3", n)
 		}
 		before = s.count()
-		if r := p.Process(ctx, delivery(validBody, 8, 1)); r.Outcome != order.Duplicate || s.count() != before || g.calls != 2 {
+		if r := p.Process(ctx, delivery(validBody, 8, 1)); r.Outcome != idempotent.Duplicate || s.count() != before || g.calls != 2 {
 			t.Errorf("after completion: %v with %d store calls and %d captures, want Duplicate with no call", r.Outcome, s.count()-before, g.calls)
 		}
 	})
@@ -162,7 +163,7 @@ func TestFactCache_Bounded(t *testing.T) {
 	for i := range bodies {
 		id := fmt.Sprintf("ord-%d", i)
 		bodies[i] = strings.Replace(validBody, `"ord-1"`, `"`+id+`"`, 1)
-		if r := p.Process(ctx, order.Message{ID: id, Body: []byte(bodies[i]), DeliveryCount: 1}); r.Outcome != order.Created {
+		if r := p.Process(ctx, idempotent.Message{ID: id, Body: []byte(bodies[i]), DeliveryCount: 1}); r.Outcome != idempotent.Created {
 			t.Fatal(r)
 		}
 		if st := p.CacheStats(); st.Entries > 3 {
@@ -173,7 +174,7 @@ func TestFactCache_Bounded(t *testing.T) {
 	for _, i := range []int{9, 8, 7, 0, 1, 2, 3, 4, 5, 6} {
 		id := fmt.Sprintf("ord-%d", i)
 		calls := s.count()
-		if r := p.Process(ctx, order.Message{ID: id, Body: []byte(bodies[i]), DeliveryCount: 2}); r.Outcome != order.Duplicate {
+		if r := p.Process(ctx, idempotent.Message{ID: id, Body: []byte(bodies[i]), DeliveryCount: 2}); r.Outcome != idempotent.Duplicate {
 			t.Errorf("%s: %v", id, r.Outcome)
 		}
 		if want := map[bool]int{true: 0, false: 1}[i >= 7]; s.count()-calls != want {
@@ -202,7 +203,7 @@ func BenchmarkFactCache_Memory(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		p := order.NewProcessor(nopStore{}, fixedNow, order.WithFactCache(n))
 		for i := range bodies {
-			if r := p.Process(ctx, order.Message{ID: fmt.Sprintf("ord-%08d", i), Body: bodies[i], DeliveryCount: 1}); r.Outcome != order.Created {
+			if r := p.Process(ctx, idempotent.Message{ID: fmt.Sprintf("ord-%08d", i), Body: bodies[i], DeliveryCount: 1}); r.Outcome != idempotent.Created {
 				b.Fatal(r)
 			}
 		}
@@ -220,14 +221,14 @@ type nopStore struct{}
 
 // CreateBatch writes nothing (order.WriteOrder encodes the documents
 // before it calls it, as for the project's stores).
-func (nopStore) CreateBatch(_ context.Context, _ string, docs []order.Document) ([]string, error) {
+func (nopStore) CreateBatch(_ context.Context, _ string, docs []idempotent.Document) ([]string, error) {
 	return make([]string, len(docs)), nil
 }
 func (nopStore) ReadDocument(context.Context, string, string) ([]byte, string, error) {
-	return nil, "", order.ErrNotFound
+	return nil, "", idempotent.ErrNotFound
 }
 
-func (s *countingStore) PatchDocument(ctx context.Context, pk, id string, p order.Patch) (string, error) {
+func (s *countingStore) PatchDocument(ctx context.Context, pk, id string, p idempotent.Patch) (string, error) {
 	s.inc()
 	return s.Store.PatchDocument(ctx, pk, id, p)
 }
@@ -240,7 +241,7 @@ func TestFactCache_DeletedOrderDocument(t *testing.T) {
 	ctx := t.Context()
 	s := memstore.New()
 	remembers := order.NewProcessor(s, fixedNow)
-	if r := remembers.Process(ctx, msg(validBody)); r.Outcome != order.Created {
+	if r := remembers.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatal(r)
 	}
 	if !s.Delete("ord-1", "ord-1") {
@@ -249,10 +250,10 @@ func TestFactCache_DeletedOrderDocument(t *testing.T) {
 	for _, dc := range []uint32{1, 2} {
 		m := msg(validBody)
 		m.DeliveryCount = dc
-		if r := remembers.Process(ctx, m); r.Outcome != order.Duplicate {
+		if r := remembers.Process(ctx, m); r.Outcome != idempotent.Duplicate {
 			t.Errorf("delivery count %d, remembered: %v %q, want Duplicate", dc, r.Outcome, r.Reason)
 		}
-		if r := order.NewProcessor(s, fixedNow).Process(ctx, m); r.Outcome != order.Invalid || r.Reason != order.ReasonOrderDocumentMissing {
+		if r := order.NewProcessor(s, fixedNow).Process(ctx, m); r.Outcome != idempotent.Invalid || r.Reason != order.ReasonOrderDocumentMissing {
 			t.Errorf("delivery count %d, not remembered: %v %q, want Invalid OrderDocumentMissing", dc, r.Outcome, r.Reason)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // TypeInboxMarker and TypeLoyaltyEntry are the document types the inbox
@@ -107,7 +109,7 @@ type LoyaltyEntry struct {
 // fault.
 type InboxConsumer struct {
 	Name      string
-	Store     DocumentStore
+	Store     idempotent.DocumentStore
 	MarkerTTL time.Duration
 	Now       func() time.Time // nil means time.Now
 }
@@ -115,7 +117,7 @@ type InboxConsumer struct {
 // NewInboxConsumer returns the inbox consumer name writing to store, or an
 // error if name or markerTTL is not one Cosmos DB accepts (see Validate).
 // now nil means time.Now.
-func NewInboxConsumer(name string, store DocumentStore, markerTTL time.Duration, now func() time.Time) (*InboxConsumer, error) {
+func NewInboxConsumer(name string, store idempotent.DocumentStore, markerTTL time.Duration, now func() time.Time) (*InboxConsumer, error) {
 	c := &InboxConsumer{Name: name, Store: store, MarkerTTL: markerTTL, Now: now}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -159,13 +161,13 @@ func (c *InboxConsumer) ttlSeconds() int {
 // is decoded with DecodeAcceptedEvent and written the same way, keyed by the
 // event id. A status change is of no use to the loyalty consumer: Ignored,
 // nothing written. An unknown subject is Invalid.
-func (c *InboxConsumer) Process(ctx context.Context, m Message) Result {
+func (c *InboxConsumer) Process(ctx context.Context, m idempotent.Message) idempotent.Result {
 	return dependency(c.process(ctx, m))
 }
 
-func (c *InboxConsumer) process(ctx context.Context, m Message) Result {
+func (c *InboxConsumer) process(ctx context.Context, m idempotent.Message) idempotent.Result {
 	if err := c.Validate(); err != nil {
-		return Result{Outcome: Transient, Reason: ReasonConsumerMisconfigured, Description: err.Error(), Err: err}
+		return idempotent.Result{Outcome: idempotent.Transient, Reason: ReasonConsumerMisconfigured, Description: err.Error(), Err: err}
 	}
 	switch m.Subject {
 	case "", SubjectOrderPlaced:
@@ -179,16 +181,16 @@ func (c *InboxConsumer) process(ctx context.Context, m Message) Result {
 		if id, _, ok := strings.Cut(m.ID, statusIDSeparator); ok && checkOrderID("orderId", id) == nil {
 			orderID = id
 		}
-		return Result{Outcome: Ignored, Key: orderID,
+		return idempotent.Result{Outcome: idempotent.Ignored, Key: orderID,
 			Description: fmt.Sprintf("consumer %s has no use for status changes; message %s completed, nothing written", c.Name, m.ID)}
 	default:
 		err := fmt.Errorf("unknown message subject %q", m.Subject)
-		return Result{Outcome: Invalid, Reason: ReasonUnsupportedMessage, Description: err.Error(), Err: err}
+		return idempotent.Result{Outcome: idempotent.Invalid, Reason: idempotent.ReasonUnsupportedMessage, Description: err.Error(), Err: err}
 	}
 }
 
 // placeOrder is Process for an order placement.
-func (c *InboxConsumer) placeOrder(ctx context.Context, m Message) Result {
+func (c *InboxConsumer) placeOrder(ctx context.Context, m idempotent.Message) idempotent.Result {
 	o, invalid := decodeOrderMessage(m)
 	if invalid != nil {
 		return *invalid

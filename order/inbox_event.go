@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // DecodeAcceptedEvent decodes and validates the body of an OrderAccepted
@@ -114,14 +116,14 @@ func isRequestHash(s string) bool {
 // Duplicate; an event id that arrives with another request hash is a
 // Mismatch. A malformed event, or one whose id is not its MessageId, is
 // Invalid at its first delivery: no redelivery can change its bytes.
-func (c *InboxConsumer) acceptedEvent(ctx context.Context, m Message) Result {
+func (c *InboxConsumer) acceptedEvent(ctx context.Context, m idempotent.Message) idempotent.Result {
 	ev, orderID, err := DecodeAcceptedEvent(m.Body)
 	if err != nil {
-		return Result{Outcome: Invalid, Key: orderID, Reason: ReasonInvalidMessage, Description: "OrderAccepted event: " + err.Error(), Err: err}
+		return idempotent.Result{Outcome: idempotent.Invalid, Key: orderID, Reason: idempotent.ReasonInvalidMessage, Description: "OrderAccepted event: " + err.Error(), Err: err}
 	}
 	if m.ID != ev.ID {
 		err := &FieldError{Field: "id", Problem: fmt.Sprintf("%q does not equal the MessageId %q", ev.ID, m.ID)}
-		return Result{Outcome: Invalid, Key: ev.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
+		return idempotent.Result{Outcome: idempotent.Invalid, Key: ev.OrderID, Reason: idempotent.ReasonMessageIDMismatch, Description: err.Error(), Err: err}
 	}
 	return c.award(ctx, m.ID, ev.OrderID, ev.CustomerID, ev.TotalMinor, ev.RequestHash)
 }
@@ -130,7 +132,7 @@ func (c *InboxConsumer) acceptedEvent(ctx context.Context, m Message) Result {
 // in one transactional batch in the order's partition, and decides a
 // conflict on the marker: Duplicate for the same request hash, Mismatch for
 // another.
-func (c *InboxConsumer) award(ctx context.Context, messageID, orderID, customerID string, totalMinor int64, hash string) Result {
+func (c *InboxConsumer) award(ctx context.Context, messageID, orderID, customerID string, totalMinor int64, hash string) idempotent.Result {
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
@@ -148,11 +150,11 @@ func (c *InboxConsumer) award(ctx context.Context, messageID, orderID, customerI
 	if err != nil {
 		return storeFailure(orderID, "encode loyalty entry", err)
 	}
-	_, err = c.Store.CreateBatch(ctx, orderID, []Document{{ID: marker.ID, Body: mb}, {ID: entry.ID, Body: eb}})
+	_, err = c.Store.CreateBatch(ctx, orderID, []idempotent.Document{{ID: marker.ID, Body: mb}, {ID: entry.ID, Body: eb}})
 	switch {
 	case err == nil:
-		return Result{Outcome: Created, Key: orderID, Description: fmt.Sprintf("%d points awarded by %s", entry.Points, c.Name)}
-	case !errors.Is(err, ErrAlreadyExists):
+		return idempotent.Result{Outcome: idempotent.Created, Key: orderID, Description: fmt.Sprintf("%d points awarded by %s", entry.Points, c.Name)}
+	case !errors.Is(err, idempotent.ErrAlreadyExists):
 		return storeFailure(orderID, "create inbox marker and loyalty entry", err)
 	}
 	var stored InboxMarker
@@ -160,10 +162,10 @@ func (c *InboxConsumer) award(ctx context.Context, messageID, orderID, customerI
 		return storeFailure(orderID, "read inbox marker after conflict", err)
 	}
 	if stored.RequestHash != hash {
-		return Result{Outcome: Mismatch, Key: orderID, Reason: ReasonOrderIDReused,
+		return idempotent.Result{Outcome: idempotent.Mismatch, Key: orderID, Reason: ReasonOrderIDReused,
 			Description: fmt.Sprintf("consumer %s processed message %s with request hash %s; this message has request hash %s",
 				c.Name, messageID, stored.RequestHash, hash)}
 	}
-	return Result{Outcome: Duplicate, Key: orderID,
+	return idempotent.Result{Outcome: idempotent.Duplicate, Key: orderID,
 		Description: fmt.Sprintf("consumer %s processed it at %s", c.Name, stored.ProcessedAt.Format(time.RFC3339))}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -18,7 +19,7 @@ func ExampleInboxConsumer_orderAcceptedEvent() {
 		Lines: []order.Line{{SKU: "sku-1", Quantity: 3, UnitPriceMinor: 1000}}, TotalMinor: 3000,
 		PlacedAt: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 	docs, _ := order.NewWrite(o, o.OrderID, o.RequestHash(), time.Date(2026, 11, 30, 9, 0, 1, 0, time.UTC)).Documents()
-	m := order.Message{ID: order.EventID(o.OrderID), Subject: order.EventOrderAccepted, Body: docs[1].Body, DeliveryCount: 1}
+	m := idempotent.Message{ID: order.EventID(o.OrderID), Subject: order.EventOrderAccepted, Body: docs[1].Body, DeliveryCount: 1}
 
 	store := memstore.New()
 	loyalty, _ := order.NewInboxConsumer("loyalty", store, time.Hour, nil)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -34,8 +35,8 @@ func testOrder(id string) order.Order {
 
 // eventMsg is the message the relay sends for body: MessageId the event
 // id, Subject the event type.
-func eventMsg(orderID string, body []byte) order.Message {
-	return order.Message{ID: order.EventID(orderID), Subject: order.EventOrderAccepted, Body: body, DeliveryCount: 1}
+func eventMsg(orderID string, body []byte) idempotent.Message {
+	return idempotent.Message{ID: order.EventID(orderID), Subject: order.EventOrderAccepted, Body: body, DeliveryCount: 1}
 }
 
 // edit returns body with field k set to v (deleted if v is nil).
@@ -75,17 +76,17 @@ func TestInboxConsumerProcessesOrderAcceptedEvents(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
 		c         *order.InboxConsumer
-		m         order.Message
-		want      order.Outcome
+		m         idempotent.Message
+		want      idempotent.Outcome
 		reason    string
 		wantItems int
 	}{
-		{"first delivery", loyalty, eventMsg("ord-7", body), order.Created, "", 2},
-		{"redelivery", loyalty, eventMsg("ord-7", body), order.Duplicate, "", 2},
-		{"another consumer", audit, eventMsg("ord-7", body), order.Created, "", 4},
-		{"republish to the other consumer", audit, eventMsg("ord-7", body), order.Duplicate, "", 4},
-		{"event id with other content", loyalty, eventMsg("ord-7", eventBody(t, other)), order.Mismatch, order.ReasonOrderIDReused, 4},
-		{"another order", loyalty, eventMsg("ord-8", eventBody(t, testOrder("ord-8"))), order.Created, "", 6},
+		{"first delivery", loyalty, eventMsg("ord-7", body), idempotent.Created, "", 2},
+		{"redelivery", loyalty, eventMsg("ord-7", body), idempotent.Duplicate, "", 2},
+		{"another consumer", audit, eventMsg("ord-7", body), idempotent.Created, "", 4},
+		{"republish to the other consumer", audit, eventMsg("ord-7", body), idempotent.Duplicate, "", 4},
+		{"event id with other content", loyalty, eventMsg("ord-7", eventBody(t, other)), idempotent.Mismatch, order.ReasonOrderIDReused, 4},
+		{"another order", loyalty, eventMsg("ord-8", eventBody(t, testOrder("ord-8"))), idempotent.Created, "", 6},
 	} {
 		r := tt.c.Process(ctx, tt.m)
 		if r.Outcome != tt.want || r.Reason != tt.reason || r.Key != tt.m.ID[len("OrderAccepted:"):] {
@@ -121,36 +122,36 @@ func TestInboxConsumerRejectsMalformedEvents(t *testing.T) {
 	good := eventBody(t, testOrder("ord-7"))
 	for _, tt := range []struct {
 		name   string
-		m      order.Message
+		m      idempotent.Message
 		reason string
 		field  string
 	}{
-		{"not JSON", eventMsg("ord-7", []byte("{")), order.ReasonInvalidMessage, "body"},
-		{"a JSON array", eventMsg("ord-7", []byte("[]")), order.ReasonInvalidMessage, "body"},
-		{"data after the object", eventMsg("ord-7", append(append([]byte{}, good...), "{}"...)), order.ReasonInvalidMessage, "body"},
-		{"no orderId", eventMsg("ord-7", edit(t, good, "orderId", nil)), order.ReasonInvalidMessage, "orderId"},
-		{"orderId in other case only", eventMsg("ord-7", edit(t, edit(t, good, "orderId", nil), "OrderID", "ord-7")), order.ReasonInvalidMessage, "orderId"},
-		{"orderId with a colon", eventMsg("ord:7", edit(t, edit(t, good, "orderId", "ord:7"), "id", "OrderAccepted:ord:7")), order.ReasonInvalidMessage, "orderId"},
-		{"orderId a number", eventMsg("ord-7", edit(t, good, "orderId", 7)), order.ReasonInvalidMessage, "orderId"},
-		{"no id", eventMsg("ord-7", edit(t, good, "id", nil)), order.ReasonInvalidMessage, "id"},
-		{"id of another order", eventMsg("ord-7", edit(t, good, "id", "OrderAccepted:ord-8")), order.ReasonInvalidMessage, "id"},
-		{"type order", eventMsg("ord-7", edit(t, good, "type", order.TypeOrder)), order.ReasonInvalidMessage, "type"},
-		{"other event type", eventMsg("ord-7", edit(t, good, "eventType", "OrderRefunded")), order.ReasonInvalidMessage, "eventType"},
-		{"no customer", eventMsg("ord-7", edit(t, good, "customerId", "")), order.ReasonInvalidMessage, "customerId"},
-		{"currency in lower case", eventMsg("ord-7", edit(t, good, "currency", "eur")), order.ReasonInvalidMessage, "currency"},
-		{"negative total", eventMsg("ord-7", edit(t, good, "totalMinor", -1)), order.ReasonInvalidMessage, "totalMinor"},
-		{"fractional total", eventMsg("ord-7", edit(t, good, "totalMinor", 2.5)), order.ReasonInvalidMessage, "totalMinor"},
-		{"no total", eventMsg("ord-7", edit(t, good, "totalMinor", nil)), order.ReasonInvalidMessage, "totalMinor"},
-		{"short request hash", eventMsg("ord-7", edit(t, good, "requestHash", "abc")), order.ReasonInvalidMessage, "requestHash"},
-		{"upper-case request hash", eventMsg("ord-7", edit(t, good, "requestHash", strings.ToUpper(hashOf(testOrder("ord-7"))))), order.ReasonInvalidMessage, "requestHash"},
-		{"occurredAt not a time", eventMsg("ord-7", edit(t, good, "occurredAt", "yesterday")), order.ReasonInvalidMessage, "occurredAt"},
-		{"MessageId of another event", order.Message{ID: order.EventID("ord-8"), Subject: order.EventOrderAccepted, Body: good, DeliveryCount: 1}, order.ReasonMessageIDMismatch, "id"},
+		{"not JSON", eventMsg("ord-7", []byte("{")), idempotent.ReasonInvalidMessage, "body"},
+		{"a JSON array", eventMsg("ord-7", []byte("[]")), idempotent.ReasonInvalidMessage, "body"},
+		{"data after the object", eventMsg("ord-7", append(append([]byte{}, good...), "{}"...)), idempotent.ReasonInvalidMessage, "body"},
+		{"no orderId", eventMsg("ord-7", edit(t, good, "orderId", nil)), idempotent.ReasonInvalidMessage, "orderId"},
+		{"orderId in other case only", eventMsg("ord-7", edit(t, edit(t, good, "orderId", nil), "OrderID", "ord-7")), idempotent.ReasonInvalidMessage, "orderId"},
+		{"orderId with a colon", eventMsg("ord:7", edit(t, edit(t, good, "orderId", "ord:7"), "id", "OrderAccepted:ord:7")), idempotent.ReasonInvalidMessage, "orderId"},
+		{"orderId a number", eventMsg("ord-7", edit(t, good, "orderId", 7)), idempotent.ReasonInvalidMessage, "orderId"},
+		{"no id", eventMsg("ord-7", edit(t, good, "id", nil)), idempotent.ReasonInvalidMessage, "id"},
+		{"id of another order", eventMsg("ord-7", edit(t, good, "id", "OrderAccepted:ord-8")), idempotent.ReasonInvalidMessage, "id"},
+		{"type order", eventMsg("ord-7", edit(t, good, "type", order.TypeOrder)), idempotent.ReasonInvalidMessage, "type"},
+		{"other event type", eventMsg("ord-7", edit(t, good, "eventType", "OrderRefunded")), idempotent.ReasonInvalidMessage, "eventType"},
+		{"no customer", eventMsg("ord-7", edit(t, good, "customerId", "")), idempotent.ReasonInvalidMessage, "customerId"},
+		{"currency in lower case", eventMsg("ord-7", edit(t, good, "currency", "eur")), idempotent.ReasonInvalidMessage, "currency"},
+		{"negative total", eventMsg("ord-7", edit(t, good, "totalMinor", -1)), idempotent.ReasonInvalidMessage, "totalMinor"},
+		{"fractional total", eventMsg("ord-7", edit(t, good, "totalMinor", 2.5)), idempotent.ReasonInvalidMessage, "totalMinor"},
+		{"no total", eventMsg("ord-7", edit(t, good, "totalMinor", nil)), idempotent.ReasonInvalidMessage, "totalMinor"},
+		{"short request hash", eventMsg("ord-7", edit(t, good, "requestHash", "abc")), idempotent.ReasonInvalidMessage, "requestHash"},
+		{"upper-case request hash", eventMsg("ord-7", edit(t, good, "requestHash", strings.ToUpper(hashOf(testOrder("ord-7"))))), idempotent.ReasonInvalidMessage, "requestHash"},
+		{"occurredAt not a time", eventMsg("ord-7", edit(t, good, "occurredAt", "yesterday")), idempotent.ReasonInvalidMessage, "occurredAt"},
+		{"MessageId of another event", idempotent.Message{ID: order.EventID("ord-8"), Subject: order.EventOrderAccepted, Body: good, DeliveryCount: 1}, idempotent.ReasonMessageIDMismatch, "id"},
 	} {
 		s := memstore.New()
 		c := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: time.Hour, Now: fixedNow}
 		r := c.Process(context.Background(), tt.m)
 		var fe *order.FieldError
-		if r.Outcome != order.Invalid || r.Reason != tt.reason || !errors.As(r.Err, &fe) || fe.Field != tt.field {
+		if r.Outcome != idempotent.Invalid || r.Reason != tt.reason || !errors.As(r.Err, &fe) || fe.Field != tt.field {
 			t.Errorf("%s: %v %q (%v), want Invalid %q on field %s", tt.name, r.Outcome, r.Reason, r.Err, tt.reason, tt.field)
 		}
 		if n := len(s.Items()); n != 0 {

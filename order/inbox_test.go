@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -25,22 +26,22 @@ func TestInboxConsumerHonoursSubject(t *testing.T) {
 	placed.Subject = order.SubjectOrderPlaced
 	for _, tt := range []struct {
 		name       string
-		m          order.Message
-		want       order.Outcome
+		m          idempotent.Message
+		want       idempotent.Outcome
 		wantReason string
 		wantItems  int
 	}{
-		{"status change", statusMsg(2, "paid"), order.Ignored, "", 0},
-		{"unknown subject", unknown, order.Invalid, order.ReasonUnsupportedMessage, 0},
-		{"order placement", placed, order.Created, "", 2},
-		{"status change after the order", statusMsg(3, "shipped"), order.Ignored, "", 2},
-		{"order placement, no subject", msg(validBody), order.Duplicate, "", 2},
+		{"status change", statusMsg(2, "paid"), idempotent.Ignored, "", 0},
+		{"unknown subject", unknown, idempotent.Invalid, idempotent.ReasonUnsupportedMessage, 0},
+		{"order placement", placed, idempotent.Created, "", 2},
+		{"status change after the order", statusMsg(3, "shipped"), idempotent.Ignored, "", 2},
+		{"order placement, no subject", msg(validBody), idempotent.Duplicate, "", 2},
 	} {
 		r := c.Process(ctx, tt.m)
 		if r.Outcome != tt.want || r.Reason != tt.wantReason {
 			t.Errorf("%s: %v %q (%s), want %v %q", tt.name, r.Outcome, r.Reason, r.Description, tt.want, tt.wantReason)
 		}
-		if tt.want == order.Ignored && (r.Key != "ord-1" || r.Description == "") {
+		if tt.want == idempotent.Ignored && (r.Key != "ord-1" || r.Description == "") {
 			t.Errorf("%s: ignored result %+v does not name the order and why", tt.name, r)
 		}
 		if n := len(s.Items()); n != tt.wantItems {
@@ -96,7 +97,7 @@ func TestInboxConsumerRefusesABadConfiguration(t *testing.T) {
 		}
 		c := &order.InboxConsumer{Name: tt.name, Store: s, MarkerTTL: tt.ttl, Now: fixedNow}
 		r := c.Process(context.Background(), msg(validBody))
-		if r.Outcome != order.Transient || r.Reason != order.ReasonConsumerMisconfigured || !r.DependencyFailed() {
+		if r.Outcome != idempotent.Transient || r.Reason != order.ReasonConsumerMisconfigured || !r.DependencyFailed() {
 			t.Errorf("consumer %q, TTL %v: %v %q (%s), want a retry the breaker counts", tt.name, tt.ttl, r.Outcome, r.Reason, r.Description)
 		}
 	}
@@ -122,7 +123,7 @@ func TestInboxMarkerTTL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := c.Process(context.Background(), msg(validBody)); r.Outcome != order.Created {
+		if r := c.Process(context.Background(), msg(validBody)); r.Outcome != idempotent.Created {
 			t.Fatalf("TTL %v: %v (%s)", tt.ttl, r.Outcome, r.Description)
 		}
 		it, ok := s.Get("ord-1", order.InboxMarkerID("loyalty", "ord-1"))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
@@ -50,7 +51,7 @@ func TestDecodeRejectsAmbiguousKeys(t *testing.T) {
 				t.Fatalf("Decode error = %v, want a *FieldError for %s: %s", err, tt.field, tt.problem)
 			}
 			r := order.NewProcessor(nil, fixedNow).Process(t.Context(), msg(tt.body))
-			if r.Outcome != order.Invalid || r.Reason != order.ReasonInvalidMessage || !strings.Contains(r.Description, tt.problem) {
+			if r.Outcome != idempotent.Invalid || r.Reason != idempotent.ReasonInvalidMessage || !strings.Contains(r.Description, tt.problem) {
 				t.Errorf("Process = %v %q (%s), want invalid naming the key", r.Outcome, r.Reason, r.Description)
 			}
 		})

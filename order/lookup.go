@@ -21,14 +21,14 @@ import (
 // the fact cache, or, when the read-first policy says a duplicate is
 // likely, from what the store holds. found is false when the create must
 // decide.
-func (p *Processor) lookUp(ctx context.Context, m Message, o *Order, hash string) (res Result, found bool) {
+func (p *Processor) lookUp(ctx context.Context, m idempotent.Message, o *Order, hash string) (res idempotent.Result, found bool) {
 	if p.facts != nil {
 		if f, ok := p.facts.Get(o.OrderID); ok {
 			return p.fromCache(ctx, m, o, hash, f), true
 		}
 	}
 	if !p.readFirst.ReadFirst(m) {
-		return Result{}, false
+		return idempotent.Result{}, false
 	}
 	res, found = p.fromStore(ctx, m, o, hash, false)
 	if found && foundStored(res) {
@@ -42,8 +42,8 @@ func (p *Processor) lookUp(ctx context.Context, m Message, o *Order, hash string
 // A failure of the payment step after the read found the order counts as
 // not found too: the finding is then merely not recorded, which costs the
 // estimate one observation and cannot change an outcome.
-func foundStored(res Result) bool {
-	return !res.DependencyFailed() && res.Reason != ReasonStoreRejected
+func foundStored(res idempotent.Result) bool {
+	return !res.DependencyFailed() && res.Reason != idempotent.ReasonStoreRejected
 }
 
 // learn records confirmed facts in the cache, if there is one.
@@ -56,13 +56,13 @@ func (p *Processor) learn(orderID, hash string, paid bool) {
 // fromCache decides a delivery of o (hash) from f, what the cache knows of
 // its order: a Mismatch or a Duplicate without a round trip, or, when the
 // payment is not known completed, the payment step without the order read.
-func (p *Processor) fromCache(ctx context.Context, m Message, o *Order, hash string, f idempotent.Fact) Result {
+func (p *Processor) fromCache(ctx context.Context, m idempotent.Message, o *Order, hash string, f idempotent.Fact) idempotent.Result {
 	if !f.Matches(hash) {
-		return Result{Outcome: Mismatch, Key: o.OrderID, Reason: ReasonOrderIDReused,
+		return idempotent.Result{Outcome: idempotent.Mismatch, Key: o.OrderID, Reason: ReasonOrderIDReused,
 			Description: fmt.Sprintf("order %s exists with request hash %s (confirmed by the store earlier and remembered by this worker; the store was not read again); this message has request hash %s",
 				o.OrderID, f.Hash(), hash)}
 	}
-	res := Result{Outcome: Duplicate, Key: o.OrderID, Description: "order accepted earlier (confirmed by the store and remembered by this worker; the store was not read again)"}
+	res := idempotent.Result{Outcome: idempotent.Duplicate, Key: o.OrderID, Description: "order accepted earlier (confirmed by the store and remembered by this worker; the store was not read again)"}
 	if f.Done || p.payments == nil || o.TotalMinor == 0 {
 		return res
 	}
@@ -147,9 +147,9 @@ func WithFactCache(size int) Option {
 
 // CacheStats returns the counters of the Processor's fact cache since it was
 // made. It is safe to call concurrently with Process.
-func (p *Processor) CacheStats() CacheStats {
+func (p *Processor) CacheStats() idempotent.CacheStats {
 	if p.facts == nil {
-		return CacheStats{}
+		return idempotent.CacheStats{}
 	}
 	return p.facts.Stats()
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -117,7 +118,7 @@ func TestInvalidResultNamesTheOrder(t *testing.T) {
 	badID.ID = "ord/1"
 	for _, tt := range []struct {
 		name    string
-		r       order.Result
+		r       idempotent.Result
 		orderID string
 	}{
 		{"order with a bad currency", p.Process(context.Background(), badOrder), "ord-1"},
@@ -125,7 +126,7 @@ func TestInvalidResultNamesTheOrder(t *testing.T) {
 		{"status change with a bad status", p.Process(context.Background(), badStatus), "ord-1"},
 		{"an illegal order id is not echoed", p.Process(context.Background(), badID), ""},
 	} {
-		if tt.r.Outcome != order.Invalid || tt.r.Key != tt.orderID {
+		if tt.r.Outcome != idempotent.Invalid || tt.r.Key != tt.orderID {
 			t.Errorf("%s: %v with order id %q (%s), want invalid with %q", tt.name, tt.r.Outcome, tt.r.Key, tt.r.Description, tt.orderID)
 		}
 	}

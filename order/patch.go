@@ -3,6 +3,8 @@ package order
 import (
 	"strconv"
 	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // statusPatch is the patch that applies change c (content hash) to its
@@ -13,15 +15,15 @@ import (
 // MaxStatusHashes hashes already, whose lowest must be forgotten, or one
 // written before the count existed) fails the condition like a stale
 // change, and is read and replaced instead.
-func statusPatch(c *StatusChange, hash string) Patch {
-	return Patch{
-		If: []Below{{Path: "/version", Value: c.Version}, {Path: "/statusHashCount", Value: MaxStatusHashes}},
-		Ops: []PatchOp{
-			{Op: PatchSet, Path: "/status", Value: c.Status},
-			{Op: PatchSet, Path: "/version", Value: c.Version},
-			{Op: PatchSet, Path: "/statusChangedAt", Value: c.ChangedAt.UTC().Format(time.RFC3339Nano)},
-			{Op: PatchSet, Path: "/statusHashes/" + strconv.FormatInt(c.Version, 10), Value: hash},
-			{Op: PatchIncrement, Path: "/statusHashCount", Value: int64(1)},
+func statusPatch(c *StatusChange, hash string) idempotent.Patch {
+	return idempotent.Patch{
+		If: []idempotent.Below{{Path: "/version", Value: c.Version}, {Path: "/statusHashCount", Value: MaxStatusHashes}},
+		Ops: []idempotent.PatchOp{
+			{Op: idempotent.PatchSet, Path: "/status", Value: c.Status},
+			{Op: idempotent.PatchSet, Path: "/version", Value: c.Version},
+			{Op: idempotent.PatchSet, Path: "/statusChangedAt", Value: c.ChangedAt.UTC().Format(time.RFC3339Nano)},
+			{Op: idempotent.PatchSet, Path: "/statusHashes/" + strconv.FormatInt(c.Version, 10), Value: hash},
+			{Op: idempotent.PatchIncrement, Path: "/statusHashCount", Value: int64(1)},
 		},
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // capturePayment makes sure the order's payment is captured exactly once.
@@ -35,14 +37,14 @@ import (
 // Writes that must happen after the handler's context may have ended (the
 // completed mark, the release of a claim) run under a context of their own,
 // bounded by PaymentOptions.WriteTimeout.
-func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocument) (r *Result, tookOver bool) {
+func (p *Processor) capturePayment(ctx context.Context, m idempotent.Message, doc OrderDocument) (r *idempotent.Result, tookOver bool) {
 	orderID := doc.OrderID
 	switch {
 	case p.payments.err != nil:
-		return &Result{Outcome: Transient, Key: orderID, Reason: ReasonPaymentUnavailable, Description: "payment step misconfigured: " + p.payments.err.Error(), Err: p.payments.err}, false
+		return &idempotent.Result{Outcome: idempotent.Transient, Key: orderID, Reason: ReasonPaymentUnavailable, Description: "payment step misconfigured: " + p.payments.err.Error(), Err: p.payments.err}, false
 	case p.docs == nil:
 		err := errors.New("payments configured without a document store")
-		return &Result{Outcome: Transient, Key: orderID, Reason: ReasonStoreError, Description: err.Error(), Err: err}, false
+		return &idempotent.Result{Outcome: idempotent.Transient, Key: orderID, Reason: idempotent.ReasonStoreError, Description: err.Error(), Err: err}, false
 	case doc.TotalMinor == 0:
 		return nil, false // nothing to capture; the payments API rejects a zero amount
 	}
@@ -53,7 +55,7 @@ func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocu
 	var rec PaymentRecord
 	etag, err := readJSON(ctx, p.docs, orderID, PaymentRecordID(orderID), &rec)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, idempotent.ErrNotFound):
 		// The order was accepted without its claim (by a worker that did
 		// not batch it, or without a payment step): create it on its own.
 		rec = PaymentRecord{ID: PaymentRecordID(orderID), OrderID: orderID, Type: TypePayment, State: PaymentInProgress,
@@ -63,8 +65,8 @@ func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocu
 		if err != nil {
 			return ptr(storeFailure(orderID, "encode payment record", err)), false
 		}
-		_, err = p.docs.CreateBatch(ctx, orderID, []Document{{ID: rec.ID, Body: body}})
-		if errors.Is(err, ErrAlreadyExists) {
+		_, err = p.docs.CreateBatch(ctx, orderID, []idempotent.Document{{ID: rec.ID, Body: body}})
+		if errors.Is(err, idempotent.ErrAlreadyExists) {
 			return paymentBusy(orderID, "claimed by another delivery just now"), false
 		}
 		if err != nil {
@@ -94,7 +96,7 @@ func (p *Processor) capturePayment(ctx context.Context, m Message, doc OrderDocu
 }
 
 // claimOf returns the claim of delivery m.
-func (p *Processor) claimOf(m Message) PaymentClaim {
+func (p *Processor) claimOf(m idempotent.Message) PaymentClaim {
 	return PaymentClaim{Worker: p.payments.Owner, MessageID: m.ID, SequenceNumber: m.SequenceNumber, DeliveryCount: m.DeliveryCount}
 }
 
@@ -110,7 +112,7 @@ func newPaymentRecord(o *Order, hash string, me PaymentClaim, now time.Time) Pay
 // it is completed, else its claim is taken over if it may be, and the
 // payment captured. tookOver reports that the claim was held by another
 // delivery (not released) and this one's takeover was written.
-func (p *Processor) continuePayment(ctx context.Context, m Message, rec PaymentRecord, etag string, now time.Time) (r *Result, tookOver bool) {
+func (p *Processor) continuePayment(ctx context.Context, m idempotent.Message, rec PaymentRecord, etag string, now time.Time) (r *idempotent.Result, tookOver bool) {
 	orderID := rec.OrderID
 	if rec.State == PaymentCompleted {
 		return nil, false
@@ -124,7 +126,7 @@ func (p *Processor) continuePayment(ctx context.Context, m Message, rec PaymentR
 	rec.Owner, rec.Claim, rec.Epoch, rec.ClaimedAt, rec.Attempts = me.String(), me, rec.Epoch+1, now, rec.Attempts+1
 	etag, err := p.replaceJSON(ctx, orderID, rec.ID, rec, etag)
 	if err != nil {
-		if errors.Is(err, ErrPreconditionFailed) {
+		if errors.Is(err, idempotent.ErrPreconditionFailed) {
 			return paymentBusy(orderID, "claimed by another delivery just now"), false
 		}
 		return ptr(storeFailure(orderID, "take over payment record", err)), false
@@ -136,7 +138,7 @@ func (p *Processor) continuePayment(ctx context.Context, m Message, rec PaymentR
 // holds at etag (claimed at now), and marks the record completed. A store
 // that reports no ETags (cosmium) leaves etag empty: the replaces are then
 // unconditional, and no claim is fenced.
-func (p *Processor) captureClaimed(ctx context.Context, rec PaymentRecord, etag string, now time.Time) *Result {
+func (p *Processor) captureClaimed(ctx context.Context, rec PaymentRecord, etag string, now time.Time) *idempotent.Result {
 	orderID := rec.OrderID
 	// From here on the claim is this delivery's, as long as its ETag is.
 
@@ -156,9 +158,9 @@ func (p *Processor) captureClaimed(ctx context.Context, rec PaymentRecord, etag 
 		// and another copy after the lease.
 		p.release(ctx, rec, etag)
 		if errors.Is(err, ErrPaymentRejected) {
-			return &Result{Outcome: Invalid, Key: orderID, Reason: ReasonPaymentRejected, Description: err.Error(), Err: err}
+			return &idempotent.Result{Outcome: idempotent.Invalid, Key: orderID, Reason: ReasonPaymentRejected, Description: err.Error(), Err: err}
 		}
-		return &Result{Outcome: Transient, Key: orderID, Reason: ReasonPaymentUnavailable, Description: "capture: " + err.Error(), Err: err}
+		return &idempotent.Result{Outcome: idempotent.Transient, Key: orderID, Reason: ReasonPaymentUnavailable, Description: "capture: " + err.Error(), Err: err}
 	}
 
 	// 4. Mark it completed.
@@ -198,7 +200,7 @@ func mayTakeOver(rec PaymentRecord, me PaymentClaim, now time.Time, lease time.D
 // key the payments service may have forgotten, by looking the payment up in
 // its ledger. It reports done with the result to return (nil: completed),
 // or not done when no charge exists and the capture may go ahead.
-func (p *Processor) resolveOldClaim(ctx context.Context, rec PaymentRecord, etag string) (r *Result, done bool) {
+func (p *Processor) resolveOldClaim(ctx context.Context, rec PaymentRecord, etag string) (r *idempotent.Result, done bool) {
 	orderID := rec.OrderID
 	lookup, ok := p.payments.Gateway.(PaymentLookup)
 	if !ok {
@@ -211,7 +213,7 @@ func (p *Processor) resolveOldClaim(ctx context.Context, rec PaymentRecord, etag
 		if errors.Is(err, ErrPaymentRejected) {
 			return reconcile(rec, p.payments.KeyRetention, "the lookup was rejected: "+err.Error()), true
 		}
-		return &Result{Outcome: Transient, Key: orderID, Reason: ReasonPaymentUnavailable, Description: "look the payment up: " + err.Error(), Err: err}, true
+		return &idempotent.Result{Outcome: idempotent.Transient, Key: orderID, Reason: ReasonPaymentUnavailable, Description: "look the payment up: " + err.Error(), Err: err}, true
 	}
 	switch {
 	case len(found) == 0:
@@ -237,7 +239,7 @@ func (p *Processor) resolveOldClaim(ctx context.Context, rec PaymentRecord, etag
 // complete marks rec (held by this delivery, at etag) completed with
 // paymentID, under a context of its own: the charge is done, and recording
 // it must not depend on how much of the handler's deadline is left.
-func (p *Processor) complete(ctx context.Context, rec PaymentRecord, etag, paymentID string) *Result {
+func (p *Processor) complete(ctx context.Context, rec PaymentRecord, etag, paymentID string) *idempotent.Result {
 	orderID := rec.OrderID
 	wctx, cancel := p.ownContext(ctx)
 	defer cancel()
@@ -248,7 +250,7 @@ func (p *Processor) complete(ctx context.Context, rec PaymentRecord, etag, payme
 	switch {
 	case err == nil:
 		return nil
-	case !errors.Is(err, ErrPreconditionFailed):
+	case !errors.Is(err, idempotent.ErrPreconditionFailed):
 		// Release the claim so that the next delivery of any copy takes it
 		// over at once and completes it with the same key; if the release
 		// fails too, this copy's next delivery still may.
@@ -293,24 +295,24 @@ func (p *Processor) replaceJSON(ctx context.Context, pk, id string, v any, etag 
 	if err != nil {
 		return "", err
 	}
-	return p.docs.ReplaceDocument(ctx, pk, Document{ID: id, Body: body}, etag)
+	return p.docs.ReplaceDocument(ctx, pk, idempotent.Document{ID: id, Body: body}, etag)
 }
 
 // reconcile is the dead-letter result for a payment whose outcome cannot be
 // established safely; it carries the key and the record's state.
-func reconcile(rec PaymentRecord, retention time.Duration, why string) *Result {
+func reconcile(rec PaymentRecord, retention time.Duration, why string) *idempotent.Result {
 	first := "unknown"
 	if rec.FirstAttemptAt != nil {
 		first = rec.FirstAttemptAt.Format(time.RFC3339)
 	}
 	desc := fmt.Sprintf("payment of order %s (%d %s) needs reconciliation: %s; Idempotency-Key %q, record %s %s, first sent %s (the service may have forgotten the key after %v), %d capture calls, epoch %d, last held by %s",
 		rec.OrderID, rec.AmountMinor, rec.Currency, why, rec.IdempotencyKey, rec.ID, rec.State, first, retention, rec.Attempts, rec.Epoch, rec.Owner)
-	return &Result{Outcome: Invalid, Key: rec.OrderID, Reason: ReasonPaymentNeedsReconciliation, Description: desc,
+	return &idempotent.Result{Outcome: idempotent.Invalid, Key: rec.OrderID, Reason: ReasonPaymentNeedsReconciliation, Description: desc,
 		Err: errors.New("payment needs reconciliation: " + why)}
 }
 
-func paymentBusy(orderID, why string) *Result {
-	return &Result{Outcome: Transient, Key: orderID, Reason: ReasonPaymentInProgress, Description: "payment capture " + why}
+func paymentBusy(orderID, why string) *idempotent.Result {
+	return &idempotent.Result{Outcome: idempotent.Transient, Key: orderID, Reason: ReasonPaymentInProgress, Description: "payment capture " + why}
 }
 
-func ptr(r Result) *Result { return &r }
+func ptr(r idempotent.Result) *idempotent.Result { return &r }

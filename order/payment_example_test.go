@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
@@ -38,9 +39,9 @@ func ExampleWithPaymentOptions() {
 		"placedAt":"2026-11-30T10:00:00Z"}`)
 	ctx := context.Background()
 
-	fmt.Println(p.Process(ctx, order.Message{ID: "ord-7", Body: body, SequenceNumber: 1, DeliveryCount: 1}).Outcome)
+	fmt.Println(p.Process(ctx, idempotent.Message{ID: "ord-7", Body: body, SequenceNumber: 1, DeliveryCount: 1}).Outcome)
 	now = now.Add(48 * time.Hour)
-	fmt.Println(p.Process(ctx, order.Message{ID: "ord-7", Body: body, SequenceNumber: 2, DeliveryCount: 1}).Outcome)
+	fmt.Println(p.Process(ctx, idempotent.Message{ID: "ord-7", Body: body, SequenceNumber: 2, DeliveryCount: 1}).Outcome)
 	fmt.Println("charges:", svc.ChargesFor("ord-7"))
 	// Output:
 	// created

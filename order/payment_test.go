@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
@@ -23,7 +24,7 @@ import (
 // the write; an error from it fails the write, which then changes nothing.
 type faultyStore struct {
 	*memstore.Store
-	replace func(ctx context.Context, d order.Document) error
+	replace func(ctx context.Context, d idempotent.Document) error
 	read    func(id string) // runs before every ReadDocument
 }
 
@@ -34,7 +35,7 @@ func (s *faultyStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, 
 	return s.Store.ReadDocument(ctx, pk, id)
 }
 
-func (s *faultyStore) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
+func (s *faultyStore) ReplaceDocument(ctx context.Context, pk string, d idempotent.Document, ifMatch string) (string, error) {
 	if s.replace != nil {
 		if err := s.replace(ctx, d); err != nil {
 			return "", err
@@ -43,15 +44,15 @@ func (s *faultyStore) ReplaceDocument(ctx context.Context, pk string, d order.Do
 	return s.Store.ReplaceDocument(ctx, pk, d, ifMatch)
 }
 
-var errStoreDown = fmt.Errorf("503 service unavailable: %w", order.ErrTransient)
+var errStoreDown = fmt.Errorf("503 service unavailable: %w", idempotent.ErrTransient)
 
 // failFromCompletedMark fails n record writes, starting with the first write
 // that marks a payment record completed: n = 1 fails the completed mark
 // alone, n = 2 the completed mark and the release that follows it.
-func failFromCompletedMark(n int) func(context.Context, order.Document) error {
+func failFromCompletedMark(n int) func(context.Context, idempotent.Document) error {
 	var mu sync.Mutex
 	armed := false
-	return func(_ context.Context, d order.Document) error {
+	return func(_ context.Context, d idempotent.Document) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if !armed && strings.Contains(string(d.Body), `"state":"completed"`) {
@@ -66,8 +67,8 @@ func failFromCompletedMark(n int) func(context.Context, order.Document) error {
 }
 
 // delivery returns delivery dc of the copy seq of the order message body.
-func delivery(body string, seq int64, dc uint32) order.Message {
-	return order.Message{ID: "ord-1", Body: []byte(body), SequenceNumber: seq, DeliveryCount: dc}
+func delivery(body string, seq int64, dc uint32) idempotent.Message {
+	return idempotent.Message{ID: "ord-1", Body: []byte(body), SequenceNumber: seq, DeliveryCount: dc}
 }
 
 // testClock is a hand-set clock shared by the processor and the payments
@@ -107,13 +108,13 @@ func TestLateResubmissionChargesOnce(t *testing.T) {
 		name       string
 		lookup     bool // the gateway implements PaymentLookup
 		failFirst  bool // the service fails the first capture before charging; else the completed mark fails
-		want       order.Outcome
+		want       idempotent.Outcome
 		wantReason string
 		wantState  string
 	}{
-		{"charged, looked up", true, false, order.Duplicate, "", order.PaymentCompleted},
-		{"charged, no lookup", false, false, order.Invalid, order.ReasonPaymentNeedsReconciliation, order.PaymentInProgress},
-		{"never charged, looked up", true, true, order.Duplicate, "", order.PaymentCompleted},
+		{"charged, looked up", true, false, idempotent.Duplicate, "", order.PaymentCompleted},
+		{"charged, no lookup", false, false, idempotent.Invalid, order.ReasonPaymentNeedsReconciliation, order.PaymentInProgress},
+		{"never charged, looked up", true, true, idempotent.Duplicate, "", order.PaymentCompleted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,7 +147,7 @@ func TestLateResubmissionChargesOnce(t *testing.T) {
 			// The last delivery of the first copy: its completed mark fails
 			// (or its capture does), and the broker dead-letters the message
 			// with the claim in progress.
-			if r := p.Process(ctx, delivery(validBody, 1, 10)); r.Outcome != order.Transient {
+			if r := p.Process(ctx, delivery(validBody, 1, 10)); r.Outcome != idempotent.Transient {
 				t.Fatalf("first copy: %v %s, want a retry", r.Outcome, r.Description)
 			}
 			if rec := paymentRecord(t, s.Store); rec.State != order.PaymentInProgress {
@@ -199,7 +200,7 @@ func putRecord(t *testing.T, s *memstore.Store, change func(*order.PaymentRecord
 	rec := paymentRecord(t, s)
 	change(&rec)
 	body, _ := json.Marshal(rec)
-	if _, err := s.ReplaceDocument(context.Background(), "ord-1", order.Document{ID: rec.ID, Body: body}, ""); err != nil {
+	if _, err := s.ReplaceDocument(context.Background(), "ord-1", idempotent.Document{ID: rec.ID, Body: body}, ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -207,26 +208,26 @@ func putRecord(t *testing.T, s *memstore.Store, change func(*order.PaymentRecord
 // Every answer of the lookup of an old claim, and what the worker makes of
 // it. The record was created with the order's total, 4498 EUR.
 func TestOldClaimIsLookedUp(t *testing.T) {
-	transient := fmt.Errorf("503: %w", order.ErrTransient)
+	transient := fmt.Errorf("503: %w", idempotent.ErrTransient)
 	const total = 4498
 	tests := []struct {
 		name       string
 		found      []order.CapturedPayment
 		err        error
 		legacy     bool // the record has no FirstAttemptAt
-		want       order.Outcome
+		want       idempotent.Outcome
 		wantReason string
 		wantCalls  int
 		wantID     string // the completed record's payment id
 	}{
-		{"found with the same amount", []order.CapturedPayment{{"pay-9", total, "EUR"}}, nil, false, order.Duplicate, "", 0, "pay-9"},
-		{"not found: capture", nil, nil, false, order.Duplicate, "", 1, "pay-1"},
-		{"another amount", []order.CapturedPayment{{"pay-9", 100, "EUR"}}, nil, false, order.Invalid, order.ReasonPaymentNeedsReconciliation, 0, ""},
-		{"another currency", []order.CapturedPayment{{"pay-9", total, "USD"}}, nil, false, order.Invalid, order.ReasonPaymentNeedsReconciliation, 0, ""},
-		{"several payments", []order.CapturedPayment{{"pay-8", total, "EUR"}, {"pay-9", total, "EUR"}}, nil, false, order.Invalid, order.ReasonPaymentNeedsReconciliation, 0, ""},
-		{"lookup unavailable", nil, transient, false, order.Transient, order.ReasonPaymentUnavailable, 0, ""},
-		{"lookup rejected", nil, fmt.Errorf("400: %w", order.ErrPaymentRejected), false, order.Invalid, order.ReasonPaymentNeedsReconciliation, 0, ""},
-		{"legacy record without a first attempt", []order.CapturedPayment{{"pay-9", total, "EUR"}}, nil, true, order.Duplicate, "", 0, "pay-9"},
+		{"found with the same amount", []order.CapturedPayment{{"pay-9", total, "EUR"}}, nil, false, idempotent.Duplicate, "", 0, "pay-9"},
+		{"not found: capture", nil, nil, false, idempotent.Duplicate, "", 1, "pay-1"},
+		{"another amount", []order.CapturedPayment{{"pay-9", 100, "EUR"}}, nil, false, idempotent.Invalid, order.ReasonPaymentNeedsReconciliation, 0, ""},
+		{"another currency", []order.CapturedPayment{{"pay-9", total, "USD"}}, nil, false, idempotent.Invalid, order.ReasonPaymentNeedsReconciliation, 0, ""},
+		{"several payments", []order.CapturedPayment{{"pay-8", total, "EUR"}, {"pay-9", total, "EUR"}}, nil, false, idempotent.Invalid, order.ReasonPaymentNeedsReconciliation, 0, ""},
+		{"lookup unavailable", nil, transient, false, idempotent.Transient, order.ReasonPaymentUnavailable, 0, ""},
+		{"lookup rejected", nil, fmt.Errorf("400: %w", order.ErrPaymentRejected), false, idempotent.Invalid, order.ReasonPaymentNeedsReconciliation, 0, ""},
+		{"legacy record without a first attempt", []order.CapturedPayment{{"pay-9", total, "EUR"}}, nil, true, idempotent.Duplicate, "", 0, "pay-9"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -238,7 +239,7 @@ func TestOldClaimIsLookedUp(t *testing.T) {
 				Gateway: g, Lease: time.Minute, Owner: "w1", KeyRetention: 24 * time.Hour}))
 			// A first delivery that created the record and stopped.
 			g.fail = func(int) (error, bool) { return transient, false }
-			if r := p.Process(ctx, delivery(validBody, 1, 1)); r.Outcome != order.Transient {
+			if r := p.Process(ctx, delivery(validBody, 1, 1)); r.Outcome != idempotent.Transient {
 				t.Fatalf("setup: %v %s", r.Outcome, r.Description)
 			}
 			if tt.legacy {
@@ -281,7 +282,7 @@ func TestYoungClaimIsCapturedWithoutLookup(t *testing.T) {
 	p.Process(ctx, delivery(validBody, 1, 1))
 	g.fail = nil
 	clk.Advance(order.DefaultPaymentKeyRetention - time.Minute - order.PaymentClockSkew - time.Nanosecond)
-	if r := p.Process(ctx, delivery(validBody, 2, 1)); r.Outcome != order.Duplicate {
+	if r := p.Process(ctx, delivery(validBody, 2, 1)); r.Outcome != idempotent.Duplicate {
 		t.Fatalf("%v %s", r.Outcome, r.Description)
 	}
 	if g.lookups.Load() != 0 || g.total() != 1 {
@@ -311,7 +312,7 @@ func TestSameCopyRedeliveryTakesOverAtOnce(t *testing.T) {
 			s := &faultyStore{Store: memstore.New(), replace: failFromCompletedMark(tt.failures)}
 			g := newGateway()
 			p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Hour, "w1"))
-			if r := p.Process(ctx, delivery(validBody, 7, 1)); r.Outcome != order.Transient || r.Reason != order.ReasonStoreUnavailable {
+			if r := p.Process(ctx, delivery(validBody, 7, 1)); r.Outcome != idempotent.Transient || r.Reason != idempotent.ReasonStoreUnavailable {
 				t.Fatalf("delivery 1: %v %q (%s), want a store retry", r.Outcome, r.Reason, r.Description)
 			}
 			rec := paymentRecord(t, s.Store)
@@ -320,12 +321,12 @@ func TestSameCopyRedeliveryTakesOverAtOnce(t *testing.T) {
 			}
 			if !tt.released {
 				// The clock has not moved: another copy must wait out the lease.
-				if r := p.Process(ctx, delivery(validBody, 8, 1)); r.Outcome != order.Transient || r.Reason != order.ReasonPaymentInProgress {
+				if r := p.Process(ctx, delivery(validBody, 8, 1)); r.Outcome != idempotent.Transient || r.Reason != order.ReasonPaymentInProgress {
 					t.Fatalf("another copy: %v %q, want PaymentInProgress", r.Outcome, r.Reason)
 				}
 			}
 			// The same copy's next delivery, at once.
-			if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != order.Duplicate {
+			if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != idempotent.Duplicate {
 				t.Fatalf("delivery 2: %v %q (%s), want the payment completed on this delivery", r.Outcome, r.Reason, r.Description)
 			}
 			rec = paymentRecord(t, s.Store)
@@ -378,11 +379,11 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 			p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Hour, "w1"))
 
 			// Delivery 1 claims and hangs in its capture; its lock lapses.
-			stale := make(chan order.Result, 1)
+			stale := make(chan idempotent.Result, 1)
 			go func() { stale <- p.Process(ctx, delivery(validBody, 7, 1)) }()
 			<-g.entered
 			// Delivery 2 of the same copy takes the claim over.
-			fresh := make(chan order.Result, 1)
+			fresh := make(chan idempotent.Result, 1)
 			go func() { fresh <- p.Process(ctx, delivery(validBody, 7, 2)) }()
 			select {
 			case <-g.entered:
@@ -390,7 +391,7 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 				t.Fatalf("delivery 2 did not take the claim over: %v %q (%s)", r.Outcome, r.Reason, r.Description)
 			}
 			if newOwnerDone {
-				if r := <-fresh; r.Outcome != order.Duplicate {
+				if r := <-fresh; r.Outcome != idempotent.Duplicate {
 					t.Fatalf("delivery 2: %v %s", r.Outcome, r.Description)
 				}
 			}
@@ -401,18 +402,18 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 			r := <-stale
 			assertUnchanged(t, before, s.Items())
 			if newOwnerDone {
-				if r.Outcome != order.Created {
+				if r.Outcome != idempotent.Created {
 					t.Errorf("stale delivery: %v %s, want success: the record is completed with its payment", r.Outcome, r.Description)
 				}
 			} else {
-				if r.Outcome != order.Transient || r.Reason != order.ReasonPaymentInProgress {
+				if r.Outcome != idempotent.Transient || r.Reason != order.ReasonPaymentInProgress {
 					t.Errorf("stale delivery: %v %q (%s), want a retry: the record is not completed yet", r.Outcome, r.Reason, r.Description)
 				}
 				if rec := paymentRecord(t, s); rec.State != order.PaymentInProgress || rec.Claim.DeliveryCount != 2 {
 					t.Errorf("record %+v, want still held by delivery 2", rec)
 				}
 				close(g.gates[2])
-				if r := <-fresh; r.Outcome != order.Duplicate {
+				if r := <-fresh; r.Outcome != idempotent.Duplicate {
 					t.Fatalf("delivery 2: %v %s", r.Outcome, r.Description)
 				}
 			}
@@ -434,20 +435,20 @@ func TestEarlierDeliveryWaitsForTheLease(t *testing.T) {
 	// No fact cache: the completed record is turned back into a claim by
 	// hand below, which no component does.
 	p := order.NewProcessor(s, clk.Now, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"), order.WithFactCache(0))
-	if r := p.Process(ctx, delivery(validBody, 7, 3)); r.Outcome != order.Created {
+	if r := p.Process(ctx, delivery(validBody, 7, 3)); r.Outcome != idempotent.Created {
 		t.Fatal(r)
 	}
 	putRecord(t, s, func(r *order.PaymentRecord) { r.State, r.PaymentID, r.CompletedAt = order.PaymentInProgress, "", nil })
 	clk.Advance(time.Minute - time.Nanosecond)
 	before := s.Items()
-	for _, m := range []order.Message{delivery(validBody, 7, 2), delivery(validBody, 7, 3), delivery(validBody, 8, 9)} {
-		if r := p.Process(ctx, m); r.Outcome != order.Transient || r.Reason != order.ReasonPaymentInProgress {
+	for _, m := range []idempotent.Message{delivery(validBody, 7, 2), delivery(validBody, 7, 3), delivery(validBody, 8, 9)} {
+		if r := p.Process(ctx, m); r.Outcome != idempotent.Transient || r.Reason != order.ReasonPaymentInProgress {
 			t.Fatalf("seq %d delivery %d inside the lease: %v %q, want PaymentInProgress", m.SequenceNumber, m.DeliveryCount, r.Outcome, r.Reason)
 		}
 	}
 	assertUnchanged(t, before, s.Items())
 	clk.Advance(time.Nanosecond)
-	if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != order.Duplicate || g.total() != 1 {
+	if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != idempotent.Duplicate || g.total() != 1 {
 		t.Fatalf("after the lease: %v %s with %d charges, want the capture completed once", r.Outcome, r.Description, g.total())
 	}
 }
@@ -462,14 +463,14 @@ func TestConcurrentCopiesChargeOnce(t *testing.T) {
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Hour, "w1"))
 
 	// Copy 1 holds the claim inside its capture; copy 2 must wait.
-	first := make(chan order.Result, 1)
+	first := make(chan idempotent.Result, 1)
 	go func() { first <- p.Process(ctx, delivery(validBody, 1, 1)) }()
 	<-g.entered
-	if r := p.Process(ctx, delivery(validBody, 2, 1)); r.Outcome != order.Transient || r.Reason != order.ReasonPaymentInProgress {
+	if r := p.Process(ctx, delivery(validBody, 2, 1)); r.Outcome != idempotent.Transient || r.Reason != order.ReasonPaymentInProgress {
 		t.Fatalf("copy 2 while copy 1 captures: %v %q", r.Outcome, r.Reason)
 	}
 	close(g.gates[1])
-	if r := <-first; r.Outcome != order.Created {
+	if r := <-first; r.Outcome != idempotent.Created {
 		t.Fatalf("copy 1: %v %s", r.Outcome, r.Description)
 	}
 
@@ -489,10 +490,10 @@ func TestConcurrentCopiesChargeOnce(t *testing.T) {
 			for dc := uint32(1); dc <= 10_000; dc++ {
 				r := p2.Process(ctx, delivery(validBody, int64(c+1), dc))
 				switch r.Outcome {
-				case order.Created, order.Duplicate:
+				case idempotent.Created, idempotent.Duplicate:
 					settled.Add(1)
 					return
-				case order.Transient:
+				case idempotent.Transient:
 				default:
 					t.Errorf("copy %d: %v %s", c+1, r.Outcome, r.Description)
 					return
@@ -528,13 +529,13 @@ func TestRecordWritesAfterTheHandlerAreBounded(t *testing.T) {
 		wantReason string
 	}{
 		{"release after a capture that timed out", blockingGateway{}, order.ReasonPaymentUnavailable},
-		{"completed mark and release", newGateway(), order.ReasonStoreUnavailable},
+		{"completed mark and release", newGateway(), idempotent.ReasonStoreUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var blocked atomic.Int32
-				s := &faultyStore{Store: memstore.New(), replace: func(ctx context.Context, _ order.Document) error {
+				s := &faultyStore{Store: memstore.New(), replace: func(ctx context.Context, _ idempotent.Document) error {
 					blocked.Add(1)
 					<-ctx.Done()
 					return ctx.Err()
@@ -543,7 +544,7 @@ func TestRecordWritesAfterTheHandlerAreBounded(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), 48*time.Second) // the message timeout
 				defer cancel()
 				r := p.Process(ctx, delivery(validBody, 1, 1))
-				if r.Outcome != order.Transient || r.Reason != tt.wantReason {
+				if r.Outcome != idempotent.Transient || r.Reason != tt.wantReason {
 					t.Errorf("%v %q (%s), want a retry %q", r.Outcome, r.Reason, r.Description, tt.wantReason)
 				}
 				if blocked.Load() == 0 {
@@ -566,7 +567,7 @@ func TestZeroTotalOrderSkipsThePayment(t *testing.T) {
 	s := memstore.New()
 	g := newGateway()
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"))
-	for i, want := range []order.Outcome{order.Created, order.Duplicate} {
+	for i, want := range []idempotent.Outcome{idempotent.Created, idempotent.Duplicate} {
 		if r := p.Process(t.Context(), delivery(free, 1, uint32(i+1))); r.Outcome != want {
 			t.Fatalf("delivery %d: %v %q (%s), want %v", i+1, r.Outcome, r.Reason, r.Description, want)
 		}
@@ -603,7 +604,7 @@ func TestPaymentOptionsValidate(t *testing.T) {
 	// Invalid options make every payment step a retry that names them.
 	s := memstore.New()
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, 0, "w1"))
-	if r := p.Process(t.Context(), msg(validBody)); r.Outcome != order.Transient || !strings.Contains(r.Description, "lease") || g.calls != 0 {
+	if r := p.Process(t.Context(), msg(validBody)); r.Outcome != idempotent.Transient || !strings.Contains(r.Description, "lease") || g.calls != 0 {
 		t.Errorf("%v %s with %d captures, want a retry naming the lease and none", r.Outcome, r.Description, g.calls)
 	}
 }
@@ -623,13 +624,13 @@ func TestTakeoverRightAfterTheBatchIsFenced(t *testing.T) {
 			g := newGateway()
 			p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Hour, "w1"))
 			var first atomic.Bool
-			s.replace = func(_ context.Context, d order.Document) error {
+			s.replace = func(_ context.Context, d idempotent.Document) error {
 				if !first.CompareAndSwap(false, true) {
 					return nil
 				}
 				func() { // delivery 1's completed mark, before it is written
 					if completed {
-						if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != order.Duplicate {
+						if r := p.Process(ctx, delivery(validBody, 7, 2)); r.Outcome != idempotent.Duplicate {
 							t.Errorf("delivery 2: %v %s", r.Outcome, r.Description)
 						}
 						return
@@ -644,10 +645,10 @@ func TestTakeoverRightAfterTheBatchIsFenced(t *testing.T) {
 			after := s.Items()
 			rec := paymentRecord(t, s.Store)
 			if completed {
-				if r.Outcome != order.Created || rec.Claim.DeliveryCount != 2 || g.total() != 1 {
+				if r.Outcome != idempotent.Created || rec.Claim.DeliveryCount != 2 || g.total() != 1 {
 					t.Errorf("delivery 1: %v (%s), record %+v, %d charges; want success, the record left to delivery 2, 1 charge", r.Outcome, r.Description, rec, g.total())
 				}
-			} else if r.Outcome != order.Transient || r.Reason != order.ReasonPaymentInProgress || rec.State != order.PaymentInProgress || g.total() != 1 {
+			} else if r.Outcome != idempotent.Transient || r.Reason != order.ReasonPaymentInProgress || rec.State != order.PaymentInProgress || g.total() != 1 {
 				t.Errorf("delivery 1: %v %q (%s), record %+v, %d charges; want PaymentInProgress, the record left to w2, 1 charge", r.Outcome, r.Reason, r.Description, rec, g.total())
 			}
 			for _, it := range after {

@@ -14,12 +14,12 @@ import (
 // store's atomic create and its conditional writes; the fact cache (see
 // WithFactCache) holds only what the store confirmed and cannot change.
 type Processor struct {
-	store    Store
+	store    idempotent.Store
 	now      func() time.Time
-	docs     DocumentStore         // status changes and payment records; nil: neither
-	payments *payments             // nil: no payment step
-	facts    *idempotent.FactCache // nil: no fact cache (see WithFactCache)
-	copies   *idempotent.CopyShare // nil: create first on every first delivery (see WithAdaptiveReadFirst)
+	docs     idempotent.DocumentStore // status changes and payment records; nil: neither
+	payments *payments                // nil: no payment step
+	facts    *idempotent.FactCache    // nil: no fact cache (see WithFactCache)
+	copies   *idempotent.CopyShare    // nil: create first on every first delivery (see WithAdaptiveReadFirst)
 	// readFirst is copies, or without it idempotent.RedeliveriesFirst.
 	readFirst idempotent.ReadFirstPolicy
 }
@@ -30,11 +30,11 @@ type Option func(*Processor)
 // WithDocuments gives the Processor the document-level store that status
 // changes and payment records need; the project's stores implement both
 // Store and DocumentStore.
-func WithDocuments(d DocumentStore) Option { return func(p *Processor) { p.docs = d } }
+func WithDocuments(d idempotent.DocumentStore) Option { return func(p *Processor) { p.docs = d } }
 
 // NewProcessor returns a Processor that writes to s. now stamps processedAt;
 // nil means time.Now.
-func NewProcessor(s Store, now func() time.Time, opts ...Option) *Processor {
+func NewProcessor(s idempotent.Store, now func() time.Time, opts ...Option) *Processor {
 	if now == nil {
 		now = time.Now
 	}
@@ -51,11 +51,11 @@ func NewProcessor(s Store, now func() time.Time, opts ...Option) *Processor {
 
 // Process decides what to do with one delivery of m: an order placement, or,
 // with the OrderStatusChanged subject, a status change.
-func (p *Processor) Process(ctx context.Context, m Message) Result {
+func (p *Processor) Process(ctx context.Context, m idempotent.Message) idempotent.Result {
 	return dependency(p.process(ctx, m))
 }
 
-func (p *Processor) process(ctx context.Context, m Message) Result {
+func (p *Processor) process(ctx context.Context, m idempotent.Message) idempotent.Result {
 	switch m.Subject {
 	case "", SubjectOrderPlaced:
 		return p.placeOrder(ctx, m)
@@ -63,7 +63,7 @@ func (p *Processor) process(ctx context.Context, m Message) Result {
 		return p.applyStatus(ctx, m)
 	default:
 		err := fmt.Errorf("unknown message subject %q", m.Subject)
-		return Result{Outcome: Invalid, Reason: ReasonUnsupportedMessage, Description: err.Error(), Err: err}
+		return idempotent.Result{Outcome: idempotent.Invalid, Reason: idempotent.ReasonUnsupportedMessage, Description: err.Error(), Err: err}
 	}
 }
 
@@ -78,7 +78,7 @@ func (p *Processor) process(ctx context.Context, m Message) Result {
 // payments call. A duplicate costs one read (with a payment step, of the
 // payment record, which tells both the request hash and whether the
 // payment is done), or none when the fact cache knows it.
-func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
+func (p *Processor) placeOrder(ctx context.Context, m idempotent.Message) idempotent.Result {
 	// 1. Decode and validate; the dedup key is the MessageId, which the
 	// producer sets to the order id. A message that fails here can never
 	// succeed.
@@ -97,7 +97,7 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 	w := p.newWrite(m, &o, hash)
 	etags, err := WriteOrder(ctx, p.store, w)
 	switch {
-	case errors.Is(err, ErrAlreadyExists):
+	case errors.Is(err, idempotent.ErrAlreadyExists):
 		p.readFirst.Observe(m, true)
 		// 4. Compare with what the store holds: a duplicate or a reused id.
 		res, _ := p.fromStore(ctx, m, &o, hash, true)
@@ -113,7 +113,7 @@ func (p *Processor) placeOrder(ctx context.Context, m Message) Result {
 
 // newWrite builds what an accepted o writes: with a payment step, the
 // payment record's first claim joins the order's batch.
-func (p *Processor) newWrite(m Message, o *Order, hash string) Write {
+func (p *Processor) newWrite(m idempotent.Message, o *Order, hash string) Write {
 	w := NewWrite(*o, m.ID, hash, p.now())
 	if p.claimsInBatch(o) {
 		rec := newPaymentRecord(o, hash, p.claimOf(m), p.now().UTC())
@@ -125,8 +125,8 @@ func (p *Processor) newWrite(m Message, o *Order, hash string) Write {
 // effect captures the payment of the order this delivery created, on the
 // claim its batch wrote, at the ETag the batch reported; without a claim
 // in the batch, the payment step runs on its own (or says why it cannot).
-func (p *Processor) effect(ctx context.Context, m Message, o *Order, hash string, w Write, etags WriteETags) Result {
-	res := Result{Outcome: Created, Key: o.OrderID}
+func (p *Processor) effect(ctx context.Context, m idempotent.Message, o *Order, hash string, w Write, etags WriteETags) idempotent.Result {
+	res := idempotent.Result{Outcome: idempotent.Created, Key: o.OrderID}
 	switch {
 	case w.Payment != nil:
 		if r := p.captureClaimed(ctx, *w.Payment, etags.Payment, *w.Payment.FirstAttemptAt); r != nil {
@@ -166,7 +166,7 @@ func (p *Processor) claimsInBatch(o *Order) bool {
 // itself is read, and OrderDocumentMissing reported, only without a
 // payment step, for an order with nothing to capture, or when the record
 // predates the hash.
-func (p *Processor) fromStore(ctx context.Context, m Message, o *Order, hash string, conflicted bool) (Result, bool) {
+func (p *Processor) fromStore(ctx context.Context, m idempotent.Message, o *Order, hash string, conflicted bool) (idempotent.Result, bool) {
 	op := "read"
 	if conflicted {
 		op = "read after conflict"
@@ -175,9 +175,9 @@ func (p *Processor) fromStore(ctx context.Context, m Message, o *Order, hash str
 		var rec PaymentRecord
 		etag, err := readJSON(ctx, p.docs, o.OrderID, PaymentRecordID(o.OrderID), &rec)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, idempotent.ErrNotFound):
 			if !conflicted {
-				return Result{}, false // a new order, most likely: create it
+				return idempotent.Result{}, false // a new order, most likely: create it
 			}
 			// The order was accepted without a claim (before claims were
 			// batched, or by a worker without payments): read the order.
@@ -187,11 +187,11 @@ func (p *Processor) fromStore(ctx context.Context, m Message, o *Order, hash str
 			// A record that predates the request hash: read the order.
 		case rec.RequestHash != hash:
 			p.learn(o.OrderID, rec.RequestHash, false)
-			return Result{Outcome: Mismatch, Key: o.OrderID, Reason: ReasonOrderIDReused,
+			return idempotent.Result{Outcome: idempotent.Mismatch, Key: o.OrderID, Reason: ReasonOrderIDReused,
 				Description: fmt.Sprintf("order %s exists with request hash %s (recorded on its payment record %s, claimed first by message %s); this message has request hash %s",
 					o.OrderID, rec.RequestHash, rec.ID, rec.Claim.MessageID, hash)}, true
 		default:
-			res := Result{Outcome: Duplicate, Key: o.OrderID,
+			res := idempotent.Result{Outcome: idempotent.Duplicate, Key: o.OrderID,
 				Description: fmt.Sprintf("order accepted earlier (its payment record %s is %s)", rec.ID, rec.State)}
 			if rec.State != PaymentCompleted {
 				p.learn(o.OrderID, hash, false)
@@ -209,9 +209,9 @@ func (p *Processor) fromStore(ctx context.Context, m Message, o *Order, hash str
 	}
 	stored, err := ReadOrder(ctx, p.store, o.OrderID)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, idempotent.ErrNotFound):
 		if !conflicted {
-			return Result{}, false
+			return idempotent.Result{}, false
 		}
 		return p.orderDocumentMissing(ctx, o.OrderID, err), true
 	case err != nil:
@@ -219,7 +219,7 @@ func (p *Processor) fromStore(ctx context.Context, m Message, o *Order, hash str
 	}
 	p.learn(o.OrderID, stored.RequestHash, false)
 	res := compareStored(stored, hash)
-	if res.Outcome != Duplicate || p.payments == nil {
+	if res.Outcome != idempotent.Duplicate || p.payments == nil {
 		return res, true
 	}
 	// An earlier delivery may have stopped between the order and its
@@ -237,27 +237,27 @@ func (p *Processor) fromStore(ctx context.Context, m Message, o *Order, hash str
 // decodeOrderMessage decodes and validates an order message and checks that
 // its orderId is its MessageId. It returns the Invalid result to settle with
 // when either fails.
-func decodeOrderMessage(m Message) (Order, *Result) {
+func decodeOrderMessage(m idempotent.Message) (Order, *idempotent.Result) {
 	o, orderID, err := decodeOrder(m.Body)
 	if err != nil {
-		return Order{}, &Result{Outcome: Invalid, Key: orderID, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
+		return Order{}, &idempotent.Result{Outcome: idempotent.Invalid, Key: orderID, Reason: idempotent.ReasonInvalidMessage, Description: err.Error(), Err: err}
 	}
 	if m.ID != o.OrderID {
 		err := &FieldError{Field: "orderId", Problem: fmt.Sprintf("%q does not equal the MessageId %q", o.OrderID, m.ID)}
-		return o, &Result{Outcome: Invalid, Key: o.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
+		return o, &idempotent.Result{Outcome: idempotent.Invalid, Key: o.OrderID, Reason: idempotent.ReasonMessageIDMismatch, Description: err.Error(), Err: err}
 	}
 	return o, nil
 }
 
 // compareStored decides between Duplicate and Mismatch from the stored
 // order document.
-func compareStored(stored OrderDocument, hash string) Result {
+func compareStored(stored OrderDocument, hash string) idempotent.Result {
 	orderID := stored.OrderID
 	if stored.RequestHash == hash {
-		return Result{Outcome: Duplicate, Key: orderID,
+		return idempotent.Result{Outcome: idempotent.Duplicate, Key: orderID,
 			Description: fmt.Sprintf("order created by message %s at %s", stored.MessageID, stored.ProcessedAt.Format(time.RFC3339))}
 	}
-	return Result{Outcome: Mismatch, Key: orderID, Reason: ReasonOrderIDReused,
+	return idempotent.Result{Outcome: idempotent.Mismatch, Key: orderID, Reason: ReasonOrderIDReused,
 		Description: fmt.Sprintf("order %s exists with request hash %s (created by message %s at %s); this message has request hash %s",
 			orderID, stored.RequestHash, stored.MessageID, stored.ProcessedAt.Format(time.RFC3339), hash)}
 }
@@ -278,26 +278,26 @@ func compareStored(stored OrderDocument, hash string) Result {
 // do. If the event is gone too, both were deleted in between: a retry
 // decides anew (and creates the order). Without a store that can read the
 // event the two cannot be told apart, and a retry is the safe side.
-func (p *Processor) orderDocumentMissing(ctx context.Context, orderID string, notFound error) Result {
+func (p *Processor) orderDocumentMissing(ctx context.Context, orderID string, notFound error) idempotent.Result {
 	docs := p.docs
 	if docs == nil {
-		docs, _ = p.store.(DocumentStore)
+		docs, _ = p.store.(idempotent.DocumentStore)
 	}
 	if docs == nil {
-		return Result{Outcome: Transient, Key: orderID, Reason: ReasonStoreError,
+		return idempotent.Result{Outcome: idempotent.Transient, Key: orderID, Reason: idempotent.ReasonStoreError,
 			Description: "read after conflict: the order document is not found and this store cannot read its OrderAccepted event: " + notFound.Error(), Err: notFound}
 	}
 	eventID := EventID(orderID)
 	_, _, err := docs.ReadDocument(ctx, orderID, eventID)
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return Result{Outcome: Transient, Key: orderID, Reason: ReasonConcurrentUpdate,
+	case errors.Is(err, idempotent.ErrNotFound):
+		return idempotent.Result{Outcome: idempotent.Transient, Key: orderID, Reason: idempotent.ReasonConcurrentUpdate,
 			Description: "read after conflict: neither the order document nor its OrderAccepted event exists any more (deleted since the create); retrying", Err: notFound}
 	case err != nil:
 		return storeFailure(orderID, "read OrderAccepted event after conflict", err)
 	}
 	err = fmt.Errorf("order document %s is missing but its event %s exists in partition %s: %w", orderID, eventID, orderID, notFound)
-	return Result{Outcome: Invalid, Key: orderID, Reason: ReasonOrderDocumentMissing,
+	return idempotent.Result{Outcome: idempotent.Invalid, Key: orderID, Reason: ReasonOrderDocumentMissing,
 		Description: fmt.Sprintf("the create conflicted, the order document %q does not exist, but its OrderAccepted event %q does (partition %q): "+
 			"the order document was deleted after the order was accepted, and no redelivery can change that. "+
 			"Restore the order document from the event (or delete the event if the order must be processed anew), then resubmit this message",
@@ -306,6 +306,6 @@ func (p *Processor) orderDocumentMissing(ctx context.Context, orderID string, no
 
 // storeFailure turns a store error into a result: see
 // idempotent.StoreFailure.
-func storeFailure(orderID, op string, err error) Result {
+func storeFailure(orderID, op string, err error) idempotent.Result {
 	return idempotent.StoreFailure(orderID, op, err)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -19,7 +20,7 @@ var fixedNow = func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, ti
 // failingStore fails every call with err.
 type failingStore struct{ err error }
 
-func (s failingStore) CreateBatch(context.Context, string, []order.Document) ([]string, error) {
+func (s failingStore) CreateBatch(context.Context, string, []idempotent.Document) ([]string, error) {
 	return nil, s.err
 }
 func (s failingStore) ReadDocument(context.Context, string, string) ([]byte, string, error) {
@@ -40,34 +41,34 @@ func (s readFailingStore) ReadDocument(ctx context.Context, pk, id string) ([]by
 	return s.Store.ReadDocument(ctx, pk, id)
 }
 
-func msg(body string) order.Message {
-	return order.Message{ID: "ord-1", Body: []byte(body), DeliveryCount: 1}
+func msg(body string) idempotent.Message {
+	return idempotent.Message{ID: "ord-1", Body: []byte(body), DeliveryCount: 1}
 }
 
 func TestProcess(t *testing.T) {
 	changed := strings.Replace(validBody, `"cust-1"`, `"cust-2"`, 1)
-	transient := fmt.Errorf("429 throttled: %w", order.ErrTransient)
+	transient := fmt.Errorf("429 throttled: %w", idempotent.ErrTransient)
 	tests := []struct {
 		name       string
-		store      func() order.Store
+		store      func() idempotent.Store
 		before     []string // bodies processed first
-		m          order.Message
-		want       order.Outcome
+		m          idempotent.Message
+		want       idempotent.Outcome
 		wantReason string
 	}{
-		{"new order", func() order.Store { return memstore.New() }, nil, msg(validBody), order.Created, ""},
-		{"same message again", func() order.Store { return memstore.New() }, []string{validBody}, msg(validBody), order.Duplicate, ""},
-		{"producer retry with new metadata", func() order.Store { return memstore.New() }, []string{validBody},
-			msg(strings.Replace(validBody, `"abc"`, `"retry-2"`, 1)), order.Duplicate, ""},
-		{"same id other content", func() order.Store { return memstore.New() }, []string{validBody}, msg(changed), order.Mismatch, order.ReasonOrderIDReused},
-		{"malformed body", func() order.Store { return memstore.New() }, nil, msg(`{not json`), order.Invalid, order.ReasonInvalidMessage},
-		{"invalid field", func() order.Store { return memstore.New() }, nil, msg(strings.Replace(validBody, "EUR", "euro", 1)), order.Invalid, order.ReasonInvalidMessage},
-		{"MessageId differs from orderId", func() order.Store { return memstore.New() }, nil,
-			order.Message{ID: "ord-2", Body: []byte(validBody), DeliveryCount: 1}, order.Invalid, order.ReasonMessageIDMismatch},
-		{"throttled create", func() order.Store { return failingStore{transient} }, nil, msg(validBody), order.Transient, order.ReasonStoreUnavailable},
-		{"create deadline", func() order.Store { return failingStore{context.DeadlineExceeded} }, nil, msg(validBody), order.Transient, order.ReasonStoreUnavailable},
-		{"permanent store error is retried, not dropped", func() order.Store { return failingStore{errors.New("403 forbidden")} }, nil, msg(validBody), order.Transient, order.ReasonStoreError},
-		{"read after conflict fails", func() order.Store { return readFailingStore{memstore.New(), transient} }, []string{validBody}, msg(validBody), order.Transient, order.ReasonStoreUnavailable},
+		{"new order", func() idempotent.Store { return memstore.New() }, nil, msg(validBody), idempotent.Created, ""},
+		{"same message again", func() idempotent.Store { return memstore.New() }, []string{validBody}, msg(validBody), idempotent.Duplicate, ""},
+		{"producer retry with new metadata", func() idempotent.Store { return memstore.New() }, []string{validBody},
+			msg(strings.Replace(validBody, `"abc"`, `"retry-2"`, 1)), idempotent.Duplicate, ""},
+		{"same id other content", func() idempotent.Store { return memstore.New() }, []string{validBody}, msg(changed), idempotent.Mismatch, order.ReasonOrderIDReused},
+		{"malformed body", func() idempotent.Store { return memstore.New() }, nil, msg(`{not json`), idempotent.Invalid, idempotent.ReasonInvalidMessage},
+		{"invalid field", func() idempotent.Store { return memstore.New() }, nil, msg(strings.Replace(validBody, "EUR", "euro", 1)), idempotent.Invalid, idempotent.ReasonInvalidMessage},
+		{"MessageId differs from orderId", func() idempotent.Store { return memstore.New() }, nil,
+			idempotent.Message{ID: "ord-2", Body: []byte(validBody), DeliveryCount: 1}, idempotent.Invalid, idempotent.ReasonMessageIDMismatch},
+		{"throttled create", func() idempotent.Store { return failingStore{transient} }, nil, msg(validBody), idempotent.Transient, idempotent.ReasonStoreUnavailable},
+		{"create deadline", func() idempotent.Store { return failingStore{context.DeadlineExceeded} }, nil, msg(validBody), idempotent.Transient, idempotent.ReasonStoreUnavailable},
+		{"permanent store error is retried, not dropped", func() idempotent.Store { return failingStore{errors.New("403 forbidden")} }, nil, msg(validBody), idempotent.Transient, idempotent.ReasonStoreError},
+		{"read after conflict fails", func() idempotent.Store { return readFailingStore{memstore.New(), transient} }, []string{validBody}, msg(validBody), idempotent.Transient, idempotent.ReasonStoreUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +78,7 @@ func TestProcess(t *testing.T) {
 			p := order.NewProcessor(s, fixedNow, order.WithFactCache(0))
 			ctx := context.Background()
 			for _, b := range tt.before {
-				if r := p.Process(ctx, msg(b)); r.Outcome != order.Created {
+				if r := p.Process(ctx, msg(b)); r.Outcome != idempotent.Created {
 					t.Fatalf("setup: %v %s", r.Outcome, r.Description)
 				}
 			}
@@ -89,7 +90,7 @@ func TestProcess(t *testing.T) {
 			if r.Outcome != tt.want || r.Reason != tt.wantReason {
 				t.Fatalf("Process = %v %q (%s), want %v %q", r.Outcome, r.Reason, r.Description, tt.want, tt.wantReason)
 			}
-			if r.Outcome != order.Created && r.Outcome != order.Duplicate && r.Description == "" {
+			if r.Outcome != idempotent.Created && r.Outcome != idempotent.Duplicate && r.Description == "" {
 				t.Error("a failure outcome without a description")
 			}
 			if ms, ok := s.(*memstore.Store); ok && len(tt.before) > 0 {
@@ -114,7 +115,7 @@ func TestProcessMismatchNamesBothHashes(t *testing.T) {
 func TestProcessWritesOrderAndEventTogether(t *testing.T) {
 	s := memstore.New()
 	p := order.NewProcessor(s, fixedNow)
-	if r := p.Process(context.Background(), msg(validBody)); r.Outcome != order.Created {
+	if r := p.Process(context.Background(), msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatal(r)
 	}
 	items := s.Items()
@@ -135,13 +136,13 @@ func TestProcessWritesOrderAndEventTogether(t *testing.T) {
 func TestCreateBatchIsAllOrNothing(t *testing.T) {
 	s := memstore.New()
 	ctx := context.Background()
-	if _, err := s.CreateBatch(ctx, "ord-1", []order.Document{{ID: order.EventID("ord-1"), Body: []byte(`{"id":"OrderAccepted:ord-1","orderId":"ord-1"}`)}}); err != nil {
+	if _, err := s.CreateBatch(ctx, "ord-1", []idempotent.Document{{ID: order.EventID("ord-1"), Body: []byte(`{"id":"OrderAccepted:ord-1","orderId":"ord-1"}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	o, _ := order.Decode([]byte(validBody))
 	_, err := order.WriteOrder(ctx, s, order.NewWrite(o, "ord-1", o.RequestHash(), fixedNow()))
 	var be *memstore.BatchError
-	if !errors.As(err, &be) || be.Index != 1 || !errors.Is(err, order.ErrAlreadyExists) {
+	if !errors.As(err, &be) || be.Index != 1 || !errors.Is(err, idempotent.ErrAlreadyExists) {
 		t.Fatalf("CreateOrder = %v, want a conflict on operation 1", err)
 	}
 	if _, ok := s.Get("ord-1", "ord-1"); ok {
@@ -153,7 +154,7 @@ func TestConcurrentDeliveriesCreateOnce(t *testing.T) {
 	s := memstore.New()
 	p := order.NewProcessor(s, fixedNow)
 	const n = 32
-	results := make([]order.Result, n)
+	results := make([]idempotent.Result, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -161,16 +162,16 @@ func TestConcurrentDeliveriesCreateOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			results[i] = p.Process(context.Background(), order.Message{ID: "ord-1", Body: []byte(validBody), DeliveryCount: uint32(i + 1)})
+			results[i] = p.Process(context.Background(), idempotent.Message{ID: "ord-1", Body: []byte(validBody), DeliveryCount: uint32(i + 1)})
 		}()
 	}
 	close(start)
 	wg.Wait()
-	counts := map[order.Outcome]int{}
+	counts := map[idempotent.Outcome]int{}
 	for _, r := range results {
 		counts[r.Outcome]++
 	}
-	if counts[order.Created] != 1 || counts[order.Duplicate] != n-1 {
+	if counts[idempotent.Created] != 1 || counts[idempotent.Duplicate] != n-1 {
 		t.Errorf("outcomes = %v, want 1 created and %d duplicates", counts, n-1)
 	}
 	for _, it := range s.Items() {
@@ -216,7 +217,7 @@ func BenchmarkProcess(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if r := p.Process(ctx, order.Message{ID: fmt.Sprintf("ord-%d", i), Body: bodies[i], DeliveryCount: 1}); r.Outcome != order.Created {
+			if r := p.Process(ctx, idempotent.Message{ID: fmt.Sprintf("ord-%d", i), Body: bodies[i], DeliveryCount: 1}); r.Outcome != idempotent.Created {
 				b.Fatal(r)
 			}
 		}
@@ -234,7 +235,7 @@ func BenchmarkProcess(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if r := p.Process(ctx, order.Message{ID: ids[i], Body: bodies[i], DeliveryCount: 1}); r.Outcome != order.Created {
+			if r := p.Process(ctx, idempotent.Message{ID: ids[i], Body: bodies[i], DeliveryCount: 1}); r.Outcome != idempotent.Created {
 				b.Fatal(r)
 			}
 		}
@@ -247,7 +248,7 @@ func BenchmarkProcess(b *testing.B) {
 		m.DeliveryCount = 2
 		b.ReportAllocs()
 		for b.Loop() {
-			if r := p.Process(ctx, m); r.Outcome != order.Duplicate {
+			if r := p.Process(ctx, m); r.Outcome != idempotent.Duplicate {
 				b.Fatal(r)
 			}
 		}
@@ -258,7 +259,7 @@ func BenchmarkProcess(b *testing.B) {
 		p.Process(ctx, m)
 		b.ReportAllocs()
 		for b.Loop() {
-			if r := p.Process(ctx, m); r.Outcome != order.Duplicate {
+			if r := p.Process(ctx, m); r.Outcome != idempotent.Duplicate {
 				b.Fatal(r)
 			}
 		}

@@ -7,19 +7,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // orders returns n first deliveries of distinct valid orders under prefix.
-func orders(prefix string, n int) []order.Message {
+func orders(prefix string, n int) []idempotent.Message {
 	gen := ordergen.New(1, prefix)
 	sentAt := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	out := make([]order.Message, n)
+	out := make([]idempotent.Message, n)
 	for i := range out {
 		o := gen.Order(i)
-		out[i] = order.Message{ID: o.OrderID, Body: ordergen.Body(o, sentAt, "trace-"+o.OrderID), DeliveryCount: 1}
+		out[i] = idempotent.Message{ID: o.OrderID, Body: ordergen.Body(o, sentAt, "trace-"+o.OrderID), DeliveryCount: 1}
 	}
 	return out
 }
@@ -27,12 +28,12 @@ func orders(prefix string, n int) []order.Message {
 // seeded returns a counting store holding the orders of msgs, stored by a
 // processor of its own, so that a processor under test finds them as copies
 // its fact cache does not know (the originals went to another worker).
-func seeded(t *testing.T, msgs []order.Message) *countingStore {
+func seeded(t *testing.T, msgs []idempotent.Message) *countingStore {
 	t.Helper()
 	s := &countingStore{Store: memstore.New()}
 	seeder := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	for _, m := range msgs {
-		if r := seeder.Process(t.Context(), m); r.Outcome != order.Created {
+		if r := seeder.Process(t.Context(), m); r.Outcome != idempotent.Created {
 			t.Fatalf("seed %s: %v %s", m.ID, r.Outcome, r.Description)
 		}
 	}
@@ -41,7 +42,7 @@ func seeded(t *testing.T, msgs []order.Message) *countingStore {
 
 // callsPer processes msgs in order with p and returns the store calls of
 // each, checking each outcome.
-func callsPer(t *testing.T, p *order.Processor, s *countingStore, msgs []order.Message, want order.Outcome) []int {
+func callsPer(t *testing.T, p *order.Processor, s *countingStore, msgs []idempotent.Message, want idempotent.Outcome) []int {
 	t.Helper()
 	calls := make([]int, len(msgs))
 	for i, m := range msgs {
@@ -84,7 +85,7 @@ func TestAdaptiveReadFirst(t *testing.T) {
 		if share, rf := p.CopyShare(); share != 0 || rf {
 			t.Fatalf("fresh processor: CopyShare = %v, %v; want 0, false", share, rf)
 		}
-		got := callsPer(t, p, s, copies, order.Duplicate)
+		got := callsPer(t, p, s, copies, idempotent.Duplicate)
 		if want := pattern(40, 27, 2, 1); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("copies: calls per message\n got %v\nwant %v", got, want)
 		}
@@ -94,7 +95,7 @@ func TestAdaptiveReadFirst(t *testing.T) {
 		}
 		// From 1-(31/32)^40 the estimate falls below 7/16 at the 16th new
 		// order: (1-(31/32)^40)·(31/32)^16 < 7/16 < …·(31/32)^15.
-		got = callsPer(t, p, s, orders("new", 30), order.Created)
+		got = callsPer(t, p, s, orders("new", 30), idempotent.Created)
 		if want := pattern(30, 16, 2, 1); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("new orders after copies: calls per message\n got %v\nwant %v", got, want)
 		}
@@ -103,12 +104,12 @@ func TestAdaptiveReadFirst(t *testing.T) {
 		}
 	})
 
-	alternating := func(t *testing.T, warm []order.Message, readFirst bool) {
+	alternating := func(t *testing.T, warm []idempotent.Message, readFirst bool) {
 		t.Helper()
 		copies := orders("alt", 40)
 		s := seeded(t, append(copies, warm...))
 		p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
-		callsPer(t, p, s, warm, order.Duplicate)
+		callsPer(t, p, s, warm, idempotent.Duplicate)
 		if _, rf := p.CopyShare(); rf != readFirst {
 			t.Fatalf("after warming: reads first %v, want %v", rf, readFirst)
 		}
@@ -119,11 +120,11 @@ func TestAdaptiveReadFirst(t *testing.T) {
 		}
 		for i := range 40 {
 			for _, c := range []struct {
-				m    order.Message
-				want order.Outcome
+				m    idempotent.Message
+				want idempotent.Outcome
 				cost int
-			}{{copies[i], order.Duplicate, copyCost}, {fresh[i], order.Created, newCost}} {
-				if got := callsPer(t, p, s, []order.Message{c.m}, c.want); got[0] != c.cost {
+			}{{copies[i], idempotent.Duplicate, copyCost}, {fresh[i], idempotent.Created, newCost}} {
+				if got := callsPer(t, p, s, []idempotent.Message{c.m}, c.want); got[0] != c.cost {
 					t.Fatalf("pair %d, %v: %d calls, want %d (the choice flapped)", i, c.want, got[0], c.cost)
 				}
 			}
@@ -144,10 +145,10 @@ func TestAdaptiveReadFirst(t *testing.T) {
 		// The seeder captured nothing: let a processor of its own capture
 		// every payment, so that each copy below is a plain duplicate.
 		capturer := order.NewProcessor(s, fixedNow, opts...)
-		callsPer(t, capturer, s, copies, order.Duplicate)
+		callsPer(t, capturer, s, copies, idempotent.Duplicate)
 		p := order.NewProcessor(s, fixedNow, opts...)
 		// Create-first: the batch conflicts, the payment record is read.
-		if got, want := callsPer(t, p, s, copies, order.Duplicate), pattern(40, 27, 2, 1); fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := callsPer(t, p, s, copies, idempotent.Duplicate), pattern(40, 27, 2, 1); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("calls per message\n got %v\nwant %v", got, want)
 		}
 	})
@@ -156,7 +157,7 @@ func TestAdaptiveReadFirst(t *testing.T) {
 		copies := orders("off", 60)
 		s := seeded(t, copies)
 		p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithAdaptiveReadFirst(false))
-		if got, want := callsPer(t, p, s, copies, order.Duplicate), pattern(60, 60, 2, 2); fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := callsPer(t, p, s, copies, idempotent.Duplicate), pattern(60, 60, 2, 2); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("calls per message\n got %v\nwant %v", got, want)
 		}
 		if share, rf := p.CopyShare(); share != 0 || rf {
@@ -170,11 +171,11 @@ func TestAdaptiveReadFirst(t *testing.T) {
 		p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 		for _, m := range copies {
 			m.DeliveryCount = 2
-			if r := p.Process(t.Context(), m); r.Outcome != order.Duplicate {
+			if r := p.Process(t.Context(), m); r.Outcome != idempotent.Duplicate {
 				t.Fatal(r)
 			}
 			m.DeliveryCount = 1 // now a fact cache hit
-			if r := p.Process(t.Context(), m); r.Outcome != order.Duplicate {
+			if r := p.Process(t.Context(), m); r.Outcome != idempotent.Duplicate {
 				t.Fatal(r)
 			}
 		}
@@ -192,22 +193,22 @@ func TestAdaptiveReadFirst(t *testing.T) {
 func TestAdaptiveReadFirst_SameOutcomes(t *testing.T) {
 	ctx := t.Context()
 	changed := ordergen.Changed(ordergen.New(1, "case").Order(0))
-	changedMsg := order.Message{ID: changed.OrderID, Body: ordergen.Body(changed, fixedNow(), "t"), DeliveryCount: 1}
+	changedMsg := idempotent.Message{ID: changed.OrderID, Body: ordergen.Body(changed, fixedNow(), "t"), DeliveryCount: 1}
 	cases := []struct {
 		name    string
-		prepare func(s *memstore.Store, stored order.Message) // after the order is stored
-		m       func(stored, fresh order.Message) order.Message
-		want    order.Outcome
+		prepare func(s *memstore.Store, stored idempotent.Message) // after the order is stored
+		m       func(stored, fresh idempotent.Message) idempotent.Message
+		want    idempotent.Outcome
 		reason  string
 	}{
-		{"new", nil, func(_, fresh order.Message) order.Message { return fresh }, order.Created, ""},
-		{"copy", nil, func(stored, _ order.Message) order.Message { return stored }, order.Duplicate, ""},
-		{"id reused", nil, func(_, _ order.Message) order.Message { return changedMsg }, order.Mismatch, order.ReasonOrderIDReused},
-		{"order document deleted", func(s *memstore.Store, stored order.Message) {
+		{"new", nil, func(_, fresh idempotent.Message) idempotent.Message { return fresh }, idempotent.Created, ""},
+		{"copy", nil, func(stored, _ idempotent.Message) idempotent.Message { return stored }, idempotent.Duplicate, ""},
+		{"id reused", nil, func(_, _ idempotent.Message) idempotent.Message { return changedMsg }, idempotent.Mismatch, order.ReasonOrderIDReused},
+		{"order document deleted", func(s *memstore.Store, stored idempotent.Message) {
 			if !s.Delete(stored.ID, stored.ID) {
 				t.Fatal("no order document to delete")
 			}
-		}, func(stored, _ order.Message) order.Message { return stored }, order.Invalid, order.ReasonOrderDocumentMissing},
+		}, func(stored, _ idempotent.Message) idempotent.Message { return stored }, idempotent.Invalid, order.ReasonOrderDocumentMissing},
 	}
 	for _, payments := range []bool{false, true} {
 		for _, tt := range cases {
@@ -233,7 +234,7 @@ func TestAdaptiveReadFirst_SameOutcomes(t *testing.T) {
 						p = order.NewProcessor(s, fixedNow, opts...)
 					}
 					for _, m := range warm {
-						if r := p.Process(ctx, m); r.Outcome != order.Duplicate {
+						if r := p.Process(ctx, m); r.Outcome != idempotent.Duplicate {
 							t.Fatalf("warm %s: %v %s", m.ID, r.Outcome, r.Description)
 						}
 					}
@@ -262,7 +263,7 @@ func TestAdaptiveReadFirst_Concurrent(t *testing.T) {
 	s := seeded(t, copies)
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	fresh := orders("cn", 200)
-	var stream []order.Message
+	var stream []idempotent.Message
 	for i := range 200 {
 		stream = append(stream, copies[i], copies[i])
 		if i%3 == 0 { // a share of copies about 3/4 among the first findings
@@ -272,7 +273,7 @@ func TestAdaptiveReadFirst_Concurrent(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		created = map[string]int{}
-		next    = make(chan order.Message)
+		next    = make(chan idempotent.Message)
 		wg      sync.WaitGroup
 	)
 	for range 16 {
@@ -281,9 +282,9 @@ func TestAdaptiveReadFirst_Concurrent(t *testing.T) {
 				r := p.Process(context.Background(), m)
 				mu.Lock()
 				switch r.Outcome {
-				case order.Created:
+				case idempotent.Created:
 					created[m.ID]++
-				case order.Duplicate:
+				case idempotent.Duplicate:
 				default:
 					t.Errorf("%s: %v %s", m.ID, r.Outcome, r.Description)
 				}

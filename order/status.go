@@ -10,6 +10,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // Message subjects. The Service Bus Subject (label) of a message says which
@@ -109,18 +111,18 @@ const maxReplaceAttempts = 3
 // failed patch returns no document and telling a stale change from a
 // reused version needs the stored hashes; a redelivery that is applied
 // after all costs two (read, replace).
-func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
+func (p *Processor) applyStatus(ctx context.Context, m idempotent.Message) idempotent.Result {
 	c, err := decodeStatusChange(m.Body)
 	if err != nil {
-		return Result{Outcome: Invalid, Key: c.OrderID, Reason: ReasonInvalidMessage, Description: err.Error(), Err: err}
+		return idempotent.Result{Outcome: idempotent.Invalid, Key: c.OrderID, Reason: idempotent.ReasonInvalidMessage, Description: err.Error(), Err: err}
 	}
 	if want := StatusMessageID(c.OrderID, c.Version); m.ID != want {
 		err := &FieldError{Field: "version", Problem: fmt.Sprintf("MessageId %q is not %q", m.ID, want)}
-		return Result{Outcome: Invalid, Key: c.OrderID, Reason: ReasonMessageIDMismatch, Description: err.Error(), Err: err}
+		return idempotent.Result{Outcome: idempotent.Invalid, Key: c.OrderID, Reason: idempotent.ReasonMessageIDMismatch, Description: err.Error(), Err: err}
 	}
 	if p.docs == nil {
 		err := errors.New("this worker does not apply status changes (no document store configured)")
-		return Result{Outcome: Invalid, Key: c.OrderID, Reason: ReasonUnsupportedMessage, Description: err.Error(), Err: err}
+		return idempotent.Result{Outcome: idempotent.Invalid, Key: c.OrderID, Reason: idempotent.ReasonUnsupportedMessage, Description: err.Error(), Err: err}
 	}
 	hash := c.ContentHash()
 	// A first delivery is most likely new: apply it in one conditional
@@ -128,15 +130,15 @@ func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
 	// stale change, a reused version and a document the patch cannot keep
 	// (see statusPatch) are told apart by the read below. A redelivery is
 	// most likely applied already: it reads first.
-	if pt, ok := p.docs.(Patcher); ok && m.DeliveryCount <= 1 {
+	if pt, ok := p.docs.(idempotent.Patcher); ok && m.DeliveryCount <= 1 {
 		_, err := pt.PatchDocument(ctx, c.OrderID, c.OrderID, statusPatch(&c, hash))
 		switch {
 		case err == nil:
-			return Result{Outcome: Applied, Key: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
-		case errors.Is(err, ErrNotFound):
-			return Result{Outcome: Transient, Key: c.OrderID, Reason: ReasonOrderNotYetCreated,
+			return idempotent.Result{Outcome: idempotent.Applied, Key: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
+		case errors.Is(err, idempotent.ErrNotFound):
+			return idempotent.Result{Outcome: idempotent.Transient, Key: c.OrderID, Reason: ReasonOrderNotYetCreated,
 				Description: fmt.Sprintf("status %s (version %d) arrived before the order; retrying", c.Status, c.Version), Err: err}
-		case !errors.Is(err, ErrPreconditionFailed):
+		case !errors.Is(err, idempotent.ErrPreconditionFailed):
 			return storeFailure(c.OrderID, "patch for status change", err)
 		}
 	}
@@ -144,8 +146,8 @@ func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
 		var doc OrderDocument
 		etag, err := readJSON(ctx, p.docs, c.OrderID, c.OrderID, &doc)
 		switch {
-		case errors.Is(err, ErrNotFound):
-			return Result{Outcome: Transient, Key: c.OrderID, Reason: ReasonOrderNotYetCreated,
+		case errors.Is(err, idempotent.ErrNotFound):
+			return idempotent.Result{Outcome: idempotent.Transient, Key: c.OrderID, Reason: ReasonOrderNotYetCreated,
 				Description: fmt.Sprintf("status %s (version %d) arrived before the order; retrying", c.Status, c.Version), Err: err}
 		case err != nil:
 			return storeFailure(c.OrderID, "read for status change", err)
@@ -159,17 +161,17 @@ func (p *Processor) applyStatus(ctx context.Context, m Message) Result {
 		if err != nil {
 			return storeFailure(c.OrderID, "encode status change", err)
 		}
-		_, err = p.docs.ReplaceDocument(ctx, c.OrderID, Document{ID: doc.ID, Body: body}, etag)
+		_, err = p.docs.ReplaceDocument(ctx, c.OrderID, idempotent.Document{ID: doc.ID, Body: body}, etag)
 		switch {
 		case err == nil:
-			return Result{Outcome: Applied, Key: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
-		case errors.Is(err, ErrPreconditionFailed):
+			return idempotent.Result{Outcome: idempotent.Applied, Key: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
+		case errors.Is(err, idempotent.ErrPreconditionFailed):
 			continue // changed since the read: read again and decide again
 		default:
 			return storeFailure(c.OrderID, "replace for status change", err)
 		}
 	}
-	return Result{Outcome: Transient, Key: c.OrderID, Reason: ReasonConcurrentUpdate,
+	return idempotent.Result{Outcome: idempotent.Transient, Key: c.OrderID, Reason: idempotent.ReasonConcurrentUpdate,
 		Description: fmt.Sprintf("the order changed during %d attempts to apply version %d", maxReplaceAttempts, c.Version)}
 }
 
@@ -220,7 +222,7 @@ func (d *OrderDocument) recordStatusHash(v int64, hash string) {
 // applied (skipped because a newer one arrived first) or was applied too
 // long ago to be among the MaxStatusHashes recorded ones cannot be
 // compared: it is Stale, and its description says so.
-func staleOrReused(doc OrderDocument, c StatusChange, hash string) Result {
+func staleOrReused(doc OrderDocument, c StatusChange, hash string) idempotent.Result {
 	stored, ok := doc.StatusHashes[c.Version]
 	if !ok && c.Version == doc.Version && doc.StatusChangedAt != nil {
 		cur := StatusChange{OrderID: doc.OrderID, Status: doc.Status, Version: doc.Version, ChangedAt: *doc.StatusChangedAt}
@@ -228,20 +230,20 @@ func staleOrReused(doc OrderDocument, c StatusChange, hash string) Result {
 	}
 	switch {
 	case !ok:
-		return Result{Outcome: Stale, Key: c.OrderID,
+		return idempotent.Result{Outcome: idempotent.Stale, Key: c.OrderID,
 			Description: fmt.Sprintf("stored version %d (%s) is newer than version %d (%s), whose content was never applied or is no longer recorded: nothing to do",
 				doc.Version, doc.Status, c.Version, c.Status)}
 	case stored == hash:
-		return Result{Outcome: Stale, Key: c.OrderID,
+		return idempotent.Result{Outcome: idempotent.Stale, Key: c.OrderID,
 			Description: fmt.Sprintf("version %d (%s) was applied already with the same content (stored version %d, %s): nothing to do", c.Version, c.Status, doc.Version, doc.Status)}
 	}
-	return Result{Outcome: Mismatch, Key: c.OrderID, Reason: ReasonStatusVersionReused,
+	return idempotent.Result{Outcome: idempotent.Mismatch, Key: c.OrderID, Reason: ReasonStatusVersionReused,
 		Description: fmt.Sprintf("version %d of order %s was applied with content hash %s; this change (status %s, changed at %s) has content hash %s",
 			c.Version, c.OrderID, stored, c.Status, c.ChangedAt.UTC().Format(time.RFC3339Nano), hash)}
 }
 
 // readJSON reads document id of partition pk into v and returns its ETag.
-func readJSON(ctx context.Context, s DocumentStore, pk, id string, v any) (string, error) {
+func readJSON(ctx context.Context, s idempotent.DocumentStore, pk, id string, v any) (string, error) {
 	body, etag, err := s.ReadDocument(ctx, pk, id)
 	if err != nil {
 		return "", err

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // statusDelivery is statusAt, delivered for the dc-th time.
-func statusDelivery(version int64, status string, dc uint32) order.Message {
+func statusDelivery(version int64, status string, dc uint32) idempotent.Message {
 	m := statusAt(version, status, "2026-11-30T12:00:00Z")
 	m.DeliveryCount = dc
 	return m
@@ -27,24 +28,24 @@ func TestStatusPatch_MemStore(t *testing.T) {
 	ctx := t.Context()
 	s := &countingStore{Store: memstore.New()}
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
-	if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Created {
+	if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatal(r)
 	}
 	steps := []struct {
 		name       string
-		m          order.Message
-		want       order.Outcome
+		m          idempotent.Message
+		want       idempotent.Outcome
 		wantReason string
 		calls      int
 	}{
-		{"applied, first delivery", statusDelivery(2, "paid", 1), order.Applied, "", 1},
-		{"applied again, redelivery", statusDelivery(2, "paid", 2), order.Stale, "", 1},
-		{"duplicate, first delivery (a resend)", statusDelivery(2, "paid", 1), order.Stale, "", 2},
-		{"reused version, first delivery", statusDelivery(2, "cancelled", 1), order.Mismatch, order.ReasonStatusVersionReused, 2},
-		{"reused version, redelivery", statusDelivery(2, "cancelled", 3), order.Mismatch, order.ReasonStatusVersionReused, 1},
-		{"newer, redelivery: read, then replace", statusDelivery(3, "shipped", 2), order.Applied, "", 2},
-		{"out of order, first delivery", statusDelivery(2, "paid", 1), order.Stale, "", 2},
-		{"newer, first delivery", statusDelivery(5, "delivered", 1), order.Applied, "", 1},
+		{"applied, first delivery", statusDelivery(2, "paid", 1), idempotent.Applied, "", 1},
+		{"applied again, redelivery", statusDelivery(2, "paid", 2), idempotent.Stale, "", 1},
+		{"duplicate, first delivery (a resend)", statusDelivery(2, "paid", 1), idempotent.Stale, "", 2},
+		{"reused version, first delivery", statusDelivery(2, "cancelled", 1), idempotent.Mismatch, order.ReasonStatusVersionReused, 2},
+		{"reused version, redelivery", statusDelivery(2, "cancelled", 3), idempotent.Mismatch, order.ReasonStatusVersionReused, 1},
+		{"newer, redelivery: read, then replace", statusDelivery(3, "shipped", 2), idempotent.Applied, "", 2},
+		{"out of order, first delivery", statusDelivery(2, "paid", 1), idempotent.Stale, "", 2},
+		{"newer, first delivery", statusDelivery(5, "delivered", 1), idempotent.Applied, "", 1},
 	}
 	for _, st := range steps {
 		before := s.count()
@@ -74,17 +75,17 @@ func TestStatusPatch_FullOrLegacyDocumentIsReplaced(t *testing.T) {
 	ctx := t.Context()
 	s := &countingStore{Store: memstore.New()}
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
-	if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Created {
+	if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatal(r)
 	}
 	last := int64(order.MaxStatusHashes + 1)
 	for v := int64(2); v <= last; v++ {
-		if r := p.Process(ctx, statusDelivery(v, "paid", 1)); r.Outcome != order.Applied {
+		if r := p.Process(ctx, statusDelivery(v, "paid", 1)); r.Outcome != idempotent.Applied {
 			t.Fatalf("version %d: %v %s", v, r.Outcome, r.Description)
 		}
 	}
 	before := s.count()
-	if r := p.Process(ctx, statusDelivery(last+1, "shipped", 1)); r.Outcome != order.Applied || s.count()-before != 3 {
+	if r := p.Process(ctx, statusDelivery(last+1, "shipped", 1)); r.Outcome != idempotent.Applied || s.count()-before != 3 {
 		t.Fatalf("into a full document: %v with %d calls, want applied with patch, read and replace", r.Outcome, s.count()-before)
 	}
 	doc, _ := order.ReadOrder(ctx, s, "ord-1")
@@ -103,13 +104,13 @@ func TestStatusPatch_FullOrLegacyDocumentIsReplaced(t *testing.T) {
 	delete(legacy, "statusHashes")
 	legacy["version"] = 1
 	body, _ := json.Marshal(legacy)
-	if _, err := s.ReplaceDocument(ctx, "ord-1", order.Document{ID: "ord-1", Body: body}, ""); err != nil {
+	if _, err := s.ReplaceDocument(ctx, "ord-1", idempotent.Document{ID: "ord-1", Body: body}, ""); err != nil {
 		t.Fatal(err)
 	}
 	p = order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	for i, wantCalls := range []int{3, 1} { // patch refused, read, replace; then the patch applies
 		before := s.count()
-		if r := p.Process(ctx, statusDelivery(int64(2+i), "paid", 1)); r.Outcome != order.Applied || s.count()-before != wantCalls {
+		if r := p.Process(ctx, statusDelivery(int64(2+i), "paid", 1)); r.Outcome != idempotent.Applied || s.count()-before != wantCalls {
 			t.Errorf("legacy document, change %d: %v with %d calls, want applied with %d", i, r.Outcome, s.count()-before, wantCalls)
 		}
 	}
@@ -125,7 +126,7 @@ func TestStatusPatch_OrderNotYetCreated(t *testing.T) {
 	s := memstore.New()
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	r := p.Process(context.Background(), statusDelivery(2, "paid", 1))
-	if r.Outcome != order.Transient || r.Reason != order.ReasonOrderNotYetCreated {
+	if r.Outcome != idempotent.Transient || r.Reason != order.ReasonOrderNotYetCreated {
 		t.Errorf("%v %q, want a retry: %s", r.Outcome, r.Reason, fmt.Sprint(r.Err))
 	}
 }

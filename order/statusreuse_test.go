@@ -6,14 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // statusAt is statusMsg with a chosen changedAt.
-func statusAt(version int64, status, changedAt string) order.Message {
+func statusAt(version int64, status, changedAt string) idempotent.Message {
 	body := fmt.Sprintf(`{"orderId":"ord-1","status":%q,"version":%d,"changedAt":%q}`, status, version, changedAt)
-	return order.Message{ID: order.StatusMessageID("ord-1", version), Subject: order.SubjectOrderStatusChanged, Body: []byte(body), DeliveryCount: 1}
+	return idempotent.Message{ID: order.StatusMessageID("ord-1", version), Subject: order.SubjectOrderStatusChanged, Body: []byte(body), DeliveryCount: 1}
 }
 
 // TestStatusVersionReused: a status change that reuses an applied version
@@ -26,16 +27,16 @@ func TestStatusVersionReused(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
-	if r := p.Process(ctx, msg(validBody)); r.Outcome != order.Created {
+	if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatal(r)
 	}
 	const at = "2026-11-30T12:00:00Z"
-	for _, m := range []order.Message{statusAt(2, "paid", at), statusAt(4, "shipped", at), statusAt(5, "delivered", at)} {
-		if r := p.Process(ctx, m); r.Outcome != order.Applied {
+	for _, m := range []idempotent.Message{statusAt(2, "paid", at), statusAt(4, "shipped", at), statusAt(5, "delivered", at)} {
+		if r := p.Process(ctx, m); r.Outcome != idempotent.Applied {
 			t.Fatalf("setup %s: %v (%s)", m.ID, r.Outcome, r.Description)
 		}
 	}
-	hashOf := func(m order.Message) string {
+	hashOf := func(m idempotent.Message) string {
 		c, err := order.DecodeStatusChange(m.Body)
 		if err != nil {
 			t.Fatal(err)
@@ -44,17 +45,17 @@ func TestStatusVersionReused(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		m          order.Message
-		applied    order.Message // the change applied with this version; zero: none
-		want       order.Outcome
+		m          idempotent.Message
+		applied    idempotent.Message // the change applied with this version; zero: none
+		want       idempotent.Outcome
 		wantReason string
 	}{
-		{"current version, other status", statusAt(5, "cancelled", at), statusAt(5, "delivered", at), order.Mismatch, order.ReasonStatusVersionReused},
-		{"current version, other changedAt", statusAt(5, "delivered", "2026-11-30T12:00:01Z"), statusAt(5, "delivered", at), order.Mismatch, order.ReasonStatusVersionReused},
-		{"older applied version, other status", statusAt(2, "cancelled", at), statusAt(2, "paid", at), order.Mismatch, order.ReasonStatusVersionReused},
-		{"current version, same content in another zone", statusAt(5, "delivered", "2026-11-30T13:00:00+01:00"), order.Message{}, order.Stale, ""},
-		{"older applied version, same content", statusAt(4, "shipped", at), order.Message{}, order.Stale, ""},
-		{"skipped version: nothing to compare", statusAt(3, "cancelled", at), order.Message{}, order.Stale, ""},
+		{"current version, other status", statusAt(5, "cancelled", at), statusAt(5, "delivered", at), idempotent.Mismatch, order.ReasonStatusVersionReused},
+		{"current version, other changedAt", statusAt(5, "delivered", "2026-11-30T12:00:01Z"), statusAt(5, "delivered", at), idempotent.Mismatch, order.ReasonStatusVersionReused},
+		{"older applied version, other status", statusAt(2, "cancelled", at), statusAt(2, "paid", at), idempotent.Mismatch, order.ReasonStatusVersionReused},
+		{"current version, same content in another zone", statusAt(5, "delivered", "2026-11-30T13:00:00+01:00"), idempotent.Message{}, idempotent.Stale, ""},
+		{"older applied version, same content", statusAt(4, "shipped", at), idempotent.Message{}, idempotent.Stale, ""},
+		{"skipped version: nothing to compare", statusAt(3, "cancelled", at), idempotent.Message{}, idempotent.Stale, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,7 +64,7 @@ func TestStatusVersionReused(t *testing.T) {
 			if r.Outcome != tt.want || r.Reason != tt.wantReason || r.Key != "ord-1" {
 				t.Fatalf("Process = %v %q (%s), want %v %q", r.Outcome, r.Reason, r.Description, tt.want, tt.wantReason)
 			}
-			if tt.want == order.Mismatch {
+			if tt.want == idempotent.Mismatch {
 				for _, h := range []string{hashOf(tt.m), hashOf(tt.applied)} {
 					if !strings.Contains(r.Description, h) {
 						t.Errorf("description %q does not name hash %s", r.Description, h)
@@ -88,7 +89,7 @@ func TestStatusHashesAreBounded(t *testing.T) {
 	p.Process(ctx, msg(validBody))
 	last := int64(order.MaxStatusHashes + 10)
 	for v := int64(2); v <= last; v++ {
-		if r := p.Process(ctx, statusMsg(v, "shipped")); r.Outcome != order.Applied {
+		if r := p.Process(ctx, statusMsg(v, "shipped")); r.Outcome != idempotent.Applied {
 			t.Fatalf("v%d: %v (%s)", v, r.Outcome, r.Description)
 		}
 	}

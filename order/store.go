@@ -8,18 +8,12 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
-// Store is the storage the processing decision needs: the core's port
-// (package idempotent), which package cosmosstore implements on Cosmos DB
-// and package test/memstore on its in-memory model. Implementations must be
-// safe for concurrent use.
-type Store = idempotent.Store
-
 // WriteOrder creates every document of w (w.Documents) atomically, in one
 // transactional batch under w.PartitionKey(): all of them or none, and
 // returns the ETags the response reported for them, so that the caller may
 // replace one conditionally without reading it first. If any of them exists
 // already it writes nothing and returns an error matching ErrAlreadyExists.
-func WriteOrder(ctx context.Context, s Store, w Write) (WriteETags, error) {
+func WriteOrder(ctx context.Context, s idempotent.Store, w Write) (WriteETags, error) {
 	docs, err := w.Documents()
 	if err != nil {
 		return WriteETags{}, fmt.Errorf("create order %q: encode its documents: %w", w.PartitionKey(), err)

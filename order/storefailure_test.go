@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -19,13 +20,13 @@ type refusingStore struct {
 	err error
 }
 
-func (s refusingStore) CreateBatch(context.Context, string, []order.Document) ([]string, error) {
+func (s refusingStore) CreateBatch(context.Context, string, []idempotent.Document) ([]string, error) {
 	return nil, s.err
 }
-func (s refusingStore) ReplaceDocument(context.Context, string, order.Document, string) (string, error) {
+func (s refusingStore) ReplaceDocument(context.Context, string, idempotent.Document, string) (string, error) {
 	return "", s.err
 }
-func (s refusingStore) PatchDocument(context.Context, string, string, order.Patch) (string, error) {
+func (s refusingStore) PatchDocument(context.Context, string, string, idempotent.Patch) (string, error) {
 	return "", s.err
 }
 
@@ -35,39 +36,39 @@ func (s refusingStore) PatchDocument(context.Context, string, string, order.Patc
 // the status in the description; a permanent error that is not the
 // message's fault stays a retry the worker's breaker counts.
 func TestStoreRejectionIsDeadLetteredAtOnce(t *testing.T) {
-	rejected := fmt.Errorf("transactional batch: 413 Request Entity Too Large: %w", order.ErrRejected)
+	rejected := fmt.Errorf("transactional batch: 413 Request Entity Too Large: %w", idempotent.ErrRejected)
 	forbidden := errors.New("403 Forbidden: the identity may not write the container")
 	type handler interface {
-		Process(context.Context, order.Message) order.Result
+		Process(context.Context, idempotent.Message) idempotent.Result
 	}
 	paths := []struct {
 		name string
 		// setup prepares s (writes succeed there) and returns the handler
 		// that writes to r and the message to give it
-		run func(s *memstore.Store, r order.DocumentStore, st order.Store) (handler, order.Message)
+		run func(s *memstore.Store, r idempotent.DocumentStore, st idempotent.Store) (handler, idempotent.Message)
 	}{
-		{"order placement", func(s *memstore.Store, r order.DocumentStore, st order.Store) (handler, order.Message) {
+		{"order placement", func(s *memstore.Store, r idempotent.DocumentStore, st idempotent.Store) (handler, idempotent.Message) {
 			return order.NewProcessor(st, fixedNow), msg(validBody)
 		}},
-		{"status change", func(s *memstore.Store, r order.DocumentStore, st order.Store) (handler, order.Message) {
-			if res := order.NewProcessor(s, fixedNow).Process(context.Background(), msg(validBody)); res.Outcome != order.Created {
+		{"status change", func(s *memstore.Store, r idempotent.DocumentStore, st idempotent.Store) (handler, idempotent.Message) {
+			if res := order.NewProcessor(s, fixedNow).Process(context.Background(), msg(validBody)); res.Outcome != idempotent.Created {
 				t.Fatalf("setup: %v %s", res.Outcome, res.Description)
 			}
 			return order.NewProcessor(st, fixedNow, order.WithDocuments(r)), statusMsg(2, "paid")
 		}},
-		{"inbox consumer", func(s *memstore.Store, r order.DocumentStore, st order.Store) (handler, order.Message) {
+		{"inbox consumer", func(s *memstore.Store, r idempotent.DocumentStore, st idempotent.Store) (handler, idempotent.Message) {
 			return &order.InboxConsumer{Name: "loyalty", Store: r, MarkerTTL: 35 * 24 * time.Hour, Now: fixedNow}, msg(validBody)
 		}},
 	}
 	for _, p := range paths {
 		for _, tt := range []struct {
 			err        error
-			want       order.Outcome
+			want       idempotent.Outcome
 			wantReason string
 			dependency bool
 		}{
-			{rejected, order.Invalid, order.ReasonStoreRejected, false},
-			{forbidden, order.Transient, order.ReasonStoreError, true},
+			{rejected, idempotent.Invalid, idempotent.ReasonStoreRejected, false},
+			{forbidden, idempotent.Transient, idempotent.ReasonStoreError, true},
 		} {
 			t.Run(p.name+"/"+tt.wantReason, func(t *testing.T) {
 				s := memstore.New()

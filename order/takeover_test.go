@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -17,9 +18,9 @@ import (
 func TestPaymentTakenOver(t *testing.T) {
 	const lease = time.Minute
 	type step struct {
-		m        order.Message
+		m        idempotent.Message
 		advance  time.Duration // the clock moves first
-		outcome  order.Outcome
+		outcome  idempotent.Outcome
 		takeover bool
 	}
 	tests := []struct {
@@ -30,26 +31,26 @@ func TestPaymentTakenOver(t *testing.T) {
 		steps    []step
 	}{
 		{"the same copy's next delivery takes over a held claim", 2, false, false, []step{
-			{delivery(validBody, 7, 1), 0, order.Transient, false},
-			{delivery(validBody, 7, 2), 0, order.Duplicate, true},
-			{delivery(validBody, 7, 3), 0, order.Duplicate, false}, // completed: nothing to take over
+			{delivery(validBody, 7, 1), 0, idempotent.Transient, false},
+			{delivery(validBody, 7, 2), 0, idempotent.Duplicate, true},
+			{delivery(validBody, 7, 3), 0, idempotent.Duplicate, false}, // completed: nothing to take over
 		}},
 		{"the same, read from the store by a processor without the fact", 2, false, true, []step{
-			{delivery(validBody, 7, 1), 0, order.Transient, false},
-			{delivery(validBody, 7, 2), 0, order.Duplicate, true},
+			{delivery(validBody, 7, 1), 0, idempotent.Transient, false},
+			{delivery(validBody, 7, 2), 0, idempotent.Duplicate, true},
 		}},
 		{"a released claim is claimed anew, not taken over", 1, false, false, []step{
-			{delivery(validBody, 7, 1), 0, order.Transient, false},
-			{delivery(validBody, 7, 2), 0, order.Duplicate, false},
+			{delivery(validBody, 7, 1), 0, idempotent.Transient, false},
+			{delivery(validBody, 7, 2), 0, idempotent.Duplicate, false},
 		}},
 		{"another copy waits inside the lease, then takes over", 2, false, true, []step{
-			{delivery(validBody, 7, 1), 0, order.Transient, false},
-			{delivery(validBody, 8, 1), lease - time.Nanosecond, order.Transient, false},
-			{delivery(validBody, 8, 2), time.Nanosecond, order.Duplicate, true},
+			{delivery(validBody, 7, 1), 0, idempotent.Transient, false},
+			{delivery(validBody, 8, 1), lease - time.Nanosecond, idempotent.Transient, false},
+			{delivery(validBody, 8, 2), time.Nanosecond, idempotent.Duplicate, true},
 		}},
 		{"a takeover whose capture fails is reported too", 2, true, false, []step{
-			{delivery(validBody, 7, 1), 0, order.Transient, false},
-			{delivery(validBody, 7, 2), 0, order.Transient, true},
+			{delivery(validBody, 7, 1), 0, idempotent.Transient, false},
+			{delivery(validBody, 7, 2), 0, idempotent.Transient, true},
 		}},
 	}
 	for _, tt := range tests {

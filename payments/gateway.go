@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
 // Gateway adapts a Client to the order package's PaymentGateway and
 // PaymentLookup, translating
 // the client's errors into the domain's: transient failures (5xx, 429,
-// timeouts, a request still in progress) match order.ErrTransient, and a key
+// timeouts, a request still in progress) match idempotent.ErrTransient, and a key
 // reused for another amount, or a request the service rejects, matches
 // order.ErrPaymentRejected.
 type Gateway struct {
@@ -50,7 +51,7 @@ func (g Gateway) LookupPayments(ctx context.Context, orderID string) ([]order.Ca
 func domainError(err error) error {
 	switch {
 	case IsTransient(err):
-		return fmt.Errorf("%w: %w", order.ErrTransient, err)
+		return fmt.Errorf("%w: %w", idempotent.ErrTransient, err)
 	case errors.Is(err, ErrKeyReused), errors.Is(err, ErrRejected):
 		return fmt.Errorf("%w: %w", order.ErrPaymentRejected, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
 	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
@@ -19,8 +20,8 @@ func TestGatewayMapsErrorsToTheDomain(t *testing.T) {
 		want  error // nil: success
 	}{
 		{"captured", paymentservice.Fault{}, nil},
-		{"service unavailable", paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusServiceUnavailable}, order.ErrTransient},
-		{"throttled", paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusTooManyRequests}, order.ErrTransient},
+		{"service unavailable", paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusServiceUnavailable}, idempotent.ErrTransient},
+		{"throttled", paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusTooManyRequests}, idempotent.ErrTransient},
 		{"rejected", paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusBadRequest}, order.ErrPaymentRejected},
 	}
 	for _, tt := range tests {

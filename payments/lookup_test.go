@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
 	"github.com/idempotent-consumer/sbcosmos/test/paymentservice"
@@ -148,8 +149,8 @@ func TestGatewayLookupPayments(t *testing.T) {
 	down := httptest.NewServer(fixed(http.StatusServiceUnavailable))
 	defer down.Close()
 	c, _ = payments.NewClient(down.URL, &payments.ClientOptions{MaxAttempts: 1})
-	if _, err := (payments.Gateway{Client: c}).LookupPayments(ctx, "ord-1"); !errors.Is(err, order.ErrTransient) {
-		t.Errorf("LookupPayments against a 503: %v, want order.ErrTransient", err)
+	if _, err := (payments.Gateway{Client: c}).LookupPayments(ctx, "ord-1"); !errors.Is(err, idempotent.ErrTransient) {
+		t.Errorf("LookupPayments against a 503: %v, want idempotent.ErrTransient", err)
 	}
 	if _, err := (payments.Gateway{Client: c}).LookupPayments(ctx, ""); !errors.Is(err, order.ErrPaymentRejected) {
 		t.Errorf("LookupPayments of an empty id: %v, want order.ErrPaymentRejected", err)

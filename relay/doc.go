@@ -1,13 +1,13 @@
 // Package relay publishes the transactional outbox: it reads the change feed
 // of the orders container and sends every outbox event document (type
-// "event", such as the OrderAccepted event that order.Store.CreateOrder
+// "event", such as the OrderAccepted event that idempotent.Store.CreateOrder
 // writes in the same transactional batch as its order) to a Service Bus
 // topic, where each subscription's inbox consumer processes it once.
 //
 //	orders container ──change feed──▶ Relay ──MessageBatch──▶ topic ──▶ subscriptions ──▶ inbox consumers
 //	 (order + event, one batch)        │ lease + checkpoint per feed range
 //	                                   ▼
-//	                            lease documents (order.DocumentStore, ETag-guarded)
+//	                            lease documents (idempotent.DocumentStore, ETag-guarded)
 //
 // # Delivery contract
 //
@@ -56,7 +56,7 @@
 //
 // # Where the lease documents live
 //
-// In any order.DocumentStore; cmd/orderrelay uses the orders container
+// In any idempotent.DocumentStore; cmd/orderrelay uses the orders container
 // itself, so that the relay needs no other container, no Bicep change and no
 // other role than the worker's data role. A lease document's partition key
 // value is its id, "lease:<name>:<range>", which contains ':' and so is never

@@ -13,6 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
@@ -117,7 +118,7 @@ type leaseStore struct {
 	audit       func(prev, next relay.Lease) // called for every accepted replace of a lease
 }
 
-func (s *leaseStore) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
+func (s *leaseStore) ReplaceDocument(ctx context.Context, pk string, d idempotent.Document, ifMatch string) (string, error) {
 	s.mu.Lock()
 	f := s.failReplace
 	s.mu.Unlock()
@@ -197,7 +198,7 @@ func (f *fixture) addOrders(n int) {
 			f.t.Fatal(err)
 		}
 		marker, _ := json.Marshal(order.InboxMarker{ID: order.InboxMarkerID("loyalty", id), OrderID: id, Type: order.TypeInboxMarker, TTL: -1})
-		if _, err := f.store.CreateBatch(ctx, id, []order.Document{{ID: order.InboxMarkerID("loyalty", id), Body: marker}}); err != nil {
+		if _, err := f.store.CreateBatch(ctx, id, []idempotent.Document{{ID: order.InboxMarkerID("loyalty", id), Body: marker}}); err != nil {
 			f.t.Fatal(err)
 		}
 		f.orders = append(f.orders, id)

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // Document types of the relay's documents.
@@ -82,7 +82,7 @@ func (r *Relay) loadManifest(ctx context.Context) error {
 			r.ranges = m.FeedRanges
 			return nil
 		}
-		if !errors.Is(err, order.ErrNotFound) {
+		if !errors.Is(err, idempotent.ErrNotFound) {
 			return fmt.Errorf("read manifest: %w", err)
 		}
 		cctx, cancel = r.call(ctx)
@@ -105,14 +105,14 @@ func (r *Relay) loadManifest(ctx context.Context) error {
 			return err
 		}
 		cctx, cancel = r.call(ctx)
-		_, err = r.leases.CreateBatch(cctx, id, []order.Document{{ID: id, Body: body}})
+		_, err = r.leases.CreateBatch(cctx, id, []idempotent.Document{{ID: id, Body: body}})
 		cancel()
 		switch {
 		case err == nil:
 			r.ranges = ranges
 			r.log.Info("relay manifest created", "feed_ranges", len(ranges))
 			return nil
-		case !errors.Is(err, order.ErrAlreadyExists):
+		case !errors.Is(err, idempotent.ErrAlreadyExists):
 			return fmt.Errorf("create manifest: %w", err)
 		}
 		// Another instance created it first: read theirs.
@@ -148,7 +148,7 @@ func (r *Relay) readLease(ctx context.Context, fr string) (Lease, string, error)
 			}
 			return l, etag, nil
 		}
-		if !errors.Is(err, order.ErrNotFound) {
+		if !errors.Is(err, idempotent.ErrNotFound) {
 			return Lease{}, "", fmt.Errorf("read lease: %w", err)
 		}
 		free := Lease{ID: id, PartitionKey: id, Type: TypeLease, Relay: r.o.Name, FeedRange: fr}
@@ -157,9 +157,9 @@ func (r *Relay) readLease(ctx context.Context, fr string) (Lease, string, error)
 			return Lease{}, "", err
 		}
 		cctx, cancel = r.call(ctx)
-		_, err = r.leases.CreateBatch(cctx, id, []order.Document{{ID: id, Body: body}})
+		_, err = r.leases.CreateBatch(cctx, id, []idempotent.Document{{ID: id, Body: body}})
 		cancel()
-		if err != nil && !errors.Is(err, order.ErrAlreadyExists) {
+		if err != nil && !errors.Is(err, idempotent.ErrAlreadyExists) {
 			return Lease{}, "", fmt.Errorf("create lease: %w", err)
 		}
 	}
@@ -260,9 +260,9 @@ func (r *Relay) write(ctx context.Context, l *lease, change func(*Lease)) error 
 		return err
 	}
 	cctx, cancel := r.call(ctx)
-	etag, err := r.leases.ReplaceDocument(cctx, d.ID, order.Document{ID: d.ID, Body: body}, l.etag)
+	etag, err := r.leases.ReplaceDocument(cctx, d.ID, idempotent.Document{ID: d.ID, Body: body}, l.etag)
 	cancel()
-	if errors.Is(err, order.ErrPreconditionFailed) || errors.Is(err, order.ErrNotFound) {
+	if errors.Is(err, idempotent.ErrPreconditionFailed) || errors.Is(err, idempotent.ErrNotFound) {
 		return fmt.Errorf("%w (%v)", errLost, err)
 	}
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
@@ -135,7 +136,7 @@ type Stats struct {
 // with New; drive it with Run, or with Step calls in tests.
 type Relay struct {
 	feed   ChangeFeed
-	leases order.DocumentStore
+	leases idempotent.DocumentStore
 	sender Sender
 	o      Options
 	log    *slog.Logger
@@ -149,7 +150,7 @@ type Relay struct {
 
 // New returns a relay reading feed, keeping its leases in leases and
 // publishing to sender, or an error naming what is wrong with o.
-func New(feed ChangeFeed, leases order.DocumentStore, sender Sender, o Options) (*Relay, error) {
+func New(feed ChangeFeed, leases idempotent.DocumentStore, sender Sender, o Options) (*Relay, error) {
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = DefaultLeaseDuration
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 )
@@ -284,7 +285,7 @@ func TestRelay_SendsInBatches(t *testing.T) {
 		f.topic.maxBytes = 3*one + one/2 // three events per batch
 		huge, _ := json.Marshal(map[string]any{"id": "Big:ord-big", "orderId": "ord-big", "type": order.TypeEvent,
 			"eventType": "Big", "pad": strings.Repeat("x", 4*one)})
-		if _, err := f.store.CreateBatch(context.Background(), "ord-big", []order.Document{{ID: "Big:ord-big", Body: huge}}); err != nil {
+		if _, err := f.store.CreateBatch(context.Background(), "ord-big", []idempotent.Document{{ID: "Big:ord-big", Body: huge}}); err != nil {
 			t.Fatal(err)
 		}
 		r := f.relay("a", f.clock.Now, nil)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
@@ -152,8 +152,8 @@ func BenchmarkWorkerOverhead(b *testing.B) {
 			b.Run(fmt.Sprintf("logger=%s/concurrency=%d", lg.name, c), func(b *testing.B) {
 				b.ReportAllocs()
 				r := newBenchReceiver(b.N, 4*c+4, 0, 0)
-				h := worker.HandlerFunc(func(_ context.Context, m order.Message) order.Result {
-					return order.Result{Outcome: order.Created, Key: m.ID}
+				h := worker.HandlerFunc(func(_ context.Context, m idempotent.Message) idempotent.Result {
+					return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 				})
 				runBench(b, r, h, c, lg.l)
 			})
@@ -182,10 +182,10 @@ func BenchmarkWorkerThroughput(b *testing.B) {
 			r := newBenchReceiver(b.N, 4*c+4, benchReceiveLatency, benchSettleLatency)
 			var once sync.Once
 			var begun time.Time
-			h := worker.HandlerFunc(func(_ context.Context, m order.Message) order.Result {
+			h := worker.HandlerFunc(func(_ context.Context, m idempotent.Message) idempotent.Result {
 				once.Do(func() { begun = time.Now() })
 				time.Sleep(benchStoreLatency)
-				return order.Result{Outcome: order.Created, Key: m.ID}
+				return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 			})
 			elapsed := runBench(b, r, h, c, nil).Sub(begun)
 			if elapsed <= 0 {

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/worker"
@@ -26,11 +27,11 @@ type storeHandler struct{ down atomic.Bool }
 
 var errStoreDown = errors.New("503 service unavailable")
 
-func (h *storeHandler) Process(ctx context.Context, m order.Message) order.Result {
+func (h *storeHandler) Process(ctx context.Context, m idempotent.Message) idempotent.Result {
 	if h.down.Load() {
-		return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonStoreUnavailable, Err: errStoreDown}
+		return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: idempotent.ReasonStoreUnavailable, Err: errStoreDown}
 	}
-	return order.Result{Outcome: order.Created, Key: m.ID}
+	return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 }
 
 // backlogQueue is the queue model holding n messages; abandoning one makes
@@ -110,7 +111,7 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 			t.Errorf("%d breaker-open records, want 1", n)
 		}
 		for _, r := range logs.matching("circuit breaker open:") {
-			if r.level != slog.LevelWarn || r.attrs["reason"].String() != order.ReasonStoreUnavailable {
+			if r.level != slog.LevelWarn || r.attrs["reason"].String() != idempotent.ReasonStoreUnavailable {
 				t.Errorf("breaker-open record %+v: want WARN with the reason", r)
 			}
 		}
@@ -186,8 +187,8 @@ func TestBreakerHalfOpenWithoutProbe(t *testing.T) {
 func TestBreakerIgnoresMessageRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := backlogQueue(t, 20)
-		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
-			return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonOrderNotYetCreated}
+		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+			return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: order.ReasonOrderNotYetCreated}
 		})
 		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{Concurrency: 2, SummaryInterval: -1, RetryBackoff: -1,
 			Breaker: worker.BreakerOptions{Threshold: breakerThreshold}})

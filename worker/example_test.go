@@ -6,7 +6,7 @@ import (
 	"log"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
@@ -28,8 +28,8 @@ func ExampleBreakerOptions() {
 	ping := func(ctx context.Context) error { return nil } // e.g. a cheap read of the store
 	ctx, cancel := context.WithCancel(context.Background())
 	var w *worker.Worker
-	w, err = worker.New(q.NewReceiver(), worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
-		return order.Result{Outcome: order.Created, Key: m.ID}
+	w, err = worker.New(q.NewReceiver(), worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+		return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 	}), nil, worker.Options{
 		Concurrency:     2,
 		SummaryInterval: -1,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
@@ -48,30 +49,30 @@ func deliveryRecord(t *testing.T, logs *captureHandler, id string) captured {
 func TestOutcomeLogs(t *testing.T) {
 	base := []string{"message_id", "delivery_count", "outcome", "duration_ms"}
 	tests := []struct {
-		res     order.Result
+		res     idempotent.Result
 		level   slog.Level
 		msg     string
 		keys    []string // besides base
 		without []string
 		stat    func(worker.Stats) int64
 	}{
-		{order.Result{Outcome: order.Created, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"error", "reason"},
+		{idempotent.Result{Outcome: idempotent.Created, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"error", "reason"},
 			func(s worker.Stats) int64 { return s.Created }},
-		{order.Result{Outcome: order.Duplicate, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"payment_taken_over"},
+		{idempotent.Result{Outcome: idempotent.Duplicate, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"payment_taken_over"},
 			func(s worker.Stats) int64 { return s.Duplicate }},
-		{order.Result{Outcome: order.Duplicate, Key: "o1", TakenOver: true}, slog.LevelInfo, "processed", []string{"order_id", "payment_taken_over"}, nil,
+		{idempotent.Result{Outcome: idempotent.Duplicate, Key: "o1", TakenOver: true}, slog.LevelInfo, "processed", []string{"order_id", "payment_taken_over"}, nil,
 			func(s worker.Stats) int64 { return s.Duplicate }},
-		{order.Result{Outcome: order.Applied, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
+		{idempotent.Result{Outcome: idempotent.Applied, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
 			func(s worker.Stats) int64 { return s.Applied }},
-		{order.Result{Outcome: order.Stale, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
+		{idempotent.Result{Outcome: idempotent.Stale, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
 			func(s worker.Stats) int64 { return s.Stale }},
-		{order.Result{Outcome: order.Ignored, Key: "o1", Reason: order.ReasonUnsupportedMessage}, slog.LevelInfo, "processed", []string{"order_id", "reason"}, []string{"error"},
+		{idempotent.Result{Outcome: idempotent.Ignored, Key: "o1", Reason: idempotent.ReasonUnsupportedMessage}, slog.LevelInfo, "processed", []string{"order_id", "reason"}, []string{"error"},
 			func(s worker.Stats) int64 { return s.Ignored }},
-		{order.Result{Outcome: order.Mismatch, Key: "o1", Reason: order.ReasonOrderIDReused, Description: "hashes differ"}, slog.LevelError, "dead-lettered",
+		{idempotent.Result{Outcome: idempotent.Mismatch, Key: "o1", Reason: order.ReasonOrderIDReused, Description: "hashes differ"}, slog.LevelError, "dead-lettered",
 			[]string{"order_id", "reason", "description"}, nil, func(s worker.Stats) int64 { return s.Mismatch }},
-		{order.Result{Outcome: order.Invalid, Reason: order.ReasonInvalidMessage, Description: "not JSON"}, slog.LevelWarn, "dead-lettered",
+		{idempotent.Result{Outcome: idempotent.Invalid, Reason: idempotent.ReasonInvalidMessage, Description: "not JSON"}, slog.LevelWarn, "dead-lettered",
 			[]string{"reason", "description"}, []string{"order_id"}, func(s worker.Stats) int64 { return s.Invalid }},
-		{order.Result{Outcome: order.Transient, Key: "o1", Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}, slog.LevelWarn, "abandoned for redelivery",
+		{idempotent.Result{Outcome: idempotent.Transient, Key: "o1", Reason: idempotent.ReasonStoreUnavailable, Err: errors.New("503")}, slog.LevelWarn, "abandoned for redelivery",
 			[]string{"order_id", "reason", "error"}, nil, func(s worker.Stats) int64 { return s.Retried }},
 	}
 	for _, tt := range tests {
@@ -79,7 +80,7 @@ func TestOutcomeLogs(t *testing.T) {
 			r := newFakeReceiver("m1")
 			done := settledN(r, 1)
 			logs := newCapture(slog.LevelDebug)
-			w, err := worker.New(r, worker.HandlerFunc(func(context.Context, order.Message) order.Result { return tt.res }),
+			w, err := worker.New(r, worker.HandlerFunc(func(context.Context, idempotent.Message) idempotent.Result { return tt.res }),
 				slog.New(logs), worker.Options{RetryBackoff: -1, SummaryInterval: -1, ReceiveDrain: -1})
 			if err != nil {
 				t.Fatal(err)
@@ -126,10 +127,10 @@ func TestOutcomeLogs(t *testing.T) {
 func TestCutOffByShutdownIsNotAnOutage(t *testing.T) {
 	r := newFakeReceiver("stuck")
 	entered := make(chan struct{})
-	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		close(entered)
 		<-ctx.Done()
-		return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonPaymentUnavailable,
+		return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: order.ReasonPaymentUnavailable,
 			Description: "capture: " + ctx.Err().Error(), Err: ctx.Err()}
 	})
 	logs := newCapture(slog.LevelDebug)
@@ -171,11 +172,11 @@ func TestCutOffByShutdownIsNotAnOutage(t *testing.T) {
 func TestSummaryLevel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newFakeReceiver("good")
-		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			if m.ID == "bad" {
-				return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}
+				return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: idempotent.ReasonStoreUnavailable, Err: errors.New("503")}
 			}
-			return order.Result{Outcome: order.Created, Key: m.ID}
+			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		})
 		all := newCapture(slog.LevelDebug)
 		warn := newCapture(slog.LevelWarn)
@@ -231,10 +232,12 @@ func TestSummaryCacheStats(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newFakeReceiver()
 		var mu sync.Mutex
-		stats := order.CacheStats{Hits: 3, Misses: 1, Entries: 1, Capacity: 10}
+		stats := idempotent.CacheStats{Hits: 3, Misses: 1, Entries: 1, Capacity: 10}
 		logs := newCapture(slog.LevelDebug)
-		w, err := worker.New(r, worker.HandlerFunc(func(context.Context, order.Message) order.Result { return order.Result{Outcome: order.Created} }),
-			slog.New(logs), worker.Options{RetryBackoff: -1, SummaryInterval: 10 * time.Second, CacheStats: func() order.CacheStats {
+		w, err := worker.New(r, worker.HandlerFunc(func(context.Context, idempotent.Message) idempotent.Result {
+			return idempotent.Result{Outcome: idempotent.Created}
+		}),
+			slog.New(logs), worker.Options{RetryBackoff: -1, SummaryInterval: 10 * time.Second, CacheStats: func() idempotent.CacheStats {
 				mu.Lock()
 				defer mu.Unlock()
 				return stats
@@ -281,8 +284,8 @@ func TestReceiveFailureLoggedAtOnce(t *testing.T) {
 		r := newFakeReceiver("after")
 		r.receiveErrs = []error{&azservicebus.Error{Code: azservicebus.CodeConnectionLost}}
 		logs := newCapture(slog.LevelDebug)
-		w, err := worker.New(r, worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
-			return order.Result{Outcome: order.Created, Key: m.ID}
+		w, err := worker.New(r, worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		}), slog.New(logs), worker.Options{SummaryInterval: -1})
 		if err != nil {
 			t.Fatal(err)

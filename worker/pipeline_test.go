@@ -11,7 +11,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
@@ -22,11 +22,11 @@ type seenHandler struct {
 	seen []string
 }
 
-func (h *seenHandler) Process(_ context.Context, m order.Message) order.Result {
+func (h *seenHandler) Process(_ context.Context, m idempotent.Message) idempotent.Result {
 	h.mu.Lock()
 	h.seen = append(h.seen, m.ID)
 	h.mu.Unlock()
-	return order.Result{Outcome: order.Created, Key: m.ID}
+	return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 }
 
 func (h *seenHandler) ids() []string {
@@ -222,7 +222,7 @@ func TestShutdownSettlesWhatWaitsForASettlementSlot(t *testing.T) {
 			t.Fatalf("%d reports, want 2", len(reports))
 		}
 		for _, rep := range reports {
-			if rep.CutOff || rep.LockLost || rep.SettleErr != nil || rep.Result.Outcome != order.Created {
+			if rep.CutOff || rep.LockLost || rep.SettleErr != nil || rep.Result.Outcome != idempotent.Created {
 				t.Errorf("report %+v, want a completed Created", rep)
 			}
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
@@ -33,12 +33,12 @@ func TestRenewalFollowsTheGrantedLock(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			select {
 			case <-time.After(40 * time.Second): // four granted locks long
-				return order.Result{Outcome: order.Created, Key: m.ID}
+				return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 			case <-ctx.Done():
-				return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonStoreUnavailable, Err: ctx.Err()}
+				return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: idempotent.ReasonStoreUnavailable, Err: ctx.Err()}
 			}
 		})
 		logs := newCapture(slog.LevelWarn)
@@ -79,9 +79,9 @@ func TestRenewalWithoutLockedUntil(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newFakeReceiver("long")
 		done := settledN(r, 1)
-		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			time.Sleep(25 * time.Second)
-			return order.Result{Outcome: order.Created, Key: m.ID}
+			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		})
 		w := newWorker(t, r, h, worker.Options{LockDuration: 30 * time.Second, SummaryInterval: -1})
 		ctx, cancel := context.WithCancel(context.Background())
@@ -110,9 +110,9 @@ func TestRenewalWithLockedUntilInThePast(t *testing.T) {
 		past := time.Now().Add(-time.Hour)
 		r.msgs <- &azservicebus.ReceivedMessage{MessageID: "skewed", DeliveryCount: 1, LockedUntil: &past}
 		done := settledN(r, 1)
-		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			time.Sleep(25 * time.Second)
-			return order.Result{Outcome: order.Created, Key: m.ID}
+			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		})
 		logs := newCapture(slog.LevelWarn)
 		w, err := worker.New(r, h, slog.New(logs), worker.Options{LockDuration: 30 * time.Second, SummaryInterval: -1, RetryBackoff: -1})
@@ -146,9 +146,9 @@ func TestRenewalEndsWithTheMessageTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newFakeReceiver("hung")
 		done := settledN(r, 1)
-		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			time.Sleep(10 * time.Second) // ignores ctx
-			return order.Result{Outcome: order.Created, Key: m.ID}
+			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		})
 		w := newWorker(t, r, h, worker.Options{LockDuration: 4 * time.Second, MessageTimeout: 3 * time.Second, SummaryInterval: -1})
 		ctx, cancel := context.WithCancel(context.Background())

@@ -9,7 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/worker"
@@ -78,12 +78,12 @@ type blockingHandler struct {
 	seen    map[string]bool
 }
 
-func (h *blockingHandler) Process(ctx context.Context, m order.Message) order.Result {
+func (h *blockingHandler) Process(ctx context.Context, m idempotent.Message) idempotent.Result {
 	h.mu.Lock()
 	h.seen[m.ID] = true
 	h.mu.Unlock()
 	<-h.release
-	return order.Result{Outcome: order.Created, Key: m.ID}
+	return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 }
 
 func (h *blockingHandler) count() int {
@@ -211,9 +211,9 @@ func TestShutdownUnderLoadThroughTheSDK(t *testing.T) {
 	const backlog = 300
 	s := newSDKQueue(t, backlog)
 	var handled sync.Map
-	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		handled.Store(m.ID, true)
-		return order.Result{Outcome: order.Created, Key: m.ID}
+		return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 	})
 	w, err := worker.New(s.receiver, h, nil, worker.Options{Concurrency: 16, RetryBackoff: -1, SummaryInterval: -1})
 	if err != nil {

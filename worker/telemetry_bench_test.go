@@ -9,7 +9,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
@@ -40,8 +40,8 @@ func BenchmarkTelemetry(b *testing.B) {
 			r.settled = nil
 			done := make(chan struct{})
 			n := 0
-			h := worker.HandlerFunc(func(context.Context, order.Message) order.Result {
-				return order.Result{Outcome: order.Created, Key: "m"}
+			h := worker.HandlerFunc(func(context.Context, idempotent.Message) idempotent.Result {
+				return idempotent.Result{Outcome: idempotent.Created, Key: "m"}
 			})
 			w, err := worker.New(telemetryBenchReceiver{r}, h, nil, worker.Options{Concurrency: 8, RetryBackoff: -1, ReceiveDrain: -1, SummaryInterval: -1,
 				Telemetry: bc.tel(),

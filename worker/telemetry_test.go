@@ -15,6 +15,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/telemetrytest"
@@ -61,19 +62,19 @@ func TestTelemetry(t *testing.T) {
 	var inFlightDuring atomic.Int64
 	reader := sdkmetric.NewManualReader()
 	done := settledN(r, 8)
-	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		switch m.ID {
 		case "resent":
-			return order.Result{Outcome: order.Duplicate, Key: m.ID}
+			return idempotent.Result{Outcome: idempotent.Duplicate, Key: m.ID}
 		case "redelivered":
 			// The redelivery resumed a capture its earlier delivery held.
-			return order.Result{Outcome: order.Duplicate, Key: m.ID, TakenOver: true}
+			return idempotent.Result{Outcome: idempotent.Duplicate, Key: m.ID, TakenOver: true}
 		case "mismatch":
-			return order.Result{Outcome: order.Mismatch, Key: m.ID, Reason: order.ReasonOrderIDReused}
+			return idempotent.Result{Outcome: idempotent.Mismatch, Key: m.ID, Reason: order.ReasonOrderIDReused}
 		case "invalid":
-			return order.Result{Outcome: order.Invalid, Reason: order.ReasonInvalidMessage}
+			return idempotent.Result{Outcome: idempotent.Invalid, Reason: idempotent.ReasonInvalidMessage}
 		case "transient":
-			return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}
+			return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: idempotent.ReasonStoreUnavailable, Err: errors.New("503")}
 		case "renewed":
 			inFlightDuring.Store(telemetrytest.Collect(t, reader).Int(worker.MetricInFlight))
 			select {
@@ -81,7 +82,7 @@ func TestTelemetry(t *testing.T) {
 			case <-ctx.Done():
 			}
 		}
-		return order.Result{Outcome: order.Created, Key: m.ID}
+		return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 	})
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -92,7 +93,7 @@ func TestTelemetry(t *testing.T) {
 		RequestCharge: func() float64 { return float64(ru.Add(1)) },
 		// One dependency failure opens the breaker; the probe closes it.
 		Breaker:    worker.BreakerOptions{Threshold: 1, Probe: func(context.Context) error { return nil }, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
-		CacheStats: func() order.CacheStats { return order.CacheStats{Hits: 5, Misses: 2} },
+		CacheStats: func() idempotent.CacheStats { return idempotent.CacheStats{Hits: 5, Misses: 2} },
 		Telemetry:  worker.Telemetry{TracerProvider: tp, MeterProvider: mp, Queue: "orders"},
 	})
 	go func() {
@@ -123,12 +124,12 @@ func TestTelemetry(t *testing.T) {
 		{worker.MetricDeliveries, []attribute.KeyValue{outcome("duplicate")}, 2},
 		{worker.MetricDeliveries, []attribute.KeyValue{outcome("mismatch"), worker.AttrReason.String(order.ReasonOrderIDReused)}, 1},
 		{worker.MetricDeliveries, []attribute.KeyValue{outcome("invalid")}, 1},
-		{worker.MetricDeliveries, []attribute.KeyValue{outcome("transient"), worker.AttrReason.String(order.ReasonStoreUnavailable)}, 1},
+		{worker.MetricDeliveries, []attribute.KeyValue{outcome("transient"), worker.AttrReason.String(idempotent.ReasonStoreUnavailable)}, 1},
 		{worker.MetricDuplicates, []attribute.KeyValue{worker.AttrDuplicateCause.String("resend")}, 1},
 		{worker.MetricDuplicates, []attribute.KeyValue{worker.AttrDuplicateCause.String("redelivery")}, 1},
 		{worker.MetricMismatches, nil, 1},
 		{worker.MetricDeadLetters, []attribute.KeyValue{worker.AttrReason.String(order.ReasonOrderIDReused)}, 1},
-		{worker.MetricDeadLetters, []attribute.KeyValue{worker.AttrReason.String(order.ReasonInvalidMessage)}, 1},
+		{worker.MetricDeadLetters, []attribute.KeyValue{worker.AttrReason.String(idempotent.ReasonInvalidMessage)}, 1},
 		{worker.MetricSettlementFailures, []attribute.KeyValue{semconv.MessagingServiceBusDispositionStatusComplete, semconv.ErrorTypeKey.String(string(azservicebus.CodeLockLost))}, 1},
 		{worker.MetricSettlementFailures, nil, s.SettleFailed},
 		{worker.MetricLockRenewals, []attribute.KeyValue{worker.AttrRenewalResult.String("failed")}, s.RenewFailed},

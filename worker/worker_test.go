@@ -11,6 +11,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
@@ -72,23 +73,23 @@ func wait(t *testing.T, c <-chan struct{}, what string) {
 
 func TestSettlementFollowsOutcome(t *testing.T) {
 	tests := []struct {
-		outcome order.Outcome
+		outcome idempotent.Outcome
 		want    settlement
 	}{
-		{order.Created, settlement{kind: "complete"}},
-		{order.Duplicate, settlement{kind: "complete"}},
-		{order.Mismatch, settlement{kind: "deadletter", reason: order.ReasonOrderIDReused, desc: "hashes differ"}},
-		{order.Invalid, settlement{kind: "deadletter", reason: order.ReasonInvalidMessage, desc: "totalMinor: wrong"}},
-		{order.Transient, settlement{kind: "abandon"}},
-		{order.Applied, settlement{kind: "complete"}},
-		{order.Stale, settlement{kind: "complete"}},
+		{idempotent.Created, settlement{kind: "complete"}},
+		{idempotent.Duplicate, settlement{kind: "complete"}},
+		{idempotent.Mismatch, settlement{kind: "deadletter", reason: order.ReasonOrderIDReused, desc: "hashes differ"}},
+		{idempotent.Invalid, settlement{kind: "deadletter", reason: idempotent.ReasonInvalidMessage, desc: "totalMinor: wrong"}},
+		{idempotent.Transient, settlement{kind: "abandon"}},
+		{idempotent.Applied, settlement{kind: "complete"}},
+		{idempotent.Stale, settlement{kind: "complete"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.outcome.String(), func(t *testing.T) {
 			r := newFakeReceiver("m1")
 			done := settledN(r, 1)
-			h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
-				return order.Result{Outcome: tt.outcome, Key: m.ID, Reason: tt.want.reason, Description: tt.want.desc}
+			h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+				return idempotent.Result{Outcome: tt.outcome, Key: m.ID, Reason: tt.want.reason, Description: tt.want.desc}
 			})
 			var reports []worker.Report
 			var mu sync.Mutex
@@ -118,8 +119,8 @@ func TestLockLostOnCompleteIsSurvived(t *testing.T) {
 		return nil
 	}
 	done := settledN(r, 2)
-	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
-		return order.Result{Outcome: order.Created, Key: m.ID}
+	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+		return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 	})
 	w := newWorker(t, r, h, worker.Options{Concurrency: 1})
 	stop := start(t, w)
@@ -140,13 +141,13 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	r := newFakeReceiver("slow")
 	entered := make(chan struct{})
 	release := make(chan struct{})
-	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		close(entered)
 		<-release
 		if ctx.Err() != nil {
-			return order.Result{Outcome: order.Transient, Err: ctx.Err()}
+			return idempotent.Result{Outcome: idempotent.Transient, Err: ctx.Err()}
 		}
-		return order.Result{Outcome: order.Created, Key: m.ID}
+		return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 	})
 	w := newWorker(t, r, h, worker.Options{ShutdownGrace: time.Minute})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -171,10 +172,10 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 func TestShutdownGraceCancelsStuckHandlers(t *testing.T) {
 	r := newFakeReceiver("stuck")
 	entered := make(chan struct{})
-	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		close(entered)
 		<-ctx.Done() // a store call that only ends with its context
-		return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonStoreUnavailable, Err: ctx.Err()}
+		return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: idempotent.ReasonStoreUnavailable, Err: ctx.Err()}
 	})
 	w := newWorker(t, r, h, worker.Options{ShutdownGrace: 50 * time.Millisecond})
 	stop := start(t, w)
@@ -198,7 +199,7 @@ func TestConcurrencyBound(t *testing.T) {
 	var running, peak atomic.Int64
 	gate := make(chan struct{})
 	var once sync.Once
-	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		n := running.Add(1)
 		for {
 			p := peak.Load()
@@ -211,7 +212,7 @@ func TestConcurrencyBound(t *testing.T) {
 		}
 		<-gate // hold every handler until the bound has been reached once
 		running.Add(-1)
-		return order.Result{Outcome: order.Created, Key: m.ID}
+		return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 	})
 	w := newWorker(t, r, h, worker.Options{Concurrency: limit})
 	stop := start(t, w)
@@ -233,9 +234,9 @@ func TestLockRenewedWhileHandling(t *testing.T) {
 	var once sync.Once
 	r.renewErr = func(*azservicebus.ReceivedMessage) error { once.Do(func() { close(renewed) }); return nil }
 	done := settledN(r, 1)
-	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		<-renewed // outlive half the lock duration
-		return order.Result{Outcome: order.Created, Key: m.ID}
+		return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 	})
 	w := newWorker(t, r, h, worker.Options{LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond})
 	stop := start(t, w)
@@ -252,9 +253,9 @@ func TestLockLostDuringRenewalCancelsHandlerWithoutSettling(t *testing.T) {
 	r := newFakeReceiver("gone")
 	r.renewErr = func(*azservicebus.ReceivedMessage) error { return &azservicebus.Error{Code: azservicebus.CodeLockLost} }
 	reported := make(chan worker.Report, 1)
-	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		<-ctx.Done()
-		return order.Result{Outcome: order.Transient, Key: m.ID, Err: ctx.Err()}
+		return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Err: ctx.Err()}
 	})
 	w := newWorker(t, r, h, worker.Options{LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond,
 		Observe: func(rep worker.Report) { reported <- rep }})
@@ -289,8 +290,8 @@ func TestReceiveErrors(t *testing.T) {
 		r := newFakeReceiver("after")
 		r.receiveErrs = []error{&azservicebus.Error{Code: azservicebus.CodeConnectionLost}}
 		done := settledN(r, 1)
-		h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
-			return order.Result{Outcome: order.Created, Key: m.ID}
+		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		})
 		w := newWorker(t, r, h, worker.Options{})
 		stop := start(t, w)
@@ -323,13 +324,13 @@ func TestShutdownNeverReceives(t *testing.T) {
 	r := newFakeReceiver("first")
 	entered := make(chan struct{})
 	release := make(chan struct{})
-	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		if m.ID != "first" {
 			t.Errorf("handled %s after shutdown began", m.ID)
 		}
 		close(entered)
 		<-release
-		return order.Result{Outcome: order.Created, Key: m.ID}
+		return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 	})
 	// No drain: the receive in progress ends with ctx.
 	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReceiveDrain: -1})
@@ -367,10 +368,10 @@ func TestShutdownDrainsTheReceiveInProgress(t *testing.T) {
 	r := newFakeReceiver("first")
 	entered := make(chan string, 2)
 	release := make(chan struct{})
-	h := worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		entered <- m.ID
 		<-release
-		return order.Result{Outcome: order.Created, Key: m.ID}
+		return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 	})
 	w := newWorker(t, r, h, worker.Options{Concurrency: 2, ReceiveDrain: time.Minute})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
@@ -152,7 +153,7 @@ func TestDeadLetterTool(t *testing.T) {
 	reused := ordergen.Changed(stored)
 	s.send(reused.OrderID, ordergen.Body(reused, now, ""))
 	runWorker(t, s, func(st worker.Stats) bool { return st.Mismatch == 1 })
-	s.deadLetter("dlq-bad", ordergen.Malformed("dlq-bad", 0), order.ReasonInvalidMessage, "malformed JSON", nil)
+	s.deadLetter("dlq-bad", ordergen.Malformed("dlq-bad", 0), idempotent.ReasonInvalidMessage, "malformed JSON", nil)
 	for _, i := range []int{1, 2} {
 		s.deadLetter(gen.ID(i), ordergen.Body(gen.Order(i), now, ""), "MaxDeliveryCountExceeded", "Message could not be consumed after 10 delivery attempts.", nil)
 	}
@@ -197,7 +198,7 @@ func TestDeadLetterTool(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustContain(t, "list", out, "orders/$DeadLetterQueue: 5 messages")
-		for reason, n := range map[string]string{"MaxDeliveryCountExceeded": "3", order.ReasonOrderIDReused: "1", order.ReasonInvalidMessage: "1"} {
+		for reason, n := range map[string]string{"MaxDeliveryCountExceeded": "3", order.ReasonOrderIDReused: "1", idempotent.ReasonInvalidMessage: "1"} {
 			// COUNT, then <1h, 1h-1d (all are 2h old), 1d-7d, >=7d.
 			re := regexp.MustCompile(`(?m)^` + reason + `\s+` + n + `\s+0\s+` + n + `\s+0\s+0\s`)
 			if !re.MatchString(out) {
@@ -306,7 +307,7 @@ func TestDeadLetterTool(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustContain(t, "purge -older-than", out, "0 of 3 messages selected")
-		out, err = s.orderctl("dlq", "purge", "-reason", order.ReasonInvalidMessage)
+		out, err = s.orderctl("dlq", "purge", "-reason", idempotent.ReasonInvalidMessage)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +315,7 @@ func TestDeadLetterTool(t *testing.T) {
 		if _, d := s.counts(); d != 3 {
 			t.Errorf("a dry-run purge removed messages: %d left", d)
 		}
-		out, err = s.orderctl("dlq", "purge", "-reason", order.ReasonInvalidMessage, "-yes")
+		out, err = s.orderctl("dlq", "purge", "-reason", idempotent.ReasonInvalidMessage, "-yes")
 		if err != nil {
 			t.Fatal(err)
 		}

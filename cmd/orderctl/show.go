@@ -14,6 +14,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
@@ -127,7 +128,7 @@ func acceptedEvent(m *azservicebus.ReceivedMessage) (order.AcceptedEvent, bool) 
 // is about, and whether the stored order is the one the event announced.
 func printOrderOfEvent(ctx context.Context, w io.Writer, store orderReader, ev order.AcceptedEvent) error {
 	stored, err := order.ReadOrder(ctx, store, ev.OrderID)
-	if errors.Is(err, order.ErrNotFound) {
+	if errors.Is(err, idempotent.ErrNotFound) {
 		fmt.Fprintf(w, "  no stored order %s: it was deleted since the event\n", ev.OrderID)
 		return nil
 	}
@@ -152,7 +153,7 @@ func printDiff(ctx context.Context, w io.Writer, store orderReader, m *azservice
 		return nil
 	}
 	stored, err := order.ReadOrder(ctx, store, body.OrderID)
-	if errors.Is(err, order.ErrNotFound) {
+	if errors.Is(err, idempotent.ErrNotFound) {
 		fmt.Fprintf(w, "  no stored order %s: it was deleted since\n", body.OrderID)
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
 	"github.com/idempotent-consumer/sbcosmos/order"
@@ -174,7 +175,7 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 		s.publish(w.Event)
 	}
 	// loyalty dead-letters every event, shipping processes every one.
-	reason, desc := order.ReasonUnsupportedMessage, "unknown subject OrderAccepted"
+	reason, desc := idempotent.ReasonUnsupportedMessage, "unknown subject OrderAccepted"
 	s.settleAll("loyalty", 3, func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
 		return r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &desc})
 	})
@@ -183,7 +184,7 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 	})
 	// The orders queue has a dead letter of its own, which the
 	// subscription's commands must not see.
-	s.deadLetter("orders-dead", ordergen.Malformed("orders-dead", 0), order.ReasonInvalidMessage, "malformed JSON", nil)
+	s.deadLetter("orders-dead", ordergen.Malformed("orders-dead", 0), idempotent.ReasonInvalidMessage, "malformed JSON", nil)
 	shipping := state(s.shipping)
 	if want := [4]int64{0, 0, 0, 3}; shipping != want {
 		t.Fatalf("shipping (active, locked, dead-lettered, completed) = %v, want %v", shipping, want)
@@ -199,7 +200,7 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^` + reason + `\s+3\s+0\s+3\s+0\s+0\s`).MatchString(out) {
 			t.Errorf("list has no line %s with 3 messages, 1h-1d old:\n%s", reason, out)
 		}
-		if strings.Contains(out, "orders-dead") || strings.Contains(out, order.ReasonInvalidMessage) {
+		if strings.Contains(out, "orders-dead") || strings.Contains(out, idempotent.ReasonInvalidMessage) {
 			t.Errorf("list of the subscription shows the queue's dead letter:\n%s", out)
 		}
 		s.env["SERVICEBUS_SUBSCRIPTION"] = "shipping"

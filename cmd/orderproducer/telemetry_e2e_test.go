@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/order"
@@ -271,7 +272,7 @@ func TestTraceAcrossProducerWorkerStoreAndPayments(t *testing.T) {
 		{worker.MetricDeliveries, []attribute.KeyValue{outcome("created")}, 3},
 		{worker.MetricDeliveries, []attribute.KeyValue{outcome("duplicate")}, 1},
 		{worker.MetricDeliveries, []attribute.KeyValue{outcome("mismatch"), worker.AttrReason.String(order.ReasonOrderIDReused)}, 1},
-		{worker.MetricDeliveries, []attribute.KeyValue{outcome("invalid"), worker.AttrReason.String(order.ReasonInvalidMessage)}, 1},
+		{worker.MetricDeliveries, []attribute.KeyValue{outcome("invalid"), worker.AttrReason.String(idempotent.ReasonInvalidMessage)}, 1},
 		{worker.MetricDuplicates, []attribute.KeyValue{worker.AttrDuplicateCause.String("resend")}, 1},
 		{worker.MetricDuplicates, []attribute.KeyValue{worker.AttrDuplicateCause.String("redelivery")}, 0},
 		{worker.MetricMismatches, nil, 1},

@@ -12,9 +12,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/startup"
-	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 )
 
@@ -86,7 +86,7 @@ func checkTopic(ctx context.Context, sender *azservicebus.Sender) error {
 // Service Bus, tests on memstore and a fake topic.
 type pieces struct {
 	feed   relay.ChangeFeed
-	leases order.DocumentStore
+	leases idempotent.DocumentStore
 	sender relay.Sender
 }
 
@@ -156,7 +156,7 @@ func checkFeed(ctx context.Context, cfg config, feed relay.ChangeFeed) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, order.ErrTransient) || ctx.Err() != nil:
+	case errors.Is(err, idempotent.ErrTransient) || ctx.Err() != nil:
 		return fmt.Errorf("start-up check of the change feed at COSMOS_ENDPOINT (-cosmos-endpoint) %s: %w", cfg.CosmosEndpoint, err)
 	}
 	return fmt.Errorf("COSMOS_ENDPOINT (-cosmos-endpoint) %s serves no change feed for container %q (%w): cosmium has none: on the local stack use the feed proxy, which `scripts/local.sh env` points COSMOS_ENDPOINT at; in Azure, the identity's role must allow reading the change feed",

@@ -16,6 +16,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
@@ -278,7 +279,7 @@ func TestCheckFeed(t *testing.T) {
 		{name: "feed read refused", feed: feedStub{ranges: []string{"-FF"}, rdErr: errors.New("400 Bad Request")},
 			want: []string{"serves no change feed", "feed proxy", "400 Bad Request"}},
 		{name: "no feed ranges", feed: feedStub{}, want: []string{"serves no change feed", "no feed ranges"}},
-		{name: "transient failure is not called a missing feed", feed: feedStub{rangesErr: fmt.Errorf("503: %w", order.ErrTransient)},
+		{name: "transient failure is not called a missing feed", feed: feedStub{rangesErr: fmt.Errorf("503: %w", idempotent.ErrTransient)},
 			want: []string{"start-up check of the change feed", "COSMOS_ENDPOINT"}, dontWant: []string{"serves no change feed"}},
 	}
 	for _, tt := range tests {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/health"
-	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
@@ -140,7 +140,7 @@ func (c *receiverCheck) check(ctx context.Context) error {
 // track wraps h so that the liveness check sees handler calls that run
 // far beyond their deadline.
 func (h *workerHealth) track(next worker.Handler) worker.Handler {
-	return worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	return worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		done := h.handlers.begin()
 		defer done()
 		return next.Process(ctx, m)

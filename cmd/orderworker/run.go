@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/startup"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
@@ -83,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	var cacheStats func() order.CacheStats
+	var cacheStats func() idempotent.CacheStats
 	if p, ok := handler.(*order.Processor); ok && cfg.FactCache > 0 {
 		cacheStats = p.CacheStats
 	}

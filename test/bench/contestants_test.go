@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
 	"github.com/idempotent-consumer/sbcosmos/order"
@@ -111,7 +112,7 @@ func (t *tally) add(o outcome) {
 }
 
 // handler handles one message; it is called concurrently.
-type handler func(ctx context.Context, m order.Message) (outcome, error)
+type handler func(ctx context.Context, m idempotent.Message) (outcome, error)
 
 // contestant is one way of consuming the stream.
 type contestant struct {
@@ -121,7 +122,7 @@ type contestant struct {
 	handler func(c *cosmos) handler
 	// queue, for the worker only, puts msgs on a queue and returns the
 	// step that consumes them with conc handlers and how long that took.
-	queue func(ctx context.Context, c *cosmos, conc int, msgs []order.Message, t *tally) (consume func() (time.Duration, error), err error)
+	queue func(ctx context.Context, c *cosmos, conc int, msgs []idempotent.Message, t *tally) (consume func() (time.Duration, error), err error)
 }
 
 var contestants = []contestant{
@@ -135,7 +136,7 @@ var contestants = []contestant{
 // prepare makes everything ready to consume msgs with conc concurrent
 // handlers and returns the step that does it and reports how long it took,
 // and the tally it counts the outcomes in.
-func (k contestant) prepare(ctx context.Context, c *cosmos, conc int, msgs []order.Message) (func() (time.Duration, error), *tally, error) {
+func (k contestant) prepare(ctx context.Context, c *cosmos, conc int, msgs []idempotent.Message) (func() (time.Duration, error), *tally, error) {
 	t := &tally{}
 	if k.queue != nil {
 		consume, err := k.queue(ctx, c, conc, msgs, t)
@@ -150,7 +151,7 @@ func (k contestant) prepare(ctx context.Context, c *cosmos, conc int, msgs []ord
 }
 
 // run consumes msgs with conc concurrent handlers and counts the outcomes.
-func (k contestant) run(ctx context.Context, c *cosmos, conc int, msgs []order.Message) (*tally, error) {
+func (k contestant) run(ctx context.Context, c *cosmos, conc int, msgs []idempotent.Message) (*tally, error) {
 	consume, t, err := k.prepare(ctx, c, conc, msgs)
 	if err != nil {
 		return nil, err
@@ -164,7 +165,7 @@ func (k contestant) run(ctx context.Context, c *cosmos, conc int, msgs []order.M
 // are stored by a processor of their own, which the contestant's does not
 // share: what a processor remembers of the orders it stored does not help
 // the contestant with their copies.
-func (k contestant) seed(ctx context.Context, c *cosmos, conc int, msgs []order.Message) error {
+func (k contestant) seed(ctx context.Context, c *cosmos, conc int, msgs []idempotent.Message) error {
 	h := processorHandler(newProcessor(c.store))
 	if k.handler != nil && k.name != "project" {
 		h = k.handler(c)
@@ -174,7 +175,7 @@ func (k contestant) seed(ctx context.Context, c *cosmos, conc int, msgs []order.
 
 // drive hands msgs to h from conc goroutines and returns when all are done,
 // with the first error.
-func drive(ctx context.Context, conc int, msgs []order.Message, h handler, t *tally) error {
+func drive(ctx context.Context, conc int, msgs []idempotent.Message, h handler, t *tally) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var errOnce sync.Once
@@ -213,12 +214,12 @@ func projectHandler(c *cosmos) handler { return processorHandler(c.proc) }
 
 // processorHandler is p's decision, which must be Created or Duplicate.
 func processorHandler(p *order.Processor) handler {
-	return func(ctx context.Context, m order.Message) (outcome, error) {
+	return func(ctx context.Context, m idempotent.Message) (outcome, error) {
 		r := p.Process(ctx, m)
 		switch r.Outcome {
-		case order.Created:
+		case idempotent.Created:
 			return created, nil
-		case order.Duplicate:
+		case idempotent.Duplicate:
 			return duplicate, nil
 		}
 		return 0, fmt.Errorf("outcome %v: %s", r.Outcome, r.Description)
@@ -230,7 +231,7 @@ func processorHandler(p *order.Processor) handler {
 // orderworker does, to io.Discard), which consumes them until it has
 // settled all of them. The queue model locks, counts and completes each
 // delivery as Service Bus does (see test/sbqueue).
-func queueForWorker(ctx context.Context, c *cosmos, conc int, msgs []order.Message, t *tally) (func() (time.Duration, error), error) {
+func queueForWorker(ctx context.Context, c *cosmos, conc int, msgs []idempotent.Message, t *tally) (func() (time.Duration, error), error) {
 	q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("orders", sbqueue.QueueOptions{LockDuration: time.Minute})
 	if err != nil {
 		return nil, err
@@ -267,9 +268,9 @@ func runWorker(ctx context.Context, r worker.Receiver, p *order.Processor, store
 		RequestCharge:   store.RequestCharge,
 		Observe: func(rep worker.Report) {
 			switch rep.Result.Outcome {
-			case order.Created:
+			case idempotent.Created:
 				t.add(created)
-			case order.Duplicate:
+			case idempotent.Duplicate:
 				t.add(duplicate)
 			default:
 				bad.CompareAndSwap(nil, &rep)
@@ -324,7 +325,7 @@ type sdkDocs struct {
 	order, uvnt []byte
 }
 
-func newSDKDocs(m order.Message) (sdkDocs, error) {
+func newSDKDocs(m idempotent.Message) (sdkDocs, error) {
 	var o order.Order
 	if err := json.Unmarshal(m.Body, &o); err != nil {
 		return sdkDocs{}, err
@@ -377,7 +378,7 @@ func createBoth(ctx context.Context, c *azcosmos.ContainerClient, d sdkDocs) (co
 // transactional batch; on a conflict, a point read and a compare of the
 // stored request hash.
 func sdkHandler(c *azcosmos.ContainerClient) handler {
-	return func(ctx context.Context, m order.Message) (outcome, error) {
+	return func(ctx context.Context, m idempotent.Message) (outcome, error) {
 		d, err := newSDKDocs(m)
 		if err != nil {
 			return 0, err
@@ -406,7 +407,7 @@ func sdkHandler(c *azcosmos.ContainerClient) handler {
 // upsertHandler is the non-idempotent baseline: both documents upserted in
 // one transactional batch, whether or not the order exists.
 func upsertHandler(c *azcosmos.ContainerClient) handler {
-	return func(ctx context.Context, m order.Message) (outcome, error) {
+	return func(ctx context.Context, m idempotent.Message) (outcome, error) {
 		d, err := newSDKDocs(m)
 		if err != nil {
 			return 0, err
@@ -435,7 +436,7 @@ func upsertHandler(c *azcosmos.ContainerClient) handler {
 // in between, and the recipe has no answer to the conflict (counted as
 // raced).
 func naiveHandler(c *azcosmos.ContainerClient) handler {
-	return func(ctx context.Context, m order.Message) (outcome, error) {
+	return func(ctx context.Context, m idempotent.Message) (outcome, error) {
 		d, err := newSDKDocs(m)
 		if err != nil {
 			return 0, err
@@ -460,10 +461,10 @@ func naiveHandler(c *azcosmos.ContainerClient) handler {
 // of the pool's messages (spread evenly: message i is a copy when
 // ⌊(i+1)·dup⌋ > ⌊i·dup⌋) and the rest new orders. Bodies are fixed per order,
 // so a copy is byte for byte its original, as a redelivery is.
-func stream(prefix string, n int, dup float64, pool []order.Message) []order.Message {
+func stream(prefix string, n int, dup float64, pool []idempotent.Message) []idempotent.Message {
 	gen := ordergen.New(1, prefix)
 	sentAt := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	out := make([]order.Message, n)
+	out := make([]idempotent.Message, n)
 	copies := 0
 	for i := range n {
 		if len(pool) > 0 && int(float64(i+1)*dup) > int(float64(i)*dup) {
@@ -473,7 +474,7 @@ func stream(prefix string, n int, dup float64, pool []order.Message) []order.Mes
 			continue
 		}
 		o := gen.Order(i)
-		out[i] = order.Message{ID: o.OrderID, Body: ordergen.Body(o, sentAt, "trace-"+o.OrderID), DeliveryCount: 1}
+		out[i] = idempotent.Message{ID: o.OrderID, Body: ordergen.Body(o, sentAt, "trace-"+o.OrderID), DeliveryCount: 1}
 	}
 	return out
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/bench"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
@@ -154,7 +154,7 @@ func cpuPhase(b *testing.B, ctx context.Context, c *cosmos, client *azservicebus
 	k := contestantNamed(name)
 	prefix := uniquePrefix("cpu" + name)
 	total := cpuWarmUp + n + 2*cpuConcurrency
-	var pool []order.Message
+	var pool []idempotent.Message
 	if dup > 0 {
 		pool = stream(prefix+"p", max(copiesOf(total, dup), 1), 0, nil)
 		if err := k.seed(ctx, c, seedConcurrency, pool); err != nil {
@@ -256,7 +256,7 @@ func bareLoop(ctx context.Context, r *azservicebus.Receiver, conc, total int, h 
 			}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				msg := order.Message{ID: m.MessageID, Body: m.Body, DeliveryCount: m.DeliveryCount}
+				msg := idempotent.Message{ID: m.MessageID, Body: m.Body, DeliveryCount: m.DeliveryCount}
 				if _, err := h(ctx, msg); err != nil {
 					fail(fmt.Errorf("message %s: %w", m.MessageID, err))
 					return
@@ -282,7 +282,7 @@ func bareLoop(ctx context.Context, r *azservicebus.Receiver, conc, total int, h 
 }
 
 // sendAll sends msgs to the broker's queue in batches.
-func sendAll(b *testing.B, ctx context.Context, client *azservicebus.Client, msgs []order.Message) {
+func sendAll(b *testing.B, ctx context.Context, client *azservicebus.Client, msgs []idempotent.Message) {
 	b.Helper()
 	s, err := client.NewSender(cpuQueue, nil)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
 
@@ -83,10 +83,10 @@ func matrixCell(b *testing.B, c *cosmos, dup float64, conc, repeat int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	b.StopTimer()
-	streams := make([][]order.Message, len(contestants))
+	streams := make([][]idempotent.Message, len(contestants))
 	for i, k := range contestants {
 		prefix := uniquePrefix(k.name)
-		var pool []order.Message
+		var pool []idempotent.Message
 		if dup > 0 {
 			n := max(copiesOf(b.N, dup), 1)
 			if repeat > 0 {

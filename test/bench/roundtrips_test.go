@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/bench"
@@ -63,8 +64,8 @@ func TestRoundTripsPerPath(t *testing.T) {
 	paying := func() *order.Processor {
 		return order.NewProcessor(store, nil, order.WithDocuments(store), order.WithPayments(gw, time.Minute, "bench"))
 	}
-	process := func(p *order.Processor, want ...order.Outcome) handler {
-		return func(ctx context.Context, m order.Message) (outcome, error) {
+	process := func(p *order.Processor, want ...idempotent.Outcome) handler {
+		return func(ctx context.Context, m idempotent.Message) (outcome, error) {
 			r := p.Process(ctx, m)
 			for _, w := range want {
 				if r.Outcome == w {
@@ -76,28 +77,28 @@ func TestRoundTripsPerPath(t *testing.T) {
 	}
 	gen := ordergen.New(3, "rt")
 	sentAt := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	placed := func(o order.Order) order.Message {
-		return order.Message{ID: o.OrderID, Body: ordergen.Body(o, sentAt, "t"), DeliveryCount: 1}
+	placed := func(o order.Order) idempotent.Message {
+		return idempotent.Message{ID: o.OrderID, Body: ordergen.Body(o, sentAt, "t"), DeliveryCount: 1}
 	}
-	status := func(id string, version int64, s string) order.Message {
+	status := func(id string, version int64, s string) idempotent.Message {
 		body := fmt.Sprintf(`{"orderId":%q,"status":%q,"version":%d,"changedAt":"2026-12-01T10:00:00Z"}`, id, s, version)
-		return order.Message{ID: order.StatusMessageID(id, version), Subject: order.SubjectOrderStatusChanged, Body: []byte(body), DeliveryCount: 1}
+		return idempotent.Message{ID: order.StatusMessageID(id, version), Subject: order.SubjectOrderStatusChanged, Body: []byte(body), DeliveryCount: 1}
 	}
-	redelivered := func(m order.Message) order.Message { m.DeliveryCount = 2; return m }
+	redelivered := func(m idempotent.Message) idempotent.Message { m.DeliveryCount = 2; return m }
 	next := 0
 	fresh := func() order.Order { next++; return gen.Order(next) }
 
 	type path struct {
 		name   string
-		before []order.Message // processed first with setup, not counted
+		before []idempotent.Message // processed first with setup, not counted
 		setup  handler
-		msg    order.Message
+		msg    idempotent.Message
 		h      handler
 		want   int64
 	}
 	// A path on the processor: setup on p, the counted message on q.
-	on := func(name string, p, q *order.Processor, before []order.Message, msg order.Message, want int64, outcomes ...order.Outcome) path {
-		return path{name: name, before: before, setup: process(p, order.Created, order.Applied), msg: msg, h: process(q, outcomes...), want: want}
+	on := func(name string, p, q *order.Processor, before []idempotent.Message, msg idempotent.Message, want int64, outcomes ...idempotent.Outcome) path {
+		return path{name: name, before: before, setup: process(p, idempotent.Created, idempotent.Applied), msg: msg, h: process(q, outcomes...), want: want}
 	}
 	o := make([]order.Order, 20)
 	for i := range o {
@@ -106,7 +107,7 @@ func TestRoundTripsPerPath(t *testing.T) {
 	same := func(p *order.Processor) (*order.Processor, *order.Processor) { return p, p }
 	other := func(mk func() *order.Processor) (*order.Processor, *order.Processor) { return mk(), mk() }
 	var paths []path
-	add := func(name string, pq func() (*order.Processor, *order.Processor), before []order.Message, msg order.Message, want int64, outcomes ...order.Outcome) {
+	add := func(name string, pq func() (*order.Processor, *order.Processor), before []idempotent.Message, msg idempotent.Message, want int64, outcomes ...idempotent.Outcome) {
 		p, q := pq()
 		paths = append(paths, on(name, p, q, before, msg, want, outcomes...))
 	}
@@ -114,20 +115,20 @@ func TestRoundTripsPerPath(t *testing.T) {
 	plSame := func() (*order.Processor, *order.Processor) { return same(plain()) }
 	pay := func() (*order.Processor, *order.Processor) { return other(paying) }
 	paySame := func() (*order.Processor, *order.Processor) { return same(paying()) }
-	one := func(m ...order.Message) []order.Message { return m }
-	add("order, new: created", pl, nil, placed(o[0]), 1, order.Created)
-	add("order, copy, another worker: duplicate", pl, one(placed(o[1])), placed(o[1]), 2, order.Duplicate)
-	add("order, redelivery, another worker: duplicate", pl, one(placed(o[2])), redelivered(placed(o[2])), 1, order.Duplicate)
-	add("order, copy, same worker: duplicate", plSame, one(placed(o[3])), placed(o[3]), 0, order.Duplicate)
-	add("order, id reused, another worker: mismatch", pl, one(placed(o[4])), placed(ordergen.Changed(o[4])), 2, order.Mismatch)
-	add("order, id reused, same worker: mismatch", plSame, one(placed(o[5])), placed(ordergen.Changed(o[5])), 0, order.Mismatch)
-	add("order, malformed: invalid", pl, nil, order.Message{ID: "rt-bad", Body: ordergen.Malformed("rt-bad", 0), DeliveryCount: 1}, 0, order.Invalid)
-	add("status change, newer: applied", pl, one(placed(o[6])), status(o[6].OrderID, 2, "paid"), 1, order.Applied)
-	add("status change, redelivery: stale", pl, one(placed(o[7]), status(o[7].OrderID, 2, "paid")), redelivered(status(o[7].OrderID, 2, "paid")), 1, order.Stale)
-	add("status change before its order: retried", pl, nil, status(o[8].OrderID, 2, "paid"), 1, order.Transient)
-	add("order with payment, new: created and captured", pay, nil, placed(o[9]), 2, order.Created)
-	add("order with payment, copy, another worker: duplicate", pay, one(placed(o[10])), placed(o[10]), 2, order.Duplicate)
-	add("order with payment, copy, same worker: duplicate", paySame, one(placed(o[11])), placed(o[11]), 0, order.Duplicate)
+	one := func(m ...idempotent.Message) []idempotent.Message { return m }
+	add("order, new: created", pl, nil, placed(o[0]), 1, idempotent.Created)
+	add("order, copy, another worker: duplicate", pl, one(placed(o[1])), placed(o[1]), 2, idempotent.Duplicate)
+	add("order, redelivery, another worker: duplicate", pl, one(placed(o[2])), redelivered(placed(o[2])), 1, idempotent.Duplicate)
+	add("order, copy, same worker: duplicate", plSame, one(placed(o[3])), placed(o[3]), 0, idempotent.Duplicate)
+	add("order, id reused, another worker: mismatch", pl, one(placed(o[4])), placed(ordergen.Changed(o[4])), 2, idempotent.Mismatch)
+	add("order, id reused, same worker: mismatch", plSame, one(placed(o[5])), placed(ordergen.Changed(o[5])), 0, idempotent.Mismatch)
+	add("order, malformed: invalid", pl, nil, idempotent.Message{ID: "rt-bad", Body: ordergen.Malformed("rt-bad", 0), DeliveryCount: 1}, 0, idempotent.Invalid)
+	add("status change, newer: applied", pl, one(placed(o[6])), status(o[6].OrderID, 2, "paid"), 1, idempotent.Applied)
+	add("status change, redelivery: stale", pl, one(placed(o[7]), status(o[7].OrderID, 2, "paid")), redelivered(status(o[7].OrderID, 2, "paid")), 1, idempotent.Stale)
+	add("status change before its order: retried", pl, nil, status(o[8].OrderID, 2, "paid"), 1, idempotent.Transient)
+	add("order with payment, new: created and captured", pay, nil, placed(o[9]), 2, idempotent.Created)
+	add("order with payment, copy, another worker: duplicate", pay, one(placed(o[10])), placed(o[10]), 2, idempotent.Duplicate)
+	add("order with payment, copy, same worker: duplicate", paySame, one(placed(o[11])), placed(o[11]), 0, idempotent.Duplicate)
 	// After a run of copies of orders that other workers stored, a
 	// processor reads first on a first delivery too (see
 	// order.WithAdaptiveReadFirst): a copy costs the read, a new order the
@@ -136,17 +137,17 @@ func TestRoundTripsPerPath(t *testing.T) {
 		seeder, q := plain(), plain()
 		for range 30 {
 			m := placed(fresh())
-			if r := seeder.Process(ctx, m); r.Outcome != order.Created {
+			if r := seeder.Process(ctx, m); r.Outcome != idempotent.Created {
 				t.Fatalf("warm: %v %s", r.Outcome, r.Description)
 			}
-			if r := q.Process(ctx, m); r.Outcome != order.Duplicate {
+			if r := q.Process(ctx, m); r.Outcome != idempotent.Duplicate {
 				t.Fatalf("warm: %v %s", r.Outcome, r.Description)
 			}
 		}
 		return seeder, q
 	}
-	add("order, copy, another worker, after a run of copies: duplicate (read first)", warmed, one(placed(o[17])), placed(o[17]), 1, order.Duplicate)
-	add("order, new, after a run of copies: created (read first)", warmed, nil, placed(o[18]), 2, order.Created)
+	add("order, copy, another worker, after a run of copies: duplicate (read first)", warmed, one(placed(o[17])), placed(o[17]), 1, idempotent.Duplicate)
+	add("order, new, after a run of copies: created (read first)", warmed, nil, placed(o[18]), 2, idempotent.Created)
 	sdk, naive, upsert := sdkHandler(c.container), naiveHandler(c.container), upsertHandler(c.container)
 	paths = append(paths,
 		path{name: "raw SDK, new", msg: placed(o[12]), h: sdk, want: 1},

@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
@@ -243,7 +244,7 @@ func TestEmulatorPipeline(t *testing.T) {
 	}
 	for i := range pc.Malformed {
 		id := fmt.Sprintf("%s-bad-%06d", pc.Prefix, i)
-		if ms := dead[id]; len(ms) != 1 || ms[0].DeadLetterReason == nil || *ms[0].DeadLetterReason != order.ReasonInvalidMessage {
+		if ms := dead[id]; len(ms) != 1 || ms[0].DeadLetterReason == nil || *ms[0].DeadLetterReason != idempotent.ReasonInvalidMessage {
 			t.Errorf("malformed %s: dead letters %v, want one InvalidMessage", id, ms)
 		}
 	}

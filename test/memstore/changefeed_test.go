@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
@@ -22,9 +22,9 @@ type feedDoc struct {
 	ETag    string `json:"_etag"`
 }
 
-func versioned(pk, id string, v int) order.Document {
+func versioned(pk, id string, v int) idempotent.Document {
 	b, _ := json.Marshal(map[string]any{"id": id, "orderId": pk, "v": v})
-	return order.Document{ID: id, Body: b}
+	return idempotent.Document{ID: id, Body: b}
 }
 
 // readAll reads range fr from continuation to its end in pages of max.
@@ -74,7 +74,7 @@ func TestChangeFeed_LatestVersionOnceAtItsLastWrite(t *testing.T) {
 		}
 	}
 	{
-		_, err := s.CreateBatch(ctx, "p", []order.Document{versioned("p", "a", 1), versioned("p", "b", 1)})
+		_, err := s.CreateBatch(ctx, "p", []idempotent.Document{versioned("p", "a", 1), versioned("p", "b", 1)})
 		must(err)
 	}
 	_, etag, _ := s.ReadDocument(ctx, "p", "a")
@@ -113,7 +113,7 @@ func TestChangeFeed_PagesResumeExactlyAfterTheirContinuation(t *testing.T) {
 	for i := range 40 {
 		pk := fmt.Sprintf("ord-%d", i%13)
 		id := fmt.Sprintf("d-%d", i)
-		if _, err := s.CreateBatch(ctx, pk, []order.Document{versioned(pk, id, 1)}); err != nil {
+		if _, err := s.CreateBatch(ctx, pk, []idempotent.Document{versioned(pk, id, 1)}); err != nil {
 			t.Fatal(err)
 		}
 		want[pk+"/"+id] = true
@@ -152,7 +152,7 @@ func TestChangeFeed_OrderIsKeptOnlyWithinAPartitionKey(t *testing.T) {
 	for i := range 30 {
 		pk := fmt.Sprintf("ord-%d", i%5)
 		id := fmt.Sprintf("d-%02d", i)
-		if _, err := s.CreateBatch(ctx, pk, []order.Document{versioned(pk, id, 1)}); err != nil {
+		if _, err := s.CreateBatch(ctx, pk, []idempotent.Document{versioned(pk, id, 1)}); err != nil {
 			t.Fatal(err)
 		}
 		writeOrder = append(writeOrder, id)
@@ -204,7 +204,7 @@ func TestChangeFeed_ExpiredDocumentsAreNotReturned(t *testing.T) {
 	s := memstore.NewWithClock(func() time.Time { return now })
 	f := s.ChangeFeed(memstore.ChangeFeedOptions{})
 	body := []byte(`{"id":"m","orderId":"p","ttl":5}`)
-	if _, err := s.CreateBatch(ctx, "p", []order.Document{{ID: "m", Body: body}, versioned("p", "k", 1)}); err != nil {
+	if _, err := s.CreateBatch(ctx, "p", []idempotent.Document{{ID: "m", Body: body}, versioned("p", "k", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(6 * time.Second)

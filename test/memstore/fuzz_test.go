@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
@@ -20,7 +20,7 @@ func FuzzCreateBatch(f *testing.F) {
 	f.Add("a", []byte(`{"id":"a",`))
 	f.Fuzz(func(t *testing.T, id string, body []byte) {
 		s := memstore.New()
-		_, err := s.CreateBatch(t.Context(), "p", []order.Document{{ID: id, Body: body}})
+		_, err := s.CreateBatch(t.Context(), "p", []idempotent.Document{{ID: id, Body: body}})
 		it, stored := s.Get("p", id)
 		if err != nil {
 			if len(s.Items()) != 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -24,10 +25,10 @@ func body(pk, id string, extra ...string) []byte {
 
 // padded returns a document of partition pk whose compact JSON is n bytes
 // long.
-func padded(pk, id string, n int) order.Document {
+func padded(pk, id string, n int) idempotent.Document {
 	b := body(pk, id, `"pad":""`)
 	pad := n - len(b)
-	return order.Document{ID: id, Body: body(pk, id, `"pad":"`+strings.Repeat("x", pad)+`"`)}
+	return idempotent.Document{ID: id, Body: body(pk, id, `"pad":"`+strings.Repeat("x", pad)+`"`)}
 }
 
 // checkStatus fails the test unless err is a *memstore.StatusError with the
@@ -42,7 +43,7 @@ func checkStatus(t *testing.T, err error, status, subStatus, index int, want err
 	if se.StatusCode != status || se.SubStatus != subStatus || se.Index != index {
 		t.Errorf("status, sub-status, index = %d, %d, %d; want %d, %d, %d (%v)", se.StatusCode, se.SubStatus, se.Index, status, subStatus, index, err)
 	}
-	for _, s := range []error{order.ErrRejected, order.ErrAlreadyExists, order.ErrNotFound, order.ErrPreconditionFailed, order.ErrTransient} {
+	for _, s := range []error{idempotent.ErrRejected, idempotent.ErrAlreadyExists, idempotent.ErrNotFound, idempotent.ErrPreconditionFailed, idempotent.ErrTransient} {
 		if got := errors.Is(err, s); got != (s == want) {
 			t.Errorf("errors.Is(err, %v) = %v, want %v (%v)", s, got, s == want, err)
 		}
@@ -59,12 +60,12 @@ func checkStatus(t *testing.T, err error, status, subStatus, index int, want err
 func TestCreateBatch_RejectsWhatCosmosDBRejects(t *testing.T) {
 	const pk = "ord-1"
 	valid := doc(pk, "valid")
-	with := func(d order.Document) []order.Document { return []order.Document{valid, d} }
-	withBody := func(id string, extra ...string) []order.Document {
-		return with(order.Document{ID: id, Body: body(pk, id, extra...)})
+	with := func(d idempotent.Document) []idempotent.Document { return []idempotent.Document{valid, d} }
+	withBody := func(id string, extra ...string) []idempotent.Document {
+		return with(idempotent.Document{ID: id, Body: body(pk, id, extra...)})
 	}
-	many := func(n int) []order.Document {
-		out := make([]order.Document, n)
+	many := func(n int) []idempotent.Document {
+		out := make([]idempotent.Document, n)
 		for i := range out {
 			out[i] = doc(pk, fmt.Sprint("d", i))
 		}
@@ -73,7 +74,7 @@ func TestCreateBatch_RejectsWhatCosmosDBRejects(t *testing.T) {
 	const mb2 = 2 << 20
 	tests := []struct {
 		name      string
-		docs      []order.Document
+		docs      []idempotent.Document
 		status    int // 0: accepted
 		subStatus int
 		index     int
@@ -84,12 +85,12 @@ func TestCreateBatch_RejectsWhatCosmosDBRejects(t *testing.T) {
 		{name: "id containing #", docs: with(doc(pk, "a#b")), status: 400, index: 1},
 		{name: "id of 256 characters", docs: with(doc(pk, strings.Repeat("a", 256))), status: 400, index: 1},
 		{name: "empty id", docs: with(doc(pk, "")), status: 400, index: 1},
-		{name: "id that is not a string", docs: with(order.Document{ID: "", Body: []byte(`{"id":7,"orderId":"ord-1"}`)}), status: 400, index: 1},
+		{name: "id that is not a string", docs: with(idempotent.Document{ID: "", Body: []byte(`{"id":7,"orderId":"ord-1"}`)}), status: 400, index: 1},
 		{name: "same id twice in one batch", docs: with(doc(pk, "valid")), status: 400, index: 1},
 		{name: "partition key value of another partition", docs: with(doc("ord-2", "other")), status: 400, subStatus: 1001, index: 1},
-		{name: "no partition key value", docs: with(order.Document{ID: "x", Body: []byte(`{"id":"x"}`)}), status: 400, subStatus: 1001, index: 1},
-		{name: "partition key value that is not a string", docs: with(order.Document{ID: "x", Body: []byte(`{"id":"x","orderId":1}`)}), status: 400, subStatus: 1001, index: 1},
-		{name: "not a JSON object", docs: with(order.Document{ID: "x", Body: []byte(`["x"]`)}), status: 400, index: 1},
+		{name: "no partition key value", docs: with(idempotent.Document{ID: "x", Body: []byte(`{"id":"x"}`)}), status: 400, subStatus: 1001, index: 1},
+		{name: "partition key value that is not a string", docs: with(idempotent.Document{ID: "x", Body: []byte(`{"id":"x","orderId":1}`)}), status: 400, subStatus: 1001, index: 1},
+		{name: "not a JSON object", docs: with(idempotent.Document{ID: "x", Body: []byte(`["x"]`)}), status: 400, index: 1},
 		{name: "ttl 0", docs: withBody("x", `"ttl":0`), status: 400, index: 1},
 		{name: "ttl below -1", docs: withBody("x", `"ttl":-2`), status: 400, index: 1},
 		{name: "ttl null", docs: withBody("x", `"ttl":null`), status: 400, index: 1},
@@ -97,16 +98,16 @@ func TestCreateBatch_RejectsWhatCosmosDBRejects(t *testing.T) {
 		{name: "ttl a string", docs: withBody("x", `"ttl":"60"`), status: 400, index: 1},
 		{name: "ttl over 2147483647", docs: withBody("x", `"ttl":2147483648`), status: 400, index: 1},
 		{name: "101 operations", docs: many(101), status: 400, index: -1},
-		{name: "batch payload over 2 MB", docs: []order.Document{padded(pk, "a", mb2/2), padded(pk, "b", mb2/2)}, status: 413, index: -1},
+		{name: "batch payload over 2 MB", docs: []idempotent.Document{padded(pk, "a", mb2/2), padded(pk, "b", mb2/2)}, status: 413, index: -1},
 		{name: "document over 2 MB", docs: with(padded(pk, "big", mb2+1)), status: 413, index: -1},
-		{name: "document over 2 MB with its system properties", docs: []order.Document{padded(pk, "big", mb2-100)}, status: 413, index: 0},
+		{name: "document over 2 MB with its system properties", docs: []idempotent.Document{padded(pk, "big", mb2-100)}, status: 413, index: 0},
 
 		{name: "id of 255 characters is accepted", docs: with(doc(pk, strings.Repeat("a", 255)))},
 		{name: "id of 255 four-byte characters is accepted", docs: with(doc(pk, strings.Repeat("😀", 255)))},
 		{name: "100 operations are accepted", docs: many(100)},
 		{name: "ttl -1 is accepted", docs: withBody("x", `"ttl":-1`)},
 		{name: "ttl 2147483647 is accepted", docs: withBody("x", `"ttl":2147483647`)},
-		{name: "document of 1.9 MB is accepted", docs: []order.Document{padded(pk, "a", mb2-1000)}},
+		{name: "document of 1.9 MB is accepted", docs: []idempotent.Document{padded(pk, "a", mb2-1000)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,7 +125,7 @@ func TestCreateBatch_RejectsWhatCosmosDBRejects(t *testing.T) {
 				}
 				return
 			}
-			want := order.ErrRejected
+			want := idempotent.ErrRejected
 			checkStatus(t, err, tt.status, tt.subStatus, tt.index, want)
 			var se *memstore.StatusError
 			if errors.As(err, &se) && tt.index >= 0 && se.ID != tt.docs[tt.index].ID {
@@ -134,7 +135,7 @@ func TestCreateBatch_RejectsWhatCosmosDBRejects(t *testing.T) {
 				t.Errorf("a refused batch wrote: %d documents stored, want 1", len(items))
 			}
 			// CreateDocuments and CreateOrder's path refuse the same.
-			if _, err := s.CreateBatch(t.Context(), pk, tt.docs); !errors.Is(err, order.ErrRejected) {
+			if _, err := s.CreateBatch(t.Context(), pk, tt.docs); !errors.Is(err, idempotent.ErrRejected) {
 				t.Errorf("CreateDocuments = %v, want ErrRejected", err)
 			}
 		})
@@ -148,10 +149,10 @@ func TestCreateBatch_ConflictAfterContentChecks(t *testing.T) {
 	if _, err := s.CreateBatch(t.Context(), "p", docs("p", "a")); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.CreateBatch(t.Context(), "p", []order.Document{doc("p", "a"), doc("p", "b#")})
-	checkStatus(t, err, 400, 0, 1, order.ErrRejected)
-	_, err = s.CreateBatch(t.Context(), "p", []order.Document{doc("p", "b"), doc("p", "a")})
-	checkStatus(t, err, 409, 0, 1, order.ErrAlreadyExists)
+	_, err := s.CreateBatch(t.Context(), "p", []idempotent.Document{doc("p", "a"), doc("p", "b#")})
+	checkStatus(t, err, 400, 0, 1, idempotent.ErrRejected)
+	_, err = s.CreateBatch(t.Context(), "p", []idempotent.Document{doc("p", "b"), doc("p", "a")})
+	checkStatus(t, err, 409, 0, 1, idempotent.ErrAlreadyExists)
 	if len(s.Items()) != 1 {
 		t.Errorf("failed batches wrote documents: %+v", s.Items())
 	}
@@ -161,9 +162,9 @@ func TestCreateBatch_ConflictAfterContentChecks(t *testing.T) {
 // Cosmos DB would store the document under the body's id.
 func TestCreateBatch_IDNotTheBodysID_IsAnError(t *testing.T) {
 	s := memstore.New()
-	_, err := s.CreateBatch(t.Context(), "p", []order.Document{{ID: "a", Body: body("p", "b")}})
+	_, err := s.CreateBatch(t.Context(), "p", []idempotent.Document{{ID: "a", Body: body("p", "b")}})
 	var se *memstore.StatusError
-	if err == nil || errors.As(err, &se) || errors.Is(err, order.ErrRejected) {
+	if err == nil || errors.As(err, &se) || errors.Is(err, idempotent.ErrRejected) {
 		t.Fatalf("CreateBatch = %v, want a plain error", err)
 	}
 	if len(s.Items()) != 0 {
@@ -175,9 +176,9 @@ func TestCreateBatch_IDNotTheBodysID_IsAnError(t *testing.T) {
 // before it sends anything: no status, and not the message's fault.
 func TestCreateBatch_NotJSON_IsAnErrorWithoutStatus(t *testing.T) {
 	s := memstore.New()
-	_, err := s.CreateBatch(t.Context(), "p", []order.Document{doc("p", "a"), {ID: "x", Body: []byte(`{"id":"x",`)}})
+	_, err := s.CreateBatch(t.Context(), "p", []idempotent.Document{doc("p", "a"), {ID: "x", Body: []byte(`{"id":"x",`)}})
 	var se *memstore.StatusError
-	if err == nil || errors.As(err, &se) || errors.Is(err, order.ErrRejected) {
+	if err == nil || errors.As(err, &se) || errors.Is(err, idempotent.ErrRejected) {
 		t.Fatalf("CreateBatch = %v, want a plain error", err)
 	}
 	if len(s.Items()) != 0 {
@@ -196,17 +197,17 @@ func TestReplaceDocument_RejectsWhatCosmosDBRejects(t *testing.T) {
 	const pk = "ord-1"
 	tests := []struct {
 		name      string
-		d         order.Document
+		d         idempotent.Document
 		status    int
 		subStatus int
 	}{
 		{name: "id containing /", d: doc(pk, "a/b"), status: 400},
 		{name: "id of 256 characters", d: doc(pk, strings.Repeat("a", 256)), status: 400},
-		{name: "partition key value of another partition", d: order.Document{ID: "a", Body: body("ord-2", "a")}, status: 400, subStatus: 1001},
-		{name: "ttl 0", d: order.Document{ID: "a", Body: body(pk, "a", `"ttl":0`)}, status: 400},
-		{name: "ttl below -1", d: order.Document{ID: "a", Body: body(pk, "a", `"ttl":-5`)}, status: 400},
+		{name: "partition key value of another partition", d: idempotent.Document{ID: "a", Body: body("ord-2", "a")}, status: 400, subStatus: 1001},
+		{name: "ttl 0", d: idempotent.Document{ID: "a", Body: body(pk, "a", `"ttl":0`)}, status: 400},
+		{name: "ttl below -1", d: idempotent.Document{ID: "a", Body: body(pk, "a", `"ttl":-5`)}, status: 400},
 		{name: "document over 2 MB", d: padded(pk, "a", 2<<20+1), status: 413},
-		{name: "not JSON (the SDK sends a replace's bytes as they are)", d: order.Document{ID: "a", Body: []byte(`{"id":"a",`)}, status: 400},
+		{name: "not JSON (the SDK sends a replace's bytes as they are)", d: idempotent.Document{ID: "a", Body: []byte(`{"id":"a",`)}, status: 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -216,7 +217,7 @@ func TestReplaceDocument_RejectsWhatCosmosDBRejects(t *testing.T) {
 			}
 			before, _ := s.Get(pk, "a")
 			_, err := s.ReplaceDocument(t.Context(), pk, tt.d, "")
-			checkStatus(t, err, tt.status, tt.subStatus, -1, order.ErrRejected)
+			checkStatus(t, err, tt.status, tt.subStatus, -1, idempotent.ErrRejected)
 			if after, _ := s.Get(pk, "a"); after.ETag != before.ETag || string(after.Body) != string(before.Body) {
 				t.Errorf("a refused replace changed the document: %s", after.Body)
 			}
@@ -227,7 +228,7 @@ func TestReplaceDocument_RejectsWhatCosmosDBRejects(t *testing.T) {
 func TestReadDocument_IllegalID_400(t *testing.T) {
 	for _, id := range []string{"a/b", `a\b`, "a?b", "a#b", strings.Repeat("a", 256), ""} {
 		_, _, err := memstore.New().ReadDocument(t.Context(), "p", id)
-		checkStatus(t, err, 400, 0, -1, order.ErrRejected)
+		checkStatus(t, err, 400, 0, -1, idempotent.ErrRejected)
 	}
 }
 
@@ -238,11 +239,11 @@ func TestStatusError_MatchesTheOrderSentinels(t *testing.T) {
 		status int
 		want   error
 	}{
-		{http.StatusBadRequest, order.ErrRejected},
-		{http.StatusRequestEntityTooLarge, order.ErrRejected},
-		{http.StatusConflict, order.ErrAlreadyExists},
-		{http.StatusPreconditionFailed, order.ErrPreconditionFailed},
-		{http.StatusNotFound, order.ErrNotFound},
+		{http.StatusBadRequest, idempotent.ErrRejected},
+		{http.StatusRequestEntityTooLarge, idempotent.ErrRejected},
+		{http.StatusConflict, idempotent.ErrAlreadyExists},
+		{http.StatusPreconditionFailed, idempotent.ErrPreconditionFailed},
+		{http.StatusNotFound, idempotent.ErrNotFound},
 		{http.StatusFailedDependency, nil},
 	}
 	for _, tt := range tests {
@@ -258,16 +259,16 @@ func TestStatusError_OfMissingAndMovedDocuments(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
 	_, _, err := s.ReadDocument(ctx, "p", "a")
-	checkStatus(t, err, 404, 0, -1, order.ErrNotFound)
+	checkStatus(t, err, 404, 0, -1, idempotent.ErrNotFound)
 	_, err = order.ReadOrder(ctx, s, "a")
-	checkStatus(t, err, 404, 0, -1, order.ErrNotFound)
+	checkStatus(t, err, 404, 0, -1, idempotent.ErrNotFound)
 	_, err = s.ReplaceDocument(ctx, "p", doc("p", "a"), "")
-	checkStatus(t, err, 404, 0, -1, order.ErrNotFound)
+	checkStatus(t, err, 404, 0, -1, idempotent.ErrNotFound)
 	if _, err := s.CreateBatch(ctx, "p", docs("p", "a")); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.ReplaceDocument(ctx, "p", doc("p", "a"), "stale")
-	checkStatus(t, err, 412, 0, -1, order.ErrPreconditionFailed)
+	checkStatus(t, err, 412, 0, -1, idempotent.ErrPreconditionFailed)
 }
 
 func TestPingAndCheck(t *testing.T) {

@@ -9,22 +9,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
 // doc returns a document of partition pk, as the order package writes them:
 // its orderId field is the partition key value.
-func doc(pk, id string) order.Document {
+func doc(pk, id string) idempotent.Document {
 	b, err := json.Marshal(map[string]string{"id": id, "orderId": pk})
 	if err != nil {
 		panic(err)
 	}
-	return order.Document{ID: id, Body: b}
+	return idempotent.Document{ID: id, Body: b}
 }
 
-func docs(pk string, ids ...string) []order.Document {
-	var out []order.Document
+func docs(pk string, ids ...string) []idempotent.Document {
+	var out []idempotent.Document
 	for _, id := range ids {
 		out = append(out, doc(pk, id))
 	}
@@ -58,7 +58,7 @@ func TestCreateBatch(t *testing.T) {
 				return
 			}
 			var be *memstore.BatchError
-			if !errors.As(err, &be) || be.Index != tt.wantIndex || be.StatusCode != 409 || !errors.Is(err, order.ErrAlreadyExists) {
+			if !errors.As(err, &be) || be.Index != tt.wantIndex || be.StatusCode != 409 || !errors.Is(err, idempotent.ErrAlreadyExists) {
 				t.Fatalf("err = %v, want a 409 on operation %d", err, tt.wantIndex)
 			}
 			if after := len(s.Items()); after != before {
@@ -128,14 +128,14 @@ func TestReplaceIsETagConditioned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newTag, err := s.ReplaceDocument(ctx, "p", order.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"p","v":2}`)}, etag)
+	newTag, err := s.ReplaceDocument(ctx, "p", idempotent.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"p","v":2}`)}, etag)
 	if err != nil || newTag == etag {
 		t.Fatalf("replace with the current ETag: %q, %v", newTag, err)
 	}
-	if _, err := s.ReplaceDocument(ctx, "p", order.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"p","v":3}`)}, etag); !errors.Is(err, order.ErrPreconditionFailed) {
+	if _, err := s.ReplaceDocument(ctx, "p", idempotent.Document{ID: "a", Body: []byte(`{"id":"a","orderId":"p","v":3}`)}, etag); !errors.Is(err, idempotent.ErrPreconditionFailed) {
 		t.Errorf("replace with a stale ETag = %v, want ErrPreconditionFailed", err)
 	}
-	if _, err := s.ReplaceDocument(ctx, "p", doc("p", "zz"), ""); !errors.Is(err, order.ErrNotFound) {
+	if _, err := s.ReplaceDocument(ctx, "p", doc("p", "zz"), ""); !errors.Is(err, idempotent.ErrNotFound) {
 		t.Errorf("replace of a missing document = %v, want ErrNotFound", err)
 	}
 	if it, _ := s.Get("p", "a"); string(it.Body) != `{"id":"a","orderId":"p","v":2}` || it.Writes != 2 {
@@ -147,7 +147,7 @@ func TestTimeToLive(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := memstore.NewWithClock(func() time.Time { return now })
-	marker := []order.Document{{ID: "m", Body: []byte(`{"id":"m","orderId":"p","ttl":60}`)}, doc("p", "keep")}
+	marker := []idempotent.Document{{ID: "m", Body: []byte(`{"id":"m","orderId":"p","ttl":60}`)}, doc("p", "keep")}
 	if _, err := s.CreateBatch(ctx, "p", marker); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestTimeToLive(t *testing.T) {
 		t.Fatalf("marker gone before its TTL: %v", err)
 	}
 	now = now.Add(time.Second)
-	if _, _, err := s.ReadDocument(ctx, "p", "m"); !errors.Is(err, order.ErrNotFound) {
+	if _, _, err := s.ReadDocument(ctx, "p", "m"); !errors.Is(err, idempotent.ErrNotFound) {
 		t.Fatalf("marker still there at its TTL: %v", err)
 	}
 	if len(s.Items()) != 1 {

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
@@ -18,27 +18,29 @@ func TestPatchDocument(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
 	const body = `{"id":"a","orderId":"p1","version":3,"name":"x","hashes":{},"count":1}`
-	if _, err := s.CreateBatch(ctx, "p1", []order.Document{{ID: "a", Body: []byte(body)}}); err != nil {
+	if _, err := s.CreateBatch(ctx, "p1", []idempotent.Document{{ID: "a", Body: []byte(body)}}); err != nil {
 		t.Fatal(err)
 	}
-	set := func(path string, v any) order.PatchOp { return order.PatchOp{Op: order.PatchSet, Path: path, Value: v} }
+	set := func(path string, v any) idempotent.PatchOp {
+		return idempotent.PatchOp{Op: idempotent.PatchSet, Path: path, Value: v}
+	}
 	tests := []struct {
 		name   string
 		id     string
-		p      order.Patch
+		p      idempotent.Patch
 		status int // 0: applied
 	}{
-		{"version not below", "a", order.Patch{If: []order.Below{{Path: "/version", Value: 3}}, Ops: []order.PatchOp{set("/name", "y")}}, http.StatusPreconditionFailed},
-		{"missing field", "a", order.Patch{If: []order.Below{{Path: "/absent", Value: 3}}, Ops: []order.PatchOp{set("/name", "y")}}, http.StatusPreconditionFailed},
-		{"not a number", "a", order.Patch{If: []order.Below{{Path: "/name", Value: 3}}, Ops: []order.PatchOp{set("/name", "y")}}, http.StatusPreconditionFailed},
-		{"missing document", "b", order.Patch{Ops: []order.PatchOp{set("/name", "y")}}, http.StatusNotFound},
-		{"missing parent", "a", order.Patch{Ops: []order.PatchOp{set("/nothing/k", "y")}}, http.StatusBadRequest},
-		{"the id", "a", order.Patch{Ops: []order.PatchOp{set("/id", "b")}}, http.StatusBadRequest},
-		{"the partition key", "a", order.Patch{Ops: []order.PatchOp{set("/orderId", "p2")}}, http.StatusBadRequest},
-		{"increment a string", "a", order.Patch{Ops: []order.PatchOp{{Op: order.PatchIncrement, Path: "/name", Value: int64(1)}}}, http.StatusBadRequest},
-		{"too many operations", "a", order.Patch{Ops: make([]order.PatchOp, order.MaxPatchOps+1)}, http.StatusBadRequest},
-		{"applied", "a", order.Patch{If: []order.Below{{Path: "/version", Value: 4}, {Path: "/count", Value: 2}}, Ops: []order.PatchOp{
-			set("/version", 4), set("/hashes/4", "h4"), {Op: order.PatchIncrement, Path: "/count", Value: int64(1)}, {Op: order.PatchIncrement, Path: "/new", Value: int64(5)},
+		{"version not below", "a", idempotent.Patch{If: []idempotent.Below{{Path: "/version", Value: 3}}, Ops: []idempotent.PatchOp{set("/name", "y")}}, http.StatusPreconditionFailed},
+		{"missing field", "a", idempotent.Patch{If: []idempotent.Below{{Path: "/absent", Value: 3}}, Ops: []idempotent.PatchOp{set("/name", "y")}}, http.StatusPreconditionFailed},
+		{"not a number", "a", idempotent.Patch{If: []idempotent.Below{{Path: "/name", Value: 3}}, Ops: []idempotent.PatchOp{set("/name", "y")}}, http.StatusPreconditionFailed},
+		{"missing document", "b", idempotent.Patch{Ops: []idempotent.PatchOp{set("/name", "y")}}, http.StatusNotFound},
+		{"missing parent", "a", idempotent.Patch{Ops: []idempotent.PatchOp{set("/nothing/k", "y")}}, http.StatusBadRequest},
+		{"the id", "a", idempotent.Patch{Ops: []idempotent.PatchOp{set("/id", "b")}}, http.StatusBadRequest},
+		{"the partition key", "a", idempotent.Patch{Ops: []idempotent.PatchOp{set("/orderId", "p2")}}, http.StatusBadRequest},
+		{"increment a string", "a", idempotent.Patch{Ops: []idempotent.PatchOp{{Op: idempotent.PatchIncrement, Path: "/name", Value: int64(1)}}}, http.StatusBadRequest},
+		{"too many operations", "a", idempotent.Patch{Ops: make([]idempotent.PatchOp, idempotent.MaxPatchOps+1)}, http.StatusBadRequest},
+		{"applied", "a", idempotent.Patch{If: []idempotent.Below{{Path: "/version", Value: 4}, {Path: "/count", Value: 2}}, Ops: []idempotent.PatchOp{
+			set("/version", 4), set("/hashes/4", "h4"), {Op: idempotent.PatchIncrement, Path: "/count", Value: int64(1)}, {Op: idempotent.PatchIncrement, Path: "/new", Value: int64(5)},
 		}}, 0},
 	}
 	for _, tt := range tests {
@@ -66,9 +68,9 @@ func TestPatchDocument(t *testing.T) {
 		})
 	}
 	if !errors.Is(func() error {
-		_, err := s.PatchDocument(ctx, "p1", "a", order.Patch{If: []order.Below{{Path: "/version", Value: 1}}, Ops: []order.PatchOp{set("/name", "z")}})
+		_, err := s.PatchDocument(ctx, "p1", "a", idempotent.Patch{If: []idempotent.Below{{Path: "/version", Value: 1}}, Ops: []idempotent.PatchOp{set("/name", "z")}})
 		return err
-	}(), order.ErrPreconditionFailed) {
-		t.Error("a 412 does not match order.ErrPreconditionFailed")
+	}(), idempotent.ErrPreconditionFailed) {
+		t.Error("a 412 does not match idempotent.ErrPreconditionFailed")
 	}
 }

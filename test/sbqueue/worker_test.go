@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
@@ -23,14 +23,14 @@ func TestWorkerRunsAgainstTheModel(t *testing.T) {
 	}
 	const wantReports = 6 // every message once, flaky-1 twice
 
-	h := worker.HandlerFunc(func(_ context.Context, m order.Message) order.Result {
+	h := worker.HandlerFunc(func(_ context.Context, m idempotent.Message) idempotent.Result {
 		switch {
 		case strings.HasPrefix(m.ID, "bad"):
-			return order.Result{Outcome: order.Invalid, Key: m.ID, Reason: order.ReasonInvalidMessage, Description: "not JSON"}
+			return idempotent.Result{Outcome: idempotent.Invalid, Key: m.ID, Reason: idempotent.ReasonInvalidMessage, Description: "not JSON"}
 		case strings.HasPrefix(m.ID, "flaky") && m.DeliveryCount == 1:
-			return order.Result{Outcome: order.Transient, Key: m.ID, Reason: order.ReasonStoreUnavailable, Err: errors.New("503")}
+			return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: idempotent.ReasonStoreUnavailable, Err: errors.New("503")}
 		default:
-			return order.Result{Outcome: order.Created, Key: m.ID}
+			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -68,7 +68,7 @@ func TestWorkerRunsAgainstTheModel(t *testing.T) {
 	if s.Completed != 4 || s.Abandoned != 1 || s.DeadLettered != 1 || len(s.Active)+len(s.Locked) != 0 {
 		t.Errorf("queue after the run: %+v", s)
 	}
-	if len(s.DeadLetters) != 1 || s.DeadLetters[0].MessageID != "bad-1" || s.DeadLetters[0].DeadLetterReason != order.ReasonInvalidMessage {
+	if len(s.DeadLetters) != 1 || s.DeadLetters[0].MessageID != "bad-1" || s.DeadLetters[0].DeadLetterReason != idempotent.ReasonInvalidMessage {
 		t.Errorf("dead letters = %+v", s.DeadLetters)
 	}
 	if st := w.Stats(); st.Received != wantReports || st.Retried != 1 || st.Invalid != 1 || st.Created != 4 {

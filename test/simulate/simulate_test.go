@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/internal/simulation"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
@@ -113,10 +113,10 @@ func TestSimulateSeedFromClockIsPrinted(t *testing.T) {
 func TestSimulateFailsOnViolation(t *testing.T) {
 	broken := func(e simulation.Env) worker.Handler {
 		p := simulation.DefaultConsumer(e)
-		return worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		return worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			res := p.Process(ctx, m)
-			if res.Outcome == order.Invalid {
-				res.Outcome = order.Duplicate
+			if res.Outcome == idempotent.Invalid {
+				res.Outcome = idempotent.Duplicate
 			}
 			return res
 		})

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/test/internal/simulation"
@@ -20,15 +21,15 @@ import (
 
 // overrule returns a consumer that runs the project's processor and then
 // replaces the outcomes in change: a consumer with one classic bug.
-func overrule(change map[order.Outcome]order.Outcome) func(simulation.Env) worker.Handler {
+func overrule(change map[idempotent.Outcome]idempotent.Outcome) func(simulation.Env) worker.Handler {
 	return func(e simulation.Env) worker.Handler {
 		p := simulation.DefaultConsumer(e)
-		return worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+		return worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			res := p.Process(ctx, m)
 			if to, ok := change[res.Outcome]; ok {
 				res.Outcome = to
-				if to == order.Transient {
-					res.Reason, res.Err = order.ReasonStoreError, errors.New("409 Conflict")
+				if to == idempotent.Transient {
+					res.Reason, res.Err = idempotent.ReasonStoreError, errors.New("409 Conflict")
 				}
 			}
 			return res
@@ -40,10 +41,10 @@ func overrule(change map[order.Outcome]order.Outcome) func(simulation.Env) worke
 // delivery instead of the MessageId: every redelivery writes the order and
 // its event again, under new ids.
 func keyedByDelivery(e simulation.Env) worker.Handler {
-	return worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	return worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		o, err := order.Decode(m.Body)
 		if err != nil {
-			return order.Result{Outcome: order.Invalid, Reason: order.ReasonInvalidMessage, Description: err.Error(), Err: err}
+			return idempotent.Result{Outcome: idempotent.Invalid, Reason: idempotent.ReasonInvalidMessage, Description: err.Error(), Err: err}
 		}
 		w := order.NewWrite(o, m.ID, o.RequestHash(), time.Now())
 		suffix := fmt.Sprintf(":%d", m.DeliveryCount)
@@ -51,11 +52,11 @@ func keyedByDelivery(e simulation.Env) worker.Handler {
 		w.Event.ID += suffix
 		switch _, err := order.WriteOrder(ctx, e.Store, w); {
 		case err == nil:
-			return order.Result{Outcome: order.Created, Key: o.OrderID}
-		case errors.Is(err, order.ErrAlreadyExists):
-			return order.Result{Outcome: order.Duplicate, Key: o.OrderID}
+			return idempotent.Result{Outcome: idempotent.Created, Key: o.OrderID}
+		case errors.Is(err, idempotent.ErrAlreadyExists):
+			return idempotent.Result{Outcome: idempotent.Duplicate, Key: o.OrderID}
 		default:
-			return order.Result{Outcome: order.Transient, Key: o.OrderID, Reason: order.ReasonStoreUnavailable, Err: err}
+			return idempotent.Result{Outcome: idempotent.Transient, Key: o.OrderID, Reason: idempotent.ReasonStoreUnavailable, Err: err}
 		}
 	})
 }
@@ -71,13 +72,13 @@ func TestBrokenConsumersFailTheChecker(t *testing.T) {
 		faults   simulation.FaultRates
 		want     string
 	}{
-		{"treats a duplicate (409) as an error", overrule(map[order.Outcome]order.Outcome{order.Duplicate: order.Transient}),
+		{"treats a duplicate (409) as an error", overrule(map[idempotent.Outcome]idempotent.Outcome{idempotent.Duplicate: idempotent.Transient}),
 			redeliveries, simulation.NoMessageLost},
-		{"acknowledges a failed write", overrule(map[order.Outcome]order.Outcome{order.Transient: order.Created}),
+		{"acknowledges a failed write", overrule(map[idempotent.Outcome]idempotent.Outcome{idempotent.Transient: idempotent.Created}),
 			simulation.FaultRates{Transient: 0.3, Outage: 0.1}, simulation.NoMessageLost},
-		{"deduplicates by id only, ignoring the content", overrule(map[order.Outcome]order.Outcome{order.Mismatch: order.Duplicate}),
+		{"deduplicates by id only, ignoring the content", overrule(map[idempotent.Outcome]idempotent.Outcome{idempotent.Mismatch: idempotent.Duplicate}),
 			simulation.FaultRates{Reuse: 0.3}, simulation.RejectsDeadLettered},
-		{"completes invalid messages", overrule(map[order.Outcome]order.Outcome{order.Invalid: order.Duplicate}),
+		{"completes invalid messages", overrule(map[idempotent.Outcome]idempotent.Outcome{idempotent.Invalid: idempotent.Duplicate}),
 			simulation.FaultRates{Malformed: 0.3}, simulation.RejectsDeadLettered},
 		{"keys its writes by delivery", keyedByDelivery, redeliveries, simulation.OneOrderDocument},
 		{"keys its writes by delivery: side effect twice", keyedByDelivery, redeliveries, simulation.OneEvent},
@@ -128,30 +129,30 @@ func withFreshKeys(e simulation.Env) worker.Handler {
 // arrive wins.
 func blindStatus(e simulation.Env) worker.Handler {
 	p := simulation.DefaultConsumer(e)
-	return worker.HandlerFunc(func(ctx context.Context, m order.Message) order.Result {
+	return worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		if m.Subject != order.SubjectOrderStatusChanged {
 			return p.Process(ctx, m)
 		}
 		c, err := order.DecodeStatusChange(m.Body)
 		if err != nil {
-			return order.Result{Outcome: order.Invalid, Reason: order.ReasonInvalidMessage, Description: err.Error(), Err: err}
+			return idempotent.Result{Outcome: idempotent.Invalid, Reason: idempotent.ReasonInvalidMessage, Description: err.Error(), Err: err}
 		}
 		body, _, err := e.Store.ReadDocument(ctx, c.OrderID, c.OrderID)
 		if err != nil {
-			return order.Result{Outcome: order.Transient, Key: c.OrderID, Reason: order.ReasonOrderNotYetCreated, Err: err}
+			return idempotent.Result{Outcome: idempotent.Transient, Key: c.OrderID, Reason: order.ReasonOrderNotYetCreated, Err: err}
 		}
 		var d order.OrderDocument
 		if err := json.Unmarshal(body, &d); err != nil {
-			return order.Result{Outcome: order.Transient, Key: c.OrderID, Reason: order.ReasonStoreError, Err: err}
+			return idempotent.Result{Outcome: idempotent.Transient, Key: c.OrderID, Reason: idempotent.ReasonStoreError, Err: err}
 		}
 		d.Status, d.Version = c.Status, c.Version
 		if body, err = json.Marshal(d); err == nil {
-			_, err = e.Store.ReplaceDocument(ctx, c.OrderID, order.Document{ID: d.ID, Body: body}, "")
+			_, err = e.Store.ReplaceDocument(ctx, c.OrderID, idempotent.Document{ID: d.ID, Body: body}, "")
 		}
 		if err != nil {
-			return order.Result{Outcome: order.Transient, Key: c.OrderID, Reason: order.ReasonStoreError, Err: err}
+			return idempotent.Result{Outcome: idempotent.Transient, Key: c.OrderID, Reason: idempotent.ReasonStoreError, Err: err}
 		}
-		return order.Result{Outcome: order.Applied, Key: c.OrderID}
+		return idempotent.Result{Outcome: idempotent.Applied, Key: c.OrderID}
 	})
 }
 
@@ -254,7 +255,7 @@ func TestCorrectPatternsHoldUnderTheSameFaults(t *testing.T) {
 type downForGood struct{}
 
 func (downForGood) Capture(context.Context, string, order.Capture) (string, error) {
-	return "", fmt.Errorf("payments service down: %w", order.ErrTransient)
+	return "", fmt.Errorf("payments service down: %w", idempotent.ErrTransient)
 }
 
 // TestPaymentNeverCompletingIsDeadLetteredNotLost: when the payments
@@ -291,7 +292,7 @@ func TestPaymentNeverCompletingIsDeadLetteredNotLost(t *testing.T) {
 func TestFailingReportCarriesHistories(t *testing.T) {
 	rep, err := runSim(t, simulation.Config{
 		Orders: 40, Workers: 2, Concurrency: 2, Seed: 3, DisableInbox: true,
-		Consumer: overrule(map[order.Outcome]order.Outcome{order.Duplicate: order.Transient}),
+		Consumer: overrule(map[idempotent.Outcome]idempotent.Outcome{idempotent.Duplicate: idempotent.Transient}),
 		Faults:   simulation.FaultRates{Crash: 0.3, LostSettlement: 0.3},
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
@@ -514,9 +515,9 @@ func checkRejectsDeadLettered(idx *index) []Violation {
 			var want string
 			switch {
 			case m.Kind == Malformed:
-				want = order.ReasonInvalidMessage
+				want = idempotent.ReasonInvalidMessage
 			case m.Kind == IDMismatch:
-				want = order.ReasonMessageIDMismatch
+				want = idempotent.ReasonMessageIDMismatch
 			case m.Kind.Processable():
 				if hash, ok := v.stored(m.MessageID); ok && hash != "" && hash != m.RequestHash {
 					want = order.ReasonOrderIDReused

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/payments"
 	"github.com/idempotent-consumer/sbcosmos/test/internal/simulation"
@@ -118,8 +119,8 @@ func goodState(t *testing.T) *simulation.State {
 		},
 		Queue: sbqueue.Snapshot{
 			DeadLetters: []sbqueue.ReceivedMessage{
-				deadLetter(3, "C", order.ReasonInvalidMessage),
-				deadLetter(4, "D", order.ReasonMessageIDMismatch),
+				deadLetter(3, "C", idempotent.ReasonInvalidMessage),
+				deadLetter(4, "D", idempotent.ReasonMessageIDMismatch),
 				deadLetter(5, "E", sbqueue.ReasonMaxDeliveryCountExceeded),
 				deadLetter(6, "B", order.ReasonOrderIDReused),
 				deadLetter(9, "E:v2", sbqueue.ReasonMaxDeliveryCountExceeded),
@@ -146,7 +147,7 @@ func goodState(t *testing.T) *simulation.State {
 			},
 			Queue: sbqueue.Snapshot{
 				DeadLetters: []sbqueue.ReceivedMessage{
-					deadLetter(3, "C", order.ReasonInvalidMessage),
+					deadLetter(3, "C", idempotent.ReasonInvalidMessage),
 					deadLetter(5, "B", order.ReasonOrderIDReused),
 				},
 				Counters: sbqueue.Counters{Sent: 5},
@@ -237,13 +238,13 @@ func TestCheck(t *testing.T) {
 		}, []string{simulation.NoMessageLost}},
 		{"valid order dead-lettered as invalid", func(t *testing.T, s *simulation.State) {
 			withoutDeadLetter(s, 5)
-			withDeadLetter(s, deadLetter(5, "E", order.ReasonInvalidMessage))
+			withDeadLetter(s, deadLetter(5, "E", idempotent.ReasonInvalidMessage))
 		}, []string{simulation.NoMessageLost}},
 		{"dead-lettered without a description", func(t *testing.T, s *simulation.State) {
 			s.Queue.DeadLetters[2].DeadLetterErrorDescription = ""
 		}, []string{simulation.NoMessageLost}},
 		{"dead-lettered message never queued", func(t *testing.T, s *simulation.State) {
-			withDeadLetter(s, deadLetter(99, "Z", order.ReasonInvalidMessage))
+			withDeadLetter(s, deadLetter(99, "Z", idempotent.ReasonInvalidMessage))
 		}, []string{simulation.NoMessageLost}},
 		{"queue and producer disagree", func(t *testing.T, s *simulation.State) {
 			s.Queue.Sent = 7
@@ -259,7 +260,7 @@ func TestCheck(t *testing.T) {
 			withoutDeadLetter(s, 3)
 		}, []string{simulation.RejectsDeadLettered}},
 		{"invalid message with the wrong reason", func(t *testing.T, s *simulation.State) {
-			s.Queue.DeadLetters[1].DeadLetterReason = order.ReasonInvalidMessage
+			s.Queue.DeadLetters[1].DeadLetterReason = idempotent.ReasonInvalidMessage
 		}, []string{simulation.RejectsDeadLettered}},
 
 		{"document overwritten by a duplicate", func(t *testing.T, s *simulation.State) {
@@ -361,7 +362,7 @@ func TestCheck(t *testing.T) {
 			s.Queue.DeadLetters = append(s.Queue.DeadLetters, deadLetter(8, "A:v2", sbqueue.ReasonMaxDeliveryCountExceeded))
 		}, []string{simulation.StatusIsHighestVersion}},
 		{"status change dead-lettered as invalid", func(t *testing.T, s *simulation.State) {
-			s.Queue.DeadLetters[4].DeadLetterReason = order.ReasonInvalidMessage
+			s.Queue.DeadLetters[4].DeadLetterReason = idempotent.ReasonInvalidMessage
 		}, []string{simulation.StatusIsHighestVersion}},
 		{"status change left in the queue", func(t *testing.T, s *simulation.State) {
 			s.Queue.Active = []sbqueue.ReceivedMessage{{Message: sbqueue.Message{MessageID: "A:v2"}, SequenceNumber: 8}}

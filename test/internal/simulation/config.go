@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
@@ -165,7 +166,7 @@ type Env struct {
 	// Orders is the same store as the order Processor's Store: its batches
 	// count as order writes and its reads as order reads, with the faults
 	// of those. Nil: Store.
-	Orders order.Store
+	Orders idempotent.Store
 	// Now is the clock: time.Now, which the queues' locks follow too.
 	Now func() time.Time
 	// Payments is the gateway to the payments service, with the plan's

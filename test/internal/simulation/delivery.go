@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
@@ -28,11 +29,11 @@ type delivery struct {
 	paymentCrash   bool // PaymentCrash struck after its capture: it dies at its next payment record write
 	started        bool // the handler started
 	handled        bool // the handler returned
-	result         order.Result
+	result         idempotent.Result
 }
 
 // tracker joins the three views of a delivery the simulation has: the
-// receiver's (token, sequence number), the handler's (the order.Message) and
+// receiver's (token, sequence number), the handler's (the idempotent.Message) and
 // the store's (the write). It also tells the driver when a delivery ends.
 // It is safe for concurrent use.
 type tracker struct {
@@ -116,7 +117,7 @@ func (t *tracker) untouched(consumer string) []Untouched {
 	return out
 }
 
-func (t *tracker) handled(d *delivery, res order.Result) {
+func (t *tracker) handled(d *delivery, res idempotent.Result) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d.handled = true
@@ -224,7 +225,7 @@ func (t *tracker) attribute() DuplicateCauses {
 	}
 	var c DuplicateCauses
 	for _, d := range t.all {
-		if !d.handled || d.result.Outcome != order.Duplicate {
+		if !d.handled || d.result.Outcome != idempotent.Duplicate {
 			continue
 		}
 		creator := t.creators[d.result.Key]
@@ -244,7 +245,7 @@ func (t *tracker) attribute() DuplicateCauses {
 			c.CrashRecovery++
 		case prev.lockExpired || prev.lostSettlement:
 			c.LockLoss++
-		case prev.handled && prev.result.Outcome == order.Transient:
+		case prev.handled && prev.result.Outcome == idempotent.Transient:
 			c.TransientRetry++
 		default:
 			c.Unexplained++
@@ -274,15 +275,15 @@ func (t *tracker) outcomes() (o Outcomes, unmatched int) {
 			continue
 		}
 		switch d.result.Outcome {
-		case order.Created:
+		case idempotent.Created:
 			o.Created++
-		case order.Duplicate:
+		case idempotent.Duplicate:
 			o.Duplicate++
-		case order.Mismatch:
+		case idempotent.Mismatch:
 			o.Mismatch++
-		case order.Invalid:
+		case idempotent.Invalid:
 			o.Invalid++
-		case order.Transient:
+		case idempotent.Transient:
 			o.Transient++
 			switch d.result.Reason {
 			case order.ReasonOrderNotYetCreated:
@@ -292,9 +293,9 @@ func (t *tracker) outcomes() (o Outcomes, unmatched int) {
 			case order.ReasonPaymentUnavailable:
 				o.PaymentUnavailable++
 			}
-		case order.Applied:
+		case idempotent.Applied:
 			o.Applied++
-		case order.Stale:
+		case idempotent.Stale:
 			o.Stale++
 		}
 	}

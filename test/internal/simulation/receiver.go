@@ -8,7 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
@@ -201,7 +201,7 @@ type trackingHandler struct {
 var _ worker.Handler = (*trackingHandler)(nil)
 
 // Process implements worker.Handler.
-func (h *trackingHandler) Process(ctx context.Context, m order.Message) order.Result {
+func (h *trackingHandler) Process(ctx context.Context, m idempotent.Message) idempotent.Result {
 	d := h.tr.handlerStarted(m.Body)
 	res := h.inner.Process(withDelivery(ctx, d), m)
 	if d != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
@@ -394,7 +395,7 @@ func hasEvent(docs [][]byte) bool {
 // counts takeovers.
 type relayLeases struct{ inst *relayInstance }
 
-var _ order.DocumentStore = (*relayLeases)(nil)
+var _ idempotent.DocumentStore = (*relayLeases)(nil)
 
 func (l *relayLeases) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
 	if l.inst.killed.Load() {
@@ -403,14 +404,14 @@ func (l *relayLeases) ReadDocument(ctx context.Context, pk, id string) ([]byte, 
 	return l.inst.rr.mem.ReadDocument(ctx, pk, id)
 }
 
-func (l *relayLeases) CreateBatch(ctx context.Context, pk string, docs []order.Document) ([]string, error) {
+func (l *relayLeases) CreateBatch(ctx context.Context, pk string, docs []idempotent.Document) ([]string, error) {
 	if l.inst.killed.Load() {
 		return nil, errRelayKilled
 	}
 	return l.inst.rr.mem.CreateBatch(ctx, pk, docs)
 }
 
-func (l *relayLeases) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
+func (l *relayLeases) ReplaceDocument(ctx context.Context, pk string, d idempotent.Document, ifMatch string) (string, error) {
 	in := l.inst
 	if in.killed.Load() {
 		return "", errRelayKilled

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
@@ -320,12 +321,12 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	}
 	line("")
 	line("Dead-letter queue at the end* (messages, by reason)")
-	for _, reason := range []string{order.ReasonOrderIDReused, order.ReasonInvalidMessage, order.ReasonMessageIDMismatch, sbqueue.ReasonMaxDeliveryCountExceeded} {
+	for _, reason := range []string{order.ReasonOrderIDReused, idempotent.ReasonInvalidMessage, idempotent.ReasonMessageIDMismatch, sbqueue.ReasonMaxDeliveryCountExceeded} {
 		row(reason, r.DeadLetters[reason], "")
 	}
 	for _, reason := range sortedKeys(r.DeadLetters) {
 		switch reason {
-		case order.ReasonOrderIDReused, order.ReasonInvalidMessage, order.ReasonMessageIDMismatch, sbqueue.ReasonMaxDeliveryCountExceeded:
+		case order.ReasonOrderIDReused, idempotent.ReasonInvalidMessage, idempotent.ReasonMessageIDMismatch, sbqueue.ReasonMaxDeliveryCountExceeded:
 		default:
 			row(fmt.Sprintf("%q", reason), r.DeadLetters[reason], "")
 		}

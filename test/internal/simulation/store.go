@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -18,17 +19,17 @@ import (
 // document-level calls of status changes, payment records and inbox
 // markers, all in one Cosmos DB container, as the project's stores provide.
 type Store interface {
-	order.DocumentStore
+	idempotent.DocumentStore
 }
 
 // faultStore is a Store that injects the plan's store faults around the
 // in-memory Cosmos DB model:
 //
 //   - Transient: a create, read, batch or replace fails with a throttling or
-//     unavailability error (matching order.ErrTransient) before it touches
+//     unavailability error (matching idempotent.ErrTransient) before it touches
 //     the store;
 //   - Ambiguous: an order's create (or an inbox consumer's batch) commits,
-//     then reports a timeout (matching order.ErrTransient), as when the
+//     then reports a timeout (matching idempotent.ErrTransient), as when the
 //     response to a committed write is lost;
 //   - Outage: every call for the order fails as Transient does;
 //   - PaymentCrash: the delivery marked by the payment gateway dies at its
@@ -130,11 +131,11 @@ func newFaultStore(mem *memstore.Store, p *plan, tr *tracker, outages map[string
 }
 
 // errThrottled and errUnavailable are the transient failures the store
-// reports; both match order.ErrTransient, as the Cosmos DB adapter's do.
+// reports; both match idempotent.ErrTransient, as the Cosmos DB adapter's do.
 var (
-	errThrottled   = fmt.Errorf("simulated 429 Too Many Requests: %w", order.ErrTransient)
-	errUnavailable = fmt.Errorf("simulated 503 Service Unavailable: %w", order.ErrTransient)
-	errTimedOut    = fmt.Errorf("simulated 408 Request Timeout after the write committed: %w", order.ErrTransient)
+	errThrottled   = fmt.Errorf("simulated 429 Too Many Requests: %w", idempotent.ErrTransient)
+	errUnavailable = fmt.Errorf("simulated 503 Service Unavailable: %w", idempotent.ErrTransient)
+	errTimedOut    = fmt.Errorf("simulated 408 Request Timeout after the write committed: %w", idempotent.ErrTransient)
 )
 
 // wait waits the store's latency, as a call's round trip does, or until
@@ -161,11 +162,11 @@ func (s *faultStore) next(calls map[string]uint64, id string) (n uint64, outage 
 // changes, payment records) go to the faultStore itself.
 type orderView struct{ *faultStore }
 
-var _ order.Store = orderView{}
+var _ idempotent.Store = orderView{}
 
-// CreateBatch implements order.Store: an order's batch (order document,
+// CreateBatch implements idempotent.Store: an order's batch (order document,
 // event, and a payment claim if it has one).
-func (v orderView) CreateBatch(ctx context.Context, pk string, docs []order.Document) ([]string, error) {
+func (v orderView) CreateBatch(ctx context.Context, pk string, docs []idempotent.Document) ([]string, error) {
 	what := "create order and its event"
 	if len(docs) > 2 {
 		var rec order.PaymentRecord
@@ -177,7 +178,7 @@ func (v orderView) CreateBatch(ctx context.Context, pk string, docs []order.Docu
 	return etags, v.logged(pk, what, err)
 }
 
-func (s *faultStore) writeOrder(ctx context.Context, id string, docs []order.Document) ([]string, error) {
+func (s *faultStore) writeOrder(ctx context.Context, id string, docs []idempotent.Document) ([]string, error) {
 	if err := s.wait(ctx); err != nil {
 		return nil, err
 	}
@@ -203,7 +204,7 @@ func (s *faultStore) writeOrder(ctx context.Context, id string, docs []order.Doc
 	return etags, nil
 }
 
-// ReadDocument implements order.Store: a read of the order document.
+// ReadDocument implements idempotent.Store: a read of the order document.
 func (v orderView) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
 	body, etag, err := v.readOrder(ctx, pk, id)
 	return body, etag, v.logged(pk, "read order", err)
@@ -238,7 +239,7 @@ func (s *faultStore) fail(op, id string, n uint64, outage bool) error {
 	return nil
 }
 
-// ReadDocument implements order.DocumentStore.
+// ReadDocument implements idempotent.DocumentStore.
 func (s *faultStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
 	if err := s.wait(ctx); err != nil {
 		return nil, "", s.logged(pk, "read "+id, err)
@@ -255,8 +256,8 @@ func (s *faultStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, s
 	return body, etag, s.logged(pk, what, err)
 }
 
-// CreateBatch implements order.DocumentStore.
-func (s *faultStore) CreateBatch(ctx context.Context, pk string, docs []order.Document) ([]string, error) {
+// CreateBatch implements idempotent.DocumentStore.
+func (s *faultStore) CreateBatch(ctx context.Context, pk string, docs []idempotent.Document) ([]string, error) {
 	ids := make([]string, len(docs))
 	for i, d := range docs {
 		ids[i] = d.ID
@@ -265,7 +266,7 @@ func (s *faultStore) CreateBatch(ctx context.Context, pk string, docs []order.Do
 	return etags, s.logged(pk, fmt.Sprintf("create batch %q", ids), err)
 }
 
-func (s *faultStore) createDocuments(ctx context.Context, pk string, docs []order.Document) ([]string, error) {
+func (s *faultStore) createDocuments(ctx context.Context, pk string, docs []idempotent.Document) ([]string, error) {
 	if err := s.wait(ctx); err != nil {
 		return nil, err
 	}
@@ -293,8 +294,8 @@ func (s *faultStore) createDocuments(ctx context.Context, pk string, docs []orde
 // store sees the same.
 var errPaymentCrash = errors.New("simulated crash: the worker died after the capture call, before marking the payment record completed")
 
-// ReplaceDocument implements order.DocumentStore.
-func (s *faultStore) ReplaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string) (string, error) {
+// ReplaceDocument implements idempotent.DocumentStore.
+func (s *faultStore) ReplaceDocument(ctx context.Context, pk string, d idempotent.Document, ifMatch string) (string, error) {
 	what := "replace " + d.ID
 	st := paymentState(d.Body)
 	if st != "" {
@@ -304,7 +305,7 @@ func (s *faultStore) ReplaceDocument(ctx context.Context, pk string, d order.Doc
 	return etag, s.logged(pk, what, err)
 }
 
-func (s *faultStore) replaceDocument(ctx context.Context, pk string, d order.Document, ifMatch string, completes bool) (string, error) {
+func (s *faultStore) replaceDocument(ctx context.Context, pk string, d idempotent.Document, ifMatch string, completes bool) (string, error) {
 	if dl := deliveryFrom(ctx); dl != nil && d.ID == order.PaymentRecordID(pk) && s.tr.diesAtPaymentWrite(dl) {
 		return "", errPaymentCrash
 	}
@@ -325,11 +326,11 @@ func (s *faultStore) replaceDocument(ctx context.Context, pk string, d order.Doc
 	return s.mem.ReplaceDocument(ctx, pk, d, ifMatch)
 }
 
-var _ order.Patcher = (*faultStore)(nil)
+var _ idempotent.Patcher = (*faultStore)(nil)
 
-// PatchDocument implements order.Patcher (the status changes' one-call
+// PatchDocument implements idempotent.Patcher (the status changes' one-call
 // path), with the document calls' faults.
-func (s *faultStore) PatchDocument(ctx context.Context, pk, id string, p order.Patch) (string, error) {
+func (s *faultStore) PatchDocument(ctx context.Context, pk, id string, p idempotent.Patch) (string, error) {
 	what := "patch " + id
 	for _, op := range p.Ops {
 		if op.Path == "/version" {
@@ -340,7 +341,7 @@ func (s *faultStore) PatchDocument(ctx context.Context, pk, id string, p order.P
 	return etag, s.logged(pk, what, err)
 }
 
-func (s *faultStore) patchDocument(ctx context.Context, pk, id string, p order.Patch) (string, error) {
+func (s *faultStore) patchDocument(ctx context.Context, pk, id string, p idempotent.Patch) (string, error) {
 	if err := s.wait(ctx); err != nil {
 		return "", err
 	}
