@@ -33,15 +33,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
+	tel, err := telemetry.New(ctx, cfg.Telemetry)
+	if err != nil {
+		return err
+	}
 	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{
-		Telemetry: &cfg.Telemetry,
-		Draining:  "stopping: no more messages are sent; a second signal exits at once",
+		Flush:    tel,
+		Draining: "stopping: no more messages are sent; a second signal exits at once",
 	})
 	if err != nil {
 		return err
 	}
 	defer proc.Close()
-	logger, tel := proc.Logger, proc.Telemetry
+	logger := proc.Logger
 	now := time.Now().UTC()
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(now.UnixNano())

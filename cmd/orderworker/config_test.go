@@ -252,7 +252,7 @@ func TestShutdownStagesAreLogged(t *testing.T) {
 	sigs := make(chan os.Signal, 2)
 	ctx, stop := cli.Stages(context.Background(), sigs)
 	defer stop()
-	proc, err := startup.Start(ctx, cli.Logging{Format: "json", Level: "warn"}, &logs, startOptions(&config{ShutdownGrace: 30 * time.Second}))
+	proc, err := startup.Start(ctx, cli.Logging{Format: "json", Level: "warn"}, &logs, startOptions(&config{ShutdownGrace: 30 * time.Second}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,12 +40,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	proc, err := startup.Start(ctx, cfg.Logging, stderr, startOptions(&cfg))
+	tel, err := telemetry.New(ctx, cfg.Telemetry)
+	if err != nil {
+		return err
+	}
+	proc, err := startup.Start(ctx, cfg.Logging, stderr, startOptions(&cfg, tel))
 	if err != nil {
 		return err
 	}
 	defer proc.Close()
-	logger, tel := proc.Logger, proc.Telemetry
+	logger := proc.Logger
 	logger.Info("orderworker starting", "config", cfg)
 	for _, n := range cfg.notices() {
 		logger.Info(n.short)
@@ -145,13 +149,13 @@ func newReceiver(sb *azservicebus.Client, cfg config) (*azservicebus.Receiver, e
 	return r, nil
 }
 
-// startOptions returns what startup.Start sets up for the worker: its
-// telemetry, and the logs of the start of the drain (at the first signal:
+// startOptions returns what startup.Start sets up for the worker: the
+// flush of its telemetry at exit, and the logs of the start of the drain (at the first signal:
 // the worker logs the drain's details) and of the forced stop (at the
 // second), at warn and error so that LOG_LEVEL=warn shows them.
-func startOptions(cfg *config) startup.Options {
+func startOptions(cfg *config, tel *telemetry.Providers) startup.Options {
 	return startup.Options{
-		Telemetry:     &cfg.Telemetry,
+		Flush:         tel,
 		Draining:      "shutting down: draining, no new messages; in-flight messages may finish within the shutdown grace; a second signal stops at once",
 		DrainingAttrs: []any{"shutdown_grace", cli.FormatDuration(cfg.ShutdownGrace)},
 		Forced:        "stopping at once: not waiting for in-flight messages",

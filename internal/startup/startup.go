@@ -6,12 +6,12 @@
 //     cli.Force stage), then os.Exit with cli.Exit's status.
 //   - Version answers -version (cli.VersionArg) before any configuration
 //     is read, so that it works without one.
-//   - Start builds the logger (cli.Logging) and the telemetry providers
-//     (telemetry.Config), logs the first and second signal, and returns
-//     what Close flushes at exit.
+//   - Start builds the logger (cli.Logging), logs the first and second
+//     signal, and returns what Close flushes at exit: the telemetry
+//     providers a command built (telemetry.New), if it exports any.
 //
-// It is a package of its own, not part of internal/cli, because it joins
-// internal/cli and internal/telemetry, which imports internal/cli.
+// It does not import internal/telemetry, so that a command that exports no
+// telemetry (orderctl, the relay) links no OpenTelemetry SDK or exporter.
 package startup
 
 import (
@@ -21,10 +21,19 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
-	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 )
+
+// FlushTimeout bounds the flush at exit (Process.Close): the run's context
+// has usually ended by then.
+const FlushTimeout = 5 * time.Second
+
+// Flusher is what Close flushes at exit; *telemetry.Providers is one.
+type Flusher interface {
+	Shutdown(ctx context.Context) error
+}
 
 // Main runs run with a context that ends at the first SIGINT or SIGTERM
 // and whose second stage (cli.Force) ends at the second, then exits the
@@ -54,21 +63,21 @@ func Version(name string, args []string, stdout io.Writer) (asked bool, err erro
 	return true, cli.PrintVersion(stdout, name)
 }
 
-// Process is what Start set up: the logger and the telemetry providers.
+// Process is what Start set up: the logger, and what Close flushes.
 // Close it at exit.
 type Process struct {
-	Logger    *slog.Logger
-	Telemetry *telemetry.Providers
+	Logger *slog.Logger
 
+	flush Flusher // nil: nothing
 	ctx   context.Context
 	stops []func() bool
 }
 
 // Options are what Start sets up beside the logger.
 type Options struct {
-	// Telemetry is the command's telemetry settings; nil for a command
-	// that exports none (its Process has disabled providers).
-	Telemetry *telemetry.Config
+	// Flush is flushed by Close: the command's telemetry providers; nil
+	// for a command that exports none.
+	Flush Flusher
 	// Draining is logged at warn, with the signal as "cause", when ctx
 	// ends (the first signal): what the command does now. Empty logs
 	// nothing.
@@ -81,23 +90,16 @@ type Options struct {
 	Forced string
 }
 
-// Start returns the logger logging describes, writing to stderr, and the
-// telemetry providers o.Telemetry asks for, and arranges the logs of the
-// first and second signal o asks for. ctx is the run's context (from Main,
-// or a test's); it bounds the set-up of the telemetry only. On an error
-// nothing is left to close.
+// Start returns the logger logging describes, writing to stderr, and
+// arranges the logs of the first and second signal o asks for. ctx is the
+// run's context (from Main, or a test's). On an error nothing is left to
+// close but o.Flush, which is the caller's.
 func Start(ctx context.Context, logging cli.Logging, stderr io.Writer, o Options) (*Process, error) {
 	logger, err := logging.NewLogger(stderr)
 	if err != nil {
 		return nil, err
 	}
-	tel := telemetry.Disabled()
-	if o.Telemetry != nil {
-		if tel, err = telemetry.New(ctx, *o.Telemetry); err != nil {
-			return nil, err
-		}
-	}
-	p := &Process{Logger: logger, Telemetry: tel, ctx: ctx}
+	p := &Process{Logger: logger, flush: o.Flush, ctx: ctx}
 	if o.Draining != "" {
 		p.stops = append(p.stops, context.AfterFunc(ctx, func() {
 			logger.Warn(o.Draining, append([]any{"cause", context.Cause(ctx).Error()}, o.DrainingAttrs...)...)
@@ -112,21 +114,20 @@ func Start(ctx context.Context, logging cli.Logging, stderr io.Writer, o Options
 	return p, nil
 }
 
-// Close stops the signal logs and flushes what the telemetry exporters
-// hold, with a deadline of its own (telemetry.ShutdownTimeout), since the
-// run's context has usually ended by then; a failed flush is logged as a
-// warning. After a second signal (cli.Force of the run's context ended) it
-// flushes nothing, to exit at once.
+// Close stops the signal logs and flushes Options.Flush, with a deadline of
+// its own (FlushTimeout); a failed flush is logged as a warning. After a
+// second signal (cli.Force of the run's context ended) it flushes nothing,
+// to exit at once.
 func (p *Process) Close() {
 	for _, stop := range p.stops {
 		stop()
 	}
-	if cli.Force(p.ctx).Err() != nil {
+	if p.flush == nil || cli.Force(p.ctx).Err() != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), telemetry.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), FlushTimeout)
 	defer cancel()
-	if err := p.Telemetry.Shutdown(ctx); err != nil {
+	if err := p.flush.Shutdown(ctx); err != nil {
 		p.Logger.Warn("telemetry not flushed", "error", err)
 	}
 }

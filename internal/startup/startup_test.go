@@ -3,6 +3,7 @@ package startup_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/startup"
-	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 )
 
 func TestVersion(t *testing.T) {
@@ -44,7 +44,6 @@ func TestStartRefusesBadSettings(t *testing.T) {
 	}{
 		{"log format", cli.Logging{Format: "xml", Level: "info"}, startup.Options{}, "log format"},
 		{"log level", cli.Logging{Format: "json", Level: "loud"}, startup.Options{}, "log level"},
-		{"telemetry", cli.Logging{Format: "json", Level: "info"}, startup.Options{Telemetry: &telemetry.Config{OTLPEndpoint: "ftp://x", ServiceName: "s"}}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := startup.Start(context.Background(), tt.logging, &strings.Builder{}, tt.o)
@@ -55,14 +54,48 @@ func TestStartRefusesBadSettings(t *testing.T) {
 	}
 }
 
-func TestStartWithoutTelemetryRecordsNothing(t *testing.T) {
-	p, err := startup.Start(context.Background(), cli.Logging{Format: "json", Level: "info"}, &strings.Builder{}, startup.Options{})
+// flusher counts its flushes.
+type flusher struct{ n int }
+
+func (f *flusher) Shutdown(context.Context) error { f.n++; return nil }
+
+// TestCloseFlushes: Close flushes what the command handed Start once, and
+// nothing after a second signal, to exit at once.
+func TestCloseFlushes(t *testing.T) {
+	for _, forced := range []bool{false, true} {
+		sigs := make(chan os.Signal, 2)
+		ctx, stop := cli.Stages(context.Background(), sigs)
+		var f flusher
+		p, err := startup.Start(ctx, cli.Logging{Format: "json", Level: "info"}, &strings.Builder{}, startup.Options{Flush: &f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if forced {
+			sigs <- os.Interrupt
+			<-ctx.Done()
+			sigs <- syscall.SIGTERM
+			<-cli.Force(ctx).Done()
+		}
+		p.Close()
+		stop()
+		if want := map[bool]int{false: 1, true: 0}[forced]; f.n != want {
+			t.Errorf("second signal %v: %d flushes, want %d", forced, f.n, want)
+		}
+	}
+}
+
+// TestStartLinksNoTelemetry: the start-up every command shares links no
+// OpenTelemetry SDK, so that a command that exports nothing (orderctl, the
+// relay) does not carry one.
+func TestStartLinksNoTelemetry(t *testing.T) {
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", ".").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	if p.Telemetry.Enabled() {
-		t.Error("telemetry enabled without settings")
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "go.opentelemetry.io/") || p == "github.com/idempotent-consumer/sbcosmos/internal/telemetry" {
+			t.Errorf("internal/startup links %s", p)
+		}
 	}
 }
 

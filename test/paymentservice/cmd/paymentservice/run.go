@@ -87,12 +87,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{Telemetry: &cfg.Telemetry})
+	tel, err := telemetry.New(ctx, cfg.Telemetry)
+	if err != nil {
+		return err
+	}
+	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{Flush: tel})
 	if err != nil {
 		return err
 	}
 	defer proc.Close()
-	logger, tel := proc.Logger, proc.Telemetry
+	logger := proc.Logger
 
 	svc := paymentservice.NewService(&paymentservice.ServiceOptions{KeyRetention: cfg.KeyRetention})
 	var h http.Handler = svc
