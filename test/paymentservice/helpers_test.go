@@ -12,8 +12,8 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/payments"
 )
 
-// Helpers shared with payments/helpers_test.go, whose client tests use the
-// same service.
+// The service tests' helpers: a hand-set clock, a recording server and
+// raw HTTP answers.
 
 // clock is a hand-set clock for ServiceOptions.Now.
 type clock struct {
