@@ -38,7 +38,9 @@
 //	  "traceId":    "4bf92f3577b34da6"     // optional metadata, not part of the request hash
 //	}
 //
-// Amounts are integers in the currency's minor unit (cents), never floats.
+// Amounts are integers in the currency's minor unit (cents), never floats,
+// and at most [MaxSafeInteger] (2^53-1), like every integer the worker
+// stores: the store's JavaScript readers would round a larger one.
 // Unknown fields are rejected: a field the worker does not know could be a
 // business field the request hash would not cover. So are a repeated key and
 // a key spelled other than its field ("OrderId"): encoding/json would take

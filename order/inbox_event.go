@@ -6,23 +6,32 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/order/internal/strictjson"
 )
 
 // DecodeAcceptedEvent decodes and validates the body of an OrderAccepted
 // event as the outbox relay publishes it (package relay): the AcceptedEvent
-// document without Cosmos DB's system properties. Every field of
-// AcceptedEvent must be present under its exact JSON name (encoding/json
-// alone would also match "OrderID" or "orderid"), type must be TypeEvent,
-// eventType EventOrderAccepted, orderId a legal order id, id
-// EventID(orderId), customerId a legal identifier, currency three capital
-// letters, totalMinor not negative, requestHash 64 lower-case hex digits and
+// document without Cosmos DB's system properties. It applies the rules of
+// order messages to the JSON itself: at most MaxBodySize bytes, one object
+// and nothing after it, no key repeated in any object (encoding/json would
+// take the last, another reader the first: "totalMinor":1,"totalMinor":9999
+// must not be two events), and no key that spells a field of AcceptedEvent
+// in another case ("OrderID"). Every field of AcceptedEvent must be present
+// under its exact JSON name, type must be TypeEvent, eventType
+// EventOrderAccepted, orderId a legal order id, id EventID(orderId),
+// customerId a legal identifier, currency three capital letters, totalMinor
+// from 0 to MaxSafeInteger, requestHash 64 lower-case hex digits and
 // occurredAt a time. Other fields (a newer producer's, or "ttl") are
 // ignored. A *FieldError names the first problem; the order id is returned
-// whenever it could be read, for the log.
+// whenever it could be read unambiguously, for the log.
 func DecodeAcceptedEvent(body []byte) (AcceptedEvent, string, error) {
+	if len(body) > MaxBodySize {
+		return AcceptedEvent{}, "", &FieldError{Field: "body", Problem: fmt.Sprintf("%d bytes exceeds the limit of %d", len(body), MaxBodySize)}
+	}
 	var fields map[string]json.RawMessage
 	d := json.NewDecoder(bytes.NewReader(body))
 	if err := d.Decode(&fields); err != nil || fields == nil {
@@ -30,6 +39,13 @@ func DecodeAcceptedEvent(body []byte) (AcceptedEvent, string, error) {
 	}
 	if d.More() {
 		return AcceptedEvent{}, "", &FieldError{Field: "body", Problem: "has data after the JSON object"}
+	}
+	if err := checkEventKeys(body, fields); err != nil {
+		var orderID string
+		if err.Field != "orderId" {
+			orderID = eventOrderID(fields)
+		}
+		return AcceptedEvent{}, orderID, err
 	}
 	var ev AcceptedEvent
 	var orderID string
@@ -84,6 +100,8 @@ func DecodeAcceptedEvent(body []byte) (AcceptedEvent, string, error) {
 		return ev, orderID, &FieldError{Field: "id", Problem: fmt.Sprintf("%q is not the event id of order %q, %q", ev.ID, ev.OrderID, EventID(ev.OrderID))}
 	case ev.TotalMinor < 0:
 		return ev, orderID, &FieldError{Field: "totalMinor", Problem: fmt.Sprintf("%d is negative", ev.TotalMinor)}
+	case ev.TotalMinor > MaxSafeInteger:
+		return ev, orderID, outOfRange("totalMinor", ev.TotalMinor)
 	case !isCurrency(ev.Currency):
 		return ev, orderID, &FieldError{Field: "currency", Problem: fmt.Sprintf("%q is not three capital letters", ev.Currency)}
 	case !isRequestHash(ev.RequestHash):
@@ -93,6 +111,49 @@ func DecodeAcceptedEvent(body []byte) (AcceptedEvent, string, error) {
 		return ev, orderID, err
 	}
 	return ev, orderID, nil
+}
+
+// eventFields are the JSON names of AcceptedEvent's fields.
+var eventFields = [...]string{"id", "orderId", "type", "eventType", "customerId", "currency", "totalMinor", "requestHash", "occurredAt"}
+
+// checkEventKeys rejects a key that body repeats in any of its objects and
+// a top-level key (in fields, body decoded) that spells a field of
+// AcceptedEvent in another case: where encoding/json and another JSON
+// reader could see different events in the same bytes. Other keys are
+// allowed, as a newer producer's fields.
+func checkEventKeys(body []byte, fields map[string]json.RawMessage) *FieldError {
+	if err := strictjson.CheckKeys(body, &fields); err != nil {
+		var ke *strictjson.KeyError
+		if errors.As(err, &ke) {
+			return &FieldError{Field: ke.Path, Problem: ke.Problem}
+		}
+		return &FieldError{Field: "body", Problem: err.Error()}
+	}
+	for _, f := range eventFields {
+		var bad string // the first case variant of f, for a stable error
+		for k := range fields {
+			if k != f && strings.EqualFold(k, f) && (bad == "" || k < bad) {
+				bad = k
+			}
+		}
+		switch _, exact := fields[f]; {
+		case bad != "" && exact:
+			return &FieldError{Field: f, Problem: fmt.Sprintf("key %q beside %q: a key must be spelled as its field", bad, f)}
+		case bad != "":
+			return &FieldError{Field: f, Problem: fmt.Sprintf("key %q must be spelled %q", bad, f)}
+		}
+	}
+	return nil
+}
+
+// eventOrderID returns the event's orderId if it is a legal order id, for
+// naming the order in the result of an event that is invalid otherwise.
+func eventOrderID(fields map[string]json.RawMessage) string {
+	var id string
+	if json.Unmarshal(fields["orderId"], &id) != nil || checkOrderID("orderId", id) != nil {
+		return ""
+	}
+	return id
 }
 
 // isRequestHash reports whether s is a RequestHash: a SHA-256 in 64

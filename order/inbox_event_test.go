@@ -1,6 +1,7 @@
 package order_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -146,6 +147,16 @@ func TestInboxConsumerRejectsMalformedEvents(t *testing.T) {
 		{"upper-case request hash", eventMsg("ord-7", edit(t, good, "requestHash", strings.ToUpper(hashOf(testOrder("ord-7"))))), idempotent.ReasonInvalidMessage, "requestHash"},
 		{"occurredAt not a time", eventMsg("ord-7", edit(t, good, "occurredAt", "yesterday")), idempotent.ReasonInvalidMessage, "occurredAt"},
 		{"MessageId of another event", idempotent.Message{ID: order.EventID("ord-8"), Subject: order.EventOrderAccepted, Body: good, DeliveryCount: 1}, idempotent.ReasonMessageIDMismatch, "id"},
+		// The rules of order messages: no repeated key (encoding/json takes
+		// the last, another reader the first), no case variant of a field,
+		// at most order.MaxBodySize bytes.
+		{"repeated totalMinor", eventMsg("ord-7", withKey(t, edit(t, good, "totalMinor", 99999900), "totalMinor", 1)), idempotent.ReasonInvalidMessage, "totalMinor"},
+		{"repeated customerId", eventMsg("ord-7", withKey(t, edit(t, good, "customerId", "attacker"), "customerId", "cust-1")), idempotent.ReasonInvalidMessage, "customerId"},
+		{"repeated through an escape", eventMsg("ord-7", []byte(strings.Replace(string(good), `{`, `{"\u0063ustomerId":"attacker",`, 1))), idempotent.ReasonInvalidMessage, "customerId"},
+		{"repeated orderId", eventMsg("ord-7", withKey(t, good, "orderId", "ord-8")), idempotent.ReasonInvalidMessage, "orderId"},
+		{"repeated unknown field", eventMsg("ord-7", withKey(t, edit(t, good, "ttl", -1), "ttl", 60)), idempotent.ReasonInvalidMessage, "ttl"},
+		{"customerId beside a case variant", eventMsg("ord-7", withKey(t, good, "CustomerID", "attacker")), idempotent.ReasonInvalidMessage, "customerId"},
+		{"200 KB", eventMsg("ord-7", edit(t, good, "padding", strings.Repeat("x", 200_000))), idempotent.ReasonInvalidMessage, "body"},
 	} {
 		s := memstore.New()
 		c := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: time.Hour, Now: fixedNow}
@@ -157,6 +168,41 @@ func TestInboxConsumerRejectsMalformedEvents(t *testing.T) {
 		if n := len(s.Items()); n != 0 {
 			t.Errorf("%s: %d documents written", tt.name, n)
 		}
+	}
+}
+
+// withKey returns body, a JSON object, with the key k set to v once more
+// in front of its other keys: a repeated key if body has k.
+func withKey(t testing.TB, body []byte, k string, v any) []byte {
+	t.Helper()
+	kb, err := json.Marshal(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte("{" + string(kb) + ":" + string(vb) + "," + strings.TrimPrefix(string(body), "{"))
+}
+
+// TestDecodeAcceptedEventSizeLimit: an event has the size limit of an
+// order message, order.MaxBodySize: at the limit it is decoded, one byte
+// over it is invalid, whatever the extra bytes hold.
+func TestDecodeAcceptedEventSizeLimit(t *testing.T) {
+	good := eventBody(t, testOrder("ord-7"))
+	padded := func(n int) []byte {
+		b := edit(t, good, "padding", "")
+		return edit(t, good, "padding", strings.Repeat("x", n-len(b)))
+	}
+	if b := padded(order.MaxBodySize); len(b) != order.MaxBodySize {
+		t.Fatalf("padded to %d bytes", len(b))
+	} else if _, _, err := order.DecodeAcceptedEvent(b); err != nil {
+		t.Errorf("an event of %d bytes: %v", len(b), err)
+	}
+	var fe *order.FieldError
+	if _, _, err := order.DecodeAcceptedEvent(padded(order.MaxBodySize + 1)); !errors.As(err, &fe) || fe.Field != "body" || !strings.Contains(fe.Problem, "65536") {
+		t.Errorf("an event of %d bytes: %v, want a *FieldError on body naming the limit", order.MaxBodySize+1, err)
 	}
 }
 
@@ -182,13 +228,24 @@ func FuzzDecodeAcceptedEvent(f *testing.F) {
 	f.Add(edit(f, good, "totalMinor", -3))
 	f.Add([]byte(`{"id":"OrderAccepted:a","orderId":"a","type":"event","eventType":"OrderAccepted","customerId":"c","currency":"EUR","totalMinor":0,"requestHash":"` + strings.Repeat("0", 64) + `","occurredAt":"2026-01-01T00:00:00Z"}`))
 	f.Add([]byte(`null`))
+	// Ambiguous keys: repeated (also through an escape and in a nested
+	// object), case variants.
+	f.Add(withKey(f, edit(f, good, "totalMinor", 99999900), "totalMinor", 1))
+	f.Add([]byte(strings.Replace(string(good), `{`, `{"\u0063ustomerId":"attacker",`, 1)))
+	f.Add(edit(f, good, "extra", map[string]any{"a": 1}))
+	f.Add(withKey(f, good, "CustomerID", "attacker"))
+	f.Add(edit(f, good, "totalMinor", int64(order.MaxSafeInteger)+2))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, id, err := order.DecodeAcceptedEvent(body)
 		if err != nil {
 			return
 		}
-		if id != ev.OrderID || order.ValidateOrderID(ev.OrderID) != nil || ev.ID != order.EventID(ev.OrderID) || ev.TotalMinor < 0 {
+		if id != ev.OrderID || order.ValidateOrderID(ev.OrderID) != nil || ev.ID != order.EventID(ev.OrderID) || ev.TotalMinor < 0 || ev.TotalMinor > order.MaxSafeInteger {
 			t.Fatalf("accepted %+v (order id %q) from %q", ev, id, body)
+		}
+		// Every JSON reader sees this event: no key repeats in any object.
+		if k, ok := repeatedKey(body); ok || len(body) > order.MaxBodySize {
+			t.Fatalf("accepted an event of %d bytes with the key %q repeated: %q", len(body), k, body)
 		}
 		b, err := json.Marshal(ev)
 		if err != nil {
@@ -203,4 +260,50 @@ func FuzzDecodeAcceptedEvent(f *testing.F) {
 			t.Fatalf("re-encoded event %s decodes to %+v, want %+v", b, again, ev)
 		}
 	})
+}
+
+// repeatedKey reports a key that body, well-formed JSON, repeats in one of
+// its objects (after unescaping), as a reader independent of the decoder's
+// would see it.
+func repeatedKey(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		object    bool
+		keys      map[string]bool
+		expectKey bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.expectKey {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			k := tok.(string)
+			if top.keys[k] {
+				return k, true
+			}
+			top.keys[k], top.expectKey = true, false
+			continue
+		}
+		if top != nil && top.object {
+			top.expectKey = true
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, keys: map[string]bool{}, expectKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+	}
 }

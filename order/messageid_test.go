@@ -79,9 +79,18 @@ func TestMessageIDsNeverCollide(t *testing.T) {
 	for _, tt := range tests {
 		checkMessageIDs(t, tt.a, tt.b, tt.v, tt.w)
 	}
-	if m, ok := statusID(longest, math.MaxInt64); !ok || len(m) != order.MaxMessageIDLength {
-		t.Errorf("the longest status MessageId is %q (%d characters, accepted %v), want exactly %d: the order id limit is not derived from the suffix",
-			m, len(m), ok, order.MaxMessageIDLength)
+	// The order id limit is derived from the suffix of the largest int64
+	// version, though a status change accepts versions up to
+	// order.MaxSafeInteger only (its MessageIds are then shorter still).
+	if m := order.StatusMessageID(longest, math.MaxInt64); len(m) != order.MaxMessageIDLength {
+		t.Errorf("the longest status MessageId is %q (%d characters), want exactly %d: the order id limit is not derived from the suffix",
+			m, len(m), order.MaxMessageIDLength)
+	}
+	if m, ok := statusID(longest, order.MaxSafeInteger); !ok || len(m) > order.MaxMessageIDLength {
+		t.Errorf("the longest accepted status MessageId is %q (%d characters, accepted %v), want at most %d", m, len(m), ok, order.MaxMessageIDLength)
+	}
+	if _, ok := statusID(longest, math.MaxInt64); ok {
+		t.Errorf("a status change to version %d (above order.MaxSafeInteger) was accepted", int64(math.MaxInt64))
 	}
 	for _, id := range []string{"X:v2", longest + "y"} {
 		if _, ok := placementID(id); ok {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +29,21 @@ const (
 	MaxOrderIDLength = MaxMessageIDLength - len(statusIDSeparator) - maxVersionDigits
 	// MaxQuantity is the largest quantity of one order line.
 	MaxQuantity = 10_000
+	// MaxSafeInteger is the largest integer a message may carry in a field
+	// the worker stores: 2^53-1, JavaScript's Number.MAX_SAFE_INTEGER.
+	// cosmium and the JavaScript readers of the store and its change feed
+	// keep JSON numbers as float64, which holds no larger integer exactly:
+	// 2^53+1 would be stored as 2^53, and math.MaxInt64 comes back as
+	// 9223372036854776000, which no int64 decodes. A message with a larger
+	// total, price or version is Invalid (ReasonInvalidMessage, the field
+	// and this bound in its description).
+	MaxSafeInteger = 1<<53 - 1
 )
+
+// outOfRange is the error for an integer field above MaxSafeInteger.
+func outOfRange(field string, v int64) *FieldError {
+	return &FieldError{Field: field, Problem: fmt.Sprintf("%d exceeds %d (2^53-1), the largest integer the store and its JavaScript readers keep exactly", v, MaxSafeInteger)}
+}
 
 // Order is an order message as the producer sends it. The JSON field names are
 // the wire contract documented in the package comment.
@@ -160,7 +173,8 @@ func jsonKind(goKind string) string {
 // It accepts no order whose payment capture the payments API would reject
 // (package payments tests this for every accepted order): the id, currency
 // and total of a valid order make a valid capture. A total of zero is valid
-// and has nothing to capture: the payment step skips it.
+// and has nothing to capture: the payment step skips it. Every integer it
+// accepts, the total and so every line's price, is at most MaxSafeInteger.
 func (o *Order) Validate() error {
 	if err := checkOrderID("orderId", o.OrderID); err != nil {
 		return err
@@ -170,6 +184,9 @@ func (o *Order) Validate() error {
 	}
 	if !isCurrency(o.Currency) {
 		return &FieldError{Field: "currency", Problem: fmt.Sprintf("%q is not three upper-case letters (ISO 4217)", o.Currency)}
+	}
+	if o.TotalMinor > MaxSafeInteger {
+		return outOfRange("totalMinor", o.TotalMinor)
 	}
 	if len(o.Lines) == 0 {
 		return &FieldError{Field: "lines", Problem: "must have at least one line"}
@@ -191,8 +208,8 @@ func (o *Order) Validate() error {
 		if l.UnitPriceMinor < 0 {
 			return &FieldError{Field: field() + ".unitPriceMinor", Problem: fmt.Sprintf("%d is negative", l.UnitPriceMinor)}
 		}
-		if l.UnitPriceMinor > (math.MaxInt64-total)/l.Quantity {
-			return &FieldError{Field: field() + ".unitPriceMinor", Problem: "the order total overflows"}
+		if l.UnitPriceMinor > (MaxSafeInteger-total)/l.Quantity {
+			return &FieldError{Field: field() + ".unitPriceMinor", Problem: fmt.Sprintf("the order total exceeds %d (2^53-1), the largest integer the store and its JavaScript readers keep exactly", MaxSafeInteger)}
 		}
 		total += l.Quantity * l.UnitPriceMinor
 	}

@@ -33,8 +33,23 @@ func PaymentKey(orderID string) string { return "capture:" + orderID }
 type PaymentClaim struct {
 	Worker         string `json:"worker"`         // PaymentOptions.Owner of the claiming worker
 	MessageID      string `json:"messageId"`      // the message's MessageId
-	SequenceNumber int64  `json:"sequenceNumber"` // the copy's broker sequence number; 0: unknown
+	SequenceNumber int64  `json:"sequenceNumber"` // the copy's broker sequence number; 0: unknown (or above MaxSafeInteger, see claimSequence)
 	DeliveryCount  uint32 `json:"deliveryCount"`  // the delivery of that copy
+}
+
+// claimSequence returns the sequence number a claim records for a copy
+// with broker sequence number seq: seq itself, or 0 ("unknown") above
+// MaxSafeInteger. Service Bus puts a partition's id in the top 16 bits of
+// a partitioned entity's sequence numbers, so they may exceed 2^53-1, and a
+// store that keeps numbers as float64 would round two copies' numbers to
+// one, taking a claim of another copy for one of this copy's earlier
+// deliveries. An unknown sequence number is never this copy's: its claim
+// is taken over only after the lease.
+func claimSequence(seq int64) int64 {
+	if seq > MaxSafeInteger {
+		return 0
+	}
+	return seq
 }
 
 // String names the claim in logs and in PaymentRecord.Owner.

@@ -97,7 +97,7 @@ func (p *Processor) capturePayment(ctx context.Context, m idempotent.Message, do
 
 // claimOf returns the claim of delivery m.
 func (p *Processor) claimOf(m idempotent.Message) PaymentClaim {
-	return PaymentClaim{Worker: p.payments.Owner, MessageID: m.ID, SequenceNumber: m.SequenceNumber, DeliveryCount: m.DeliveryCount}
+	return PaymentClaim{Worker: p.payments.Owner, MessageID: m.ID, SequenceNumber: claimSequence(m.SequenceNumber), DeliveryCount: m.DeliveryCount}
 }
 
 // newPaymentRecord returns the first claim of o's payment record (request

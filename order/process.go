@@ -305,7 +305,11 @@ func (p *Processor) orderDocumentMissing(ctx context.Context, orderID string, no
 }
 
 // storeFailure turns a store error into a result: see
-// idempotent.StoreFailure.
+// idempotent.StoreFailure; a stored document that cannot be decoded is
+// Invalid (see unreadable).
 func storeFailure(orderID, op string, err error) idempotent.Result {
+	if r, ok := unreadable(orderID, op, err); ok {
+		return r
+	}
 	return idempotent.StoreFailure(orderID, op, err)
 }

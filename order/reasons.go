@@ -26,6 +26,13 @@ const (
 	// after the order was accepted. An operator must restore it (or delete
 	// the event) before the message is resubmitted.
 	ReasonOrderDocumentMissing = "OrderDocumentMissing"
+	// ReasonStoredDocumentUnreadable: a document the message needs (its
+	// order, payment record or inbox marker) is stored but cannot be
+	// decoded (see StoredDocumentError). Every redelivery would read the
+	// same bytes, so the message is dead-lettered at its first delivery;
+	// the description names the document: an operator repairs (or
+	// deletes) it, then resubmits the message.
+	ReasonStoredDocumentUnreadable = "StoredDocumentUnreadable"
 	// ReasonConsumerMisconfigured: an inbox consumer's name or marker TTL
 	// would make every marker illegal in the store; nothing was written and
 	// the message is retried, as a dependency failure (Result.Dependency),

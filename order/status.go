@@ -81,13 +81,20 @@ func decodeStatusChange(body []byte) (StatusChange, error) {
 	return c, nil
 }
 
-// validate checks the fields of c other than the order id.
+// validate checks the fields of c other than the order id: the version is
+// from 2 to MaxSafeInteger.
 func (c *StatusChange) validate() error {
 	if !statuses[c.Status] {
 		return &FieldError{Field: "status", Problem: fmt.Sprintf("%q is not paid, shipped, delivered or cancelled", c.Status)}
 	}
 	if c.Version < 2 {
 		return &FieldError{Field: "version", Problem: fmt.Sprintf("%d is below 2 (version 1 is the order's creation)", c.Version)}
+	}
+	if c.Version > MaxSafeInteger {
+		// Stored as the order document's version, it would come back
+		// rounded: a resend of it could be applied again, and the
+		// document might no longer decode.
+		return outOfRange("version", c.Version)
 	}
 	if c.ChangedAt.IsZero() {
 		return &FieldError{Field: "changedAt", Problem: "is required"}
@@ -243,13 +250,14 @@ func staleOrReused(doc OrderDocument, c StatusChange, hash string) idempotent.Re
 }
 
 // readJSON reads document id of partition pk into v and returns its ETag.
+// A document that does not decode into v is a *StoredDocumentError.
 func readJSON(ctx context.Context, s idempotent.DocumentStore, pk, id string, v any) (string, error) {
 	body, etag, err := s.ReadDocument(ctx, pk, id)
 	if err != nil {
 		return "", err
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return "", fmt.Errorf("decode stored document %s/%s: %w", pk, id, err)
+		return "", &StoredDocumentError{PartitionKey: pk, ID: id, Err: err}
 	}
 	return etag, nil
 }

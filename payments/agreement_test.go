@@ -65,7 +65,7 @@ func TestValidOrdersAreCapturable(t *testing.T) {
 		{"longest id", orderBody(strings.Repeat("x", order.MaxOrderIDLength), "EUR", [2]int64{1, 1})},
 		{"every id character", orderBody(allChars, "ZZZ", [2]int64{1, 1})},
 		{"smallest amount", orderBody("o", "AAA", [2]int64{1, 1})},
-		{"largest amount", orderBody("o", "EUR", [2]int64{1, math.MaxInt64})},
+		{"largest amount", orderBody("o", "EUR", [2]int64{1, order.MaxSafeInteger})},
 		{"free line beside a paid one", orderBody("o", "EUR", [2]int64{1, 0}, [2]int64{order.MaxQuantity, 3})},
 	}
 	for _, tt := range tests {
@@ -87,5 +87,6 @@ func FuzzValidOrdersAreCapturable(f *testing.F) {
 	f.Add([]byte(orderBody("ord-1", "EUR", [2]int64{2, 1999})))
 	f.Add([]byte(orderBody(strings.Repeat("x", order.MaxOrderIDLength), "ZZZ", [2]int64{1, math.MaxInt64})))
 	f.Add([]byte(orderBody("a:b", "EUR", [2]int64{1, 0})))
+	f.Add([]byte(orderBody("o", "EUR", [2]int64{1, order.MaxSafeInteger})))
 	f.Fuzz(func(t *testing.T, body []byte) { checkCapturable(t, body) })
 }

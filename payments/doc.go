@@ -57,13 +57,14 @@
 // request with it is processed as a first request.
 //
 // A key is remembered for a retention period after its charge (30 days by
-// default, the upper end of what payment providers keep: 24 hours to 30
-// days), measured on the service's clock, then forgotten: a request with an
+// default at the reference service, the upper end of what payment providers
+// keep: 24 hours to 30 days), measured on the service's clock, then forgotten: a request with an
 // expired key is a new request and charges again. A consumer that may retry
 // a capture later than the retention must therefore look the payment up
 // instead of repeating it. The order worker does: it records when it first
 // sent the key, assumes a retention no longer than the service's
-// (order.PaymentOptions.KeyRetention), and resolves a claim older than that
+// (order.PaymentOptions.KeyRetention: 24 hours unless configured, the
+// shortest that providers commonly keep), and resolves a claim older than that
 // (minus a safety margin) with [Client.Lookup], never with a blind retry.
 // A retention above the consumer's redelivery horizon (the longest time from
 // a capture's first attempt to its last possible retry: the broker's

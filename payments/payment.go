@@ -29,14 +29,15 @@ const (
 	MaxBodySize = 64 << 10
 )
 
-// DefaultKeyRetention is how long the payments API remembers an
-// idempotency key after its charge: 30 days, the upper end of what payment
-// providers keep (24 hours to 30 days), so that with the order worker's
-// defaults (a resubmission horizon of 7 days) the retention exceeds the
-// worker's redelivery horizon. The reference service
-// (test/paymentservice) keeps keys this long. The worker does not rely on
-// it: it resolves a claim older than its own idempotency-key setting by
-// looking the payment up (GET /payments?orderId=), never by a blind retry.
+// DefaultKeyRetention is how long the reference payments service
+// (test/paymentservice) remembers an idempotency key after its charge
+// unless told otherwise: 30 days, the upper end of what payment providers
+// keep (24 hours to 30 days). It is that service's setting, not what a
+// client may assume of a real provider: the order worker assumes
+// order.DefaultPaymentKeyRetention, 24 hours, unless its
+// PAYMENTS_KEY_RETENTION says the service keeps keys longer, and resolves a
+// claim older than what it assumes by looking the payment up
+// (GET /payments?orderId=), never by a blind retry.
 const DefaultKeyRetention = 30 * 24 * time.Hour
 
 // StatusCaptured is the status of a payment whose amount has been charged.

@@ -90,7 +90,11 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Bool(&c.CosmosCreateDatabase, "cosmos-create-database", "COSMOS_CREATE_DATABASE", false,
 		"with -cosmos-create-container: create a missing database of another name too; without it a missing database is an error (a misspelt name would start a new, empty store); for emulators only")
 	env.String(&c.PaymentsURL, "payments-url", "PAYMENTS_URL", "", "base URL of the payments service; when set, each accepted order's payment is captured once")
-	env.Duration(&c.PaymentsKeyRetention, "payments-key-retention", "PAYMENTS_KEY_RETENTION", payments.DefaultKeyRetention, "how long the payments service remembers an idempotency key: never more than it really does; a payment claim whose key may be forgotten is resolved by looking the payment up, never by a blind capture")
+	// The default is the payment step's safe assumption, 24 hours (the
+	// shortest retention payment providers commonly keep), not the
+	// reference service's 30 days: assuming more than the real service
+	// keeps would repeat a forgotten key, a second charge.
+	env.Duration(&c.PaymentsKeyRetention, "payments-key-retention", "PAYMENTS_KEY_RETENTION", order.DefaultPaymentKeyRetention, "how long the payments service remembers an idempotency key: never more than it really does (set it to the service's retention to save lookups); a payment claim whose key may be forgotten is resolved by looking the payment up, never by a blind capture")
 	env.String(&c.InboxConsumer, "inbox-consumer", "WORKER_INBOX_CONSUMER", "", "run the inbox-marker variant as this named consumer (awards loyalty points once per order) instead of the order writer")
 	env.Duration(&c.InboxTTL, "inbox-ttl", "WORKER_INBOX_TTL", 36*24*time.Hour, "time-to-live of inbox markers; refused below the queue's redelivery horizon")
 	env.Int(&c.MaxDeliveryCount, "max-delivery-count", "SERVICEBUS_MAX_DELIVERY_COUNT", defaultMaxDeliveryCount, "the queue's max delivery count (for the inbox retention check)")
@@ -268,9 +272,9 @@ type notice struct {
 // notices returns what the configuration makes the worker do that an
 // operator should know at start, though it is safe: payment keys the
 // payments service forgets before the redelivery horizon ends. The
-// defaults of the local stack (a 30-day key retention, a 14-day message
-// TTL) give it at every start, so its info line is short and the
-// computation is logged at debug.
+// defaults (a 24-hour key retention, a 14-day message TTL) give it at
+// every start, so its info line is short and the computation is logged at
+// debug.
 func (c *config) notices() []notice {
 	if c.PaymentsURL == "" {
 		return nil
