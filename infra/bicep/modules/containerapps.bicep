@@ -271,6 +271,9 @@ resource environmentLogs 'Microsoft.Insights/diagnosticSettings@2021-05-01-previ
   name: 'logs-to-log-analytics'
   properties: {
     workspaceId: workspace.id
+    // Resource-specific tables (ContainerAppConsoleLogs,
+    // ContainerAppSystemLogs); without it the logs land in AzureDiagnostics.
+    logAnalyticsDestinationType: 'Dedicated'
     logs: [
       {
         categoryGroup: 'allLogs'
