@@ -26,6 +26,104 @@ var operateRules = []rule{
 			{bicepDir + "modules/cosmos.bicep", "    logAnalyticsDestinationType: 'Dedicated'\n", "    logAnalyticsDestinationType: 'AzureDiagnostics'\n"},
 		},
 	},
+	{
+		// RestartCount is cumulative (microsoft/azure-container-apps #467,
+		// #1384): `> 0` never clears after one restart of a long-lived
+		// replica, and metric alerts have no delta. The restarts are counted
+		// as events in ContainerAppSystemLogs instead, one alert per app.
+		name:  "restarts alert on new restart events of every app and clear when there are none",
+		check: bicepRule(checkRestartAlert),
+		mutations: []mutation{
+			{bicepDir + "modules/alerts.bicep", "    autoMitigate: true\n    actions: logAlertActions\n  }\n}\n", "    autoMitigate: false\n    actions: logAlertActions\n  }\n}\n"},
+			{bicepDir + "modules/alerts.bicep", "var restartQuery = 'ContainerAppSystemLogs |", "var restartQuery = 'ContainerAppConsoleLogs |"},
+			// Only the worker's restarts.
+			{bicepDir + "modules/alerts.bicep", "              name: 'ContainerAppName'\n              operator: 'Include'\n              values: [\n                '*'\n", "              name: 'ContainerAppName'\n              operator: 'Include'\n              values: [\n                'ca-worker'\n"},
+			{mainFile, "    logAnalyticsWorkspaceId: monitoring.outputs.id\n    location: location\n", "    logAnalyticsWorkspaceId: ''\n    location: location\n"},
+			// Back to the cumulative metric.
+			{bicepDir + "modules/alerts.bicep", "          metricName: 'ActiveMessages'\n", "          metricName: 'RestartCount'\n"},
+		},
+	},
+}
+
+// logAlert returns the scheduled query rule named name and its first
+// criterion's query, resolved through a var of its file.
+func logAlert(b *bicep, name string) (decl, string, error) {
+	for _, a := range b.all(infra.Resource, "Microsoft.Insights/scheduledQueryRules") {
+		if n, _ := infra.Lookup(a.Body, "name"); n != "'"+name+"'" {
+			continue
+		}
+		allOf, err := get(a, "properties.criteria.allOf")
+		if err != nil {
+			return a, "", err
+		}
+		cs, err := infra.ParseArray(allOf)
+		if err != nil || len(cs) != 1 {
+			return a, "", fmt.Errorf("%v: want one criterion (%v)", a, err)
+		}
+		q, _ := infra.Lookup(cs[0], "query")
+		if v, ok := b.find(a.file, infra.Var, q); ok {
+			q = v.Value
+		}
+		s, ok := infra.Unquote(q)
+		if !ok {
+			return a, "", fmt.Errorf("%v: query %s is not a literal", a, q)
+		}
+		for path, expr := range map[string]string{
+			"properties.autoMitigate": "true",
+			"properties.actions":      "logAlertActions",
+			"kind":                    "'LogAlert'",
+		} {
+			if err := want(a, path, expr); err != nil {
+				return a, "", err
+			}
+		}
+		scopes, _ := get(a, "properties.scopes")
+		sc, err := infra.ParseArray(scopes)
+		if err != nil || len(sc) != 1 {
+			return a, "", fmt.Errorf("%v: want one scope (%v)", a, err)
+		}
+		if v, err := b.moduleParam(strings.TrimPrefix(a.file, bicepDir), sc[0]); err != nil || v != "monitoring.outputs.id" {
+			return a, "", fmt.Errorf("%v: scope %s is wired to %q (%v), want monitoring.outputs.id (the workspace)", a, sc[0], v, err)
+		}
+		return decl{a.file, infra.Decl{Kind: a.Kind, Name: a.Name, Line: a.Line, Body: cs[0], Value: a.Value}}, s, nil
+	}
+	return decl{}, "", fmt.Errorf("no scheduled query rule %s", name)
+}
+
+func checkRestartAlert(b *bicep) error {
+	for _, a := range b.all(infra.Resource, "Microsoft.Insights/metricAlerts") {
+		if strings.Contains(a.Body, "'RestartCount'") {
+			return fmt.Errorf("%v: alerts on RestartCount, which is cumulative: the alert would never clear", a)
+		}
+	}
+	c, q, err := logAlert(b, "orders-restarts")
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(q, "ContainerAppSystemLogs |") {
+		return fmt.Errorf("%v: query %q does not read ContainerAppSystemLogs, where the platform's restart events are", c, q)
+	}
+	for _, reason := range []string{`"ContainerCrashing"`, `"BackOff"`, `"OOMKilled"`, `"ProbeFailed"`} {
+		if !strings.Contains(q, reason) {
+			return fmt.Errorf("%v: query does not count %s events", c, reason)
+		}
+	}
+	if strings.Contains(q, "ContainerAppName ==") || strings.Contains(q, "ContainerAppName in") {
+		return fmt.Errorf("%v: query selects apps; every app's restarts count", c)
+	}
+	dims, err := get(c, "dimensions")
+	if err != nil {
+		return err
+	}
+	if strings.Join(strings.Fields(dims), " ") != "[ { name: 'ContainerAppName' operator: 'Include' values: [ '*' ] } ]" {
+		return fmt.Errorf("%v: dimensions %s, want ContainerAppName Include '*' (one alert per app)", c, dims)
+	}
+	for path, expr := range map[string]string{"operator": "'GreaterThan'", "threshold": "0", "timeAggregation": "'Total'", "metricMeasureColumn": "'restarts'"} {
+		if err := want(c, path, expr); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func checkDedicatedDiagnostics(b *bicep) error {
@@ -45,4 +143,3 @@ func checkDedicatedDiagnostics(b *bicep) error {
 	return nil
 }
 
-var _ = strings.TrimSpace

@@ -94,14 +94,12 @@ var opsRules = []rule{
 		},
 	},
 	{
-		name:  "metric alerts watch dead letters, backlog, Cosmos DB throttling and every app's restarts, and mail the operator when an address is set",
+		name:  "metric alerts watch dead letters, backlog and Cosmos DB throttling, and mail the operator when an address is set",
 		check: func(r repo) error { return checkAlerts(r) },
 		mutations: []mutation{
 			{bicepDir + "modules/alerts.bicep", "          metricName: 'DeadletteredMessages'\n          timeAggregation: 'Maximum'\n          operator: 'GreaterThan'\n          threshold: 0\n", "          metricName: 'DeadletteredMessages'\n          timeAggregation: 'Maximum'\n          operator: 'GreaterThan'\n          threshold: 10\n"},
 			{bicepDir + "modules/alerts.bicep", "metricName: 'ActiveMessages'", "metricName: 'Messages'"},
 			{bicepDir + "modules/alerts.bicep", "              values: [\n                '429'\n              ]\n", "              values: [\n                '503'\n              ]\n"},
-			{mainFile, "      {\n        name: 'relay'\n        id: apps.outputs.relayId\n      }\n", ""},
-			{mainFile, "        id: apps.outputs.shippingId\n", "        id: apps.outputs.loyaltyId\n"},
 			{bicepDir + "modules/alerts.bicep", "resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = if (notify) {", "resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = {"},
 			{bicepDir + "modules/alerts.bicep", "          threshold: backlogThreshold\n          dimensions: [\n            {\n              name: 'EntityName'\n              operator: 'Include'\n              values: serviceBusEntities\n            }\n          ]\n        }\n      ]\n    }\n    actions: alertActions\n", "          threshold: backlogThreshold\n          dimensions: [\n            {\n              name: 'EntityName'\n              operator: 'Include'\n              values: serviceBusEntities\n            }\n          ]\n        }\n      ]\n    }\n    actions: []\n"},
 			{mainFile, "      serviceBus.outputs.topicName\n    ]\n", "    ]\n"},
@@ -425,7 +423,6 @@ var wantAlerts = []alertWant{
 	{"Microsoft.ServiceBus/namespaces", "DeadletteredMessages", "GreaterThan", "0", "EntityName", "serviceBusEntities"},
 	{"Microsoft.ServiceBus/namespaces", "ActiveMessages", "GreaterThan", "backlogThreshold", "EntityName", "serviceBusEntities"},
 	{"Microsoft.DocumentDB/databaseAccounts", "TotalRequests", "GreaterThan", "throttleThreshold", "StatusCode", "[\n'429'\n]"},
-	{"Microsoft.App/containerApps", "RestartCount", "GreaterThan", "0", "", ""},
 }
 
 func checkAlerts(r repo) error {
@@ -488,41 +485,6 @@ func checkAlerts(r repo) error {
 	// The Service Bus alerts cover the queue and the topic.
 	if v, err := b.moduleParam("modules/alerts.bicep", "serviceBusEntities"); err != nil || strings.Join(strings.Fields(v), " ") != "[ serviceBus.outputs.queueName serviceBus.outputs.topicName ]" {
 		return fmt.Errorf("alerts.bicep serviceBusEntities = %q (%v), want the queue and the topic", v, err)
-	}
-	// The restart alert covers every container app, each by its own id.
-	restarts := got["'Microsoft.App/containerApps' 'RestartCount'"]
-	m := forRE.FindStringSubmatch(restarts.Value)
-	if m == nil || m[2] != "containerApps" {
-		return fmt.Errorf("%v: the restart alert is not a loop over containerApps", restarts)
-	}
-	apps, err := b.moduleParam("modules/alerts.bicep", "containerApps")
-	if err != nil {
-		return err
-	}
-	items, err := infra.ParseArray(apps)
-	if err != nil {
-		return err
-	}
-	seen := map[string]bool{}
-	for _, it := range items {
-		id, _ := infra.Lookup(it, "id")
-		seen[id] = true
-	}
-	for _, svc := range []string{"worker", "relay", "loyalty", "shipping"} {
-		if !seen["apps.outputs."+svc+"Id"] {
-			return fmt.Errorf("the restart alerts do not cover %s (apps.outputs.%sId)", svc, svc)
-		}
-		d, err := serviceResource(b, "Microsoft.App/containerApps", svc)
-		if err != nil {
-			return err
-		}
-		o, ok := b.find(bicepDir+"modules/containerapps.bicep", infra.Output, svc+"Id")
-		if !ok || o.Value != d.Name+".id" {
-			return fmt.Errorf("containerapps.bicep output %sId = %q, want %s.id", svc, o.Value, d.Name)
-		}
-	}
-	if len(items) != 4 {
-		return fmt.Errorf("restart alerts for %d apps, want 4", len(items))
 	}
 	// The action group exists only with an address, and every alert's
 	// actions name it under the same condition.

@@ -933,6 +933,7 @@ var minAPIVersions = map[string]string{
 	"microsoft.insights/components":                                 "2020-02-02",
 	"microsoft.insights/actiongroups":                               "2023-01-01",
 	"microsoft.insights/metricalerts":                               "2018-03-01",
+	"microsoft.insights/scheduledqueryrules":                        "2023-12-01",
 }
 
 // apiVersionAtLeast compares API versions such as 2024-01-01 and

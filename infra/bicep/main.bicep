@@ -307,24 +307,8 @@ module alerts 'modules/alerts.bicep' = {
       serviceBus.outputs.topicName
     ]
     cosmosAccountId: cosmos.outputs.id
-    containerApps: [
-      {
-        name: 'worker'
-        id: apps.outputs.workerId
-      }
-      {
-        name: 'relay'
-        id: apps.outputs.relayId
-      }
-      {
-        name: 'loyalty'
-        id: apps.outputs.loyaltyId
-      }
-      {
-        name: 'shipping'
-        id: apps.outputs.shippingId
-      }
-    ]
+    logAnalyticsWorkspaceId: monitoring.outputs.id
+    location: location
     backlogThreshold: backlogAlertThreshold
   }
 }
