@@ -43,6 +43,49 @@ var operateRules = []rule{
 			{bicepDir + "modules/alerts.bicep", "          metricName: 'ActiveMessages'\n", "          metricName: 'RestartCount'\n"},
 		},
 	},
+	{
+		// The agent's Application Insights destination takes no metrics
+		// ("The Application Insights endpoint doesn't accept metrics"), and
+		// OTLP ingestion into an Azure Monitor workspace needs a collector
+		// that authenticates with Microsoft Entra ID. With no metrics
+		// destination on the agent, the programs must not export metrics
+		// into it.
+		name:  "no program exports metrics to an OpenTelemetry agent that has no metrics destination",
+		check: bicepRule(checkMetricsDestination),
+		mutations: []mutation{
+			{bicepDir + "modules/containerapps.bicep", "var otlpMetricsExporter = 'none'\n", "var otlpMetricsExporter = 'otlp'\n"},
+		},
+	},
+}
+
+func checkMetricsDestination(b *bicep) error {
+	envs, err := b.created("Microsoft.App/managedEnvironments")
+	if err != nil {
+		return err
+	}
+	for _, e := range envs {
+		if d, ok := infra.Lookup(e.Body, "properties.openTelemetryConfiguration.metricsConfiguration.destinations"); ok && strings.TrimSpace(strings.Trim(d, "[]\n ")) != "" {
+			continue // a destination takes them
+		}
+		for _, svc := range []string{"worker", "relay", "loyalty", "shipping"} {
+			app, err := serviceResource(b, "Microsoft.App/containerApps", svc)
+			if err != nil {
+				return err
+			}
+			env, err := containerEnv(app)
+			if err != nil {
+				return err
+			}
+			v := env["OTEL_METRICS_EXPORTER"]
+			if d, ok := b.find(app.file, infra.Var, v); ok {
+				v = d.Value
+			}
+			if v != "'none'" {
+				return fmt.Errorf("%v: OTEL_METRICS_EXPORTER = %q, want 'none': %v has no metrics destination, so the metrics the agent receives go nowhere", app, env["OTEL_METRICS_EXPORTER"], e)
+			}
+		}
+	}
+	return nil
 }
 
 // logAlert returns the scheduled query rule named name and its first

@@ -863,6 +863,7 @@ var workerEnv = []string{
 	"SERVICEBUS_MESSAGE_TTL",
 	"LOG_FORMAT",
 	"OTEL_SERVICE_NAME",
+	"OTEL_METRICS_EXPORTER",
 	"WORKER_HEALTH_ADDR",
 	"WORKER_SHUTDOWN_GRACE",
 }
@@ -879,6 +880,7 @@ var relayEnv = []string{
 	"COSMOS_CONTAINER",
 	"LOG_FORMAT",
 	"OTEL_SERVICE_NAME",
+	"OTEL_METRICS_EXPORTER",
 }
 
 // subscriberEnv is the worker's, receiving from a topic subscription in inbox
@@ -898,6 +900,7 @@ var subscriberEnv = []string{
 	"SERVICEBUS_MESSAGE_TTL",
 	"LOG_FORMAT",
 	"OTEL_SERVICE_NAME",
+	"OTEL_METRICS_EXPORTER",
 	"WORKER_HEALTH_ADDR",
 	"WORKER_SHUTDOWN_GRACE",
 }

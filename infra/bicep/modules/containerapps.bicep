@@ -26,8 +26,10 @@
 // and OTEL_EXPORTER_OTLP_PROTOCOL=grpc into every container; the programs
 // export OTLP to it when that variable is set. The agent's Application
 // Insights destination takes no metrics (a documented limitation), so no
-// metrics destination is configured: alerts use the platform metrics of
-// Service Bus, Cosmos DB and Container Apps instead (see alerts.bicep).
+// metrics destination is configured and the programs export none
+// (OTEL_METRICS_EXPORTER=none): alerts use the platform metrics of Service
+// Bus, Cosmos DB and Container Apps and the environment's logs instead (see
+// alerts.bicep).
 //
 // Health: the worker and the subscribers serve /livez, /readyz and /startupz
 // on WORKER_HEALTH_ADDR (:8080). The probes reach the replica's own address,
@@ -179,6 +181,16 @@ param subscriberMaxReplicas int = 5
 // expire, each a counted delivery.
 var workerShutdownGrace = 'PT30S'
 var terminationGracePeriodSeconds = 60
+
+// The managed OpenTelemetry agent injects OTEL_EXPORTER_OTLP_ENDPOINT into
+// every container, and the programs would export their metrics there too.
+// The agent has no metrics destination to give them: Application Insights
+// takes none from it, and an Azure Monitor workspace ingests OTLP only from
+// a collector that signs in with Microsoft Entra ID, which the agent's OTLP
+// destination (static headers) cannot. So the programs export traces only
+// (OTEL_METRICS_EXPORTER=none); see infra/README.md for how the metrics are
+// observed instead.
+var otlpMetricsExporter = 'none'
 
 // The port the worker's health endpoints listen on (WORKER_HEALTH_ADDR).
 var healthPort = 8080
@@ -406,6 +418,10 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
               value: 'orderworker'
             }
             {
+              name: 'OTEL_METRICS_EXPORTER'
+              value: otlpMetricsExporter
+            }
+            {
               name: 'WORKER_HEALTH_ADDR'
               value: ':${healthPort}'
             }
@@ -579,6 +595,10 @@ resource relay 'Microsoft.App/containerApps@2025-01-01' = {
               name: 'OTEL_SERVICE_NAME'
               value: 'orderrelay'
             }
+            {
+              name: 'OTEL_METRICS_EXPORTER'
+              value: otlpMetricsExporter
+            }
           ]
         }
       ]
@@ -691,6 +711,10 @@ resource loyalty 'Microsoft.App/containerApps@2025-01-01' = {
             {
               name: 'OTEL_SERVICE_NAME'
               value: 'orderworker-loyalty'
+            }
+            {
+              name: 'OTEL_METRICS_EXPORTER'
+              value: otlpMetricsExporter
             }
             {
               name: 'WORKER_HEALTH_ADDR'
@@ -828,6 +852,10 @@ resource shipping 'Microsoft.App/containerApps@2025-01-01' = {
             {
               name: 'OTEL_SERVICE_NAME'
               value: 'orderworker-shipping'
+            }
+            {
+              name: 'OTEL_METRICS_EXPORTER'
+              value: otlpMetricsExporter
             }
             {
               name: 'WORKER_HEALTH_ADDR'
