@@ -185,4 +185,3 @@ func checkDedicatedDiagnostics(b *bicep) error {
 	}
 	return nil
 }
-
