@@ -5,6 +5,14 @@ import (
 	"strings"
 
 	"github.com/idempotent-consumer/sbcosmos/infra"
+	"github.com/idempotent-consumer/sbcosmos/order"
+)
+
+// The worker's log line for a message it dead-letters, and the key of its
+// reason (worker/logging.go; worker's TestLogOutcome pins both).
+const (
+	workerDeadLetterMsg = "dead-lettered"
+	workerReasonKey     = "reason"
 )
 
 // This file holds the rules for operating the deployment in Azure: where the
@@ -56,6 +64,44 @@ var operateRules = []rule{
 			{bicepDir + "modules/containerapps.bicep", "var otlpMetricsExporter = 'none'\n", "var otlpMetricsExporter = 'otlp'\n"},
 		},
 	},
+	{
+		// The worker logs each dead-lettering as a JSON line with msg
+		// "dead-lettered" and the key reason (worker/logging.go); the reason
+		// is order.ReasonOrderIDReused for a mismatch.
+		name:  "a log alert fires on OrderIdReused dead letters, by reason",
+		check: bicepRule(checkMismatchAlert),
+		mutations: []mutation{
+			{bicepDir + "modules/alerts.bicep", "                'OrderIdReused'\n", "                'OrderIDReused'\n"},
+			{bicepDir + "modules/alerts.bicep", "where tostring(entry.msg) == \"dead-lettered\"", "where tostring(entry.msg) == \"dead lettered\""},
+			{bicepDir + "modules/alerts.bicep", "| extend reason = tostring(entry.reason) |", "| extend reason = tostring(entry.cause) |"},
+			{bicepDir + "modules/alerts.bicep", "var deadLetterQuery = 'ContainerAppConsoleLogs |", "var deadLetterQuery = 'ContainerAppSystemLogs |"},
+		},
+	},
+}
+
+func checkMismatchAlert(b *bicep) error {
+	c, q, err := logAlert(b, "orders-mismatch")
+	if err != nil {
+		return err
+	}
+	for _, part := range []string{
+		"ContainerAppConsoleLogs | extend entry = parse_json(Log)",
+		`where tostring(entry.msg) == "` + workerDeadLetterMsg + `"`,
+		`extend reason = tostring(entry.` + workerReasonKey + `)`,
+		"by reason",
+	} {
+		if !strings.Contains(q, part) {
+			return fmt.Errorf("%v: query %q lacks %q: it would not see the worker's dead-letter log lines", c, q, part)
+		}
+	}
+	dims, err := get(c, "dimensions")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(strings.Join(strings.Fields(dims), " "), "{ name: 'reason' operator: 'Include' values: [ '"+order.ReasonOrderIDReused+"' ] }") {
+		return fmt.Errorf("%v: dimensions %s do not select reason %s", c, dims, order.ReasonOrderIDReused)
+	}
+	return want(c, "threshold", "0")
 }
 
 func checkMetricsDestination(b *bicep) error {

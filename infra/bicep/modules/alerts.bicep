@@ -260,3 +260,64 @@ resource restarts 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
     actions: logAlertActions
   }
 }
+
+// Mismatches: the worker dead-letters an order whose id was reused with other
+// content and logs it, at error, as one JSON line on stderr:
+// {"level":"ERROR","msg":"dead-lettered","order_id":...,"reason":"OrderIdReused",...}.
+// The environment writes it to ContainerAppConsoleLogs (column Log). This log
+// alert counts those lines by reason and app; the dimension reason selects
+// OrderIdReused, which is never the broker's doing and always needs a person:
+// two different orders share an id. The DeadletteredMessages metric alert
+// above cannot tell it from the other reasons.
+var deadLetterQuery = 'ContainerAppConsoleLogs | extend entry = parse_json(Log) | where tostring(entry.msg) == "dead-lettered" | extend reason = tostring(entry.reason) | summarize dead_letters = count() by reason, ContainerAppName'
+
+resource mismatches 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'orders-mismatch'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders-mismatch'
+    description: 'An order id was reused with other content (dead-letter reason OrderIdReused): two different orders share an id. orderctl dlq show <order id> prints the field-by-field difference with the stored order.'
+    severity: 1
+    enabled: true
+    scopes: [
+      logAnalyticsWorkspaceId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    criteria: {
+      allOf: [
+        {
+          query: deadLetterQuery
+          timeAggregation: 'Total'
+          metricMeasureColumn: 'dead_letters'
+          operator: 'GreaterThan'
+          threshold: 0
+          dimensions: [
+            {
+              name: 'reason'
+              operator: 'Include'
+              values: [
+                'OrderIdReused'
+              ]
+            }
+            {
+              name: 'ContainerAppName'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: logAlertActions
+  }
+}
