@@ -77,6 +77,43 @@ var operateRules = []rule{
 			{bicepDir + "modules/alerts.bicep", "var deadLetterQuery = 'ContainerAppConsoleLogs |", "var deadLetterQuery = 'ContainerAppSystemLogs |"},
 		},
 	},
+	{
+		// orderctl in Azure: a job started by hand (the worker scales to zero
+		// and its identity may not send), as its own identity, whose
+		// template's args only peek.
+		name:  "orderctl is a manually triggered job with its own identity whose default run only peeks",
+		check: bicepRule(checkOrderctlJob),
+		mutations: []mutation{
+			{bicepDir + "modules/containerapps.bicep", "          args: [\n            'dlq'\n            'list'\n          ]\n", "          args: [\n            'dlq'\n            'purge'\n            '-all'\n            '-yes'\n          ]\n"},
+			{bicepDir + "modules/containerapps.bicep", "      replicaTimeout: 900\n      replicaRetryLimit: 0\n", "      replicaTimeout: 900\n      replicaRetryLimit: 3\n"},
+		},
+	},
+}
+
+func checkOrderctlJob(b *bicep) error {
+	job, err := serviceResource(b, "Microsoft.App/jobs", "orderctl")
+	if err != nil {
+		return err
+	}
+	// A retried run would repeat a resubmission or a purge.
+	for path, expr := range map[string]string{
+		"properties.configuration.triggerType":       "'Manual'",
+		"properties.configuration.replicaRetryLimit": "0",
+	} {
+		if err := want(job, path, expr); err != nil {
+			return err
+		}
+	}
+	cs, _ := get(job, "properties.template.containers")
+	containers, err := infra.ParseArray(cs)
+	if err != nil || len(containers) != 1 {
+		return fmt.Errorf("%v: want one container (%v)", job, err)
+	}
+	args, _ := infra.Lookup(containers[0], "args")
+	if strings.Join(strings.Fields(args), " ") != "[ 'dlq' 'list' ]" {
+		return fmt.Errorf("%v: args %s, want [dlq list]: a start without new args must only peek", job, args)
+	}
+	return nil
 }
 
 func checkMismatchAlert(b *bicep) error {

@@ -445,7 +445,7 @@ var rules = []rule{
 			// The scaler's identity receives in the worker's place.
 			{mainFile, "receiverPrincipalId: workerIdentity.outputs.principalId", "receiverPrincipalId: scalerIdentity.outputs.principalId"},
 			// The producer also gets AcrPull... and the scaler too.
-			{mainFile, "      shippingIdentity.outputs.principalId\n    ]", "      shippingIdentity.outputs.principalId\n      scalerIdentity.outputs.principalId\n    ]"},
+			{mainFile, "      orderctlIdentity.outputs.principalId\n    ]", "      orderctlIdentity.outputs.principalId\n      scalerIdentity.outputs.principalId\n    ]"},
 			// Cosmos data role at account scope.
 			{bicepDir + "modules/cosmos.bicep", "var dataScope = '${account.id}/dbs/${databaseName}'", "var dataScope = account.id"},
 			// Cosmos Data Reader instead of Data Contributor: the worker could not write.
@@ -459,7 +459,9 @@ var rules = []rule{
 			// The relay may send to every entity of the namespace.
 			{bicepDir + "modules/servicebus.bicep", "  scope: topic\n  name: guid(topic.id, publisherPrincipalId", "  scope: namespace\n  name: guid(topic.id, publisherPrincipalId"},
 			// The shipping subscriber runs as the loyalty subscriber's identity.
-			{mainFile, "    shippingPrincipalId: shippingIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    developerPrincipalType", "    shippingPrincipalId: loyaltyIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    developerPrincipalType"},
+			{mainFile, "    shippingPrincipalId: shippingIdentity.outputs.principalId\n    operatorPrincipalId: orderctlIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    developerPrincipalType", "    shippingPrincipalId: loyaltyIdentity.outputs.principalId\n    operatorPrincipalId: orderctlIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    developerPrincipalType"},
+			// orderctl may resubmit to every entity of the namespace.
+			{bicepDir + "modules/servicebus.bicep", "  scope: queue\n  name: guid(queue.id, operatorPrincipalId, dataSenderRoleId)", "  scope: namespace\n  name: guid(queue.id, operatorPrincipalId, dataSenderRoleId)"},
 		},
 	},
 	{
@@ -552,6 +554,7 @@ var rules = []rule{
 				{"Microsoft.App/containerApps", "relay", "relayIdentity", relayEnv},
 				{"Microsoft.App/containerApps", "loyalty", "loyaltyIdentity", subscriberEnv},
 				{"Microsoft.App/containerApps", "shipping", "shippingIdentity", subscriberEnv},
+				{"Microsoft.App/jobs", "orderctl", "orderctlIdentity", orderctlEnv},
 			} {
 				d, err := serviceResource(b, app.typ, app.service)
 				if err != nil {
@@ -755,7 +758,7 @@ var rules = []rule{
 			if !ok || !strings.Contains(token.Value, "uniqueString(subscription().id, environmentName, location)") {
 				return errors.New("main.bicep has no azd-style resourceToken")
 			}
-			for _, svc := range []string{"worker", "producer", "relay", "loyalty", "shipping"} {
+			for _, svc := range []string{"worker", "producer", "relay", "loyalty", "shipping", "orderctl"} {
 				if _, err := serviceResource(b, "", svc); err != nil {
 					return err
 				}
@@ -903,6 +906,23 @@ var subscriberEnv = []string{
 	"OTEL_METRICS_EXPORTER",
 	"WORKER_HEALTH_ADDR",
 	"WORKER_SHUTDOWN_GRACE",
+}
+
+// orderctlEnv is what orderctl reads in Azure: the queue and its settings
+// (for the resubmission window and horizon) and the orders container (for
+// `dlq show`). A subscription's dead-letter queue is chosen with -topic and
+// -subscription in the job's args.
+var orderctlEnv = []string{
+	"AZURE_CLIENT_ID",
+	"SERVICEBUS_NAMESPACE",
+	"SERVICEBUS_QUEUE",
+	"SERVICEBUS_LOCK_DURATION",
+	"SERVICEBUS_DUPLICATE_DETECTION_WINDOW",
+	"SERVICEBUS_MESSAGE_TTL",
+	"COSMOS_ENDPOINT",
+	"COSMOS_DATABASE",
+	"COSMOS_CONTAINER",
+	"LOG_FORMAT",
 }
 
 var producerEnv = []string{
@@ -1089,6 +1109,7 @@ func checkAzureYAML(text string) error {
 		`(?m)^services:\n(?:  .*\n)*  relay:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderrelay$`,
 		`(?m)^services:\n(?:  .*\n)*  loyalty:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderworker$`,
 		`(?m)^services:\n(?:  .*\n)*  shipping:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderworker$`,
+		`(?m)^services:\n(?:  .*\n)*  orderctl:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderctl$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(text) {
 			return fmt.Errorf("azure.yaml does not match %s", re)

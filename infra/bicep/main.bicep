@@ -173,6 +173,16 @@ module shippingIdentity 'modules/identity.bicep' = {
   }
 }
 
+module orderctlIdentity 'modules/identity.bicep' = {
+  name: 'orderctl-identity'
+  scope: rg
+  params: {
+    name: 'id-orderctl-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
 module serviceBus 'modules/servicebus.bicep' = {
   name: 'servicebus'
   scope: rg
@@ -194,6 +204,7 @@ module serviceBus 'modules/servicebus.bicep' = {
     publisherPrincipalId: relayIdentity.outputs.principalId
     loyaltyPrincipalId: loyaltyIdentity.outputs.principalId
     shippingPrincipalId: shippingIdentity.outputs.principalId
+    operatorPrincipalId: orderctlIdentity.outputs.principalId
     logAnalyticsWorkspaceId: monitoring.outputs.id
     developerPrincipalId: principalId
     developerPrincipalType: principalType
@@ -213,6 +224,7 @@ module cosmos 'modules/cosmos.bicep' = {
     relayPrincipalId: relayIdentity.outputs.principalId
     loyaltyPrincipalId: loyaltyIdentity.outputs.principalId
     shippingPrincipalId: shippingIdentity.outputs.principalId
+    operatorPrincipalId: orderctlIdentity.outputs.principalId
     logAnalyticsWorkspaceId: monitoring.outputs.id
     developerPrincipalId: principalId
   }
@@ -242,6 +254,7 @@ module registry 'modules/registry.bicep' = {
       relayIdentity.outputs.principalId
       loyaltyIdentity.outputs.principalId
       shippingIdentity.outputs.principalId
+      orderctlIdentity.outputs.principalId
     ]
   }
 }
@@ -256,6 +269,7 @@ module apps 'modules/containerapps.bicep' = {
     relayName: 'ca-relay-${resourceToken}'
     loyaltyName: 'ca-loyalty-${resourceToken}'
     shippingName: 'ca-shipping-${resourceToken}'
+    orderctlName: 'caj-orderctl-${resourceToken}'
     location: location
     tags: tags
     logAnalyticsWorkspaceName: monitoring.outputs.name
@@ -276,6 +290,8 @@ module apps 'modules/containerapps.bicep' = {
     loyaltyClientId: loyaltyIdentity.outputs.clientId
     shippingIdentityId: shippingIdentity.outputs.id
     shippingClientId: shippingIdentity.outputs.clientId
+    orderctlIdentityId: orderctlIdentity.outputs.id
+    orderctlClientId: orderctlIdentity.outputs.clientId
     serviceBusNamespaceName: serviceBus.outputs.name
     serviceBusHost: serviceBus.outputs.host
     queueName: serviceBus.outputs.queueName

@@ -59,6 +59,15 @@ param appInsightsName string
 @description('Relay container app name.')
 param relayName string
 
+@description('Name of the orderctl job, the operator tool for the dead-letter queues.')
+param orderctlName string
+
+@description('Resource id of the orderctl identity.')
+param orderctlIdentityId string
+
+@description('Client id of the orderctl identity (its AZURE_CLIENT_ID).')
+param orderctlClientId string
+
 @description('Loyalty subscriber container app name.')
 param loyaltyName string
 
@@ -323,6 +332,8 @@ var shippingImage = shippingExists ? existingShipping.properties.template.contai
 // flag that says "exists" before the job does fails the whole deployment. The job only runs when started, so
 // the bootstrap image between `azd provision` and `azd deploy` costs nothing.
 var producerImage = bootstrapProducerImage
+// The orderctl job, likewise: every `azd deploy` sets its real image.
+var orderctlImage = bootstrapProducerImage
 
 resource worker 'Microsoft.App/containerApps@2025-01-01' = {
   name: workerName
@@ -511,6 +522,106 @@ resource producer 'Microsoft.App/jobs@2025-01-01' = {
             {
               name: 'SERVICEBUS_QUEUE'
               value: queueName
+            }
+            {
+              name: 'LOG_FORMAT'
+              value: 'json'
+            }
+          ]
+        }
+      ]
+    }
+  }
+}
+
+// orderctl, the operator tool for the dead-letter queues, as a manually
+// triggered job with its own identity (Data Receiver on the queue and each
+// subscription, which covers their dead-letter queues; Data Sender on the
+// queue for resubmit; Cosmos DB Data Reader for `dlq show`). A job, not
+// `az containerapp exec` into a worker replica: the worker scales to zero
+// and its identity may not send. The job runs its container's args: set
+// them with `az containerapp job update --args ...`, then start it with
+// `az containerapp job start` (docs/operating.md). The template's args,
+// `dlq list`, only peek, and every provisioning restores them.
+resource orderctl 'Microsoft.App/jobs@2025-01-01' = {
+  name: orderctlName
+  location: location
+  tags: union(tags, {
+    'azd-service-name': 'orderctl'
+  })
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${orderctlIdentityId}': {}
+    }
+  }
+  properties: {
+    environmentId: environment.id
+    workloadProfileName: 'Consumption'
+    configuration: {
+      triggerType: 'Manual'
+      replicaTimeout: 900
+      replicaRetryLimit: 0
+      manualTriggerConfig: {
+        parallelism: 1
+        replicaCompletionCount: 1
+      }
+      registries: [
+        {
+          server: registryServer
+          identity: orderctlIdentityId
+        }
+      ]
+    }
+    template: {
+      containers: [
+        {
+          name: 'orderctl'
+          image: orderctlImage
+          args: [
+            'dlq'
+            'list'
+          ]
+          resources: {
+            cpu: json('0.25')
+            memory: '0.5Gi'
+          }
+          env: [
+            {
+              name: 'AZURE_CLIENT_ID'
+              value: orderctlClientId
+            }
+            {
+              name: 'SERVICEBUS_NAMESPACE'
+              value: serviceBusHost
+            }
+            {
+              name: 'SERVICEBUS_QUEUE'
+              value: queueName
+            }
+            {
+              name: 'SERVICEBUS_LOCK_DURATION'
+              value: lockDuration
+            }
+            {
+              name: 'SERVICEBUS_DUPLICATE_DETECTION_WINDOW'
+              value: duplicateDetectionWindow
+            }
+            {
+              name: 'SERVICEBUS_MESSAGE_TTL'
+              value: messageTimeToLive
+            }
+            {
+              name: 'COSMOS_ENDPOINT'
+              value: cosmosEndpoint
+            }
+            {
+              name: 'COSMOS_DATABASE'
+              value: cosmosDatabaseName
+            }
+            {
+              name: 'COSMOS_CONTAINER'
+              value: cosmosContainerName
             }
             {
               name: 'LOG_FORMAT'
@@ -901,6 +1012,9 @@ output producerName string = producer.name
 
 @description('Relay container app name.')
 output relayName string = relay.name
+
+@description('orderctl job name; start a run with `az containerapp job start`.')
+output orderctlName string = orderctl.name
 
 @description('Loyalty subscriber container app name.')
 output loyaltyName string = loyalty.name

@@ -41,6 +41,9 @@ param loyaltyPrincipalId string
 @description('Principal that writes the shipping subscriber\'s inbox markers.')
 param shippingPrincipalId string
 
+@description('Principal of the operator tool orderctl, which reads stored orders (dlq show compares a mismatch with the stored order).')
+param operatorPrincipalId string
+
 @description('Resource id of the Log Analytics workspace that receives the account\'s logs.')
 param logAnalyticsWorkspaceId string
 
@@ -50,6 +53,9 @@ param developerPrincipalId string = ''
 // Cosmos DB Built-in Data Contributor: read, write and query items, read
 // metadata. It cannot create or delete databases or containers.
 var dataContributorRoleId = '00000000-0000-0000-0000-000000000002'
+
+// Cosmos DB Built-in Data Reader: read and query items, read metadata.
+var dataReaderRoleId = '00000000-0000-0000-0000-000000000001'
 
 resource account 'Microsoft.DocumentDB/databaseAccounts@2025-04-15' = {
   name: name
@@ -134,7 +140,7 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
 // Cosmos DB runs one control-plane write per account at a time and answers a
 // concurrent one with "another operation is in progress", so the database,
 // the container and every role assignment are chained: database -> container
-// -> worker -> relay -> loyalty -> shipping -> developer.
+// -> worker -> relay -> loyalty -> shipping -> orderctl -> developer.
 var dataScope = '${account.id}/dbs/${databaseName}'
 
 resource workerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
@@ -189,6 +195,19 @@ resource shippingWritesInbox 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssig
   ]
 }
 
+resource operatorReadsOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: account
+  name: guid(account.id, operatorPrincipalId, dataReaderRoleId)
+  properties: {
+    roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataReaderRoleId}'
+    principalId: operatorPrincipalId
+    scope: dataScope
+  }
+  dependsOn: [
+    shippingWritesInbox
+  ]
+}
+
 resource developerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = if (!empty(developerPrincipalId)) {
   parent: account
   name: guid(account.id, developerPrincipalId, dataContributorRoleId)
@@ -198,7 +217,7 @@ resource developerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRo
     scope: dataScope
   }
   dependsOn: [
-    shippingWritesInbox
+    operatorReadsOrders
   ]
 }
 

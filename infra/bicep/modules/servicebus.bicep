@@ -66,6 +66,9 @@ param loyaltyPrincipalId string
 @description('Principal that receives from the shipping subscription: the shipping subscriber.')
 param shippingPrincipalId string
 
+@description('Principal of the operator tool orderctl (its Container Apps job): it peeks and receives the dead-letter queues of the queue and of each subscription, and resubmits to the queue.')
+param operatorPrincipalId string
+
 @description('Resource id of the Log Analytics workspace that receives the namespace\'s logs and metrics.')
 param logAnalyticsWorkspaceId string
 
@@ -198,6 +201,51 @@ resource scalerReadsQueueLength 'Microsoft.Authorization/roleAssignments@2022-04
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataOwnerRoleId)
     principalId: scalerPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// orderctl: list, show and purge receive (or peek) from the dead-letter
+// queues, which are sub-queues of the queue and of each subscription, so
+// Data Receiver on the queue and on each subscription covers them;
+// resubmit sends to the queue (Data Sender). Nothing on the topic: a
+// subscription's dead letters are never resubmitted (docs/operating.md).
+resource operatorReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: queue
+  name: guid(queue.id, operatorPrincipalId, dataReceiverRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: operatorPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource operatorResubmits 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: queue
+  name: guid(queue.id, operatorPrincipalId, dataSenderRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataSenderRoleId)
+    principalId: operatorPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource operatorReceivesLoyalty 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: loyaltySubscription
+  name: guid(loyaltySubscription.id, operatorPrincipalId, dataReceiverRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: operatorPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource operatorReceivesShipping 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: shippingSubscription
+  name: guid(shippingSubscription.id, operatorPrincipalId, dataReceiverRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: operatorPrincipalId
     principalType: 'ServicePrincipal'
   }
 }
