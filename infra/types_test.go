@@ -125,7 +125,7 @@ func TestTypeCheckCatches(t *testing.T) {
 			"resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {\n  name: name\n  location: location\n", "resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {\n  name: name\n",
 			infra.CodeMissingRequired, "location"},
 		{"missing required nested property", "modules/containerapps.bicep",
-			"      triggerType: 'Manual'\n", "",
+			"      triggerType: 'Manual'\n      replicaTimeout: 1800\n", "      replicaTimeout: 1800\n",
 			infra.CodeMissingRequired, "properties.configuration.triggerType"},
 		{"unknown API version", "modules/servicebus.bicep",
 			"'Microsoft.ServiceBus/namespaces/queues@2024-01-01'", "'Microsoft.ServiceBus/namespaces/queues@2024-02-30'",
