@@ -120,7 +120,7 @@ type symbols map[string][]string
 // fileSymbols returns the symbols of a template's declarations: a var stands
 // for its expression; a parameter for each value of its @allowed decorator,
 // or else for its default. The empty string is left out of a parameter's
-// values: these templates use ” for "not set" and guard every use of such a
+// values: these templates use the empty string for "not set" and guard every use of such a
 // parameter with empty().
 func fileSymbols(decls []Decl) symbols {
 	syms := symbols{}
