@@ -235,12 +235,14 @@ var rules = []rule{
 				return err
 			}
 			for _, ns := range nss {
-				tier, err := get(ns, "sku.name")
-				if err != nil {
-					return err
-				}
-				if tier != "'Standard'" && tier != "'Premium'" {
-					return fmt.Errorf("%v: sku %s has no duplicate detection; want Standard or Premium", ns, tier)
+				for _, prof := range profiles {
+					tier, err := profileGet(b, ns, "sku.name", prof)
+					if err != nil {
+						return err
+					}
+					if tier != "'Standard'" && tier != "'Premium'" {
+						return fmt.Errorf("%v: %s profile: sku %s has no duplicate detection; want Standard or Premium", ns, prof, tier)
+					}
 				}
 				if err := want(ns, "properties.disableLocalAuth", "true"); err != nil {
 					return err
@@ -371,7 +373,9 @@ var rules = []rule{
 				return err
 			}
 			for _, a := range accts {
-				caps, err := get(a, "properties.capabilities")
+				// The dev profile; production has provisioned autoscale
+				// throughput (the production rule).
+				caps, err := profileGet(b, a, "properties.capabilities", "dev")
 				if err != nil {
 					return err
 				}
@@ -453,7 +457,7 @@ var rules = []rule{
 			// Subscription-wide Contributor for the worker.
 			{mainFile, "// Outputs are the environment variables", "resource workerContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {\n  name: guid(subscription().id, 'worker-contributor')\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', 'b24988ac-6180-42a0-ab88-20f7382dd24c')\n    principalId: workerIdentity.outputs.principalId\n  }\n}\n\n// Outputs are the environment variables"},
 			// The developer principal is granted nothing on Cosmos.
-			{mainFile, "    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n  }\n", "    logAnalyticsWorkspaceId: monitoring.outputs.id\n  }\n"},
+			{mainFile, "    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    profile: profile\n  }\n", "    logAnalyticsWorkspaceId: monitoring.outputs.id\n    profile: profile\n  }\n"},
 			// The loyalty subscriber receives from the shipping subscription.
 			{bicepDir + "modules/servicebus.bicep", "  scope: loyaltySubscription\n  name: guid(loyaltySubscription.id, loyaltyPrincipalId", "  scope: shippingSubscription\n  name: guid(loyaltySubscription.id, loyaltyPrincipalId"},
 			// The relay may send to every entity of the namespace.
@@ -957,6 +961,12 @@ var minAPIVersions = map[string]string{
 	"microsoft.insights/actiongroups":                               "2023-01-01",
 	"microsoft.insights/metricalerts":                               "2018-03-01",
 	"microsoft.insights/scheduledqueryrules":                        "2023-12-01",
+	"microsoft.network/virtualnetworks":                             "2024-07-01",
+	"microsoft.network/privateendpoints":                            "2024-07-01",
+	"microsoft.network/privateendpoints/privatednszonegroups":       "2024-07-01",
+	"microsoft.network/privatednszones":                             "2024-06-01",
+	"microsoft.network/privatednszones/virtualnetworklinks":         "2024-06-01",
+	"microsoft.consumption/budgets":                                 "2024-08-01",
 }
 
 // apiVersionAtLeast compares API versions such as 2024-01-01 and

@@ -628,6 +628,10 @@ func (c *checker) resolve(path string, t *btType, expr string) {
 	}
 }
 
+// SplitTernary splits the expression `cond ? a : b` at its top level into
+// its condition and branches; ok is false when expr is not a ternary.
+func SplitTernary(expr string) (cond, a, b string, ok bool) { return splitTernary(expr) }
+
 // splitTernary splits `cond ? a : b` at its top level.
 func splitTernary(expr string) (cond, a, b string, ok bool) {
 	_, code, depth, err := lex(expr)

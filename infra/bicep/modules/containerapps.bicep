@@ -41,6 +41,9 @@ param environmentName string
 @description('Worker container app name.')
 param workerName string
 
+@description('Subnet the environment runs in (production: VNet-integrated). Empty: the platform\'s own network (dev).')
+param infrastructureSubnetId string = ''
+
 @description('Producer job name.')
 param producerName string
 
@@ -263,6 +266,15 @@ resource environment 'Microsoft.App/managedEnvironments@2025-10-02-preview' = {
     appLogsConfiguration: {
       destination: 'azure-monitor'
     }
+    // Production: the environment runs in the virtual network's delegated
+    // subnet, so its apps reach the private endpoints of Service Bus and
+    // Cosmos DB; internal, since none of the apps has ingress. Zone
+    // redundancy needs the subnet too.
+    vnetConfiguration: empty(infrastructureSubnetId) ? null : {
+      infrastructureSubnetId: infrastructureSubnetId
+      internal: true
+    }
+    zoneRedundant: !empty(infrastructureSubnetId)
     appInsightsConfiguration: {
       connectionString: appInsights.properties.ConnectionString
     }

@@ -47,8 +47,21 @@ param operatorPrincipalId string
 @description('Resource id of the Log Analytics workspace that receives the account\'s logs.')
 param logAnalyticsWorkspaceId string
 
+@minValue(1000)
+@description('Production profile: the database\'s autoscale maximum, in RU/s (it scales between a tenth of it and it).')
+param autoscaleMaxThroughput int = 1000
+
 @description('Optional developer principal that gets the same data role, to run the worker locally. Empty grants nothing.')
 param developerPrincipalId string = ''
+
+@allowed([
+  'dev'
+  'production'
+])
+@description('Deployment profile: dev (the default) or production (see main.bicep).')
+param profile string = 'dev'
+
+var production = profile == 'production'
 
 // Cosmos DB Built-in Data Contributor: read, write and query items, read
 // metadata. It cannot create or delete databases or containers.
@@ -64,7 +77,12 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2025-04-15' = {
   kind: 'GlobalDocumentDB'
   properties: {
     databaseAccountOfferType: 'Standard'
-    capabilities: [
+    // dev: serverless (no minimum charge). production: provisioned
+    // autoscale throughput on the database (below), which zone redundancy
+    // is documented for, continuous backup (point-in-time restore over the
+    // last 7 days) and no public network access (a private endpoint,
+    // network.bicep).
+    capabilities: production ? [] : [
       {
         name: 'EnableServerless'
       }
@@ -76,13 +94,19 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2025-04-15' = {
       {
         locationName: location
         failoverPriority: 0
-        isZoneRedundant: false
+        isZoneRedundant: production
       }
     ]
+    backupPolicy: production ? {
+      type: 'Continuous'
+      continuousModeProperties: {
+        tier: 'Continuous7Days'
+      }
+    } : null
     disableLocalAuth: true
     disableKeyBasedMetadataWriteAccess: true
     minimalTlsVersion: 'Tls12'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: production ? 'Disabled' : 'Enabled'
   }
 }
 
@@ -93,6 +117,13 @@ resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2025-04-15
     resource: {
       id: databaseName
     }
+    // Serverless has no throughput to set; production shares autoscale
+    // throughput (1,000 RU/s at most, 100 at least) across the container.
+    options: production ? {
+      autoscaleSettings: {
+        maxThroughput: autoscaleMaxThroughput
+      }
+    } : {}
   }
 }
 

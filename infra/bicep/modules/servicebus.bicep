@@ -4,7 +4,8 @@
 // the queue, the topic or its own subscription. A diagnostic setting sends the
 // namespace's logs and metrics to the Log Analytics workspace.
 //
-// The namespace is Standard: Basic has no duplicate detection. Local (SAS key)
+// The namespace is Standard in the dev profile (Basic has no duplicate
+// detection) and Premium, zone-redundant and private in production. Local (SAS key)
 // authentication is disabled, so only Microsoft Entra identities can connect.
 //
 // Duplicate detection is a first, cheap filter only: the broker drops a resend
@@ -78,6 +79,15 @@ param developerPrincipalId string = ''
 @description('Kind of principal that developerPrincipalId names (User or ServicePrincipal, from azd\'s AZURE_PRINCIPAL_TYPE). Empty leaves principalType off, so a wrong guess cannot fail the deployment with UnmatchedPrincipalType.')
 param developerPrincipalType string = ''
 
+@allowed([
+  'dev'
+  'production'
+])
+@description('Deployment profile: dev (the default) or production (see main.bicep).')
+param profile string = 'dev'
+
+var production = profile == 'production'
+
 // Built-in role definition ids (Azure built-in roles; they never change).
 var dataReceiverRoleId = '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
 var dataSenderRoleId = '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
@@ -87,14 +97,23 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
   name: name
   location: location
   tags: tags
-  sku: {
+  // Production: Premium (dedicated capacity, private endpoints, zone
+  // redundancy), one messaging unit; duplicate detection and topics are in
+  // both tiers. Public network access is off there: the apps reach the
+  // namespace through its private endpoint (network.bicep).
+  sku: production ? {
+    name: 'Premium'
+    tier: 'Premium'
+    capacity: 1
+  } : {
     name: 'Standard'
     tier: 'Standard'
   }
   properties: {
     disableLocalAuth: true
     minimumTlsVersion: '1.2'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: production ? 'Disabled' : 'Enabled'
+    zoneRedundant: production
   }
 }
 
