@@ -112,11 +112,13 @@ var opsRules = []rule{
 		mutations: []mutation{
 			{bicepDir + "modules/containerapps.bicep", "      path: '/livez'\n", "      path: '/healthz'\n"},
 			{bicepDir + "modules/containerapps.bicep", "var healthPort = 8080\n", "var healthPort = 80\n"},
+			// The bootstrap image probed on the health port it does not serve.
+			{bicepDir + "modules/containerapps.bicep", "          probes: shippingExists ? workerProbes : []\n", "          probes: workerProbes\n"},
 			{bicepDir + "modules/containerapps.bicep", "var terminationGracePeriodSeconds = 60\n", "var terminationGracePeriodSeconds = 30\n"},
 			{bicepDir + "modules/containerapps.bicep", "var workerShutdownGrace = 'PT30S'\n", "var workerShutdownGrace = 'PT50S'\n"},
 			{bicepDir + "modules/containerapps.bicep", "    periodSeconds: 10\n    timeoutSeconds: 10\n", "    periodSeconds: 10\n    timeoutSeconds: 5\n"},
-			{bicepDir + "modules/containerapps.bicep", "          probes: workerProbes\n        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: 0\n        maxReplicas: subscriberMaxReplicas\n        rules: [\n          {\n            name: 'loyalty", "        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: 0\n        maxReplicas: subscriberMaxReplicas\n        rules: [\n          {\n            name: 'loyalty"},
-			{bicepDir + "modules/containerapps.bicep", "              name: 'WORKER_HEALTH_ADDR'\n              value: ':${healthPort}'\n            }\n            {\n              name: 'WORKER_SHUTDOWN_GRACE'\n              value: workerShutdownGrace\n            }\n          ]\n          probes: workerProbes\n        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: minReplicas", "              name: 'WORKER_HEALTH_ADDR'\n              value: '127.0.0.1:${healthPort}'\n            }\n            {\n              name: 'WORKER_SHUTDOWN_GRACE'\n              value: workerShutdownGrace\n            }\n          ]\n          probes: workerProbes\n        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: minReplicas"},
+			{bicepDir + "modules/containerapps.bicep", "          probes: loyaltyExists ? workerProbes : []\n        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: 0\n        maxReplicas: subscriberMaxReplicas\n        rules: [\n          {\n            name: 'loyalty", "        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: 0\n        maxReplicas: subscriberMaxReplicas\n        rules: [\n          {\n            name: 'loyalty"},
+			{bicepDir + "modules/containerapps.bicep", "              name: 'WORKER_HEALTH_ADDR'\n              value: ':${healthPort}'\n            }\n            {\n              name: 'WORKER_SHUTDOWN_GRACE'\n              value: workerShutdownGrace\n            }\n          ]\n          probes: workerExists ? workerProbes : []\n        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: minReplicas", "              name: 'WORKER_HEALTH_ADDR'\n              value: '127.0.0.1:${healthPort}'\n            }\n            {\n              name: 'WORKER_SHUTDOWN_GRACE'\n              value: workerShutdownGrace\n            }\n          ]\n          probes: workerExists ? workerProbes : []\n        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: minReplicas"},
 			{bicepDir + "modules/containerapps.bicep", "    configuration: {\n      activeRevisionsMode: 'Single'\n      registries: [\n        {\n          server: registryServer\n          identity: workerIdentityId\n", "    configuration: {\n      activeRevisionsMode: 'Single'\n      ingress: {\n        external: true\n        targetPort: 8080\n      }\n      registries: [\n        {\n          server: registryServer\n          identity: workerIdentityId\n"},
 		},
 	},
@@ -563,6 +565,13 @@ func checkProbes(b *bicep) error {
 		if !ok {
 			return fmt.Errorf("%v: container has no probes", app)
 		}
+		// The bootstrap image (port 80, no health paths) gets no probes;
+		// the deployed image gets them.
+		cond, deployed, bootstrap, isTernary := infra.SplitTernary(probes)
+		if !isTernary || cond != svc+"Exists" || bootstrap != "[]" {
+			return fmt.Errorf("%v: probes = %s, want %sExists ? <probes> : []: the bootstrap image serves port 80 and no health path, so probes on it fail", app, probes, svc)
+		}
+		probes = deployed
 		if pv, err := varValue(probes); err == nil {
 			probes = pv
 		}

@@ -246,6 +246,11 @@ var workerProbes = [
 ]
 
 // Public bootstrap images that run until the first `azd deploy` replaces them.
+// The container apps' bootstrap image serves HTTP on port 80 and has none of
+// the health paths, so a revision that runs it gets no probes (they would
+// fail and restart it): an app is probed from the first provisioning that
+// finds it deployed (<app>Exists), with the image azd deployed. After the
+// very first `azd up`, run `azd provision` once to add the probes.
 var bootstrapWorkerImage = 'mcr.microsoft.com/azuredocs/containerapps-helloworld:latest'
 var bootstrapProducerImage = 'mcr.microsoft.com/k8se/quickstart-jobs:latest'
 
@@ -453,7 +458,7 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
               value: workerShutdownGrace
             }
           ]
-          probes: workerProbes
+          probes: workerExists ? workerProbes : []
         }
       ]
       terminationGracePeriodSeconds: terminationGracePeriodSeconds
@@ -848,7 +853,7 @@ resource loyalty 'Microsoft.App/containerApps@2025-01-01' = {
               value: workerShutdownGrace
             }
           ]
-          probes: workerProbes
+          probes: loyaltyExists ? workerProbes : []
         }
       ]
       terminationGracePeriodSeconds: terminationGracePeriodSeconds
@@ -989,7 +994,7 @@ resource shipping 'Microsoft.App/containerApps@2025-01-01' = {
               value: workerShutdownGrace
             }
           ]
-          probes: workerProbes
+          probes: shippingExists ? workerProbes : []
         }
       ]
       terminationGracePeriodSeconds: terminationGracePeriodSeconds
