@@ -8,9 +8,7 @@
 #
 # Every command under ./cmd is compiled in one layer that does not depend on
 # CMD, so the services' builds share it, and every image carries all of them
-# in /bin: an operator can run /bin/orderctl in any replica with
-# `az containerapp exec --command /bin/orderctl`. /app, the entrypoint, is
-# CMD's binary.
+# in /bin. /app, the entrypoint, is CMD's binary.
 #
 # The file uses no BuildKit-only feature (no `# syntax` directive, no
 # `RUN --mount`, no `--platform=$BUILDPLATFORM`, no heredocs), so the classic

@@ -85,6 +85,9 @@ type Decl struct {
 	Body string
 	// Line is the 1-based line on which the declaration starts.
 	Line int
+	// Decorators are the decorator statements before the declaration, as
+	// written (comments blanked), e.g. "@allowed([\n  'a'\n])".
+	Decorators []string
 }
 
 // ErrUnsupported reports Bicep outside the subset this package reads.
@@ -109,6 +112,7 @@ func Decls(f File) ([]Decl, error) {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	var decls []Decl
+	var decorators []string
 	lines := strings.SplitAfter(code, "\n")
 	offset := 0
 	for i := 0; i < len(lines); {
@@ -125,7 +129,12 @@ func Decls(f File) ([]Decl, error) {
 			i++
 		}
 		stmt := strings.TrimSpace(code[start:offset])
-		if strings.HasPrefix(stmt, "@") || otherRE.MatchString(stmt) {
+		if strings.HasPrefix(stmt, "@") {
+			decorators = append(decorators, stmt)
+			continue
+		}
+		if otherRE.MatchString(stmt) {
+			decorators = nil
 			continue
 		}
 		d, err := decl(stmt)
@@ -133,6 +142,7 @@ func Decls(f File) ([]Decl, error) {
 			return nil, fmt.Errorf("%s:%d: %w", f.Path, lineNo, err)
 		}
 		d.Line = lineNo
+		d.Decorators, decorators = decorators, nil
 		decls = append(decls, d)
 	}
 	return decls, nil

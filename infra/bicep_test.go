@@ -17,10 +17,10 @@ func TestDecls(t *testing.T) {
 		want []infra.Decl
 	}{
 		{
-			name: "param with and without default, decorators skipped",
+			name: "param with and without default, decorators attached to the next declaration",
 			text: "targetScope = 'subscription'\n\n@description('a: b')\n@allowed([\n  'x'\n])\nparam a string = 'x'\nparam b int\n",
 			want: []infra.Decl{
-				{Kind: infra.Param, Name: "a", Type: "string", Value: "'x'", Line: 7},
+				{Kind: infra.Param, Name: "a", Type: "string", Value: "'x'", Line: 7, Decorators: []string{"@description('a: b')", "@allowed([\n  'x'\n])"}},
 				{Kind: infra.Param, Name: "b", Type: "int", Line: 8},
 			},
 		},

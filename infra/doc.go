@@ -12,7 +12,9 @@
 //     repository in ../shared/bicep-types): unknown and read-only
 //     properties, literals of the wrong type or out of range, missing
 //     required properties, unknown discriminators and unknown API versions,
-//     the compiler's BCP035/036/037/073/078/081 class of errors;
+//     the compiler's BCP035/036/037/073/078/081 class of errors, through
+//     vars, parameters and both branches of a ternary, with the values
+//     Azure accepts for open enums from OpenEnums;
 //   - this package's tests read the template text and fail when a deployment
 //     rule is broken: duplicate detection off, local auth on, a role broader
 //     than the identity uses, an output the programs read missing, an API

@@ -11,7 +11,7 @@ import (
 
 // grant is one role held by one principal at one kind of scope.
 type grant struct {
-	principal string // worker, producer, scaler, relay, loyalty, shipping, developer
+	principal string // worker, producer, scaler, relay, loyalty, shipping, orderctl, developer
 	role      string
 	scope     string // resource type (lower case), followed by the symbol for a topic subscription, or "database"/"container"/"account" for Cosmos data roles
 }
@@ -47,6 +47,15 @@ var wantGrants = []grant{
 	{"developer", "Azure Service Bus Data Sender", "microsoft.servicebus/namespaces/topics"},
 	{"developer", "Azure Service Bus Data Receiver", loyaltySubscriptionScope},
 	{"developer", "Azure Service Bus Data Receiver", shippingSubscriptionScope},
+	// The operator tool's job: receive (and peek) the dead-letter queues of
+	// the queue and of each subscription, resubmit to the queue, read the
+	// stored orders; nothing on the topic.
+	{"orderctl", "Azure Service Bus Data Receiver", "microsoft.servicebus/namespaces/queues"},
+	{"orderctl", "Azure Service Bus Data Sender", "microsoft.servicebus/namespaces/queues"},
+	{"orderctl", "Azure Service Bus Data Receiver", loyaltySubscriptionScope},
+	{"orderctl", "Azure Service Bus Data Receiver", shippingSubscriptionScope},
+	{"orderctl", "Cosmos DB Built-in Data Reader", "database"},
+	{"orderctl", "AcrPull", "microsoft.containerregistry/registries"},
 }
 
 // The two subscriptions, told apart by their symbols in servicebus.bicep: a
@@ -77,6 +86,7 @@ var identityModules = map[string]string{
 	"relayIdentity":    "relay",
 	"loyaltyIdentity":  "loyalty",
 	"shippingIdentity": "shipping",
+	"orderctlIdentity": "orderctl",
 }
 
 var (

@@ -90,18 +90,16 @@ var opsRules = []rule{
 		mutations: []mutation{
 			{bicepDir + "modules/servicebus.bicep", "resource namespaceDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {\n  scope: namespace\n", "resource namespaceDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {\n  scope: queue\n"},
 			{bicepDir + "modules/cosmos.bicep", "        categoryGroup: 'allLogs'\n", "        categoryGroup: 'audit'\n"},
-			{mainFile, "    shippingPrincipalId: shippingIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n  }\n", "    shippingPrincipalId: shippingIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: ''\n    developerPrincipalId: principalId\n  }\n"},
+			{mainFile, "    operatorPrincipalId: orderctlIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    profile: profile\n  }\n", "    operatorPrincipalId: orderctlIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: ''\n    developerPrincipalId: principalId\n    profile: profile\n  }\n"},
 		},
 	},
 	{
-		name:  "metric alerts watch dead letters, backlog, Cosmos DB throttling and every app's restarts, and mail the operator when an address is set",
+		name:  "metric alerts watch dead letters, backlog and Cosmos DB throttling, and mail the operator when an address is set",
 		check: func(r repo) error { return checkAlerts(r) },
 		mutations: []mutation{
 			{bicepDir + "modules/alerts.bicep", "          metricName: 'DeadletteredMessages'\n          timeAggregation: 'Maximum'\n          operator: 'GreaterThan'\n          threshold: 0\n", "          metricName: 'DeadletteredMessages'\n          timeAggregation: 'Maximum'\n          operator: 'GreaterThan'\n          threshold: 10\n"},
 			{bicepDir + "modules/alerts.bicep", "metricName: 'ActiveMessages'", "metricName: 'Messages'"},
 			{bicepDir + "modules/alerts.bicep", "              values: [\n                '429'\n              ]\n", "              values: [\n                '503'\n              ]\n"},
-			{mainFile, "      {\n        name: 'relay'\n        id: apps.outputs.relayId\n      }\n", ""},
-			{mainFile, "        id: apps.outputs.shippingId\n", "        id: apps.outputs.loyaltyId\n"},
 			{bicepDir + "modules/alerts.bicep", "resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = if (notify) {", "resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = {"},
 			{bicepDir + "modules/alerts.bicep", "          threshold: backlogThreshold\n          dimensions: [\n            {\n              name: 'EntityName'\n              operator: 'Include'\n              values: serviceBusEntities\n            }\n          ]\n        }\n      ]\n    }\n    actions: alertActions\n", "          threshold: backlogThreshold\n          dimensions: [\n            {\n              name: 'EntityName'\n              operator: 'Include'\n              values: serviceBusEntities\n            }\n          ]\n        }\n      ]\n    }\n    actions: []\n"},
 			{mainFile, "      serviceBus.outputs.topicName\n    ]\n", "    ]\n"},
@@ -114,11 +112,13 @@ var opsRules = []rule{
 		mutations: []mutation{
 			{bicepDir + "modules/containerapps.bicep", "      path: '/livez'\n", "      path: '/healthz'\n"},
 			{bicepDir + "modules/containerapps.bicep", "var healthPort = 8080\n", "var healthPort = 80\n"},
+			// The bootstrap image probed on the health port it does not serve.
+			{bicepDir + "modules/containerapps.bicep", "          probes: shippingExists ? workerProbes : []\n", "          probes: workerProbes\n"},
 			{bicepDir + "modules/containerapps.bicep", "var terminationGracePeriodSeconds = 60\n", "var terminationGracePeriodSeconds = 30\n"},
 			{bicepDir + "modules/containerapps.bicep", "var workerShutdownGrace = 'PT30S'\n", "var workerShutdownGrace = 'PT50S'\n"},
 			{bicepDir + "modules/containerapps.bicep", "    periodSeconds: 10\n    timeoutSeconds: 10\n", "    periodSeconds: 10\n    timeoutSeconds: 5\n"},
-			{bicepDir + "modules/containerapps.bicep", "          probes: workerProbes\n        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: 0\n        maxReplicas: subscriberMaxReplicas\n        rules: [\n          {\n            name: 'loyalty", "        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: 0\n        maxReplicas: subscriberMaxReplicas\n        rules: [\n          {\n            name: 'loyalty"},
-			{bicepDir + "modules/containerapps.bicep", "              name: 'WORKER_HEALTH_ADDR'\n              value: ':${healthPort}'\n            }\n            {\n              name: 'WORKER_SHUTDOWN_GRACE'\n              value: workerShutdownGrace\n            }\n          ]\n          probes: workerProbes\n        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: minReplicas", "              name: 'WORKER_HEALTH_ADDR'\n              value: '127.0.0.1:${healthPort}'\n            }\n            {\n              name: 'WORKER_SHUTDOWN_GRACE'\n              value: workerShutdownGrace\n            }\n          ]\n          probes: workerProbes\n        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: minReplicas"},
+			{bicepDir + "modules/containerapps.bicep", "          probes: loyaltyExists ? workerProbes : []\n        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: 0\n        maxReplicas: subscriberMaxReplicas\n        rules: [\n          {\n            name: 'loyalty", "        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: 0\n        maxReplicas: subscriberMaxReplicas\n        rules: [\n          {\n            name: 'loyalty"},
+			{bicepDir + "modules/containerapps.bicep", "              name: 'WORKER_HEALTH_ADDR'\n              value: ':${healthPort}'\n            }\n            {\n              name: 'WORKER_SHUTDOWN_GRACE'\n              value: workerShutdownGrace\n            }\n          ]\n          probes: workerExists ? workerProbes : []\n        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: minReplicas", "              name: 'WORKER_HEALTH_ADDR'\n              value: '127.0.0.1:${healthPort}'\n            }\n            {\n              name: 'WORKER_SHUTDOWN_GRACE'\n              value: workerShutdownGrace\n            }\n          ]\n          probes: workerExists ? workerProbes : []\n        }\n      ]\n      terminationGracePeriodSeconds: terminationGracePeriodSeconds\n      scale: {\n        minReplicas: minReplicas"},
 			{bicepDir + "modules/containerapps.bicep", "    configuration: {\n      activeRevisionsMode: 'Single'\n      registries: [\n        {\n          server: registryServer\n          identity: workerIdentityId\n", "    configuration: {\n      activeRevisionsMode: 'Single'\n      ingress: {\n        external: true\n        targetPort: 8080\n      }\n      registries: [\n        {\n          server: registryServer\n          identity: workerIdentityId\n"},
 		},
 	},
@@ -425,7 +425,6 @@ var wantAlerts = []alertWant{
 	{"Microsoft.ServiceBus/namespaces", "DeadletteredMessages", "GreaterThan", "0", "EntityName", "serviceBusEntities"},
 	{"Microsoft.ServiceBus/namespaces", "ActiveMessages", "GreaterThan", "backlogThreshold", "EntityName", "serviceBusEntities"},
 	{"Microsoft.DocumentDB/databaseAccounts", "TotalRequests", "GreaterThan", "throttleThreshold", "StatusCode", "[\n'429'\n]"},
-	{"Microsoft.App/containerApps", "RestartCount", "GreaterThan", "0", "", ""},
 }
 
 func checkAlerts(r repo) error {
@@ -488,41 +487,6 @@ func checkAlerts(r repo) error {
 	// The Service Bus alerts cover the queue and the topic.
 	if v, err := b.moduleParam("modules/alerts.bicep", "serviceBusEntities"); err != nil || strings.Join(strings.Fields(v), " ") != "[ serviceBus.outputs.queueName serviceBus.outputs.topicName ]" {
 		return fmt.Errorf("alerts.bicep serviceBusEntities = %q (%v), want the queue and the topic", v, err)
-	}
-	// The restart alert covers every container app, each by its own id.
-	restarts := got["'Microsoft.App/containerApps' 'RestartCount'"]
-	m := forRE.FindStringSubmatch(restarts.Value)
-	if m == nil || m[2] != "containerApps" {
-		return fmt.Errorf("%v: the restart alert is not a loop over containerApps", restarts)
-	}
-	apps, err := b.moduleParam("modules/alerts.bicep", "containerApps")
-	if err != nil {
-		return err
-	}
-	items, err := infra.ParseArray(apps)
-	if err != nil {
-		return err
-	}
-	seen := map[string]bool{}
-	for _, it := range items {
-		id, _ := infra.Lookup(it, "id")
-		seen[id] = true
-	}
-	for _, svc := range []string{"worker", "relay", "loyalty", "shipping"} {
-		if !seen["apps.outputs."+svc+"Id"] {
-			return fmt.Errorf("the restart alerts do not cover %s (apps.outputs.%sId)", svc, svc)
-		}
-		d, err := serviceResource(b, "Microsoft.App/containerApps", svc)
-		if err != nil {
-			return err
-		}
-		o, ok := b.find(bicepDir+"modules/containerapps.bicep", infra.Output, svc+"Id")
-		if !ok || o.Value != d.Name+".id" {
-			return fmt.Errorf("containerapps.bicep output %sId = %q, want %s.id", svc, o.Value, d.Name)
-		}
-	}
-	if len(items) != 4 {
-		return fmt.Errorf("restart alerts for %d apps, want 4", len(items))
 	}
 	// The action group exists only with an address, and every alert's
 	// actions name it under the same condition.
@@ -601,6 +565,13 @@ func checkProbes(b *bicep) error {
 		if !ok {
 			return fmt.Errorf("%v: container has no probes", app)
 		}
+		// The bootstrap image (port 80, no health paths) gets no probes;
+		// the deployed image gets them.
+		cond, deployed, bootstrap, isTernary := infra.SplitTernary(probes)
+		if !isTernary || cond != svc+"Exists" || bootstrap != "[]" {
+			return fmt.Errorf("%v: probes = %s, want %sExists ? <probes> : []: the bootstrap image serves port 80 and no health path, so probes on it fail", app, probes, svc)
+		}
+		probes = deployed
 		if pv, err := varValue(probes); err == nil {
 			probes = pv
 		}

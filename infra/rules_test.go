@@ -235,12 +235,14 @@ var rules = []rule{
 				return err
 			}
 			for _, ns := range nss {
-				tier, err := get(ns, "sku.name")
-				if err != nil {
-					return err
-				}
-				if tier != "'Standard'" && tier != "'Premium'" {
-					return fmt.Errorf("%v: sku %s has no duplicate detection; want Standard or Premium", ns, tier)
+				for _, prof := range profiles {
+					tier, err := profileGet(b, ns, "sku.name", prof)
+					if err != nil {
+						return err
+					}
+					if tier != "'Standard'" && tier != "'Premium'" {
+						return fmt.Errorf("%v: %s profile: sku %s has no duplicate detection; want Standard or Premium", ns, prof, tier)
+					}
 				}
 				if err := want(ns, "properties.disableLocalAuth", "true"); err != nil {
 					return err
@@ -371,7 +373,9 @@ var rules = []rule{
 				return err
 			}
 			for _, a := range accts {
-				caps, err := get(a, "properties.capabilities")
+				// The dev profile; production has provisioned autoscale
+				// throughput (the production rule).
+				caps, err := profileGet(b, a, "properties.capabilities", "dev")
 				if err != nil {
 					return err
 				}
@@ -445,7 +449,7 @@ var rules = []rule{
 			// The scaler's identity receives in the worker's place.
 			{mainFile, "receiverPrincipalId: workerIdentity.outputs.principalId", "receiverPrincipalId: scalerIdentity.outputs.principalId"},
 			// The producer also gets AcrPull... and the scaler too.
-			{mainFile, "      shippingIdentity.outputs.principalId\n    ]", "      shippingIdentity.outputs.principalId\n      scalerIdentity.outputs.principalId\n    ]"},
+			{mainFile, "      orderctlIdentity.outputs.principalId\n    ]", "      orderctlIdentity.outputs.principalId\n      scalerIdentity.outputs.principalId\n    ]"},
 			// Cosmos data role at account scope.
 			{bicepDir + "modules/cosmos.bicep", "var dataScope = '${account.id}/dbs/${databaseName}'", "var dataScope = account.id"},
 			// Cosmos Data Reader instead of Data Contributor: the worker could not write.
@@ -453,13 +457,15 @@ var rules = []rule{
 			// Subscription-wide Contributor for the worker.
 			{mainFile, "// Outputs are the environment variables", "resource workerContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {\n  name: guid(subscription().id, 'worker-contributor')\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', 'b24988ac-6180-42a0-ab88-20f7382dd24c')\n    principalId: workerIdentity.outputs.principalId\n  }\n}\n\n// Outputs are the environment variables"},
 			// The developer principal is granted nothing on Cosmos.
-			{mainFile, "    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n  }\n", "    logAnalyticsWorkspaceId: monitoring.outputs.id\n  }\n"},
+			{mainFile, "    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    profile: profile\n  }\n", "    logAnalyticsWorkspaceId: monitoring.outputs.id\n    profile: profile\n  }\n"},
 			// The loyalty subscriber receives from the shipping subscription.
 			{bicepDir + "modules/servicebus.bicep", "  scope: loyaltySubscription\n  name: guid(loyaltySubscription.id, loyaltyPrincipalId", "  scope: shippingSubscription\n  name: guid(loyaltySubscription.id, loyaltyPrincipalId"},
 			// The relay may send to every entity of the namespace.
 			{bicepDir + "modules/servicebus.bicep", "  scope: topic\n  name: guid(topic.id, publisherPrincipalId", "  scope: namespace\n  name: guid(topic.id, publisherPrincipalId"},
 			// The shipping subscriber runs as the loyalty subscriber's identity.
-			{mainFile, "    shippingPrincipalId: shippingIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    developerPrincipalType", "    shippingPrincipalId: loyaltyIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    developerPrincipalType"},
+			{mainFile, "    shippingPrincipalId: shippingIdentity.outputs.principalId\n    operatorPrincipalId: orderctlIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    developerPrincipalType", "    shippingPrincipalId: loyaltyIdentity.outputs.principalId\n    operatorPrincipalId: orderctlIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    developerPrincipalType"},
+			// orderctl may resubmit to every entity of the namespace.
+			{bicepDir + "modules/servicebus.bicep", "  scope: queue\n  name: guid(queue.id, operatorPrincipalId, dataSenderRoleId)", "  scope: namespace\n  name: guid(queue.id, operatorPrincipalId, dataSenderRoleId)"},
 		},
 	},
 	{
@@ -552,6 +558,7 @@ var rules = []rule{
 				{"Microsoft.App/containerApps", "relay", "relayIdentity", relayEnv},
 				{"Microsoft.App/containerApps", "loyalty", "loyaltyIdentity", subscriberEnv},
 				{"Microsoft.App/containerApps", "shipping", "shippingIdentity", subscriberEnv},
+				{"Microsoft.App/jobs", "orderctl", "orderctlIdentity", orderctlEnv},
 			} {
 				d, err := serviceResource(b, app.typ, app.service)
 				if err != nil {
@@ -755,7 +762,7 @@ var rules = []rule{
 			if !ok || !strings.Contains(token.Value, "uniqueString(subscription().id, environmentName, location)") {
 				return errors.New("main.bicep has no azd-style resourceToken")
 			}
-			for _, svc := range []string{"worker", "producer", "relay", "loyalty", "shipping"} {
+			for _, svc := range []string{"worker", "producer", "relay", "loyalty", "shipping", "orderctl"} {
 				if _, err := serviceResource(b, "", svc); err != nil {
 					return err
 				}
@@ -863,6 +870,7 @@ var workerEnv = []string{
 	"SERVICEBUS_MESSAGE_TTL",
 	"LOG_FORMAT",
 	"OTEL_SERVICE_NAME",
+	"OTEL_METRICS_EXPORTER",
 	"WORKER_HEALTH_ADDR",
 	"WORKER_SHUTDOWN_GRACE",
 }
@@ -879,6 +887,7 @@ var relayEnv = []string{
 	"COSMOS_CONTAINER",
 	"LOG_FORMAT",
 	"OTEL_SERVICE_NAME",
+	"OTEL_METRICS_EXPORTER",
 }
 
 // subscriberEnv is the worker's, receiving from a topic subscription in inbox
@@ -898,8 +907,26 @@ var subscriberEnv = []string{
 	"SERVICEBUS_MESSAGE_TTL",
 	"LOG_FORMAT",
 	"OTEL_SERVICE_NAME",
+	"OTEL_METRICS_EXPORTER",
 	"WORKER_HEALTH_ADDR",
 	"WORKER_SHUTDOWN_GRACE",
+}
+
+// orderctlEnv is what orderctl reads in Azure: the queue and its settings
+// (for the resubmission window and horizon) and the orders container (for
+// `dlq show`). A subscription's dead-letter queue is chosen with -topic and
+// -subscription in the job's args.
+var orderctlEnv = []string{
+	"AZURE_CLIENT_ID",
+	"SERVICEBUS_NAMESPACE",
+	"SERVICEBUS_QUEUE",
+	"SERVICEBUS_LOCK_DURATION",
+	"SERVICEBUS_DUPLICATE_DETECTION_WINDOW",
+	"SERVICEBUS_MESSAGE_TTL",
+	"COSMOS_ENDPOINT",
+	"COSMOS_DATABASE",
+	"COSMOS_CONTAINER",
+	"LOG_FORMAT",
 }
 
 var producerEnv = []string{
@@ -933,6 +960,13 @@ var minAPIVersions = map[string]string{
 	"microsoft.insights/components":                                 "2020-02-02",
 	"microsoft.insights/actiongroups":                               "2023-01-01",
 	"microsoft.insights/metricalerts":                               "2018-03-01",
+	"microsoft.insights/scheduledqueryrules":                        "2023-12-01",
+	"microsoft.network/virtualnetworks":                             "2024-07-01",
+	"microsoft.network/privateendpoints":                            "2024-07-01",
+	"microsoft.network/privateendpoints/privatednszonegroups":       "2024-07-01",
+	"microsoft.network/privatednszones":                             "2024-06-01",
+	"microsoft.network/privatednszones/virtualnetworklinks":         "2024-06-01",
+	"microsoft.consumption/budgets":                                 "2024-08-01",
 }
 
 // apiVersionAtLeast compares API versions such as 2024-01-01 and
@@ -1085,6 +1119,7 @@ func checkAzureYAML(text string) error {
 		`(?m)^services:\n(?:  .*\n)*  relay:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderrelay$`,
 		`(?m)^services:\n(?:  .*\n)*  loyalty:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderworker$`,
 		`(?m)^services:\n(?:  .*\n)*  shipping:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderworker$`,
+		`(?m)^services:\n(?:  .*\n)*  orderctl:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderctl$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(text) {
 			return fmt.Errorf("azure.yaml does not match %s", re)

@@ -98,13 +98,59 @@ var bicepKeys = map[string]bool{"parent": true, "scope": true, "dependsOn": true
 // has the property's type and is inside its range, length or allowed values,
 // every required property is present (unless d is an `existing` reference,
 // which may set only name, scope and parent), and every discriminated object
-// names a known discriminator. A value that is not a literal (a parameter,
-// function call, ternary, or property access) is checked for the existence of
-// its property only; an interpolated string only for being a string.
+// names a known discriminator. A string for a property whose type data is
+// an open enum (known values plus any string) must be one of the known
+// values or one OpenEnums lists for that property, and a property OpenEnums
+// lists takes only the values it lists. A value that is not a literal (a
+// function call or property access) is checked for the existence of its
+// property only; an interpolated string only for being a string. CheckResource
+// knows no symbols, so a var or parameter is not a literal to it; Check
+// resolves them (see Check).
 //
 // The returned error reports type data that cannot be read; disagreements
 // are Diagnostics. d must be a Resource declaration.
 func (td *TypeData) CheckResource(path string, d Decl) ([]Diagnostic, error) {
+	return td.checkResource(path, d, nil)
+}
+
+// symbols maps the vars and parameters of one template to the expressions
+// each may stand for.
+type symbols map[string][]string
+
+// fileSymbols returns the symbols of a template's declarations: a var stands
+// for its expression; a parameter for each value of its @allowed decorator,
+// or else for its default. The empty string is left out of a parameter's
+// values: these templates use the empty string for "not set" and guard every use of such a
+// parameter with empty().
+func fileSymbols(decls []Decl) symbols {
+	syms := symbols{}
+	for _, d := range decls {
+		switch d.Kind {
+		case Var:
+			syms[d.Name] = []string{d.Value}
+		case Param:
+			var vals []string
+			for _, dec := range d.Decorators {
+				if inner, ok := strings.CutPrefix(dec, "@allowed("); ok {
+					if elems, err := ParseArray(strings.TrimSuffix(strings.TrimSpace(inner), ")")); err == nil {
+						vals = elems
+					}
+				}
+			}
+			if vals == nil && d.Value != "" {
+				vals = []string{d.Value}
+			}
+			for _, v := range vals {
+				if strings.TrimSpace(v) != "''" {
+					syms[d.Name] = append(syms[d.Name], v)
+				}
+			}
+		}
+	}
+	return syms
+}
+
+func (td *TypeData) checkResource(path string, d Decl, syms symbols) ([]Diagnostic, error) {
 	if d.Kind != Resource {
 		return nil, fmt.Errorf("infra: %s:%d %s is a %s, not a resource", path, d.Line, d.Name, d.Kind)
 	}
@@ -125,7 +171,7 @@ func (td *TypeData) CheckResource(path string, d Decl) ([]Diagnostic, error) {
 	if err != nil {
 		return []Diagnostic{{Resource: where, Code: CodeUnreadable, Message: err.Error()}}, nil
 	}
-	c := &checker{f: f, where: where}
+	c := &checker{f: f, where: where, typ: strings.ToLower(d.Type), syms: syms, resolving: map[string]bool{}}
 	if d.Existing {
 		for _, it := range items {
 			if it.Key != "name" && it.Key != "scope" && it.Key != "parent" {
@@ -147,19 +193,25 @@ func (td *TypeData) CheckResource(path string, d Decl) ([]Diagnostic, error) {
 	return c.diags, c.err
 }
 
-// Check checks every resource declaration in files with CheckResource and
-// returns all diagnostics, and the number of resource declarations checked.
+// Check checks every resource declaration in files as CheckResource does,
+// and also checks the values held in the file's vars and parameters: a
+// property set to a var is checked as the var's expression, one set to a
+// parameter as each value of its @allowed decorator (or else its default),
+// and a ternary `c ? a : b` as both a and b, so that every branch (every
+// profile of a template) is checked. It returns all diagnostics, and the
+// number of resource declarations checked.
 func (td *TypeData) Check(files []File) (diags []Diagnostic, checked int, err error) {
 	for _, f := range files {
 		decls, err := Decls(f)
 		if err != nil {
 			return nil, checked, err
 		}
+		syms := fileSymbols(decls)
 		for _, d := range decls {
 			if d.Kind != Resource {
 				continue
 			}
-			ds, err := td.CheckResource(f.Path, d)
+			ds, err := td.checkResource(f.Path, d, syms)
 			if err != nil {
 				return nil, checked, err
 			}
@@ -351,10 +403,13 @@ func (f *typeFile) describe(t *btType) string {
 
 // checker walks one resource body.
 type checker struct {
-	f     *typeFile
-	where string
-	diags []Diagnostic
-	err   error // the first unreadable type reference
+	f         *typeFile
+	where     string
+	typ       string          // the resource type, lower case
+	syms      symbols         // the template's vars and parameters; nil: none
+	resolving map[string]bool // symbols being resolved, against cycles
+	diags     []Diagnostic
+	err       error // the first unreadable type reference
 }
 
 func (c *checker) report(code, path, format string, args ...any) {
@@ -460,9 +515,11 @@ func (c *checker) value(path string, t *btType, expr string) {
 }
 
 func (c *checker) check(path string, t *btType, v value) {
-	if v.kind == vExpr || v.kind == vNull {
-		// Not a literal: the property exists (checked by the caller); its
-		// value is known only at deployment.
+	if v.kind == vExpr {
+		c.resolve(path, t, v.expr)
+		return
+	}
+	if v.kind == vNull {
 		return
 	}
 	switch t.Kind {
@@ -490,6 +547,9 @@ func (c *checker) check(path string, t *btType, v value) {
 			}
 			if t.pattern != nil && !t.pattern.MatchString(v.str) {
 				c.report(CodeWrongType, path, "%s does not match the pattern %s", v.text, *t.Pattern)
+			}
+			if _, listed := OpenEnums[c.typ+" "+enumPath(path)]; listed {
+				c.enumValue(path, v, nil)
 			}
 		case vInterp:
 		default:
@@ -543,6 +603,80 @@ func (c *checker) check(path string, t *btType, v value) {
 	}
 }
 
+var symbolRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// resolve checks an expression that is not a literal: a symbol as each
+// expression it stands for, a ternary as both branches. Anything else (a
+// function call, a property access) is known only at deployment.
+func (c *checker) resolve(path string, t *btType, expr string) {
+	expr = strings.TrimSpace(expr)
+	if symbolRE.MatchString(expr) {
+		vals, ok := c.syms[expr]
+		if !ok || c.resolving[expr] {
+			return
+		}
+		c.resolving[expr] = true
+		defer delete(c.resolving, expr)
+		for _, v := range vals {
+			c.value(path, t, v)
+		}
+		return
+	}
+	if _, a, b, ok := splitTernary(expr); ok {
+		c.value(path, t, a)
+		c.value(path, t, b)
+	}
+}
+
+// SplitTernary splits the expression `cond ? a : b` at its top level into
+// its condition and branches; ok is false when expr is not a ternary.
+func SplitTernary(expr string) (cond, a, b string, ok bool) { return splitTernary(expr) }
+
+// splitTernary splits `cond ? a : b` at its top level.
+func splitTernary(expr string) (cond, a, b string, ok bool) {
+	_, code, depth, err := lex(expr)
+	if err != nil {
+		return "", "", "", false
+	}
+	q := -1
+	for i := 0; i < len(code); i++ {
+		if code[i] != '?' || depth[i] != 0 {
+			continue
+		}
+		if i+1 < len(code) && (code[i+1] == '?' || code[i+1] == '.' || code[i+1] == '[') || i > 0 && code[i-1] == '?' {
+			continue // ?? (coalesce), ?. and ?[ (safe access)
+		}
+		q = i
+		break
+	}
+	if q < 0 {
+		return "", "", "", false
+	}
+	nested := 0
+	for i := q + 1; i < len(code); i++ {
+		if depth[i] != 0 {
+			continue
+		}
+		switch code[i] {
+		case '?':
+			if i+1 < len(code) && (code[i+1] == '?' || code[i+1] == '.' || code[i+1] == '[') || code[i-1] == '?' {
+				continue
+			}
+			nested++
+		case ':':
+			if i+1 < len(code) && code[i+1] == ':' || code[i-1] == ':' {
+				continue // :: (nested resource access)
+			}
+			if nested > 0 {
+				nested--
+				continue
+			}
+			return strings.TrimSpace(expr[:q]), strings.TrimSpace(expr[q+1 : i]), strings.TrimSpace(expr[i+1:]), true
+		}
+	}
+	return "", "", "", false
+}
+
 func bound(p *int64) string {
 	if p == nil {
 		return "-"
@@ -554,8 +688,16 @@ func (c *checker) mismatch(path string, t *btType, v value) {
 	c.report(CodeWrongType, path, "expects %s, got %s %s", c.f.describe(t), v.kindName(), v.text)
 }
 
-// union accepts v when any element type accepts it.
+// union accepts v when any element type accepts it. An open enum (known
+// string values and any string) takes a string literal only when it is one
+// of the known values or OpenEnums lists it for this property.
 func (c *checker) union(path string, t *btType, v value) {
+	if v.kind == vString {
+		if known, open := c.openEnum(t); open {
+			c.enumValue(path, v, known)
+			return
+		}
+	}
 	var best []Diagnostic
 	for _, r := range t.union {
 		e := c.get(r)
@@ -579,6 +721,63 @@ func (c *checker) union(path string, t *btType, v value) {
 		return
 	}
 	c.mismatch(path, t, v)
+}
+
+// openEnum reports whether t is a union of string literals and any string,
+// and returns the literals.
+func (c *checker) openEnum(t *btType) (known []string, open bool) {
+	for _, r := range t.union {
+		e := c.get(r)
+		if e == nil {
+			return nil, false
+		}
+		switch e.Kind {
+		case "StringLiteralType":
+			known = append(known, e.Value)
+		case "StringType":
+			open = true
+		default:
+			return nil, false
+		}
+	}
+	return known, open && len(known) > 0
+}
+
+// enumValue checks a string literal at path against the known values of its
+// open enum and the OpenEnums entry for the property.
+func (c *checker) enumValue(path string, v value, known []string) {
+	entry, listed := OpenEnums[c.typ+" "+enumPath(path)]
+	for _, k := range known {
+		if v.str == k && !listed {
+			return
+		}
+	}
+	if listed {
+		for _, a := range entry.Values {
+			if v.str == a {
+				return
+			}
+		}
+		c.report(CodeWrongType, path, "%s is not a value Azure accepts here; one of %s (%s)", v.text, quoteAll(entry.Values), entry.Source)
+		return
+	}
+	c.report(CodeWrongType, path, "%s is not one of the known values %s of this open enum; if Azure accepts it, list it in infra.OpenEnums with its source", v.text, quoteAll(known))
+}
+
+// enumPath removes the array indices from a diagnostic path:
+// properties.logs[0].category becomes properties.logs.category.
+func enumPath(path string) string {
+	return indexRE.ReplaceAllString(path, "")
+}
+
+var indexRE = regexp.MustCompile(`\[(\d+|\*)\]`)
+
+func quoteAll(vs []string) string {
+	q := make([]string, len(vs))
+	for i, v := range vs {
+		q[i] = "'" + v + "'"
+	}
+	return strings.Join(q, ", ")
 }
 
 func (c *checker) discriminated(path string, t *btType, v value) {
@@ -651,7 +850,8 @@ const (
 
 type value struct {
 	kind     valueKind
-	text     string // as written
+	expr     string // as written, in full
+	text     string // as written, shortened for messages
 	str      string
 	n        int64
 	props    []Prop
@@ -684,7 +884,7 @@ var intRE = regexp.MustCompile(`^-?[0-9]+$`)
 // parseValue classifies expr and, for object and array literals, splits it.
 func parseValue(expr string) (value, error) {
 	e := strings.TrimSpace(expr)
-	v := value{text: e}
+	v := value{text: e, expr: e}
 	if len(e) > 40 {
 		v.text = e[:37] + "..."
 	}

@@ -125,7 +125,7 @@ func TestTypeCheckCatches(t *testing.T) {
 			"resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {\n  name: name\n  location: location\n", "resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {\n  name: name\n",
 			infra.CodeMissingRequired, "location"},
 		{"missing required nested property", "modules/containerapps.bicep",
-			"      triggerType: 'Manual'\n", "",
+			"      triggerType: 'Manual'\n      replicaTimeout: 1800\n", "      replicaTimeout: 1800\n",
 			infra.CodeMissingRequired, "properties.configuration.triggerType"},
 		{"unknown API version", "modules/servicebus.bicep",
 			"'Microsoft.ServiceBus/namespaces/queues@2024-01-01'", "'Microsoft.ServiceBus/namespaces/queues@2024-02-30'",
@@ -134,13 +134,13 @@ func TestTypeCheckCatches(t *testing.T) {
 			"'Microsoft.OperationalInsights/workspaces@2023-09-01'", "'Microsoft.OperationalInsights/workspace@2023-09-01'",
 			infra.CodeUnknownType, ""},
 		{"unknown discriminator", "modules/cosmos.bicep",
-			"    minimalTlsVersion: 'Tls12'\n", "    minimalTlsVersion: 'Tls12'\n    backupPolicy: {\n      type: 'Weekly'\n    }\n",
+			"      type: 'Continuous'\n", "      type: 'Weekly'\n",
 			infra.CodeWrongType, "properties.backupPolicy.type"},
 		{"discriminator missing", "modules/cosmos.bicep",
-			"    minimalTlsVersion: 'Tls12'\n", "    minimalTlsVersion: 'Tls12'\n    backupPolicy: {\n      migrationState: {}\n    }\n",
+			"      type: 'Continuous'\n      continuousModeProperties", "      continuousModeProperties",
 			infra.CodeNoDiscriminator, "properties.backupPolicy.type"},
 		{"property of another variant", "modules/cosmos.bicep",
-			"    minimalTlsVersion: 'Tls12'\n", "    minimalTlsVersion: 'Tls12'\n    backupPolicy: {\n      type: 'Continuous'\n      periodicModeProperties: {}\n    }\n",
+			"      continuousModeProperties: {\n        tier: 'Continuous7Days'\n      }\n", "      periodicModeProperties: {}\n",
 			infra.CodeUnknownProperty, "properties.backupPolicy.periodicModeProperties"},
 		{"property set on an existing reference", "modules/containerapps.bicep",
 			"resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' existing = {\n  name: logAnalyticsWorkspaceName\n", "resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' existing = {\n  name: logAnalyticsWorkspaceName\n  location: 'westeurope'\n",
@@ -148,6 +148,26 @@ func TestTypeCheckCatches(t *testing.T) {
 		{"identity lifecycle of the wrong type", "modules/containerapps.bicep",
 			"The worker identity keeps the default (All).\n      identitySettings: [\n        {\n          identity: scalerIdentityId\n          lifecycle: 'None'\n", "The worker identity keeps the default (All).\n      identitySettings: [\n        {\n          identity: scalerIdentityId\n          lifecycle: false\n",
 			infra.CodeWrongType, "properties.configuration.identitySettings[0].lifecycle"},
+		// Open enums: the type data takes any string, Azure does not.
+		{"open enum: timeAggregation 'Max'", "modules/alerts.bicep",
+			"          timeAggregation: 'Maximum'\n", "          timeAggregation: 'Max'\n",
+			infra.CodeWrongType, "properties.criteria.allOf[0].timeAggregation"},
+		{"open enum: indexingMode 'consistant'", "modules/cosmos.bicep",
+			"        indexingMode: 'consistent'\n", "        indexingMode: 'consistant'\n",
+			infra.CodeWrongType, "properties.resource.indexingPolicy.indexingMode"},
+		{"open enum: identity.type 'UserAssignedd'", "modules/containerapps.bicep",
+			"  identity: {\n    type: 'UserAssigned'\n    userAssignedIdentities: {\n      '${producerIdentityId}': {}", "  identity: {\n    type: 'UserAssignedd'\n    userAssignedIdentities: {\n      '${producerIdentityId}': {}",
+			infra.CodeWrongType, "identity.type"},
+		{"listed open string: logAnalyticsDestinationType 'Dedicate'", "modules/cosmos.bicep",
+			"    logAnalyticsDestinationType: 'Dedicated'\n", "    logAnalyticsDestinationType: 'Dedicate'\n",
+			infra.CodeWrongType, "properties.logAnalyticsDestinationType"},
+		// Values held in vars and parameters.
+		{"string for an int through a var used once", "modules/containerapps.bicep",
+			"var orderctlImage = bootstrapProducerImage\n", "var orderctlImage = 5\n",
+			infra.CodeWrongType, "properties.template.containers[0].image"},
+		{"string for an int through a parameter's default", "modules/alerts.bicep",
+			"param backlogThreshold int = 1000\n", "param backlogThreshold int = '1000'\n",
+			infra.CodeWrongType, "properties.criteria.allOf[0].threshold"},
 	}
 	files, err := infra.ReadDir("bicep")
 	if err != nil {
@@ -182,6 +202,62 @@ func TestTypeCheckCatches(t *testing.T) {
 	}
 }
 
+// TestTypeCheckSeesThroughSymbols changes a var or parameter that several
+// resources use, or one branch of a ternary, and requires every use to be
+// reported, each with the code at a path ending as named.
+func TestTypeCheckSeesThroughSymbols(t *testing.T) {
+	td := openTypeData(t)
+	tests := []struct {
+		name             string
+		file, old, new   string
+		code, pathSuffix string
+		uses             int
+	}{
+		{"string for an int through a var", "modules/containerapps.bicep",
+			"var terminationGracePeriodSeconds = 60\n", "var terminationGracePeriodSeconds = '60'\n",
+			infra.CodeWrongType, "properties.template.terminationGracePeriodSeconds", 4},
+		{"string for an int through a var inside a var (the probes)", "modules/containerapps.bicep",
+			"var healthPort = 8080\n", "var healthPort = '8080'\n",
+			infra.CodeWrongType, ".httpGet.port", 9},
+		{"one branch of a ternary", "modules/alerts.bicep",
+			"    actionGroupId: actionGroup.id\n", "    actionGroupID: actionGroup.id\n",
+			infra.CodeUnknownProperty, "properties.actions[0].actionGroupID", 3},
+		{"a parameter's default", "modules/containerapps.bicep",
+			"param subscriberMaxReplicas int = 5\n", "param subscriberMaxReplicas int = '5'\n",
+			infra.CodeWrongType, "properties.template.scale.maxReplicas", 2},
+	}
+	files, err := infra.ReadDir("bicep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mutated []infra.File
+			for _, f := range files {
+				if f.Path == tt.file {
+					if n := strings.Count(f.Text, tt.old); n != 1 {
+						t.Fatalf("%s contains %q %d times, want once: update the case", f.Path, tt.old, n)
+					}
+					f.Text = strings.Replace(f.Text, tt.old, tt.new, 1)
+				}
+				mutated = append(mutated, f)
+			}
+			diags, _, err := td.Check(mutated)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range diags {
+				if d.Code != tt.code || !strings.HasSuffix(d.Path, tt.pathSuffix) {
+					t.Errorf("unexpected %v", d)
+				}
+			}
+			if len(diags) != tt.uses {
+				t.Errorf("%d diagnostics %v, want one per use: %d", len(diags), diags, tt.uses)
+			}
+		})
+	}
+}
+
 // TestTypeCheckValues covers the value forms the templates do not use yet.
 func TestTypeCheckValues(t *testing.T) {
 	td := openTypeData(t)
@@ -191,7 +267,10 @@ func TestTypeCheckValues(t *testing.T) {
 		want        []string // "code path"
 	}{
 		{"parameter for a bool is not checked", "    requiresSession: x\n", nil},
-		{"ternary for an int is not checked", "    maxDeliveryCount: a ? 1 : 2\n", nil},
+		{"ternary for an int: both branches checked", "    maxDeliveryCount: a ? 1 : 2\n", nil},
+		{"ternary with a wrong branch", "    maxDeliveryCount: a ? 1 : 'two'\n", []string{"BCP036 properties.maxDeliveryCount"}},
+		{"nested ternary", "    maxDeliveryCount: a ? 1 : b ? true : 2\n", []string{"BCP036 properties.maxDeliveryCount"}},
+		{"coalesce is not a ternary", "    maxDeliveryCount: a ?? 2\n", nil},
 		{"interpolated string for a duration", "    lockDuration: 'PT${n}S'\n", nil},
 		{"interpolated string for a bool", "    requiresSession: '${x}'\n", []string{"BCP036 properties.requiresSession"}},
 		{"null is not checked", "    forwardTo: null\n", nil},
@@ -273,5 +352,15 @@ func ExampleTypeData_CheckResource() {
 	}
 	for _, d := range diags {
 		fmt.Println(d.Code, d.Path)
+	}
+}
+
+// TestOpenEnumsHaveSources requires every entry of the open-enum table to
+// name its values and where they are documented.
+func TestOpenEnumsHaveSources(t *testing.T) {
+	for key, e := range infra.OpenEnums {
+		if len(e.Values) == 0 || !strings.Contains(e.Source, "https://") || key != strings.ToLower(key[:strings.Index(key, " ")])+key[strings.Index(key, " "):] {
+			t.Errorf("OpenEnums[%q] = %+v: want values, a source with its address, and a lower-case resource type", key, e)
+		}
 	}
 }

@@ -37,6 +37,20 @@ param principalId string = ''
 @description('Kind of principal that principalId names, as azd reports it (AZURE_PRINCIPAL_TYPE). Empty leaves principalType off the role assignments, and Azure looks the principal up itself.')
 param principalType string = ''
 
+@allowed([
+  'dev'
+  'production'
+])
+@description('Deployment profile (DEPLOY_PROFILE). dev: a dev/test shape on public endpoints with Microsoft Entra auth only, Service Bus Standard, Cosmos DB serverless. production: what the Azure Well-Architected guidance and AVM default to: Service Bus Premium, zone-redundant; Cosmos DB with autoscale throughput, zone redundancy and continuous backup; private endpoints and private DNS zones for both, public network access off; the Container Apps environment in a virtual network; a monthly budget alert.')
+param profile string = 'dev'
+
+@minValue(1)
+@description('Production profile: the monthly budget of the resource group, in the billing currency (BUDGET_AMOUNT).')
+param budgetAmount int = 500
+
+@description('Production profile: first day of the first budget month (yyyy-MM-01). Defaults to the current month.')
+param budgetStartDate string = utcNow('yyyy-MM-01')
+
 @description('Name of the Service Bus queue that carries orders.')
 param queueName string = 'orders'
 
@@ -102,6 +116,7 @@ param workerMaxReplicas int = 10
 @description('Active messages per replica at which KEDA adds a replica.')
 param scaleMessageCount int = 100
 
+var production = profile == 'production'
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
   'azd-env-name': environmentName
@@ -173,6 +188,16 @@ module shippingIdentity 'modules/identity.bicep' = {
   }
 }
 
+module orderctlIdentity 'modules/identity.bicep' = {
+  name: 'orderctl-identity'
+  scope: rg
+  params: {
+    name: 'id-orderctl-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
 module serviceBus 'modules/servicebus.bicep' = {
   name: 'servicebus'
   scope: rg
@@ -194,9 +219,11 @@ module serviceBus 'modules/servicebus.bicep' = {
     publisherPrincipalId: relayIdentity.outputs.principalId
     loyaltyPrincipalId: loyaltyIdentity.outputs.principalId
     shippingPrincipalId: shippingIdentity.outputs.principalId
+    operatorPrincipalId: orderctlIdentity.outputs.principalId
     logAnalyticsWorkspaceId: monitoring.outputs.id
     developerPrincipalId: principalId
     developerPrincipalType: principalType
+    profile: profile
   }
 }
 
@@ -213,8 +240,36 @@ module cosmos 'modules/cosmos.bicep' = {
     relayPrincipalId: relayIdentity.outputs.principalId
     loyaltyPrincipalId: loyaltyIdentity.outputs.principalId
     shippingPrincipalId: shippingIdentity.outputs.principalId
+    operatorPrincipalId: orderctlIdentity.outputs.principalId
     logAnalyticsWorkspaceId: monitoring.outputs.id
     developerPrincipalId: principalId
+    profile: profile
+  }
+}
+
+// The production profile's network: private endpoints and DNS zones for
+// Service Bus and Cosmos DB, and the subnet of the Container Apps
+// environment.
+module network 'modules/network.bicep' = if (production) {
+  name: 'network'
+  scope: rg
+  params: {
+    name: 'vnet-${resourceToken}'
+    location: location
+    tags: tags
+    serviceBusNamespaceId: serviceBus.outputs.id
+    cosmosAccountId: cosmos.outputs.id
+  }
+}
+
+module budget 'modules/budget.bicep' = if (production) {
+  name: 'budget'
+  scope: rg
+  params: {
+    name: 'budget-${environmentName}'
+    amount: budgetAmount
+    startDate: budgetStartDate
+    alertEmail: alertEmail
   }
 }
 
@@ -242,6 +297,7 @@ module registry 'modules/registry.bicep' = {
       relayIdentity.outputs.principalId
       loyaltyIdentity.outputs.principalId
       shippingIdentity.outputs.principalId
+      orderctlIdentity.outputs.principalId
     ]
   }
 }
@@ -251,11 +307,13 @@ module apps 'modules/containerapps.bicep' = {
   scope: rg
   params: {
     environmentName: 'cae-${resourceToken}'
+    infrastructureSubnetId: production ? network.outputs.infrastructureSubnetId : ''
     workerName: 'ca-worker-${resourceToken}'
     producerName: 'caj-producer-${resourceToken}'
     relayName: 'ca-relay-${resourceToken}'
     loyaltyName: 'ca-loyalty-${resourceToken}'
     shippingName: 'ca-shipping-${resourceToken}'
+    orderctlName: 'caj-orderctl-${resourceToken}'
     location: location
     tags: tags
     logAnalyticsWorkspaceName: monitoring.outputs.name
@@ -276,6 +334,8 @@ module apps 'modules/containerapps.bicep' = {
     loyaltyClientId: loyaltyIdentity.outputs.clientId
     shippingIdentityId: shippingIdentity.outputs.id
     shippingClientId: shippingIdentity.outputs.clientId
+    orderctlIdentityId: orderctlIdentity.outputs.id
+    orderctlClientId: orderctlIdentity.outputs.clientId
     serviceBusNamespaceName: serviceBus.outputs.name
     serviceBusHost: serviceBus.outputs.host
     queueName: serviceBus.outputs.queueName
@@ -307,24 +367,8 @@ module alerts 'modules/alerts.bicep' = {
       serviceBus.outputs.topicName
     ]
     cosmosAccountId: cosmos.outputs.id
-    containerApps: [
-      {
-        name: 'worker'
-        id: apps.outputs.workerId
-      }
-      {
-        name: 'relay'
-        id: apps.outputs.relayId
-      }
-      {
-        name: 'loyalty'
-        id: apps.outputs.loyaltyId
-      }
-      {
-        name: 'shipping'
-        id: apps.outputs.shippingId
-      }
-    ]
+    logAnalyticsWorkspaceId: monitoring.outputs.id
+    location: location
     backlogThreshold: backlogAlertThreshold
   }
 }

@@ -113,6 +113,52 @@ func TestOTLPExportGRPC(t *testing.T) {
 	}
 }
 
+// TestOTLPMetricsExporterNone exports with OTEL_METRICS_EXPORTER=none, as
+// the Azure deployment sets it (its OpenTelemetry agent has no metrics
+// destination): the span reaches the collector, no metric does.
+func TestOTLPMetricsExporterNone(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &grpcCollector{spans: map[string]string{}, metrics: map[string]string{}}
+	srv := grpc.NewServer()
+	colltrace.RegisterTraceServiceServer(srv, c)
+	collmetrics.RegisterMetricsServiceServer(srv, metricsService{c})
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	cfg := parseTelemetry(t, map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + lis.Addr().String() + "/",
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"OTEL_METRICS_EXPORTER":       "none",
+	})
+	p, err := telemetry.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := p.TracerProvider.Tracer("t").Start(context.Background(), "process orders")
+	span.End()
+	counter, _ := p.MeterProvider.Meter("t").Int64Counter(worker.MetricDeliveries, metric.WithUnit("{delivery}"))
+	counter.Add(context.Background(), 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.spans["process orders"]; !ok {
+		t.Errorf("the collector received spans %v, want \"process orders\"", c.spans)
+	}
+	if len(c.metrics) != 0 {
+		t.Errorf("the collector received metrics %v with OTEL_METRICS_EXPORTER=none", c.metrics)
+	}
+	if err := (&telemetry.Config{MetricsExporter: "prometheus"}).Validate(); err == nil || !strings.Contains(err.Error(), "OTEL_METRICS_EXPORTER") {
+		t.Errorf("Validate(MetricsExporter prometheus) = %v, want an error naming OTEL_METRICS_EXPORTER", err)
+	}
+}
+
 // TestOTLPProtocolSetting reads OTEL_EXPORTER_OTLP_PROTOCOL as the commands
 // do: http/protobuf by default, grpc when set, and anything else refused
 // with the variable named.

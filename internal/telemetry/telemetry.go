@@ -52,6 +52,13 @@ type Config struct {
 	// transport from the variable: each speaks its own (otlptracehttp
 	// http/protobuf, otlptracegrpc gRPC), so New picks the exporter by it.
 	OTLPProtocol string
+	// MetricsExporter says whether the metrics go to the OTLP endpoint
+	// (OTEL_METRICS_EXPORTER, as the OpenTelemetry specification names it):
+	// MetricsExporterOTLP (empty means it too) or MetricsExporterNone, which
+	// exports traces only, for a collector that takes no metrics (the Azure
+	// Container Apps agent with no metrics destination). It does not affect
+	// Prometheus.
+	MetricsExporter string
 	// Prometheus serves the metrics for scraping (Providers.MetricsHandler).
 	Prometheus bool
 }
@@ -63,6 +70,13 @@ const (
 	ProtocolGRPC         = "grpc"
 )
 
+// The values of Config.MetricsExporter, as OTEL_METRICS_EXPORTER spells
+// them.
+const (
+	MetricsExporterOTLP = "otlp"
+	MetricsExporterNone = "none"
+)
+
 // Define defines the settings on env: OTEL_SERVICE_NAME (-otel-service-name,
 // default service), OTEL_EXPORTER_OTLP_ENDPOINT (-otlp-endpoint),
 // OTEL_EXPORTER_OTLP_PROTOCOL (-otlp-protocol; empty is http/protobuf) and, when
@@ -72,6 +86,7 @@ func (c *Config) Define(env *cli.Env, service, prometheusEnv string) {
 	env.String(&c.ServiceName, "otel-service-name", "OTEL_SERVICE_NAME", service, "service.name of the traces and metrics exported")
 	env.String(&c.OTLPEndpoint, "otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "base URL of an OTLP collector, such as http://localhost:4318 (http/protobuf) or http://localhost:4317 (grpc); when set, traces and metrics are exported to it")
 	env.String(&c.OTLPProtocol, "otlp-protocol", "OTEL_EXPORTER_OTLP_PROTOCOL", "", "OTLP transport: http/protobuf (when empty) or grpc (what the Azure Container Apps OpenTelemetry agent sets)")
+	env.String(&c.MetricsExporter, "metrics-exporter", "OTEL_METRICS_EXPORTER", "", "otlp (when empty): export the metrics to the OTLP endpoint too; none: traces only, for a collector that takes no metrics")
 	if prometheusEnv != "" {
 		env.Bool(&c.Prometheus, "metrics-prometheus", prometheusEnv, false, "serve the metrics in the Prometheus format on the health listener's /metrics")
 	}
@@ -91,6 +106,11 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL (-otlp-protocol) %q: want %s or %s", c.OTLPProtocol, ProtocolHTTPProtobuf, ProtocolGRPC))
 	}
+	switch c.MetricsExporter {
+	case "", MetricsExporterOTLP, MetricsExporterNone:
+	default:
+		errs = append(errs, fmt.Errorf("OTEL_METRICS_EXPORTER (-metrics-exporter) %q: want %s or %s", c.MetricsExporter, MetricsExporterOTLP, MetricsExporterNone))
+	}
 	if c.Enabled() && c.ServiceName == "" {
 		errs = append(errs, errors.New("OTEL_SERVICE_NAME (-otel-service-name) must not be empty when telemetry is exported"))
 	}
@@ -106,6 +126,7 @@ func (c *Config) LogAttrs() []slog.Attr {
 		slog.String("otel_service_name", c.ServiceName),
 		slog.String("otlp_endpoint", c.OTLPEndpoint),
 		slog.String("otlp_protocol", c.Protocol()),
+		slog.Bool("otlp_metrics", c.OTLPEndpoint != "" && c.MetricsExporter != MetricsExporterNone),
 		slog.Bool("metrics_prometheus", c.Prometheus),
 	}
 }
@@ -159,7 +180,9 @@ func New(ctx context.Context, c Config) (*Providers, error) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(te), sdktrace.WithResource(res))
 		p.TracerProvider = tp
 		p.shutdown = append(p.shutdown, tp.Shutdown)
-		readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me)))
+		if me != nil {
+			readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me)))
+		}
 	}
 	if c.Prometheus {
 		reg := prometheus.NewRegistry()
@@ -178,8 +201,8 @@ func New(ctx context.Context, c Config) (*Providers, error) {
 }
 
 // otlpExporters returns the trace and metric exporters of c's endpoint and
-// protocol. Neither connects yet: the gRPC client dials when it first
-// exports.
+// protocol; the metric exporter is nil when c exports no metrics over OTLP.
+// Neither connects yet: the gRPC client dials when it first exports.
 func otlpExporters(ctx context.Context, c Config) (sdktrace.SpanExporter, sdkmetric.Exporter, error) {
 	var te sdktrace.SpanExporter
 	var me sdkmetric.Exporter
@@ -187,13 +210,13 @@ func otlpExporters(ctx context.Context, c Config) (sdktrace.SpanExporter, sdkmet
 	if c.Protocol() == ProtocolGRPC {
 		// gRPC takes the host and port; http:// means without TLS.
 		te, terr = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(c.OTLPEndpoint))
-		if terr == nil {
+		if terr == nil && c.MetricsExporter != MetricsExporterNone {
 			me, merr = otlpmetricgrpc.New(ctx, otlpmetricgrpc.WithEndpointURL(c.OTLPEndpoint))
 		}
 	} else {
 		base, _ := url.Parse(c.OTLPEndpoint) // Validate parsed it
 		te, terr = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(base.JoinPath("v1", "traces").String()))
-		if terr == nil {
+		if terr == nil && c.MetricsExporter != MetricsExporterNone {
 			me, merr = otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(base.JoinPath("v1", "metrics").String()))
 		}
 	}

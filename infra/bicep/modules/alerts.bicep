@@ -1,7 +1,7 @@
-// alerts.bicep creates the deployment's metric alerts and, when an e-mail
+// alerts.bicep creates the deployment's metric and log alerts and, when an e-mail
 // address is given, the action group that mails them.
 //
-// Every alert watches a platform metric (Azure Monitor collects them without
+// Every metric alert watches a platform metric (Azure Monitor collects them without
 // any agent or code), so each fires on real data:
 //
 //   - dead-lettered messages: DeadletteredMessages > 0 on the orders queue or
@@ -15,8 +15,8 @@
 //   - Cosmos DB throttling: TotalRequests with StatusCode 429 above
 //     throttleThreshold. The SDK retries 429s, so a few cost latency only; a
 //     steady stream means the account is too small for the load.
-//   - restarts: RestartCount > 0 on each container app: a failed liveness
-//     probe or a crash.
+//   - restarts: a log alert on the platform's restart events of each app
+//     (RestartCount is cumulative, so a threshold on it never clears).
 //
 // With alertEmail empty no action group exists and the alerts have no
 // actions: they still fire and show in the portal's alert list, but nobody is
@@ -37,8 +37,11 @@ param serviceBusEntities array
 @description('Resource id of the Cosmos DB account.')
 param cosmosAccountId string
 
-@description('The container apps whose restarts raise an alert: objects with name (a short label) and id.')
-param containerApps array
+@description('Resource id of the Log Analytics workspace the log alerts query.')
+param logAnalyticsWorkspaceId string
+
+@description('Azure region of the log alerts (the workspace\'s).')
+param location string
 
 @minValue(1)
 @description('Active messages in the queue or the topic above which the backlog alert fires.')
@@ -72,6 +75,13 @@ var alertActions = notify ? [
     actionGroupId: actionGroup.id
   }
 ] : []
+
+// The same action group, in the shape log alerts take.
+var logAlertActions = {
+  actionGroups: notify ? [
+    actionGroup.id
+  ] : []
+}
 
 resource deadLettered 'Microsoft.Insights/metricAlerts@2018-03-01' = {
   name: 'orders-dead-lettered'
@@ -192,34 +202,122 @@ resource throttled 'Microsoft.Insights/metricAlerts@2018-03-01' = {
   }
 }
 
-resource restarts 'Microsoft.Insights/metricAlerts@2018-03-01' = [for app in containerApps: {
-  name: 'orders-restarts-${app.name}'
-  location: 'global'
+// Restarts: Container Apps' RestartCount metric is cumulative over a
+// replica's life (the Container Apps team in microsoft/azure-container-apps
+// #467 and #1384), so a static threshold on it stays red for as long as a
+// restarted replica lives: the relay's lives for days. Azure Monitor metric
+// alerts offer static and dynamic thresholds only, no rate or delta of a
+// metric. This log alert counts the platform's restart events instead, in
+// the resource-specific table ContainerAppSystemLogs (the environment's
+// diagnostic setting is Dedicated): each one is an increase, and the alert
+// resolves itself (autoMitigate) once a window passes without one. The
+// Reason values are those Container Apps writes for a crashed, OOM-killed or
+// backed-off container and a failed liveness probe (readiness failures are
+// normal while a replica drains, and are not counted). One alert per app:
+// ContainerAppName is a dimension.
+var restartQuery = 'ContainerAppSystemLogs | where Reason in ("ContainerCrashing", "BackOff", "OOMKilled") or (Reason == "ProbeFailed" and Log has "liveness") | summarize restarts = count() by ContainerAppName'
+
+resource restarts 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'orders-restarts'
+  location: location
   tags: tags
+  kind: 'LogAlert'
   properties: {
-    description: 'A replica of ${app.name} restarted: it crashed or failed its liveness probe. Its logs are in ContainerAppConsoleLogs.'
+    displayName: 'orders-restarts'
+    description: 'A container of an app crashed, was OOM-killed, backed off or failed its liveness probe in the last 15 minutes. Its logs are in ContainerAppConsoleLogs, the platform events in ContainerAppSystemLogs.'
     severity: 2
     enabled: true
     scopes: [
-      app.id
+      logAnalyticsWorkspaceId
     ]
     evaluationFrequency: 'PT5M'
     windowSize: 'PT15M'
-    autoMitigate: true
     criteria: {
-      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
       allOf: [
         {
-          criterionType: 'StaticThresholdCriterion'
-          name: 'restarts'
-          metricNamespace: 'Microsoft.App/containerApps'
-          metricName: 'RestartCount'
-          timeAggregation: 'Maximum'
+          query: restartQuery
+          timeAggregation: 'Total'
+          metricMeasureColumn: 'restarts'
           operator: 'GreaterThan'
           threshold: 0
+          dimensions: [
+            {
+              name: 'ContainerAppName'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
         }
       ]
     }
-    actions: alertActions
+    autoMitigate: true
+    actions: logAlertActions
   }
-}]
+}
+
+// Mismatches: the worker dead-letters an order whose id was reused with other
+// content and logs it, at error, as one JSON line on stderr:
+// {"level":"ERROR","msg":"dead-lettered","order_id":...,"reason":"OrderIdReused",...}.
+// The environment writes it to ContainerAppConsoleLogs (column Log). This log
+// alert counts those lines by reason and app; the dimension reason selects
+// OrderIdReused, which is never the broker's doing and always needs a person:
+// two different orders share an id. The DeadletteredMessages metric alert
+// above cannot tell it from the other reasons.
+var deadLetterQuery = 'ContainerAppConsoleLogs | extend entry = parse_json(Log) | where tostring(entry.msg) == "dead-lettered" | extend reason = tostring(entry.reason) | summarize dead_letters = count() by reason, ContainerAppName'
+
+resource mismatches 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'orders-mismatch'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders-mismatch'
+    description: 'An order id was reused with other content (dead-letter reason OrderIdReused): two different orders share an id. orderctl dlq show <order id> prints the field-by-field difference with the stored order.'
+    severity: 1
+    enabled: true
+    scopes: [
+      logAnalyticsWorkspaceId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    criteria: {
+      allOf: [
+        {
+          query: deadLetterQuery
+          timeAggregation: 'Total'
+          metricMeasureColumn: 'dead_letters'
+          operator: 'GreaterThan'
+          threshold: 0
+          dimensions: [
+            {
+              name: 'reason'
+              operator: 'Include'
+              values: [
+                'OrderIdReused'
+              ]
+            }
+            {
+              name: 'ContainerAppName'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: logAlertActions
+  }
+}

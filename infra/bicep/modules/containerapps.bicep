@@ -26,8 +26,10 @@
 // and OTEL_EXPORTER_OTLP_PROTOCOL=grpc into every container; the programs
 // export OTLP to it when that variable is set. The agent's Application
 // Insights destination takes no metrics (a documented limitation), so no
-// metrics destination is configured: alerts use the platform metrics of
-// Service Bus, Cosmos DB and Container Apps instead (see alerts.bicep).
+// metrics destination is configured and the programs export none
+// (OTEL_METRICS_EXPORTER=none): alerts use the platform metrics of Service
+// Bus, Cosmos DB and Container Apps and the environment's logs instead (see
+// alerts.bicep).
 //
 // Health: the worker and the subscribers serve /livez, /readyz and /startupz
 // on WORKER_HEALTH_ADDR (:8080). The probes reach the replica's own address,
@@ -38,6 +40,9 @@ param environmentName string
 
 @description('Worker container app name.')
 param workerName string
+
+@description('Subnet the environment runs in (production: VNet-integrated). Empty: the platform\'s own network (dev).')
+param infrastructureSubnetId string = ''
 
 @description('Producer job name.')
 param producerName string
@@ -56,6 +61,15 @@ param appInsightsName string
 
 @description('Relay container app name.')
 param relayName string
+
+@description('Name of the orderctl job, the operator tool for the dead-letter queues.')
+param orderctlName string
+
+@description('Resource id of the orderctl identity.')
+param orderctlIdentityId string
+
+@description('Client id of the orderctl identity (its AZURE_CLIENT_ID).')
+param orderctlClientId string
 
 @description('Loyalty subscriber container app name.')
 param loyaltyName string
@@ -180,6 +194,16 @@ param subscriberMaxReplicas int = 5
 var workerShutdownGrace = 'PT30S'
 var terminationGracePeriodSeconds = 60
 
+// The managed OpenTelemetry agent injects OTEL_EXPORTER_OTLP_ENDPOINT into
+// every container, and the programs would export their metrics there too.
+// The agent has no metrics destination to give them: Application Insights
+// takes none from it, and an Azure Monitor workspace ingests OTLP only from
+// a collector that signs in with Microsoft Entra ID, which the agent's OTLP
+// destination (static headers) cannot. So the programs export traces only
+// (OTEL_METRICS_EXPORTER=none); see infra/README.md for how the metrics are
+// observed instead.
+var otlpMetricsExporter = 'none'
+
 // The port the worker's health endpoints listen on (WORKER_HEALTH_ADDR).
 var healthPort = 8080
 
@@ -222,6 +246,11 @@ var workerProbes = [
 ]
 
 // Public bootstrap images that run until the first `azd deploy` replaces them.
+// The container apps' bootstrap image serves HTTP on port 80 and has none of
+// the health paths, so a revision that runs it gets no probes (they would
+// fail and restart it): an app is probed from the first provisioning that
+// finds it deployed (<app>Exists), with the image azd deployed. After the
+// very first `azd up`, run `azd provision` once to add the probes.
 var bootstrapWorkerImage = 'mcr.microsoft.com/azuredocs/containerapps-helloworld:latest'
 var bootstrapProducerImage = 'mcr.microsoft.com/k8se/quickstart-jobs:latest'
 
@@ -242,6 +271,15 @@ resource environment 'Microsoft.App/managedEnvironments@2025-10-02-preview' = {
     appLogsConfiguration: {
       destination: 'azure-monitor'
     }
+    // Production: the environment runs in the virtual network's delegated
+    // subnet, so its apps reach the private endpoints of Service Bus and
+    // Cosmos DB; internal, since none of the apps has ingress. Zone
+    // redundancy needs the subnet too.
+    vnetConfiguration: empty(infrastructureSubnetId) ? null : {
+      infrastructureSubnetId: infrastructureSubnetId
+      internal: true
+    }
+    zoneRedundant: !empty(infrastructureSubnetId)
     appInsightsConfiguration: {
       connectionString: appInsights.properties.ConnectionString
     }
@@ -271,6 +309,9 @@ resource environmentLogs 'Microsoft.Insights/diagnosticSettings@2021-05-01-previ
   name: 'logs-to-log-analytics'
   properties: {
     workspaceId: workspace.id
+    // Resource-specific tables (ContainerAppConsoleLogs,
+    // ContainerAppSystemLogs); without it the logs land in AzureDiagnostics.
+    logAnalyticsDestinationType: 'Dedicated'
     logs: [
       {
         categoryGroup: 'allLogs'
@@ -308,6 +349,8 @@ var shippingImage = shippingExists ? existingShipping.properties.template.contai
 // flag that says "exists" before the job does fails the whole deployment. The job only runs when started, so
 // the bootstrap image between `azd provision` and `azd deploy` costs nothing.
 var producerImage = bootstrapProducerImage
+// The orderctl job, likewise: every `azd deploy` sets its real image.
+var orderctlImage = bootstrapProducerImage
 
 resource worker 'Microsoft.App/containerApps@2025-01-01' = {
   name: workerName
@@ -403,6 +446,10 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
               value: 'orderworker'
             }
             {
+              name: 'OTEL_METRICS_EXPORTER'
+              value: otlpMetricsExporter
+            }
+            {
               name: 'WORKER_HEALTH_ADDR'
               value: ':${healthPort}'
             }
@@ -411,7 +458,7 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
               value: workerShutdownGrace
             }
           ]
-          probes: workerProbes
+          probes: workerExists ? workerProbes : []
         }
       ]
       terminationGracePeriodSeconds: terminationGracePeriodSeconds
@@ -504,6 +551,106 @@ resource producer 'Microsoft.App/jobs@2025-01-01' = {
   }
 }
 
+// orderctl, the operator tool for the dead-letter queues, as a manually
+// triggered job with its own identity (Data Receiver on the queue and each
+// subscription, which covers their dead-letter queues; Data Sender on the
+// queue for resubmit; Cosmos DB Data Reader for `dlq show`). A job, not
+// `az containerapp exec` into a worker replica: the worker scales to zero
+// and its identity may not send. The job runs its container's args: set
+// them with `az containerapp job update --args ...`, then start it with
+// `az containerapp job start` (docs/operating.md). The template's args,
+// `dlq list`, only peek, and every provisioning restores them.
+resource orderctl 'Microsoft.App/jobs@2025-01-01' = {
+  name: orderctlName
+  location: location
+  tags: union(tags, {
+    'azd-service-name': 'orderctl'
+  })
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${orderctlIdentityId}': {}
+    }
+  }
+  properties: {
+    environmentId: environment.id
+    workloadProfileName: 'Consumption'
+    configuration: {
+      triggerType: 'Manual'
+      replicaTimeout: 900
+      replicaRetryLimit: 0
+      manualTriggerConfig: {
+        parallelism: 1
+        replicaCompletionCount: 1
+      }
+      registries: [
+        {
+          server: registryServer
+          identity: orderctlIdentityId
+        }
+      ]
+    }
+    template: {
+      containers: [
+        {
+          name: 'orderctl'
+          image: orderctlImage
+          args: [
+            'dlq'
+            'list'
+          ]
+          resources: {
+            cpu: json('0.25')
+            memory: '0.5Gi'
+          }
+          env: [
+            {
+              name: 'AZURE_CLIENT_ID'
+              value: orderctlClientId
+            }
+            {
+              name: 'SERVICEBUS_NAMESPACE'
+              value: serviceBusHost
+            }
+            {
+              name: 'SERVICEBUS_QUEUE'
+              value: queueName
+            }
+            {
+              name: 'SERVICEBUS_LOCK_DURATION'
+              value: lockDuration
+            }
+            {
+              name: 'SERVICEBUS_DUPLICATE_DETECTION_WINDOW'
+              value: duplicateDetectionWindow
+            }
+            {
+              name: 'SERVICEBUS_MESSAGE_TTL'
+              value: messageTimeToLive
+            }
+            {
+              name: 'COSMOS_ENDPOINT'
+              value: cosmosEndpoint
+            }
+            {
+              name: 'COSMOS_DATABASE'
+              value: cosmosDatabaseName
+            }
+            {
+              name: 'COSMOS_CONTAINER'
+              value: cosmosContainerName
+            }
+            {
+              name: 'LOG_FORMAT'
+              value: 'json'
+            }
+          ]
+        }
+      ]
+    }
+  }
+}
+
 // The relay reads the orders container's change feed and publishes each
 // change to the topic. One replica is enough; it holds an ETag-guarded lease
 // per feed range, so a second replica (during a revision change, say) only
@@ -575,6 +722,10 @@ resource relay 'Microsoft.App/containerApps@2025-01-01' = {
             {
               name: 'OTEL_SERVICE_NAME'
               value: 'orderrelay'
+            }
+            {
+              name: 'OTEL_METRICS_EXPORTER'
+              value: otlpMetricsExporter
             }
           ]
         }
@@ -690,6 +841,10 @@ resource loyalty 'Microsoft.App/containerApps@2025-01-01' = {
               value: 'orderworker-loyalty'
             }
             {
+              name: 'OTEL_METRICS_EXPORTER'
+              value: otlpMetricsExporter
+            }
+            {
               name: 'WORKER_HEALTH_ADDR'
               value: ':${healthPort}'
             }
@@ -698,7 +853,7 @@ resource loyalty 'Microsoft.App/containerApps@2025-01-01' = {
               value: workerShutdownGrace
             }
           ]
-          probes: workerProbes
+          probes: loyaltyExists ? workerProbes : []
         }
       ]
       terminationGracePeriodSeconds: terminationGracePeriodSeconds
@@ -827,6 +982,10 @@ resource shipping 'Microsoft.App/containerApps@2025-01-01' = {
               value: 'orderworker-shipping'
             }
             {
+              name: 'OTEL_METRICS_EXPORTER'
+              value: otlpMetricsExporter
+            }
+            {
               name: 'WORKER_HEALTH_ADDR'
               value: ':${healthPort}'
             }
@@ -835,7 +994,7 @@ resource shipping 'Microsoft.App/containerApps@2025-01-01' = {
               value: workerShutdownGrace
             }
           ]
-          probes: workerProbes
+          probes: shippingExists ? workerProbes : []
         }
       ]
       terminationGracePeriodSeconds: terminationGracePeriodSeconds
@@ -870,6 +1029,9 @@ output producerName string = producer.name
 
 @description('Relay container app name.')
 output relayName string = relay.name
+
+@description('orderctl job name; start a run with `az containerapp job start`.')
+output orderctlName string = orderctl.name
 
 @description('Loyalty subscriber container app name.')
 output loyaltyName string = loyalty.name

@@ -41,15 +41,34 @@ param loyaltyPrincipalId string
 @description('Principal that writes the shipping subscriber\'s inbox markers.')
 param shippingPrincipalId string
 
+@description('Principal of the operator tool orderctl, which reads stored orders (dlq show compares a mismatch with the stored order).')
+param operatorPrincipalId string
+
 @description('Resource id of the Log Analytics workspace that receives the account\'s logs.')
 param logAnalyticsWorkspaceId string
+
+@minValue(1000)
+@description('Production profile: the database\'s autoscale maximum, in RU/s (it scales between a tenth of it and it).')
+param autoscaleMaxThroughput int = 1000
 
 @description('Optional developer principal that gets the same data role, to run the worker locally. Empty grants nothing.')
 param developerPrincipalId string = ''
 
+@allowed([
+  'dev'
+  'production'
+])
+@description('Deployment profile: dev (the default) or production (see main.bicep).')
+param profile string = 'dev'
+
+var production = profile == 'production'
+
 // Cosmos DB Built-in Data Contributor: read, write and query items, read
 // metadata. It cannot create or delete databases or containers.
 var dataContributorRoleId = '00000000-0000-0000-0000-000000000002'
+
+// Cosmos DB Built-in Data Reader: read and query items, read metadata.
+var dataReaderRoleId = '00000000-0000-0000-0000-000000000001'
 
 resource account 'Microsoft.DocumentDB/databaseAccounts@2025-04-15' = {
   name: name
@@ -58,7 +77,12 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2025-04-15' = {
   kind: 'GlobalDocumentDB'
   properties: {
     databaseAccountOfferType: 'Standard'
-    capabilities: [
+    // dev: serverless (no minimum charge). production: provisioned
+    // autoscale throughput on the database (below), which zone redundancy
+    // is documented for, continuous backup (point-in-time restore over the
+    // last 7 days) and no public network access (a private endpoint,
+    // network.bicep).
+    capabilities: production ? [] : [
       {
         name: 'EnableServerless'
       }
@@ -70,13 +94,19 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2025-04-15' = {
       {
         locationName: location
         failoverPriority: 0
-        isZoneRedundant: false
+        isZoneRedundant: production
       }
     ]
+    backupPolicy: production ? {
+      type: 'Continuous'
+      continuousModeProperties: {
+        tier: 'Continuous7Days'
+      }
+    } : null
     disableLocalAuth: true
     disableKeyBasedMetadataWriteAccess: true
     minimalTlsVersion: 'Tls12'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: production ? 'Disabled' : 'Enabled'
   }
 }
 
@@ -87,6 +117,13 @@ resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2025-04-15
     resource: {
       id: databaseName
     }
+    // Serverless has no throughput to set; production shares autoscale
+    // throughput (1,000 RU/s at most, 100 at least) across the container.
+    options: production ? {
+      autoscaleSettings: {
+        maxThroughput: autoscaleMaxThroughput
+      }
+    } : {}
   }
 }
 
@@ -104,17 +141,21 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
         version: 2
       }
       defaultTtl: -1
+      // Nothing queries this container: the worker, the subscribers, the
+      // relay and orderctl read by id and partition key (point reads),
+      // create, replace and patch single items, write transactional batches
+      // and read the change feed, none of which uses the index. So no path
+      // is indexed: each indexed term costs a write about 0.2 RU on top of
+      // the document's own ~5 RU per KB (Microsoft's figures, infra/README.md).
+      // The mode stays consistent, which keeps id and _ts indexed and
+      // lets a path be added later (a query would need one).
       indexingPolicy: {
         indexingMode: 'consistent'
         automatic: true
-        includedPaths: [
-          {
-            path: '/*'
-          }
-        ]
+        includedPaths: []
         excludedPaths: [
           {
-            path: '/"_etag"/?'
+            path: '/*'
           }
         ]
       }
@@ -134,7 +175,7 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
 // Cosmos DB runs one control-plane write per account at a time and answers a
 // concurrent one with "another operation is in progress", so the database,
 // the container and every role assignment are chained: database -> container
-// -> worker -> relay -> loyalty -> shipping -> developer.
+// -> worker -> relay -> loyalty -> shipping -> orderctl -> developer.
 var dataScope = '${account.id}/dbs/${databaseName}'
 
 resource workerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
@@ -189,6 +230,19 @@ resource shippingWritesInbox 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssig
   ]
 }
 
+resource operatorReadsOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: account
+  name: guid(account.id, operatorPrincipalId, dataReaderRoleId)
+  properties: {
+    roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataReaderRoleId}'
+    principalId: operatorPrincipalId
+    scope: dataScope
+  }
+  dependsOn: [
+    shippingWritesInbox
+  ]
+}
+
 resource developerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = if (!empty(developerPrincipalId)) {
   parent: account
   name: guid(account.id, developerPrincipalId, dataContributorRoleId)
@@ -198,7 +252,7 @@ resource developerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRo
     scope: dataScope
   }
   dependsOn: [
-    shippingWritesInbox
+    operatorReadsOrders
   ]
 }
 

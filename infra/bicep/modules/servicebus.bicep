@@ -4,7 +4,8 @@
 // the queue, the topic or its own subscription. A diagnostic setting sends the
 // namespace's logs and metrics to the Log Analytics workspace.
 //
-// The namespace is Standard: Basic has no duplicate detection. Local (SAS key)
+// The namespace is Standard in the dev profile (Basic has no duplicate
+// detection) and Premium, zone-redundant and private in production. Local (SAS key)
 // authentication is disabled, so only Microsoft Entra identities can connect.
 //
 // Duplicate detection is a first, cheap filter only: the broker drops a resend
@@ -66,6 +67,9 @@ param loyaltyPrincipalId string
 @description('Principal that receives from the shipping subscription: the shipping subscriber.')
 param shippingPrincipalId string
 
+@description('Principal of the operator tool orderctl (its Container Apps job): it peeks and receives the dead-letter queues of the queue and of each subscription, and resubmits to the queue.')
+param operatorPrincipalId string
+
 @description('Resource id of the Log Analytics workspace that receives the namespace\'s logs and metrics.')
 param logAnalyticsWorkspaceId string
 
@@ -74,6 +78,15 @@ param developerPrincipalId string = ''
 
 @description('Kind of principal that developerPrincipalId names (User or ServicePrincipal, from azd\'s AZURE_PRINCIPAL_TYPE). Empty leaves principalType off, so a wrong guess cannot fail the deployment with UnmatchedPrincipalType.')
 param developerPrincipalType string = ''
+
+@allowed([
+  'dev'
+  'production'
+])
+@description('Deployment profile: dev (the default) or production (see main.bicep).')
+param profile string = 'dev'
+
+var production = profile == 'production'
 
 // Built-in role definition ids (Azure built-in roles; they never change).
 var dataReceiverRoleId = '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
@@ -84,14 +97,23 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
   name: name
   location: location
   tags: tags
-  sku: {
+  // Production: Premium (dedicated capacity, private endpoints, zone
+  // redundancy), one messaging unit; duplicate detection and topics are in
+  // both tiers. Public network access is off there: the apps reach the
+  // namespace through its private endpoint (network.bicep).
+  sku: production ? {
+    name: 'Premium'
+    tier: 'Premium'
+    capacity: 1
+  } : {
     name: 'Standard'
     tier: 'Standard'
   }
   properties: {
     disableLocalAuth: true
     minimumTlsVersion: '1.2'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: production ? 'Disabled' : 'Enabled'
+    zoneRedundant: production
   }
 }
 
@@ -198,6 +220,51 @@ resource scalerReadsQueueLength 'Microsoft.Authorization/roleAssignments@2022-04
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataOwnerRoleId)
     principalId: scalerPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// orderctl: list, show and purge receive (or peek) from the dead-letter
+// queues, which are sub-queues of the queue and of each subscription, so
+// Data Receiver on the queue and on each subscription covers them;
+// resubmit sends to the queue (Data Sender). Nothing on the topic: a
+// subscription's dead letters are never resubmitted (docs/operating.md).
+resource operatorReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: queue
+  name: guid(queue.id, operatorPrincipalId, dataReceiverRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: operatorPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource operatorResubmits 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: queue
+  name: guid(queue.id, operatorPrincipalId, dataSenderRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataSenderRoleId)
+    principalId: operatorPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource operatorReceivesLoyalty 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: loyaltySubscription
+  name: guid(loyaltySubscription.id, operatorPrincipalId, dataReceiverRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: operatorPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource operatorReceivesShipping 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: shippingSubscription
+  name: guid(shippingSubscription.id, operatorPrincipalId, dataReceiverRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: operatorPrincipalId
     principalType: 'ServicePrincipal'
   }
 }
