@@ -46,7 +46,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -182,7 +181,7 @@ Flags:
 		return fmt.Errorf("-duplicate-detection-window %v: Service Bus accepts 20s to 168h (7 days), or 0 for no duplicate detection (-allow-unrealistic-timings allows shorter)", *dupWindow)
 	}
 	if !*allowRemote {
-		if err := checkLoopback(*addr); err != nil {
+		if err := cli.CheckLoopback("-addr", *addr); err != nil {
 			return err
 		}
 	}
@@ -277,20 +276,4 @@ func envOr(getenv func(string) string, key, def string) string {
 		return v
 	}
 	return def
-}
-
-// checkLoopback refuses an address whose host is not a loopback IP or
-// "localhost": the broker has no TLS and accepts a well-known key.
-func checkLoopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("-addr %q: %w", addr, err)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("-addr %q is not a loopback address; give -allow-remote to listen on it anyway", addr)
 }

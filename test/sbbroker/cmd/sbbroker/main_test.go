@@ -133,8 +133,8 @@ func TestCheckLoopback(t *testing.T) {
 		{"example.com:5672", false},
 	}
 	for _, tt := range tests {
-		if err := checkLoopback(tt.addr); (err == nil) != tt.ok {
-			t.Errorf("checkLoopback(%q) = %v, want ok=%v", tt.addr, err, tt.ok)
+		if err := cli.CheckLoopback("-addr", tt.addr); (err == nil) != tt.ok {
+			t.Errorf("cli.CheckLoopback(%q) = %v, want ok=%v", tt.addr, err, tt.ok)
 		}
 	}
 }
