@@ -148,7 +148,10 @@ up() {
 	wait_for cosmium 30 eval '! port_free $cosmos_port'
 	start feedproxy "$bin/feedproxy" -addr "127.0.0.1:$feed_port" -cosmos-endpoint "http://127.0.0.1:$cosmos_port/"
 	wait_for feedproxy 30 eval '! port_free $feed_port'
-	start sbbroker "$bin/sbbroker" -addr "127.0.0.1:$broker_port" -queue orders,orders-itest \
+	# -allow-unrealistic-timings: the default 5 s window is below Service Bus's
+	# 20 s minimum (the emulator accepts it), so that the demo's and the
+	# emulator tests' resends after 8 s fall outside it.
+	start sbbroker "$bin/sbbroker" -addr "127.0.0.1:$broker_port" -queue orders,orders-itest -allow-unrealistic-timings \
 		-topic "order-events:$(IFS=,; echo "${subscriptions[*]}")" -lock-duration "$lock" -duplicate-detection-window "$dup_window" -ttl "$ttl"
 	wait_for sbbroker 30 grep -q '^Endpoint=' "$dir/log/sbbroker.log"
 	PAYMENTS_ADDR=127.0.0.1:$payments_port start paymentservice "$bin/paymentservice" -log-format json

@@ -361,6 +361,12 @@ func firstEnqueued(m *azservicebus.ReceivedMessage) time.Time {
 // order and is dead-lettered again.
 func (c *config) resubmitPlan(m *azservicebus.ReceivedMessage, now time.Time) plan {
 	p := plan{m: m}
+	// Such a copy cannot come from Service Bus, which refuses the id, but
+	// can from a broker that accepted it; sent, it would fail only after
+	// the SDK's retries, as "context deadline exceeded".
+	if err := cli.CheckMessageID(m.MessageID); err != nil {
+		p.refused = append(p.refused, fmt.Sprintf("%v, so it cannot be resubmitted: purge it (`orderctl dlq purge <MessageId> -yes`) and send its content under a shorter id", err))
+	}
 	if reasonOf(m) == order.ReasonOrderIDReused {
 		p.warn = append(p.warn, fmt.Sprintf("dead-lettered as %s: an order with this id and other content is stored, so the worker dead-letters the resubmission again unchanged; "+
 			"`orderctl dlq show %s` shows the difference: if this content is a new order, send it under a new order id and purge this copy (`orderctl dlq purge %s -yes`)",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
+	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
 // config is the producer's configuration, read like the worker's: environment
@@ -46,7 +47,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Duration(&c.ResendDelay, "resend-delay", "", 0, "wait this long before the duplicates and reused ids; inside the queue's duplicate-detection window Service Bus drops them, beyond it the worker must")
 	var seed int
 	env.Int(&seed, "seed", "", 0, "seed for generated orders and for choosing which to resend; 0 picks one from the clock")
-	env.String(&c.IDPrefix, "id-prefix", "", "", "prefix of generated order ids; empty picks ord-<time> so that runs do not collide")
+	env.String(&c.IDPrefix, "id-prefix", "", "", fmt.Sprintf("prefix of generated order ids, at most %d characters; empty picks ord-<time> so that runs do not collide", maxIDPrefix()))
 	env.Int(&c.BatchSize, "batch-size", "", 100, "most messages in one batch (a batch is also limited by size)")
 	env.String(&c.Progress, "progress", "", "auto", "progress bar: auto (on a terminal), always or never")
 	c.Telemetry.Define(env, "orderproducer", "")
@@ -98,6 +99,11 @@ func (c *config) Validate() error {
 	}
 	if c.BatchSize < 1 || c.BatchSize > 5000 {
 		errs = append(errs, fmt.Errorf("-batch-size %d is not between 1 and 5000", c.BatchSize))
+	}
+	if max := maxIDPrefix(); len(c.IDPrefix) > max {
+		errs = append(errs, fmt.Errorf("-id-prefix has %d characters; at most %d: a generated order id (<prefix>-000000) may have %d (order.MaxOrderIDLength), "+
+			"so that every MessageId made from it, a status change's <order id>:v<version> included, stays within the %d characters Service Bus accepts",
+			len(c.IDPrefix), max, order.MaxOrderIDLength, cli.MaxMessageIDLength))
 	}
 	switch c.Progress {
 	case "auto", "always", "never":

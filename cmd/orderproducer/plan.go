@@ -54,6 +54,12 @@ func generate(c config, now time.Time) []source {
 	return out
 }
 
+// maxIDPrefix is the longest -id-prefix whose generated order ids (of up
+// to the 1,000,000 orders -count allows) are valid order ids: at most
+// order.MaxOrderIDLength characters, short enough for every MessageId made
+// from them.
+func maxIDPrefix() int { return order.MaxOrderIDLength - len(ordergen.New(0, "").ID(999_999)) }
+
 // readOrders reads one JSON order per line; blank lines are skipped. A line
 // that is not a valid order stops the run with its line number: the producer
 // never sends what it was not asked to.

@@ -72,6 +72,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		orders = generate(cfg, now)
 	}
 	first, second := plan(cfg, orders, now)
+	if err := checkMessageIDs(first, second); err != nil {
+		return err
+	}
 	logger.Info("orderproducer starting", "config", cfg, "messages", len(first)+len(second))
 	return cli.RunUntilForced(ctx, func(ctx context.Context) error { return send(ctx, cfg, logger, tel, first, second, stdout, stderr) })
 }

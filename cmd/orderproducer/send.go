@@ -11,6 +11,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 )
 
@@ -47,6 +48,30 @@ func newMessage(o outgoing) *azservicebus.Message {
 		m.Subject = &o.subject
 	}
 	return m
+}
+
+// checkMessageIDs reports the messages of batches whose MessageId Service
+// Bus would refuse, naming the first few; run calls it before it sends
+// anything. Service Bus refuses such a send, and the SDK retries it until
+// its deadline, so that without the check the producer would report only
+// "context deadline exceeded", after sending the messages before it.
+func checkMessageIDs(batches ...[]outgoing) error {
+	const shown = 3
+	var errs []error
+	n := 0
+	for _, b := range batches {
+		for _, o := range b {
+			if err := cli.CheckMessageID(o.id); err != nil {
+				if n++; n <= shown {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d messages would be refused by Service Bus, so nothing was sent: %w", n, errors.Join(errs...))
 }
 
 // sendTracing starts the producer's span of each message. The zero value

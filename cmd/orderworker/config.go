@@ -248,7 +248,7 @@ func (c *config) paymentsInInboxMode() error {
 	}
 	return fmt.Errorf("%s runs the inbox consumer %q, which awards loyalty points once per order and captures no payments, but PAYMENTS_URL=%s is set "+
 		"(the local stack's env sets it for the order writer): start this worker with -payments-url '' (or PAYMENTS_URL= before the command, "+
-		"or unset PAYMENTS_URL in its shell only: the order writer needs it)", mode, c.InboxConsumer, c.PaymentsURL)
+		"or unset PAYMENTS_URL in its shell only: the order writer needs it)", mode, c.InboxConsumer, cli.MaskURL(c.PaymentsURL))
 }
 
 // maxFactCache bounds WORKER_FACT_CACHE: the cache allocates its slots and
@@ -328,7 +328,7 @@ func (c config) LogValue() slog.Value {
 		slog.Bool("cosmos_insecure_skip_verify", c.CosmosInsecureSkipVerify),
 		slog.Bool("cosmos_create_container", c.CosmosCreateContainer),
 		slog.Bool("cosmos_create_database", c.CosmosCreateDatabase),
-		slog.String("payments_url", c.PaymentsURL),
+		slog.String("payments_url", cli.MaskURL(c.PaymentsURL)), // may carry credentials: user info, ?code=
 		slog.String("payments_key_retention", cli.FormatDuration(c.PaymentsKeyRetention)),
 		slog.String("inbox_consumer", c.InboxConsumer),
 		slog.String("inbox_ttl", cli.FormatDuration(c.InboxTTL)),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/payments"
 )
@@ -20,7 +21,7 @@ func newPaymentGateway(baseURL string, tel *telemetry.Providers) (payments.Gatew
 	}
 	c, err := payments.NewClient(baseURL, &o)
 	if err != nil {
-		return payments.Gateway{}, fmt.Errorf("payments service %q: %w", baseURL, err)
+		return payments.Gateway{}, fmt.Errorf("payments service %q: %w", cli.MaskURL(baseURL), err)
 	}
 	return payments.Gateway{Client: c}, nil
 }

@@ -100,13 +100,19 @@ func checkConnectionString(cs string) error {
 
 // CheckEndpoint reports an HTTP endpoint that is not an absolute http or
 // https URL with a host, such as https://x.documents.azure.com:443/.
+// The error shows the endpoint as MaskURL does, since it may carry
+// credentials.
 func CheckEndpoint(endpoint string) error {
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		return fmt.Errorf("%q is not a URL: %w", endpoint, err)
+		var uerr *url.Error // its text repeats the URL
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return fmt.Errorf("%q is not a URL: %w", MaskURL(endpoint), err)
 	}
 	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return fmt.Errorf("%q is not an http(s)://host[:port]/ URL", endpoint)
+		return fmt.Errorf("%q is not an http(s)://host[:port]/ URL", MaskURL(endpoint))
 	}
 	return nil
 }

@@ -26,6 +26,13 @@
 //     with its own locks, delivery counts, MaxDeliveryCount, time-to-live
 //     and dead-letter queue. Duplicate detection is the topic's: a duplicate
 //     is dropped before fan-out, so no subscription gets it.
+//   - An entity takes only the timings and names Service Bus accepts: a
+//     lock duration of 5 s to 5 min, a duplicate-detection window of 20 s
+//     to 7 days, a subscription name of 1 to 50 letters, digits, '.', '-'
+//     and '_' starting and ending with a letter or digit (ErrOutOfRange,
+//     and see MinLockDuration). A test at a compressed time scale asks for
+//     shorter timings with NamespaceOptions.AllowUnrealisticTimings, whose
+//     documentation says why that cannot hide a defect.
 //   - A Receiver has the SDK's link credit: the broker sends on credit
 //     whether or not a handler waits, a message sent is locked and its
 //     delivery counted from that moment, leftover credit stays on the link

@@ -85,7 +85,8 @@ func (o QueueOptions) withDefaults() (QueueOptions, error) {
 // Names are case-insensitive, as in Service Bus, and a queue and a topic
 // cannot share one. It is safe for concurrent use.
 type Namespace struct {
-	clock Clock
+	clock            Clock
+	allowUnrealistic bool // NamespaceOptions.AllowUnrealisticTimings
 
 	mu     sync.Mutex
 	queues map[string]*Queue // by strings.ToLower(name)
@@ -132,6 +133,11 @@ func (n *Namespace) CreateQueue(name string, o QueueOptions) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
+	entity := fmt.Sprintf("sbqueue: queue %q", name)
+	if err := errors.Join(checkLockDuration(entity, o.LockDuration, n.allowUnrealistic),
+		checkDuplicateWindow(entity, o.DuplicateDetectionWindow, n.allowUnrealistic)); err != nil {
+		return nil, err
+	}
 	key := strings.ToLower(name)
 
 	n.mu.Lock()
@@ -154,6 +160,9 @@ func (n *Namespace) CreateTopic(name string, o TopicOptions) (*Topic, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDuplicateWindow(fmt.Sprintf("sbqueue: topic %q", name), o.DuplicateDetectionWindow, n.allowUnrealistic); err != nil {
+		return nil, err
+	}
 	key := strings.ToLower(name)
 
 	n.mu.Lock()
@@ -162,6 +171,7 @@ func (n *Namespace) CreateTopic(name string, o TopicOptions) (*Topic, error) {
 		return nil, err
 	}
 	t := newTopic(name, o, n.clock)
+	t.allowUnrealistic = n.allowUnrealistic
 	n.topics[key] = t
 	return t, nil
 }

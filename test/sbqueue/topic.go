@@ -103,9 +103,10 @@ type TopicCounters struct {
 // other sends: every subscription gets concurrent sends' messages in the
 // same order.
 type Topic struct {
-	name  string
-	opts  TopicOptions
-	clock Clock
+	name             string
+	opts             TopicOptions
+	clock            Clock
+	allowUnrealistic bool // the namespace's NamespaceOptions.AllowUnrealisticTimings
 
 	mu       sync.Mutex // guards the fields below; taken before a subscription's mutex
 	subs     []*Queue   // in creation order
@@ -135,12 +136,13 @@ func (t *Topic) Counters() TopicCounters {
 // CreateSubscription creates the subscription name on t, with its
 // dead-letter queue, and returns it as a Queue named
 // "<topic>/Subscriptions/<name>". It gets the messages sent to t from now
-// on. Names are 1 to 50 characters without "/" or "$" and are
+// on. Names are checked as Azure checks them (1 to 50 letters, digits,
+// '.', '-' and '_', starting and ending with a letter or digit) and are
 // case-insensitive; a name in use returns an error wrapping
 // ErrSubscriptionExists.
 func (t *Topic) CreateSubscription(name string, o SubscriptionOptions) (*Queue, error) {
-	if name == "" || len(name) > maxSubscriptionNameLength || strings.ContainsAny(name, "/$") {
-		return nil, fmt.Errorf("sbqueue: invalid subscription name %q", name)
+	if err := checkSubscriptionName(name); err != nil {
+		return nil, err
 	}
 	qo, err := QueueOptions{
 		LockDuration:                     o.LockDuration,
@@ -149,6 +151,9 @@ func (t *Topic) CreateSubscription(name string, o SubscriptionOptions) (*Queue, 
 		DeadLetteringOnMessageExpiration: o.DeadLetteringOnMessageExpiration,
 	}.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkLockDuration(fmt.Sprintf("sbqueue: subscription %q of topic %q", name, t.name), qo.LockDuration, t.allowUnrealistic); err != nil {
 		return nil, err
 	}
 	qo.DuplicateDetectionWindow = 0 // the topic's, not the subscription's

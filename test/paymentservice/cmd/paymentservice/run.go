@@ -22,6 +22,7 @@ import (
 // flags.
 type config struct {
 	Addr          string
+	AllowRemote   bool // listen on a non-loopback Addr
 	KeyRetention  time.Duration
 	ShutdownGrace time.Duration
 	Telemetry     telemetry.Config // traces and metrics over OTLP, when OTEL_EXPORTER_OTLP_ENDPOINT is set
@@ -32,7 +33,8 @@ type config struct {
 func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (config, error) {
 	var c config
 	env := cli.NewEnv(fs, getenv)
-	env.String(&c.Addr, "addr", "PAYMENTS_ADDR", "127.0.0.1:8090", "address to listen on; port 0 picks a free port")
+	env.String(&c.Addr, "addr", "PAYMENTS_ADDR", "127.0.0.1:8090", "address to listen on, loopback only unless -allow-remote; port 0 picks a free port")
+	env.Bool(&c.AllowRemote, "allow-remote", "PAYMENTS_ALLOW_REMOTE", false, "allow listening on a non-loopback address, every interface for an empty host (the service has no TLS and no authentication: anyone who reaches it can charge)")
 	env.Duration(&c.KeyRetention, "key-retention", "PAYMENTS_KEY_RETENTION", payments.DefaultKeyRetention,
 		"how long an idempotency key is remembered after its charge (payments are kept for ever); the order worker must never assume longer, and resolves claims older than it assumes by GET /payments?orderId=")
 	env.Duration(&c.ShutdownGrace, "shutdown-grace", "PAYMENTS_SHUTDOWN_GRACE", 10*time.Second, "how long in-flight requests may finish after SIGTERM")
@@ -57,6 +59,9 @@ Flags:
 		return c, err
 	}
 	errs := []error{c.Telemetry.Validate()}
+	if !c.AllowRemote {
+		errs = append(errs, cli.CheckLoopback("PAYMENTS_ADDR (-addr)", c.Addr))
+	}
 	if c.KeyRetention <= 0 {
 		errs = append(errs, fmt.Errorf("PAYMENTS_KEY_RETENTION (-key-retention) %v must be positive", c.KeyRetention))
 	}
@@ -117,6 +122,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("paymentservice listening", "addr", ln.Addr().String(), "key_retention", cfg.KeyRetention.String())
+	if cli.CheckLoopback("PAYMENTS_ADDR (-addr)", cfg.Addr) != nil {
+		logger.Warn("listening beyond this machine (-allow-remote): the service has no TLS and no authentication, so anyone who reaches it can charge", "addr", ln.Addr().String())
+	}
 	fmt.Fprintf(stdout, "paymentservice listening on http://%s\n", ln.Addr())
 
 	select {

@@ -168,6 +168,38 @@ func TestRunConfigErrors(t *testing.T) {
 	}
 }
 
+// TestParseConfigRefusesNonLoopback: like the test broker, the service
+// listens only where this machine reaches it unless -allow-remote is
+// given, since it has no TLS and no authentication; an empty host, every
+// interface, used to be taken without a word.
+func TestParseConfigRefusesNonLoopback(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"every interface", []string{"-addr", ":0"}, nil, `PAYMENTS_ADDR (-addr) ":0" listens on every interface; give -allow-remote`},
+		{"every interface from the environment", nil, map[string]string{"PAYMENTS_ADDR": ":8090"}, "listens on every interface"},
+		{"a non-loopback address", []string{"-addr", "0.0.0.0:0"}, nil, `PAYMENTS_ADDR (-addr) "0.0.0.0:0" is not a loopback address; give -allow-remote`},
+		{"a host name", []string{"-addr", "payments.example:8090"}, nil, "is not a loopback address"},
+		{"no port", []string{"-addr", "127.0.0.1"}, nil, "missing port"},
+		{"allowed by the flag", []string{"-addr", ":0", "-allow-remote"}, nil, ""},
+		{"allowed by the environment", []string{"-addr", "0.0.0.0:0"}, map[string]string{"PAYMENTS_ALLOW_REMOTE": "true"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig(newFlagSet(io.Discard), tt.args, env(tt.env))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("parseConfig(%q) = %v, want nil", tt.args, err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("parseConfig(%q) = %v, want an error naming %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestParseConfigPrecedence(t *testing.T) {
 	tests := []struct {
 		name string
@@ -176,10 +208,12 @@ func TestParseConfigPrecedence(t *testing.T) {
 		want config
 	}{
 		{"defaults", nil, nil, config{Addr: "127.0.0.1:8090", KeyRetention: 30 * 24 * time.Hour, ShutdownGrace: 10 * time.Second, Telemetry: telemetry.Config{ServiceName: "paymentservice"}, Logging: cli.Logging{Format: "auto", Level: "info"}}},
-		{"environment", nil, map[string]string{"PAYMENTS_ADDR": ":9000", "PAYMENTS_KEY_RETENTION": "P7D", "LOG_LEVEL": "debug"},
-			config{Addr: ":9000", KeyRetention: 7 * 24 * time.Hour, ShutdownGrace: 10 * time.Second, Telemetry: telemetry.Config{ServiceName: "paymentservice"}, Logging: cli.Logging{Format: "auto", Level: "debug"}}},
-		{"flags override the environment", []string{"-addr", ":9001", "-key-retention", "36h"}, map[string]string{"PAYMENTS_ADDR": ":9000", "PAYMENTS_KEY_RETENTION": "P7D"},
-			config{Addr: ":9001", KeyRetention: 36 * time.Hour, ShutdownGrace: 10 * time.Second, Telemetry: telemetry.Config{ServiceName: "paymentservice"}, Logging: cli.Logging{Format: "auto", Level: "info"}}},
+		{"environment", nil, map[string]string{"PAYMENTS_ADDR": "127.0.0.1:9000", "PAYMENTS_KEY_RETENTION": "P7D", "LOG_LEVEL": "debug"},
+			config{Addr: "127.0.0.1:9000", KeyRetention: 7 * 24 * time.Hour, ShutdownGrace: 10 * time.Second, Telemetry: telemetry.Config{ServiceName: "paymentservice"}, Logging: cli.Logging{Format: "auto", Level: "debug"}}},
+		{"flags override the environment", []string{"-addr", "localhost:9001", "-key-retention", "36h"}, map[string]string{"PAYMENTS_ADDR": "127.0.0.1:9000", "PAYMENTS_KEY_RETENTION": "P7D"},
+			config{Addr: "localhost:9001", KeyRetention: 36 * time.Hour, ShutdownGrace: 10 * time.Second, Telemetry: telemetry.Config{ServiceName: "paymentservice"}, Logging: cli.Logging{Format: "auto", Level: "info"}}},
+		{"every interface when allowed", []string{"-addr", ":9002"}, map[string]string{"PAYMENTS_ALLOW_REMOTE": "true"},
+			config{Addr: ":9002", AllowRemote: true, KeyRetention: 30 * 24 * time.Hour, ShutdownGrace: 10 * time.Second, Telemetry: telemetry.Config{ServiceName: "paymentservice"}, Logging: cli.Logging{Format: "auto", Level: "info"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,6 +12,7 @@
 //
 //	sbbroker [-addr 127.0.0.1:5672] [-queue orders[,other]]... [-topic order-events:loyalty,shipping]...
 //	         [-lock-duration 1m] [-max-delivery-count 10] [-duplicate-detection-window 10m] [-ttl 336h]
+//	         [-allow-unrealistic-timings]
 //
 // Environment variables SBBROKER_ADDR, SBBROKER_QUEUES and SBBROKER_TOPICS
 // supply defaults for -addr, -queue and -topic (SBBROKER_TOPICS separates
@@ -24,6 +25,12 @@
 // Bus does). -ttl defaults to 14 days, the time-to-live infra/bicep deploys,
 // so that a received message reports a real ExpiresAt (EnqueuedTime +
 // TimeToLive), as on Service Bus, whose entities always have one.
+//
+// -lock-duration and -duplicate-detection-window take only what Service Bus
+// accepts (a lock of 5 s to 5 min, a window of 20 s to 7 days, or 0 for
+// none); -allow-unrealistic-timings admits shorter ones (still positive)
+// for a stack run at a compressed scale, such as scripts/local.sh, whose
+// 5 s window the Service Bus emulator also accepts.
 //
 // Duplicate detection drops a resend silently, as Service Bus does, but the
 // broker logs each drop (queue or topic, message_id, window) and counts the
@@ -39,7 +46,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -123,9 +129,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.Var(&queues, "queue", "queue `name`s to create, comma-separated or repeated (default orders, or $SBBROKER_QUEUES)")
 	var topics topicList
 	fs.Var(&topics, "topic", "a topic to create with its subscriptions, as `topic:sub1,sub2`; repeat for more topics (default $SBBROKER_TOPICS, topics separated by ;)")
-	lock := fs.Duration("lock-duration", sbqueue.DefaultLockDuration, "message lock `duration`")
+	lock := fs.Duration("lock-duration", sbqueue.DefaultLockDuration, "message lock `duration`, 5s to 5m as on Service Bus")
 	maxDeliveries := fs.Int("max-delivery-count", sbqueue.DefaultMaxDeliveryCount, "deliveries before a message is dead-lettered")
-	dupWindow := fs.Duration("duplicate-detection-window", sbqueue.DefaultDuplicateDetectionWindow, "duplicate-detection `window` (a resend inside it is dropped and logged); 0 disables duplicate detection")
+	dupWindow := fs.Duration("duplicate-detection-window", sbqueue.DefaultDuplicateDetectionWindow, "duplicate-detection `window`, 20s to 168h (7 days) as on Service Bus (a resend inside it is dropped and logged); 0 disables duplicate detection")
+	unrealistic := fs.Bool("allow-unrealistic-timings", false, "allow a -lock-duration below 5s and a -duplicate-detection-window below 20s, for runs at a compressed scale (the Service Bus emulator accepts windows from 5s)")
 	ttl := fs.Duration("ttl", defaultTTL, "default message time-to-live of every queue and topic, as a received message's ExpiresAt (EnqueuedTime + TimeToLive) reports it; 0 means messages never expire (the SDK then reports ExpiresAt = EnqueuedTime and TimeToLive 0)")
 	dlqOnExpiry := fs.Bool("dead-letter-on-expiration", false, "dead-letter expired messages instead of dropping them")
 	keyName := fs.String("key-name", sbbroker.DefaultKeyName, "shared access key `name` clients must sign with")
@@ -164,13 +171,17 @@ Flags:
 		return errors.New("no queues: give -queue")
 	case *lock <= 0:
 		return fmt.Errorf("-lock-duration %v must be positive", *lock)
+	case *lock > sbqueue.MaxLockDuration || *lock < sbqueue.MinLockDuration && !*unrealistic:
+		return fmt.Errorf("-lock-duration %v: Service Bus accepts 5s to 5m (-allow-unrealistic-timings allows shorter)", *lock)
 	case *maxDeliveries <= 0:
 		return fmt.Errorf("-max-delivery-count %d must be positive", *maxDeliveries)
 	case *dupWindow < 0 || *ttl < 0:
 		return errors.New("-duplicate-detection-window and -ttl must not be negative")
+	case *dupWindow > sbqueue.MaxDuplicateDetectionWindow || *dupWindow > 0 && *dupWindow < sbqueue.MinDuplicateDetectionWindow && !*unrealistic:
+		return fmt.Errorf("-duplicate-detection-window %v: Service Bus accepts 20s to 168h (7 days), or 0 for no duplicate detection (-allow-unrealistic-timings allows shorter)", *dupWindow)
 	}
 	if !*allowRemote {
-		if err := checkLoopback(*addr); err != nil {
+		if err := cli.CheckLoopback("-addr", *addr); err != nil {
 			return err
 		}
 	}
@@ -180,7 +191,7 @@ Flags:
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	ns := sbqueue.NewNamespace(sbqueue.RealClock())
+	ns := sbqueue.NewNamespaceWith(sbqueue.RealClock(), sbqueue.NamespaceOptions{AllowUnrealisticTimings: *unrealistic})
 	o := sbqueue.QueueOptions{
 		LockDuration:                     *lock,
 		MaxDeliveryCount:                 *maxDeliveries,
@@ -265,20 +276,4 @@ func envOr(getenv func(string) string, key, def string) string {
 		return v
 	}
 	return def
-}
-
-// checkLoopback refuses an address whose host is not a loopback IP or
-// "localhost": the broker has no TLS and accepts a well-known key.
-func checkLoopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("-addr %q: %w", addr, err)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("-addr %q is not a loopback address; give -allow-remote to listen on it anyway", addr)
 }

@@ -97,6 +97,12 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{"duplicate subscription", []string{"-topic", "order-events:loyalty,Loyalty"}, "subscription already exists"},
 		{"topic named like a queue", []string{"-queue", "orders", "-topic", "Orders:a"}, "queue already exists"},
 		{"bad subscription name", []string{"-topic", "order-events:a$b"}, "invalid subscription name"},
+		{"lock below 5 s", []string{"-lock-duration", "4s"}, "-lock-duration 4s: Service Bus accepts 5s to 5m"},
+		{"lock above 5 min", []string{"-lock-duration", "6m"}, "-lock-duration 6m0s: Service Bus accepts 5s to 5m"},
+		{"lock above 5 min even when unrealistic timings are allowed", []string{"-allow-unrealistic-timings", "-lock-duration", "6m"}, "-lock-duration 6m0s"},
+		{"window below 20 s", []string{"-duplicate-detection-window", "5s"}, "-duplicate-detection-window 5s: Service Bus accepts 20s to 168h"},
+		{"window above 7 days", []string{"-duplicate-detection-window", "169h"}, "-duplicate-detection-window 169h0m0s"},
+		{"subscription name ending in a hyphen", []string{"-topic", "order-events:loyalty-"}, "start and end with a letter or digit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,8 +133,8 @@ func TestCheckLoopback(t *testing.T) {
 		{"example.com:5672", false},
 	}
 	for _, tt := range tests {
-		if err := checkLoopback(tt.addr); (err == nil) != tt.ok {
-			t.Errorf("checkLoopback(%q) = %v, want ok=%v", tt.addr, err, tt.ok)
+		if err := cli.CheckLoopback("-addr", tt.addr); (err == nil) != tt.ok {
+			t.Errorf("cli.CheckLoopback(%q) = %v, want ok=%v", tt.addr, err, tt.ok)
 		}
 	}
 }
@@ -310,5 +316,32 @@ func TestTopicsFromEnvironment(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "topics=order-events:loyalty,shipping;audit:all ") {
 		t.Errorf("SBBROKER_TOPICS not applied:\n%s", stderr.String())
+	}
+}
+
+// TestRunAllowsUnrealisticTimingsWhenAsked: -allow-unrealistic-timings
+// admits a lock and a window below Service Bus's minimums (scripts/local.sh
+// runs a 5 s window), which the broker refuses without it.
+func TestRunAllowsUnrealisticTimingsWhenAsked(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	stdout, w := io.Pipe()
+	var stderr strings.Builder
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, []string{"-addr", "127.0.0.1:0", "-allow-unrealistic-timings", "-lock-duration", "2s", "-duplicate-detection-window", "5s", "-topic", "order-events:loyalty"}, noEnv, w, &stderr)
+		w.Close()
+	}()
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		t.Fatalf("no connection string: %v (stderr: %s)", err, stderr.String())
+	}
+	go io.Copy(io.Discard, stdout)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "lock_duration=2s") || !strings.Contains(stderr.String(), "duplicate_detection_window=5s") {
+		t.Errorf("the start-up log does not show the timings given:\n%s", stderr.String())
 	}
 }
