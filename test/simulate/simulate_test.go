@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/test/internal/simulation"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
@@ -71,7 +73,13 @@ func TestSimulate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr strings.Builder
-			if err := run(context.Background(), tt.args, envOf(nil), &stdout, &stderr); !errors.Is(err, tt.wantErr) {
+			err := run(context.Background(), tt.args, envOf(nil), &stdout, &stderr)
+			if tt.wantErr == nil && errors.Is(err, simulation.ErrTiming) {
+				// The machine stalled the run past its 1 s locks: it proves
+				// nothing either way, which is what the verdict says.
+				t.Skipf("run: %v", err)
+			}
+			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 			}
 			for _, w := range tt.wantOut {
@@ -153,6 +161,7 @@ func TestSimulateFlags(t *testing.T) {
 		{"negative workers", []string{"-workers", "-1"}, "-workers -1: want a number from 1"},
 		{"zero concurrency", []string{"-concurrency", "0"}, "-concurrency 0: want a number from 1"},
 		{"negative concurrency", []string{"-concurrency", "-2"}, "-concurrency -2: want a number from 1"},
+		{"scale below 1", []string{"-scale", "0.5"}, "-scale 0.5: want a factor from 1 to 1000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,3 +197,22 @@ func TestSimulateInterrupted(t *testing.T) {
 }
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// A run whose violations the machine's scheduling delay explains exits with
+// a status of its own, neither a pass nor a correctness failure.
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{fmt.Errorf("seed 1: 2 violations: %w", simulation.ErrViolations), 1},
+		{fmt.Errorf("seed 1: the machine was too busy: %w", simulation.ErrTiming), exitTiming},
+		{&cli.UsageError{Err: errors.New("bad flag")}, 2},
+	}
+	for _, tt := range tests {
+		if got := exitCode(tt.err, io.Discard); got != tt.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+}
