@@ -7,7 +7,10 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
@@ -215,4 +218,52 @@ func TestExitCode(t *testing.T) {
 			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
 		}
 	}
+}
+
+// TestSimulateReportsTiming runs the command's simulation with a forced
+// scheduling delay, on virtual time: every settlement of one order waits
+// 1.5 lock durations and the run's delay probe waits with it, as on a machine
+// too busy to run the process. The command prints the TIMING verdict and the
+// scale to rerun at, and exits with status 3, not 1.
+func TestSimulateReportsTiming(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var target string
+		var until time.Time
+		const freeze = 45 * time.Second // the lock is 30 s on virtual time
+		stall := func(p simulation.StallPoint, id string) {
+			mu.Lock()
+			switch {
+			case p == simulation.StallSettle && (target == "" || target == id):
+				target, until = id, time.Now().Add(freeze)
+				mu.Unlock()
+				time.Sleep(freeze)
+				return
+			case p == simulation.StallProbe && time.Now().Before(until):
+				d := time.Until(until)
+				mu.Unlock()
+				time.Sleep(d)
+				return
+			}
+			mu.Unlock()
+		}
+		cfg := simulation.Config{Orders: 12, Workers: 2, Concurrency: 2, Seed: 7, DisableInbox: true, DisableStatusChanges: true,
+			Stall: stall, StallTimeout: time.Hour}
+		var stdout strings.Builder
+		err := simulate(t.Context(), cfg, "never", &stdout, io.Discard)
+		if !errors.Is(err, simulation.ErrTiming) || errors.Is(err, simulation.ErrViolations) {
+			t.Fatalf("simulate = %v, want ErrTiming\n%s", err, stdout.String())
+		}
+		if code := exitCode(err, io.Discard); code != exitTiming {
+			t.Errorf("exit status %d, want %d", code, exitTiming)
+		}
+		for _, w := range []string{"Verdict: TIMING: the machine was too busy for the compressed time scale", "Rerun: simulate -seed 7 -orders 12 -workers 2 -concurrency 2 -scale "} {
+			if !strings.Contains(stdout.String(), w) {
+				t.Errorf("report does not contain %q:\n%s", w, stdout.String())
+			}
+		}
+		if strings.Contains(stdout.String(), "Verdict: FAIL") {
+			t.Errorf("report:\n%s", stdout.String())
+		}
+	})
 }
