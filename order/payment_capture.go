@@ -88,7 +88,7 @@ func (p *Processor) capturePayment(ctx context.Context, m idempotent.Message, do
 		case got.Epoch != rec.Epoch || got.Claim != me:
 			return paymentBusy(orderID, fmt.Sprintf("claim taken over by %s right after its creation", got.Owner)), false
 		}
-		return p.captureClaimed(ctx, rec, etag, now), false
+		return p.captureClaimed(ctx, rec, etag), false
 	case err != nil:
 		return ptr(storeFailure(orderID, "read payment record", err)), false
 	}
@@ -131,27 +131,35 @@ func (p *Processor) continuePayment(ctx context.Context, m idempotent.Message, r
 		}
 		return ptr(storeFailure(orderID, "take over payment record", err)), false
 	}
-	return p.captureClaimed(ctx, rec, etag, now), held
+	return p.captureClaimed(ctx, rec, etag), held
 }
 
 // captureClaimed captures the payment of rec, whose claim this delivery
-// holds at etag (claimed at now), and marks the record completed. A store
-// that reports no ETags (cosmium) leaves etag empty: the replaces are then
-// unconditional, and no claim is fenced.
-func (p *Processor) captureClaimed(ctx context.Context, rec PaymentRecord, etag string, now time.Time) *idempotent.Result {
+// holds at etag, and marks the record completed. A store that reports no
+// ETags (cosmium) leaves etag empty: the replaces are then unconditional,
+// and no claim is fenced.
+//
+// The key's age is measured here, after the store calls that claimed the
+// record (they may take as long as the handler's context allows), and every
+// request of the capture call is sent before a deadline that keeps the key
+// remembered: see captureDeadline. The claim's time is not used for it.
+func (p *Processor) captureClaimed(ctx context.Context, rec PaymentRecord, etag string) *idempotent.Result {
 	orderID := rec.OrderID
 	// From here on the claim is this delivery's, as long as its ETag is.
 
 	// 2. A claim whose key the service may have forgotten is resolved by a
 	// lookup, never by a blind capture.
-	if p.keyMayBeForgotten(rec, now) {
+	checked := p.now().UTC()
+	looked := p.keyMayBeForgotten(rec, checked)
+	if looked {
 		if r, done := p.resolveOldClaim(ctx, rec, etag); done {
 			return r
 		}
 	}
 
-	// 3. Call the payments service with the order's key.
-	paymentID, err := p.payments.Gateway.Capture(ctx, rec.IdempotencyKey, Capture{OrderID: orderID, AmountMinor: rec.AmountMinor, Currency: rec.Currency})
+	// 3. Call the payments service with the order's key, before the
+	// deadline that keeps the key remembered.
+	paymentID, err := p.sendCapture(ctx, rec, p.captureDeadline(rec, checked, looked))
 	if err != nil {
 		// Release the claim so that any redelivery retries at once; if the
 		// release fails, this copy's next delivery takes it over at once
@@ -165,6 +173,65 @@ func (p *Processor) captureClaimed(ctx context.Context, rec PaymentRecord, etag 
 
 	// 4. Mark it completed.
 	return p.complete(ctx, rec, etag, paymentID)
+}
+
+// captureDeadline returns the time (on the Processor's clock) by which every
+// request of rec's capture must be sent, so that it reaches the payments
+// service while the service still remembers the key of any earlier charge.
+//
+// The argument: a second charge needs a request with the key to reach the
+// service more than KeyRetention after a charge with it. Every request is
+// sent after a point J at which no charge with the key existed yet, and
+// before J + KeyRetention - Lease, minus PaymentClockSkew when J was stamped
+// by another worker's clock; any charge came after J, so the request reaches
+// the service less than KeyRetention after it as long as the request
+// arrives within a lease of being sent. J is:
+//
+//   - without a lookup, the key's first send (rec.FirstAttemptAt, stamped by
+//     the worker that first claimed the record): the deadline is
+//     FirstAttemptAt + BlindRetryAge, which the age check made at checked
+//     has shown to lie ahead;
+//   - after a lookup that found no charge, checked, taken before the lookup
+//     started on this worker's clock: the deadline is
+//     checked + KeyRetention - Lease.
+//
+// Before this deadline existed, the age was checked when the handler read
+// the record and the capture was sent whenever the store calls, the lookup
+// and the client's own retries let it: up to the whole handler's deadline
+// later, and without bound for a context with none. Bounded by the
+// deadline, the margin left (a lease, 30 s to 5 min as the queue's lock
+// duration) covers only the delay between a request's last deadline check in
+// the client and its arrival: a process stalled for longer than a lease
+// exactly there is the one case no margin of the payment step covers.
+func (p *Processor) captureDeadline(rec PaymentRecord, checked time.Time, looked bool) time.Time {
+	if looked {
+		return checked.Add(p.payments.KeyRetention - p.payments.Lease)
+	}
+	return rec.FirstAttemptAt.Add(p.payments.BlindRetryAge())
+}
+
+// errCaptureTooLate is the capture step's failure when its deadline (see
+// captureDeadline) passed before the request could be sent: the next
+// delivery looks the payment up, or captures afresh.
+var errCaptureTooLate = fmt.Errorf("not sent: the key's safe age passed before the capture call (%w)", idempotent.ErrTransient)
+
+// sendCapture calls the gateway for rec under a context that ends at
+// deadline (on the Processor's clock), after checking the age once more
+// right before the call: the gateway sends no request after the deadline.
+func (p *Processor) sendCapture(ctx context.Context, rec PaymentRecord, deadline time.Time) (string, error) {
+	left := deadline.Sub(p.now())
+	if left <= 0 {
+		return "", errCaptureTooLate
+	}
+	// The deadline is a duration from now, so that it follows the
+	// Processor's clock even when that is not time.Now.
+	cctx, cancel := context.WithTimeoutCause(ctx, left, errCaptureTooLate)
+	defer cancel()
+	id, err := p.payments.Gateway.Capture(cctx, rec.IdempotencyKey, Capture{OrderID: rec.OrderID, AmountMinor: rec.AmountMinor, Currency: rec.Currency})
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), errCaptureTooLate) {
+		err = fmt.Errorf("%w: %w", errCaptureTooLate, err)
+	}
+	return id, err
 }
 
 // keyMayBeForgotten reports whether the payments service may have forgotten

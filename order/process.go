@@ -129,7 +129,7 @@ func (p *Processor) effect(ctx context.Context, m idempotent.Message, o *Order, 
 	res := idempotent.Result{Outcome: idempotent.Created, Key: o.OrderID}
 	switch {
 	case w.Payment != nil:
-		if r := p.captureClaimed(ctx, *w.Payment, etags.Payment, *w.Payment.FirstAttemptAt); r != nil {
+		if r := p.captureClaimed(ctx, *w.Payment, etags.Payment); r != nil {
 			return *r
 		}
 		p.learn(o.OrderID, hash, true)

@@ -7,17 +7,21 @@
 //
 // It is proof tooling: no production binary links it (the dependency test
 // in test/layout enforces that). It exits with status 1 if an invariant
-// fails, 2 on a flag mistake; -h lists the flags.
+// fails, 2 on a flag mistake, and 3 if the machine was too busy for the
+// compressed time scale (every violation explained by measured scheduling
+// delay: see simulation.ErrTiming); -h lists the flags.
 package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/test/internal/simulation"
 )
 
 func main() {
@@ -26,7 +30,21 @@ func main() {
 	ctx, stop := cli.Stages(context.Background(), sigs)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
-	os.Exit(cli.Exit("simulate", err, os.Stderr))
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitTiming is the exit status of a run whose timing assumptions the
+// machine broke: neither a pass nor a correctness failure.
+const exitTiming = 3
+
+// exitCode is cli.Exit, with exitTiming for a run that matches
+// simulation.ErrTiming.
+func exitCode(err error, stderr io.Writer) int {
+	code := cli.Exit("simulate", err, stderr)
+	if code == 1 && errors.Is(err, simulation.ErrTiming) {
+		return exitTiming
+	}
+	return code
 }
 
 // run is the whole program; main supplies the process's context, arguments,

@@ -125,6 +125,17 @@ type Config struct {
 	// while messages remain, which can only be a bug. Default 20 lock
 	// durations: the longest legitimate quiet spell is a lock lapsing.
 	StallTimeout time.Duration
+	// DelayProbeInterval is how often the run measures its own scheduling
+	// delay (see TimingReport). Default a fiftieth of the lock duration;
+	// negative turns the probe off.
+	DelayProbeInterval time.Duration
+	// Stall, if not nil, is called at each StallPoint with the order
+	// involved ("" at the probe): whatever it blocks for, the run is
+	// delayed at that point, as by a machine too busy to run the process.
+	// Tests use it to force a scheduling delay without load; nil in real
+	// runs.
+	Stall func(p StallPoint, orderID string)
+
 	// TimeLimit bounds the whole run. Default: the planned waits (the
 	// duplicate-detection window and both resubmission delays) plus 100
 	// lock durations per delivery a message may have.
@@ -137,18 +148,27 @@ type Config struct {
 // resubmissions 1.5 s and 3.5 s after the queues drained; the worker's shutdown
 // grace is 2 s; store calls take 1 ms and payment requests 3 ms; the relay's
 // leases last 3 s, it polls every 100 ms and its calls time out after 1 s. Fields
-// already set are kept.
-func (c Config) CompressedTimeScale() Config {
+// already set are kept. It is ScaledTimeScale(1).
+func (c Config) CompressedTimeScale() Config { return c.ScaledTimeScale(1) }
+
+// ScaledTimeScale returns c with the compressed time scale multiplied by
+// factor (at least 1): a run on a busy machine at factor 5 has 5 s locks and
+// a 15 s key retention, and takes about 5 times as long. Fields already set
+// are kept.
+func (c Config) ScaledTimeScale(factor float64) Config {
+	factor = max(factor, 1)
 	def := func(p *time.Duration, v time.Duration) {
 		if *p == 0 {
-			*p = v
+			*p = time.Duration(float64(v) * factor)
 		}
 	}
 	def(&c.LockDuration, time.Second)
 	def(&c.DuplicateDetectionWindow, time.Second)
 	def(&c.KeyRetention, 3*time.Second)
 	def(&c.ResubmitEarly, 1500*time.Millisecond)
-	def(&c.ResubmitLate, c.KeyRetention+500*time.Millisecond)
+	if c.ResubmitLate == 0 {
+		c.ResubmitLate = c.KeyRetention + time.Duration(float64(500*time.Millisecond)*factor)
+	}
 	def(&c.ShutdownGrace, 2*time.Second)
 	def(&c.StoreLatency, time.Millisecond)
 	def(&c.PaymentLatency, 3*time.Millisecond)
@@ -245,6 +265,7 @@ func (c Config) withDefaults() Config {
 	defDur(&c.RelayPollInterval, relay.DefaultPollInterval)
 	defDur(&c.RelayCallTimeout, relay.DefaultCallTimeout)
 	defDur(&c.StallTimeout, 20*c.LockDuration)
+	defDur(&c.DelayProbeInterval, c.LockDuration/50)
 	defDur(&c.TimeLimit, c.DuplicateDetectionWindow+c.ResubmitEarly+c.ResubmitLate+
 		time.Duration(100*c.MaxDeliveryCount)*c.LockDuration)
 	if c.StatusChanges == 0 {

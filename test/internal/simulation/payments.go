@@ -28,9 +28,9 @@ const paymentsURL = "http://payments.simulation.invalid"
 // with the options cmd/orderworker uses (the defaults: per-attempt
 // timeout, retries with jittered backoff on real timers) over paymentLink,
 // wrapped in a faultGateway.
-func newPayments(retention, latency time.Duration, p *plan, tr *tracker, h *history) (*paymentservice.Service, *faultGateway, error) {
+func newPayments(retention, latency time.Duration, p *plan, tr *tracker, h *history, tm *timing) (*paymentservice.Service, *faultGateway, error) {
 	svc := paymentservice.NewService(&paymentservice.ServiceOptions{KeyRetention: retention, Now: time.Now, Faults: serviceFaults(p, tr, h)})
-	link := &paymentLink{service: svc, plan: p, tr: tr, hist: h, latency: latency, requests: make(map[string]uint64)}
+	link := &paymentLink{service: svc, plan: p, tr: tr, hist: h, latency: latency, timing: tm, charges: svc.ChargesFor, requests: make(map[string]uint64)}
 	client, err := payments.NewClient(paymentsURL, &payments.ClientOptions{HTTPClient: &http.Client{Transport: link}})
 	if err != nil {
 		return nil, nil, err
@@ -76,6 +76,8 @@ type paymentLink struct {
 	tr      *tracker
 	hist    *history
 	latency time.Duration
+	timing  *timing          // records a second charge of an order as a breach
+	charges func(string) int // the service's charges of an order
 
 	mu       sync.Mutex
 	requests map[string]uint64 // requests so far, by order id
@@ -115,9 +117,27 @@ func (l *paymentLink) RoundTrip(r *http.Request) (resp *http.Response, err error
 	if l.latency > 0 && sleep(r.Context(), l.latency) != nil { // the round trip, both ways
 		return nil, r.Context().Err()
 	}
+	// As a real transport, the link sends no request whose context has
+	// ended; what delays the request after this check is the machine's.
+	if err := r.Context().Err(); err != nil {
+		return nil, err
+	}
+	checked := time.Now()
+	l.timing.at(StallPayment, id)
 
+	capture := r.Method == http.MethodPost && id != ""
+	before := 0
+	if capture {
+		before = l.charges(id)
+	}
 	rec := httptest.NewRecorder()
-	if aborted := serve(l.service, rec, r); aborted {
+	aborted := serve(l.service, rec, r)
+	if capture {
+		if after := l.charges(id); after > before && after > 1 { // the service had forgotten the key of the first charge
+			l.timing.breach(BreachKeyRetention, id, "", checked)
+		}
+	}
+	if aborted {
 		return nil, errConnectionDropped
 	}
 	res := rec.Result()

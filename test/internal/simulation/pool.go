@@ -42,6 +42,7 @@ type workerPool struct {
 	logger  *slog.Logger
 	gateway order.PaymentGateway
 	hist    *history
+	timing  *timing
 	restart chan *workerSlot
 
 	mu       sync.Mutex
@@ -69,7 +70,7 @@ func (p *workerPool) start(sl *workerSlot) error {
 		h = p.cfg.InboxConsumer(s.name, env)
 	}
 	r := s.out.q.NewReceiver()
-	fr := &faultReceiver{inner: r, q: s.out.q, plan: s.plan, tr: s.tr, hist: p.hist, queue: s.out.consumer}
+	fr := &faultReceiver{inner: r, q: s.out.q, plan: s.plan, tr: s.tr, hist: p.hist, queue: s.out.consumer, timing: p.timing, lock: p.cfg.LockDuration}
 	if sl.orders {
 		fr.afterSettle = func() { p.settled(sl) }
 	}

@@ -49,6 +49,10 @@ type faultReceiver struct {
 	queue string // the inbox consumer's name, "" for the order writers
 	// afterSettle, if set, is called after every settlement call returns.
 	afterSettle func()
+	// timing records the lock losses no fault planned; lock is the queue's
+	// lock duration.
+	timing *timing
+	lock   time.Duration
 }
 
 var _ worker.Receiver = (*faultReceiver)(nil)
@@ -119,18 +123,23 @@ func (r *faultReceiver) RenewMessageLock(ctx context.Context, m *azservicebus.Re
 	if d == nil {
 		return r.inner.RenewMessageLock(ctx, m, o)
 	}
+	r.timing.at(StallSettle, d.orderID)
 	r.tr.mu.Lock()
-	crashed := d.crashed
+	crashed, planned := d.crashed, d.lockExpired || d.lostSettlement
 	r.tr.mu.Unlock()
 	if crashed {
 		return errCrashed
 	}
+	lockStart := deref(m.LockedUntil).Add(-r.lock)
 	err := r.inner.RenewMessageLock(ctx, m, o)
 	switch {
 	case err == nil:
 		r.hist.add(d.orderID, r.queue, "renewed lock %s of #%d until +%v", shortToken(d.token), d.seq, time.Until(deref(m.LockedUntil)).Round(time.Millisecond))
 	case errors.Is(err, sbqueue.ErrLockLost):
 		r.hist.add(d.orderID, r.queue, "renewal of lock %s of #%d: lock lost; the worker cancels the handler and settles nothing", shortToken(d.token), d.seq)
+		if !planned {
+			r.timing.breach(BreachLock, d.orderID, r.queue, lockStart)
+		}
 		r.tr.settled(d)
 	}
 	return err
@@ -149,6 +158,7 @@ func (r *faultReceiver) settle(m *azservicebus.ReceivedMessage, what string, app
 			r.afterSettle()
 		}
 	}()
+	r.timing.at(StallSettle, d.orderID)
 	r.tr.mu.Lock()
 	expired, crashed, started := d.lockExpired, d.crashed, d.started
 	r.tr.mu.Unlock()
@@ -185,7 +195,12 @@ func (r *faultReceiver) settle(m *azservicebus.ReceivedMessage, what string, app
 		r.q.ExpireLock(d.token)
 		return logged(&azservicebus.Error{Code: azservicebus.CodeLockLost})
 	}
-	return logged(apply())
+	lockStart := deref(m.LockedUntil).Add(-r.lock)
+	err := apply()
+	if errors.Is(err, sbqueue.ErrLockLost) { // no fault ended this lock: it lapsed
+		r.timing.breach(BreachLock, d.orderID, r.queue, lockStart)
+	}
+	return logged(err)
 }
 
 // trackingHandler hands each delivery to the consumer under test with the

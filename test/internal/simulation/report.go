@@ -62,6 +62,9 @@ type Report struct {
 	InvariantsFailed []string      // names of the invariants with a violation
 
 	Violations []Violation
+	// Timing is what the run measured of its own scheduling delay, and the
+	// breaches of its timing assumptions: see TimingBroken.
+	Timing TimingReport
 	// Histories holds the history of each order involved in a violation
 	// (at most 10): every send, delivery, outcome, settlement, store call,
 	// payment call and resubmission of its messages.
@@ -226,10 +229,16 @@ type FaultCounts struct {
 var ErrViolations = errors.New("invariants violated")
 
 // Verdict returns nil if every invariant held, or an error matching
-// ErrViolations that names the seed to replay and the orders involved.
+// ErrViolations that names the seed to replay and the orders involved. When
+// every violation is explained by measured scheduling delay
+// (TimingBroken), the error matches ErrTiming instead: the run proves
+// nothing either way.
 func (r *Report) Verdict() error {
 	if len(r.Violations) == 0 {
 		return nil
+	}
+	if r.TimingBroken() {
+		return fmt.Errorf("simulation seed %d: %s: %w", r.Config.Seed, r.timingNotice(), ErrTiming)
 	}
 	return fmt.Errorf("simulation seed %d: %d violations of %s, orders %s: %w",
 		r.Config.Seed, len(r.Violations), strings.Join(r.InvariantsFailed, ", "), strings.Join(r.OrderIDs(10), ", "), ErrViolations)
@@ -413,6 +422,19 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 			rl.Crashes, rl.Stops, rl.Pauses, rl.LostAcks))
 		line("")
 	}
+	if tr := r.Timing; tr.ProbeInterval > 0 {
+		covered := 0
+		for _, b := range tr.Breaches {
+			if b.Covered() {
+				covered++
+			}
+		}
+		line("Scheduling delay* (the run's own, measured every %v; margin %v, a fifth of the lock)", tr.ProbeInterval, tr.Margin)
+		row("largest delay", tr.MaxDelay.Round(time.Millisecond), fmt.Sprintf("at %v on the run's clock", tr.MaxDelayAt.Round(time.Millisecond)))
+		row("delays above the margin", tr.Spells, "")
+		row("timing assumptions broken", len(tr.Breaches), fmt.Sprintf("%d during a delay above the margin: locks lost and keys forgotten that no fault planned", covered))
+		line("")
+	}
 	line("Store (documents)")
 	row("order documents", r.OrderDocuments, fmt.Sprintf("for %d valid orders (%d under an outage)", r.Valid, r.OutageOrders))
 	row("OrderAccepted events", r.EventDocuments, "")
@@ -431,13 +453,22 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		fmt.Fprintf(cw, "\nVerdict: PASS, every invariant holds for %d messages (seed %d)\n", r.Enqueued, c.Seed)
 		return cw.n, cw.err
 	}
-	fmt.Fprintf(cw, "\nVerdict: FAIL, %d violations (seed %d); orders involved: %s\n", len(r.Violations), c.Seed, strings.Join(r.OrderIDs(maxViolationsShown), ", "))
+	if r.TimingBroken() {
+		fmt.Fprintf(cw, "\nVerdict: TIMING: %s.\n  Not a correctness verdict: each of the %d violations (seed %d) coincides with a breach of a timing assumption\n  overlapped by a measured scheduling delay; orders involved: %s\n",
+			r.timingNotice(), len(r.Violations), c.Seed, strings.Join(r.OrderIDs(maxViolationsShown), ", "))
+	} else {
+		fmt.Fprintf(cw, "\nVerdict: FAIL, %d violations (seed %d); orders involved: %s\n", len(r.Violations), c.Seed, strings.Join(r.OrderIDs(maxViolationsShown), ", "))
+	}
 	for i, v := range r.Violations {
 		if i == maxViolationsShown {
 			fmt.Fprintf(cw, "  … and %d more\n", len(r.Violations)-i)
 			break
 		}
-		fmt.Fprintf(cw, "  %s\n", v)
+		mark := ""
+		if r.TimingExplains(v) {
+			mark = " [timing: a measured scheduling delay overlaps a breach of this order]"
+		}
+		fmt.Fprintf(cw, "  %s%s\n", v, mark)
 	}
 	for _, h := range r.Histories {
 		fmt.Fprintf(cw, "\nHistory of order %s (time on the run's clock; [queue] for an inbox consumer's)\n", h.OrderID)

@@ -76,6 +76,17 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	defer cancel()
 	start := time.Now()
 	hist := newHistory(start)
+	tm := newTiming(cfg, start)
+	stopProbe, probeDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(probeDone); tm.probe(stopProbe) }()
+	defer func() {
+		select {
+		case <-stopProbe:
+		default:
+			close(stopProbe)
+		}
+		<-probeDone
+	}()
 	// The compressed time scale (CompressedTimeScale: 1 s locks and windows) is below
 	// Service Bus's minimums; a run at production scale is within them.
 	ns := sbqueue.NewNamespaceWith(sbqueue.RealClock(), sbqueue.NamespaceOptions{AllowUnrealisticTimings: true})
@@ -159,7 +170,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	var gw *faultGateway
 	if !cfg.DisablePayments {
 		var err error
-		if svc, gw, err = newPayments(cfg.KeyRetention, cfg.PaymentLatency, p, subs[0].tr, hist); err != nil {
+		if svc, gw, err = newPayments(cfg.KeyRetention, cfg.PaymentLatency, p, subs[0].tr, hist, tm); err != nil {
 			return nil, err
 		}
 		gateway = gw
@@ -169,7 +180,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		logger = slog.New(slog.DiscardHandler)
 	}
 
-	pool := &workerPool{cfg: cfg, logger: logger, gateway: gateway, hist: hist, restart: make(chan *workerSlot, 64)}
+	pool := &workerPool{cfg: cfg, logger: logger, gateway: gateway, hist: hist, timing: tm, restart: make(chan *workerSlot, 64)}
 	for i, s := range subs {
 		for w := range cfg.Workers {
 			sl := &workerSlot{name: fmt.Sprintf("%s-worker-%d", names[i], w), sub: s, orders: i == 0, index: w}
@@ -238,6 +249,9 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		}
 	}
 	werr := pool.stopAll()
+	close(stopProbe)
+	<-probeDone
+	rep.Timing = tm.report()
 	d.setPhase("checking")
 	stopProgress()
 	if err == nil {
