@@ -32,8 +32,11 @@
 // deleted by Cosmos DB that long after its last write. The store does nothing
 // for it: Cosmos DB honours per-item TTL because the container's default TTL
 // is -1 (on, with no default expiry), as [CreateDatabaseAndContainer] and the
-// Bicep template create it. A container without a default TTL keeps such
-// documents forever.
+// Bicep template create it. A container without a default TTL (TTL off)
+// keeps such documents forever; one with a positive default deletes every
+// other document too (orders, events, payment records, leases), so that a
+// late copy of a message would create its order again. [Store.Check]
+// refuses both, naming the fix.
 //
 // # Status codes
 //
@@ -88,8 +91,8 @@
 // # Start-up check and probe
 //
 // [Store.Check] verifies before the first message that the database and the
-// container exist, that the container is partitioned on /orderId, that the
-// identity may read and write items, and whether the server honours If-Match
+// container exist, that the container is partitioned on /orderId with the
+// default TTL -1, that the identity may read and write items, and whether the server honours If-Match
 // (CheckResult.ETagsHonoured); each failure names the setting to fix
 // (COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_DATABASE, COSMOS_CONTAINER,
 // AZURE_CLIENT_ID and the role). [Store.Ping], one point read of a missing

@@ -48,8 +48,8 @@
 // # Simplifications
 //
 // The store stands for one container partitioned on /orderId with a default
-// TTL of -1, as the Bicep template creates it; other containers are out of
-// scope. Expiry is exact (Cosmos DB deletes expired documents in the
+// TTL of -1, as the Bicep template creates it (SetDefaultTTL models another
+// default, which Check refuses); other containers are out of scope. Expiry is exact (Cosmos DB deletes expired documents in the
 // background but never returns them after their TTL, which is what callers
 // see here too). A point read or replace of an illegal id answers 400, where
 // Cosmos DB's answer depends on how the escaped id reaches the gateway (400,
@@ -86,6 +86,10 @@ type Store struct {
 	// pkField is the top-level field that carries a document's partition
 	// key value: the container's partition key path without its slash.
 	pkField string
+	// defaultTTL is the container's default time to live, set by
+	// SetDefaultTTL (ttl.go); without defaultTTLSet it is -1.
+	defaultTTL    int32
+	defaultTTLSet bool
 }
 
 var (
@@ -281,8 +285,9 @@ func (s *Store) live(pk, id string) (*Item, bool) {
 	return it, ok
 }
 
-// write stores body in it with a new ETag and its time to live: ttl nil or
-// -1 never expires. s.mu must be held.
+// write stores body in it with a new ETag and its time to live: ttl, the
+// document's "ttl" (nil: none), under the container's default (see
+// SetDefaultTTL). s.mu must be held.
 func (s *Store) write(it *Item, body []byte, ttl *int64) {
 	s.etag++
 	if it.lsn == 0 {
@@ -294,8 +299,8 @@ func (s *Store) write(it *Item, body []byte, ttl *int64) {
 	it.ETag = strconv.FormatUint(s.etag, 16)
 	it.Writes++
 	it.ExpiresAt = time.Time{}
-	if ttl != nil && *ttl > 0 {
-		it.ExpiresAt = s.now().Add(time.Duration(*ttl) * time.Second)
+	if secs := s.expiry(ttl); secs > 0 {
+		it.ExpiresAt = s.now().Add(time.Duration(secs) * time.Second)
 	}
 }
 
