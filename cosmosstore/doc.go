@@ -54,7 +54,9 @@
 //
 // A 404 whose sub-status says the database or container is missing (1003)
 // is permanent, not idempotent.ErrNotFound: it is a configuration error, which
-// [Store.Check] reports at start with the setting to fix. A 400 or a 413 is
+// [Store.Check] reports at start with the setting to fix. A 404 with
+// sub-status 1002 (the replica has not caught up with the session token the
+// read sent) is transient: the document may exist. A 400 or a 413 is
 // caused by what the request carried, which comes from the message: an id
 // Cosmos DB does not accept, two operations on one id in a batch, a document
 // whose orderId is not the batch's partition key value, a "ttl" that is not
@@ -87,6 +89,22 @@
 // them. [NewClientWithKey] and [NewClientFromConnectionString] are for the
 // emulators, and [CreateDatabaseAndContainer] creates the database and
 // container there.
+//
+// # Session consistency
+//
+// The Bicep template's account uses Session consistency, under which a read
+// sees a write only if it carries the write's session token; without one it
+// may be served by a replica that lags. azcosmos v1.5.0 keeps no session:
+// it sends x-ms-session-token only when ItemOptions.SessionToken or
+// TransactionalBatchOptions.SessionToken is set. A [Store] is therefore a
+// session of its own: it keeps the latest session token of every response
+// (writes, reads, and refusals such as a batch's 409) for the
+// [SessionTokenPartitions] partition keys used most recently, and sends it
+// on the reads and batches of that partition. A partition whose entry was
+// evicted, and every read of another process, is served at the account's
+// consistency alone and may lag; callers must not act destructively on one
+// such read (the order example confirms a missing order document before it
+// dead-letters anything).
 //
 // # Start-up check and probe
 //
