@@ -49,7 +49,11 @@
 //
 // The store stands for one container partitioned on /orderId with a default
 // TTL of -1, as the Bicep template creates it (SetDefaultTTL models another
-// default, which Check refuses); other containers are out of scope. Expiry is exact (Cosmos DB deletes expired documents in the
+// default, which Check refuses); other containers are out of scope. Its own
+// reads are strongly consistent: they see every write that returned. The
+// replica-lag mode (SetReplicaLag, with Sessions from NewSession) models
+// Cosmos DB's Session consistency instead, under which a read without the
+// session token of the partition's latest write may see an older state. Expiry is exact (Cosmos DB deletes expired documents in the
 // background but never returns them after their TTL, which is what callers
 // see here too). A point read or replace of an illegal id answers 400, where
 // Cosmos DB's answer depends on how the escaped id reaches the gateway (400,
@@ -90,6 +94,8 @@ type Store struct {
 	// SetDefaultTTL (ttl.go); without defaultTTLSet it is -1.
 	defaultTTL    int32
 	defaultTTLSet bool
+	// lag is the replica-lag mode's state (lag.go); nil when it is off.
+	lag *lagState
 }
 
 var (
@@ -209,6 +215,7 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []idempoten
 		part[d.ID] = it
 		etags[i] = it.ETag
 	}
+	s.commitLag(pk)
 	return etags, nil
 }
 
@@ -271,6 +278,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, pk string, d idempotent.Doc
 		return "", fail(http.StatusPreconditionFailed, fmt.Sprintf("ETag %s is not %s", it.ETag, ifMatch))
 	}
 	s.write(it, d.Body, p.ttl)
+	s.commitLag(pk)
 	return it.ETag, nil
 }
 
@@ -302,6 +310,7 @@ func (s *Store) write(it *Item, body []byte, ttl *int64) {
 	if secs := s.expiry(ttl); secs > 0 {
 		it.ExpiresAt = s.now().Add(time.Duration(secs) * time.Second)
 	}
+	s.recordVersion(it)
 }
 
 // Get returns a copy of the document pk/id.
@@ -327,6 +336,7 @@ func (s *Store) Delete(pk, id string) bool {
 		return false
 	}
 	delete(s.parts[pk], id)
+	s.forgetVersions(pk, id)
 	return true
 }
 
