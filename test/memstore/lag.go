@@ -41,7 +41,7 @@ type ReplicaLag struct {
 type lagState struct {
 	cfg  ReplicaLag
 	rng  *rand.Rand
-	log  map[string][]uint64            // partition -> the LSNs of the states after its last Versions+1 writes (0: before the first), oldest first
+	log  map[string][]uint64             // partition -> the LSNs of the states after its last Versions+1 writes (0: before the first), oldest first
 	docs map[string]map[string][]version // partition -> id -> its last Versions+1 versions, oldest first
 }
 
