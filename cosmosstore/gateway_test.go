@@ -659,6 +659,10 @@ func TestCreateDatabaseAndContainer_FakeGateway_Errors(t *testing.T) {
 	}{
 		{name: "both exist, right partition key", createDB: conflict, createColl: conflict,
 			readColl: reply{status: 200, body: `{"id":"orders","partitionKey":{"paths":["/orderId"],"kind":"Hash","version":2}}`}},
+		{name: "container exists with a positive default TTL", createDB: conflict, createColl: conflict, wantErr: true,
+			readColl: reply{status: 200, body: `{"id":"orders","defaultTtl":3600,"partitionKey":{"paths":["/orderId"],"kind":"Hash","version":2}}`}},
+		{name: "container exists with default TTL -1", createDB: conflict, createColl: conflict,
+			readColl: reply{status: 200, body: `{"id":"orders","defaultTtl":-1,"partitionKey":{"paths":["/orderId"],"kind":"Hash","version":2}}`}},
 		{name: "container exists with another partition key", createDB: conflict, createColl: conflict, wantErr: true,
 			readColl: reply{status: 200, body: `{"id":"orders","partitionKey":{"paths":["/id"],"kind":"Hash","version":2}}`}},
 		{name: "database create forbidden", createDB: reply{status: 403, body: `{}`}, wantErr: true},
