@@ -273,10 +273,11 @@ func compareStored(stored OrderDocument, hash string) idempotent.Result {
 // replica behind the create, under Session consistency) from a deleted
 // document by reading the order once more after the event: no single read
 // dead-letters anything. If the event exists and the second read confirms
-// the order document missing, the state is permanent: every redelivery would conflict on the event and read no order
-// again, until MaxDeliveryCount dead-letters the message without a reason;
-// nor may the worker recreate the order by itself, since downstream readers
-// already consumed the event. So the message is dead-lettered at once with
+// the order document missing, the state is permanent: every redelivery
+// would conflict on the event and read no order again, until
+// MaxDeliveryCount dead-letters the message without a reason; nor may the
+// worker recreate the order by itself, since downstream readers already
+// consumed the event. So the message is dead-lettered at once with
 // ReasonOrderDocumentMissing, telling an operator what exists and what to
 // do. If the event is gone too, both were deleted in between: a retry
 // decides anew (and creates the order). Without a store that can read the
