@@ -48,10 +48,18 @@ func bounded[T any](ctx context.Context, f func(context.Context) (T, error)) (T,
 }
 
 // readItem reads one item, bounded by ctx, and counts its request charge.
+// It sends the session token kept for pk, and each of these helpers keeps
+// the session token of its response (see sessionTokens); a call that
+// outlives ctx still records it when it ends.
 func (s *Store) readItem(ctx context.Context, pk, id string) (azcosmos.ItemResponse, error) {
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
-		resp, err := s.container.ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
+		var o *azcosmos.ItemOptions
+		if tok := s.sessions.get(pk); tok != "" {
+			o = &azcosmos.ItemOptions{SessionToken: &tok}
+		}
+		resp, err := s.container.ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, o)
 		s.addCharge(itemCharge(resp, err))
+		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
 	})
 }
@@ -62,6 +70,7 @@ func (s *Store) replaceItem(ctx context.Context, pk, id string, body []byte, o *
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
 		resp, err := s.container.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(pk), id, body, o)
 		s.addCharge(itemCharge(resp, err))
+		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
 	})
 }
@@ -71,6 +80,7 @@ func (s *Store) patchItem(ctx context.Context, pk, id string, ops azcosmos.Patch
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
 		resp, err := s.container.PatchItem(ctx, azcosmos.NewPartitionKeyString(pk), id, ops, nil)
 		s.addCharge(itemCharge(resp, err))
+		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
 	})
 }
@@ -80,6 +90,7 @@ func (s *Store) createItem(ctx context.Context, pk string, body []byte) (azcosmo
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
 		resp, err := s.container.CreateItem(ctx, azcosmos.NewPartitionKeyString(pk), body, nil)
 		s.addCharge(itemCharge(resp, err))
+		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
 	})
 }
@@ -89,16 +100,22 @@ func (s *Store) deleteItem(ctx context.Context, pk, id string) (azcosmos.ItemRes
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
 		resp, err := s.container.DeleteItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
 		s.addCharge(itemCharge(resp, err))
+		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
 	})
 }
 
-// executeBatch executes a transactional batch, bounded by ctx, and counts its
-// request charge.
-func (s *Store) executeBatch(ctx context.Context, b azcosmos.TransactionalBatch) (azcosmos.TransactionalBatchResponse, error) {
+// executeBatch executes a transactional batch on partition pk, bounded by
+// ctx, with the session token kept for pk, and counts its request charge.
+func (s *Store) executeBatch(ctx context.Context, pk string, b azcosmos.TransactionalBatch) (azcosmos.TransactionalBatchResponse, error) {
 	return bounded(ctx, func(ctx context.Context) (azcosmos.TransactionalBatchResponse, error) {
-		resp, err := s.container.ExecuteTransactionalBatch(ctx, b, nil)
+		var o *azcosmos.TransactionalBatchOptions
+		if tok := s.sessions.get(pk); tok != "" {
+			o = &azcosmos.TransactionalBatchOptions{SessionToken: tok}
+		}
+		resp, err := s.container.ExecuteTransactionalBatch(ctx, b, o)
 		s.addCharge(batchCharge(resp, err))
+		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
 	})
 }

@@ -62,21 +62,38 @@ type CheckResult struct {
 	// If not, Cosmos DB deletes it after probeTTL seconds (the container's
 	// default TTL is -1; an emulator that ignores TTL keeps it).
 	ProbeDeleted bool
+	// DefaultTTL is the container's default time to live (defaultTtl) as
+	// the container's properties report it, or nil when they report none.
+	// Check requires -1. Nil is accepted only from a server that also
+	// ignores If-Match (ETagsHonoured false), an emulator such as cosmium
+	// v0.1.20, which neither reports nor applies any TTL; from Cosmos DB,
+	// nil means TTL off and Check fails.
+	DefaultTTL *int32
 }
+
+// RequiredDefaultTTL is the container default time to live that Check
+// requires: TTL on, with no default expiry. A positive default would make
+// Cosmos DB delete every document without a "ttl" of its own (orders,
+// events, payment records, leases) that many seconds after its last write,
+// so that a late copy of a message would create its order again; TTL off
+// (no defaultTtl) would make Cosmos DB ignore the inbox markers' "ttl", so
+// that they never expire.
+const RequiredDefaultTTL = -1
 
 // Check verifies, before the first message, that the store can work: that
 // the account answers, that the database and the container exist, that the
 // container is partitioned on the Store's partition key path (/orderId for
-// New), that the identity may read and write
-// items, and whether the server honours If-Match ETags and patch
-// conditions. It reads a missing item, reads the container's properties,
+// New) with the default time to live -1 (RequiredDefaultTTL), that the
+// identity may read and write items, and whether the server honours If-Match
+// ETags and patch conditions. It reads a missing item, reads the container's properties,
 // creates a probe document in a partition of its own (a random id with a
 // "ttl"), replaces it with a wrong If-Match ETag, patches it with a false
 // condition and deletes it. Each failure names the setting to fix (see
 // SettingEndpoint and the other Setting constants) and wraps the *Error of
 // the failed call, so that idempotent.IsTransient tells an outage from a
-// misconfiguration. A server that ignores If-Match or patch conditions is
-// not an error: it is reported in CheckResult.ETagsHonoured and
+// misconfiguration; a default TTL other than -1 is refused with the command
+// that fixes it (see RequiredDefaultTTL and CheckResult.DefaultTTL). A
+// server that ignores If-Match or patch conditions is not an error: it is reported in CheckResult.ETagsHonoured and
 // CheckResult.PatchConditionsHonoured.
 //
 // ctx bounds every call; give it a deadline (tens of seconds: the SDK retries
@@ -117,6 +134,17 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 		return res, fmt.Errorf("cosmosstore: check: container %q in database %q is partitioned on %q, not [%q], so Cosmos DB would refuse every write with 400: set %s to the container the Bicep template creates (partition key %s)",
 			res.Container, res.Database, paths, s.pkPath, SettingContainer, s.pkPath)
 	}
+	res.DefaultTTL = cresp.ContainerProperties.DefaultTimeToLive
+	if ttl := res.DefaultTTL; ttl != nil && *ttl != RequiredDefaultTTL {
+		return res, s.ttlError(*ttl)
+	}
+	// A missing defaultTtl is refused below, once the probe has shown
+	// whether the server is an emulator that ignores TTL altogether.
+	defer func() {
+		if err == nil && res.DefaultTTL == nil && res.ETagsHonoured {
+			err = s.ttlOffError()
+		}
+	}()
 
 	// 3. Write: create the probe document.
 	body, err := json.Marshal(map[string]any{"id": probe, s.pkPath[1:]: probe, "type": "startupCheck", "ttl": probeTTL})
@@ -158,6 +186,28 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 		res.PatchConditionsHonoured = true
 	}
 	return res, nil
+}
+
+// ttlError explains a container whose default TTL is ttl, not -1.
+func (s *Store) ttlError(ttl int32) error {
+	what := fmt.Sprintf("Cosmos DB deletes every document without a ttl of its own (orders, events, payment records, leases) %d seconds after its last write, and a late copy of a message would then create its order again", ttl)
+	if ttl <= 0 {
+		what = "Cosmos DB accepts only -1 or a positive number there"
+	}
+	return fmt.Errorf("cosmosstore: check: container %q in database %q has the default time to live (defaultTtl) %d: %s. %s",
+		s.container.ID(), s.database, ttl, what, s.ttlFix())
+}
+
+// ttlOffError explains a container with time to live off.
+func (s *Store) ttlOffError() error {
+	return fmt.Errorf("cosmosstore: check: container %q in database %q has time to live off (no defaultTtl): Cosmos DB ignores the documents' own ttl, so the inbox markers never expire. %s",
+		s.container.ID(), s.database, s.ttlFix())
+}
+
+// ttlFix names the fix for a container whose default TTL is not -1.
+func (s *Store) ttlFix() string {
+	return fmt.Sprintf("Set it to %d (TTL on, nothing expires unless a document says so): az cosmosdb sql container update --account-name ACCOUNT --resource-group GROUP --database-name %s --name %s --ttl %d, or deploy the container with defaultTtl: %d as the Bicep template (infra/bicep/modules/cosmos.bicep) does",
+		RequiredDefaultTTL, s.database, s.container.ID(), RequiredDefaultTTL, RequiredDefaultTTL)
 }
 
 // Ping is the cheap probe of a circuit breaker: one point read of an item

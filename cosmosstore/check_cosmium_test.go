@@ -24,6 +24,13 @@ func TestCosmium_Check_ReportsETagsNotHonoured(t *testing.T) {
 	if !res.ProbeDeleted || res.Database != testDatabase || res.Container != testContainer {
 		t.Errorf("Check = %+v; want the probe deleted and the names", res)
 	}
+	// Cosmium v0.1.20 reports no defaultTtl (its collections have no such
+	// field) and applies no TTL: Check reports it and, since cosmium
+	// ignores If-Match too, does not refuse it (Cosmos DB with TTL off is
+	// refused; see TestCheck_FakeGateway_DefaultTTLMustBeMinusOne).
+	if res.DefaultTTL != nil {
+		t.Errorf("DefaultTTL = %d; cosmium v0.1.20 reports none, so a change in cosmium needs a new look at Check", *res.DefaultTTL)
+	}
 	if _, _, err := s.ReadDocument(t.Context(), res.ProbeID, res.ProbeID); !errors.Is(err, idempotent.ErrNotFound) {
 		t.Errorf("the probe document is still there: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ import (
 func healthyGateway(t *testing.T) *gateway {
 	g := newGateway(t, false)
 	g.setRead(reply{status: 404, body: `{"code":"NotFound"}`})
-	g.readColl = reply{status: 200, body: `{"id":"orders","partitionKey":{"paths":["/orderId"],"kind":"Hash","version":2}}`}
+	g.readColl = reply{status: 200, body: `{"id":"orders","defaultTtl":-1,"partitionKey":{"paths":["/orderId"],"kind":"Hash","version":2}}`}
 	g.readDB = reply{status: 200, body: `{"id":"orders"}`}
 	g.createItem = reply{status: 201, header: map[string]string{"etag": `"e-created"`}, body: `{}`}
 	g.setReplace(reply{status: 412, body: `{"code":"PreconditionFailed"}`})
@@ -171,6 +172,65 @@ func TestCheck_FakeGateway_FailuresNameTheSetting(t *testing.T) {
 		})
 	}
 }
+
+// The container's default TTL must be -1: a positive one deletes every
+// document without its own ttl, and TTL off makes the inbox markers' ttl
+// ignored. Cosmos DB omits defaultTtl when TTL is off.
+func TestCheck_FakeGateway_DefaultTTLMustBeMinusOne(t *testing.T) {
+	const props = `{"id":"orders",%s"partitionKey":{"paths":["/orderId"],"kind":"Hash","version":2}}`
+	fix := []string{"az cosmosdb sql container update", "--ttl -1", "defaultTtl: -1", "infra/bicep"}
+	tests := []struct {
+		name     string
+		field    string // the defaultTtl field of the container's properties
+		etags    bool   // whether the server honours If-Match
+		want     []string
+		wantTTL  *int32
+		wantPass bool
+	}{
+		{name: "-1", field: `"defaultTtl":-1,`, etags: true, wantPass: true, wantTTL: ptr(int32(-1))},
+		{name: "absent: TTL off", etags: true, want: append([]string{"time to live off", "inbox markers never expire"}, fix...)},
+		{name: "3600", field: `"defaultTtl":3600,`, etags: true, wantTTL: ptr(int32(3600)),
+			want: append([]string{"defaultTtl) 3600", "orders, events, payment records, leases", "3600 seconds"}, fix...)},
+		{name: "3600 on a server that ignores If-Match", field: `"defaultTtl":3600,`, wantTTL: ptr(int32(3600)), want: fix},
+		// An emulator that ignores If-Match (cosmium) reports no TTL and
+		// applies none: reported, not refused.
+		{name: "absent on a server that ignores If-Match", wantPass: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := healthyGateway(t)
+			g.readColl = reply{status: 200, body: fmt.Sprintf(props, tt.field)}
+			if !tt.etags {
+				g.setReplace(reply{status: 200, body: `{}`})
+			}
+			s := storeFor(t, g.endpoint(), noRetries())
+			res, err := s.Check(t.Context())
+			if (res.DefaultTTL == nil) != (tt.wantTTL == nil) || res.DefaultTTL != nil && *res.DefaultTTL != *tt.wantTTL {
+				t.Errorf("DefaultTTL = %v, want %v", res.DefaultTTL, tt.wantTTL)
+			}
+			if tt.wantPass {
+				if err != nil {
+					t.Fatalf("Check = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Check = %+v, nil; want the default TTL refused", res)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Check error %q does not contain %q", err, w)
+				}
+			}
+			if idempotent.IsTransient(err) {
+				t.Errorf("Check error %v is transient; want a configuration error", err)
+			}
+			t.Logf("Check: %v", err)
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func TestCheck_UnreachableEndpoint_NamesTheEndpoint(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -32,8 +32,11 @@
 // deleted by Cosmos DB that long after its last write. The store does nothing
 // for it: Cosmos DB honours per-item TTL because the container's default TTL
 // is -1 (on, with no default expiry), as [CreateDatabaseAndContainer] and the
-// Bicep template create it. A container without a default TTL keeps such
-// documents forever.
+// Bicep template create it. A container without a default TTL (TTL off)
+// keeps such documents forever; one with a positive default deletes every
+// other document too (orders, events, payment records, leases), so that a
+// late copy of a message would create its order again. [Store.Check]
+// refuses both, naming the fix.
 //
 // # Status codes
 //
@@ -51,7 +54,9 @@
 //
 // A 404 whose sub-status says the database or container is missing (1003)
 // is permanent, not idempotent.ErrNotFound: it is a configuration error, which
-// [Store.Check] reports at start with the setting to fix. A 400 or a 413 is
+// [Store.Check] reports at start with the setting to fix. A 404 with
+// sub-status 1002 (the replica has not caught up with the session token the
+// read sent) is transient: the document may exist. A 400 or a 413 is
 // caused by what the request carried, which comes from the message: an id
 // Cosmos DB does not accept, two operations on one id in a batch, a document
 // whose orderId is not the batch's partition key value, a "ttl" that is not
@@ -85,11 +90,27 @@
 // emulators, and [CreateDatabaseAndContainer] creates the database and
 // container there.
 //
+// # Session consistency
+//
+// The Bicep template's account uses Session consistency, under which a read
+// sees a write only if it carries the write's session token; without one it
+// may be served by a replica that lags. azcosmos v1.5.0 keeps no session:
+// it sends x-ms-session-token only when ItemOptions.SessionToken or
+// TransactionalBatchOptions.SessionToken is set. A [Store] is therefore a
+// session of its own: it keeps the latest session token of every response
+// (writes, reads, and refusals such as a batch's 409) for the
+// [SessionTokenPartitions] partition keys used most recently, and sends it
+// on the reads and batches of that partition. A partition whose entry was
+// evicted, and every read of another process, is served at the account's
+// consistency alone and may lag; callers must not act destructively on one
+// such read (the order example confirms a missing order document before it
+// dead-letters anything).
+//
 // # Start-up check and probe
 //
 // [Store.Check] verifies before the first message that the database and the
-// container exist, that the container is partitioned on /orderId, that the
-// identity may read and write items, and whether the server honours If-Match
+// container exist, that the container is partitioned on /orderId with the
+// default TTL -1, that the identity may read and write items, and whether the server honours If-Match
 // (CheckResult.ETagsHonoured); each failure names the setting to fix
 // (COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_DATABASE, COSMOS_CONTAINER,
 // AZURE_CLIENT_ID and the role). [Store.Ping], one point read of a missing

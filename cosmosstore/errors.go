@@ -110,11 +110,18 @@ const (
 // database or container rather than a missing document.
 const subStatusOwnerNotFound = 1003
 
+// subStatusReadSessionNotAvailable is the sub-status of a 404 from a replica
+// that has not yet reached the session token the read sent: the document may
+// well exist. The SDK retries it; if it still comes back, it is transient.
+const subStatusReadSessionNotAvailable = 1002
+
 // kindOf returns the sentinel error a status code means, or nil for a
 // permanent failure that is not the request's content's fault (401, 403, a
 // missing database or container, anything unknown). A 404 means a missing
 // document only on a call that addresses one document (a read or a replace)
-// and only without the sub-status of a missing database or container.
+// and only without the sub-status of a missing database or container; with
+// sub-status 1002 (the replica has not caught up with the session token) it
+// is transient.
 //
 // A 400 is the request's content: the documents and ids the store sends come
 // from the message (an id Cosmos DB does not accept, two operations on one
@@ -131,6 +138,9 @@ func kindOf(status, subStatus int, oneDocument bool) error {
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
 		return idempotent.ErrRejected
 	case http.StatusNotFound:
+		if subStatus == subStatusReadSessionNotAvailable {
+			return idempotent.ErrTransient
+		}
 		if oneDocument && subStatus != subStatusOwnerNotFound {
 			return idempotent.ErrNotFound
 		}

@@ -52,6 +52,7 @@ type gateway struct {
 	created    [][]byte          // the bodies of single-document creates
 	deleted    []string          // the paths of document deletes
 	bodies     map[string][]byte // the last request body per "METHOD path"
+	readTokens []string          // the x-ms-session-token of each document read, "" for none
 
 	// hangAccount, when set before the first request, holds the answer to
 	// the account request until it is closed; accountRequested is closed
@@ -75,6 +76,7 @@ type reply struct {
 type batchRequest struct {
 	partitionKey string
 	atomic       string
+	sessionToken string
 	ops          []struct {
 		OperationType string          `json:"operationType"`
 		ResourceBody  json.RawMessage `json:"resourceBody"`
@@ -189,6 +191,7 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 		var br batchRequest
 		br.partitionKey = r.Header.Get("x-ms-documentdb-partitionkey")
 		br.atomic = r.Header.Get("x-ms-cosmos-batch-atomic")
+		br.sessionToken = r.Header.Get("x-ms-session-token")
 		if err := json.NewDecoder(r.Body).Decode(&br.ops); err != nil {
 			g.t.Errorf("gateway: batch body: %v", err)
 		}
@@ -220,6 +223,7 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.answer(w, rep)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, docs+"/"):
 		g.mu.Lock()
+		g.readTokens = append(g.readTokens, r.Header.Get("x-ms-session-token"))
 		rep := next(&g.reads, g.read)
 		g.mu.Unlock()
 		g.answer(w, rep)
@@ -655,6 +659,10 @@ func TestCreateDatabaseAndContainer_FakeGateway_Errors(t *testing.T) {
 	}{
 		{name: "both exist, right partition key", createDB: conflict, createColl: conflict,
 			readColl: reply{status: 200, body: `{"id":"orders","partitionKey":{"paths":["/orderId"],"kind":"Hash","version":2}}`}},
+		{name: "container exists with a positive default TTL", createDB: conflict, createColl: conflict, wantErr: true,
+			readColl: reply{status: 200, body: `{"id":"orders","defaultTtl":3600,"partitionKey":{"paths":["/orderId"],"kind":"Hash","version":2}}`}},
+		{name: "container exists with default TTL -1", createDB: conflict, createColl: conflict,
+			readColl: reply{status: 200, body: `{"id":"orders","defaultTtl":-1,"partitionKey":{"paths":["/orderId"],"kind":"Hash","version":2}}`}},
 		{name: "container exists with another partition key", createDB: conflict, createColl: conflict, wantErr: true,
 			readColl: reply{status: 200, body: `{"id":"orders","partitionKey":{"paths":["/id"],"kind":"Hash","version":2}}`}},
 		{name: "database create forbidden", createDB: reply{status: 403, body: `{}`}, wantErr: true},

@@ -21,7 +21,10 @@ import (
 //
 // It is idempotent: a database or container that exists already is left as it
 // is, but an existing container whose partition key path is not /orderId is
-// an error, because the store's documents could not share a partition in it.
+// an error, because the store's documents could not share a partition in it,
+// and so is one that reports a default TTL other than -1 (see
+// RequiredDefaultTTL; one that reports none, such as cosmium's, is left to
+// Store.Check).
 func CreateDatabaseAndContainer(ctx context.Context, c *azcosmos.Client, database, container string) error {
 	if _, err := c.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: database}, nil); err != nil && !isStatus(err, http.StatusConflict) {
 		return fmt.Errorf("cosmosstore: create database %q: %w", database, err)
@@ -62,6 +65,10 @@ func CreateDatabaseAndContainer(ctx context.Context, c *azcosmos.Client, databas
 	if paths := resp.ContainerProperties.PartitionKeyDefinition.Paths; !slices.Equal(paths, []string{PartitionKeyPath}) {
 		return fmt.Errorf("cosmosstore: container %q in database %q exists with partition key paths %q, want [%q]",
 			container, database, paths, PartitionKeyPath)
+	}
+	if ttl := resp.ContainerProperties.DefaultTimeToLive; ttl != nil && *ttl != RequiredDefaultTTL {
+		return fmt.Errorf("cosmosstore: container %q in database %q exists with the default time to live (defaultTtl) %d, want %d: set it with az cosmosdb sql container update … --ttl %d (Store.Check refuses it too)",
+			container, database, *ttl, RequiredDefaultTTL, RequiredDefaultTTL)
 	}
 	return nil
 }

@@ -43,6 +43,14 @@ const (
 
 // Store is an idempotent.Store, DocumentStore and Patcher on one Cosmos DB
 // container. It is safe for concurrent use.
+//
+// A Store is one Cosmos DB session: it keeps the session token of the
+// latest response for each of the SessionTokenPartitions partition keys it
+// used most recently and sends it on the reads and batches of that
+// partition, so that under the account's Session consistency a read sees
+// every write of that partition this Store has made, been refused (409) or
+// read before the read began. Other processes, and a partition whose token
+// was evicted, read at the account's consistency alone.
 type Store struct {
 	client    *azcosmos.Client
 	container *azcosmos.ContainerClient
@@ -50,6 +58,7 @@ type Store struct {
 	endpoint  string
 	pkPath    string        // the container's partition key path, as Check expects it
 	charge    atomic.Uint64 // math.Float64bits of the request units charged so far
+	sessions  *sessionTokens
 }
 
 var (
@@ -80,7 +89,8 @@ func NewWithPartitionKey(c *azcosmos.Client, database, container, path string) (
 	if err != nil {
 		return nil, fmt.Errorf("cosmosstore: container %q in database %q: %w", container, database, err)
 	}
-	return &Store{client: c, container: cc, database: database, endpoint: c.Endpoint(), pkPath: path}, nil
+	return &Store{client: c, container: cc, database: database, endpoint: c.Endpoint(), pkPath: path,
+		sessions: newSessionTokens(SessionTokenPartitions)}, nil
 }
 
 // CreateBatch implements idempotent.Store: it creates every document of
@@ -111,7 +121,7 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []idempoten
 	for _, d := range docs {
 		batch.CreateItem(d.Body, nil)
 	}
-	resp, err := s.executeBatch(ctx, batch)
+	resp, err := s.executeBatch(ctx, pk, batch)
 	if err != nil {
 		return nil, classify(op, pk, err)
 	}

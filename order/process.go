@@ -269,11 +269,15 @@ func compareStored(stored OrderDocument, hash string) idempotent.Result {
 // exists without it: someone deleted the order document after the batch
 // wrote both (the event carries no ttl and is written only with its order).
 //
-// The two are told apart by reading the event. If it exists, the state is
-// permanent: every redelivery would conflict on the event and read no order
-// again, until MaxDeliveryCount dead-letters the message without a reason;
-// nor may the worker recreate the order by itself, since downstream readers
-// already consumed the event. So the message is dead-lettered at once with
+// The two are told apart by reading the event, and a read that lagged (a
+// replica behind the create, under Session consistency) from a deleted
+// document by reading the order once more after the event: no single read
+// dead-letters anything. If the event exists and the second read confirms
+// the order document missing, the state is permanent: every redelivery
+// would conflict on the event and read no order again, until
+// MaxDeliveryCount dead-letters the message without a reason; nor may the
+// worker recreate the order by itself, since downstream readers already
+// consumed the event. So the message is dead-lettered at once with
 // ReasonOrderDocumentMissing, telling an operator what exists and what to
 // do. If the event is gone too, both were deleted in between: a retry
 // decides anew (and creates the order). Without a store that can read the
@@ -295,6 +299,19 @@ func (p *Processor) orderDocumentMissing(ctx context.Context, orderID string, no
 			Description: "read after conflict: neither the order document nor its OrderAccepted event exists any more (deleted since the create); retrying", Err: notFound}
 	case err != nil:
 		return storeFailure(orderID, "read OrderAccepted event after conflict", err)
+	}
+	// Confirm before acting: under Session consistency the first read may
+	// have landed on a replica that lagged behind the create that
+	// conflicted (another process's write, whose session token this one
+	// did not have). The event read saw the batch, and a session-aware
+	// store (cosmosstore, memstore's Session) carries the token of that
+	// read into this one, which therefore sees the order document unless
+	// it is really gone.
+	if _, err := ReadOrder(ctx, p.store, orderID); err == nil {
+		return idempotent.Result{Outcome: idempotent.Transient, Key: orderID, Reason: idempotent.ReasonConcurrentUpdate,
+			Description: "read after conflict: a first read found no order document, a read after its OrderAccepted event found it (a read that lagged behind the create); retrying", Err: notFound}
+	} else if !errors.Is(err, idempotent.ErrNotFound) {
+		return storeFailure(orderID, "read the order again after conflict", err)
 	}
 	err = fmt.Errorf("order document %s is missing but its event %s exists in partition %s: %w", orderID, eventID, orderID, notFound)
 	return idempotent.Result{Outcome: idempotent.Invalid, Key: orderID, Reason: ReasonOrderDocumentMissing,

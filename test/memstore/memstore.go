@@ -48,8 +48,12 @@
 // # Simplifications
 //
 // The store stands for one container partitioned on /orderId with a default
-// TTL of -1, as the Bicep template creates it; other containers are out of
-// scope. Expiry is exact (Cosmos DB deletes expired documents in the
+// TTL of -1, as the Bicep template creates it (SetDefaultTTL models another
+// default, which Check refuses); other containers are out of scope. Its own
+// reads are strongly consistent: they see every write that returned. The
+// replica-lag mode (SetReplicaLag, with Sessions from NewSession) models
+// Cosmos DB's Session consistency instead, under which a read without the
+// session token of the partition's latest write may see an older state. Expiry is exact (Cosmos DB deletes expired documents in the
 // background but never returns them after their TTL, which is what callers
 // see here too). A point read or replace of an illegal id answers 400, where
 // Cosmos DB's answer depends on how the escaped id reaches the gateway (400,
@@ -86,6 +90,12 @@ type Store struct {
 	// pkField is the top-level field that carries a document's partition
 	// key value: the container's partition key path without its slash.
 	pkField string
+	// defaultTTL is the container's default time to live, set by
+	// SetDefaultTTL (ttl.go); without defaultTTLSet it is -1.
+	defaultTTL    int32
+	defaultTTLSet bool
+	// lag is the replica-lag mode's state (lag.go); nil when it is off.
+	lag *lagState
 }
 
 var (
@@ -205,6 +215,7 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []idempoten
 		part[d.ID] = it
 		etags[i] = it.ETag
 	}
+	s.commitLag(pk)
 	return etags, nil
 }
 
@@ -267,6 +278,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, pk string, d idempotent.Doc
 		return "", fail(http.StatusPreconditionFailed, fmt.Sprintf("ETag %s is not %s", it.ETag, ifMatch))
 	}
 	s.write(it, d.Body, p.ttl)
+	s.commitLag(pk)
 	return it.ETag, nil
 }
 
@@ -281,8 +293,9 @@ func (s *Store) live(pk, id string) (*Item, bool) {
 	return it, ok
 }
 
-// write stores body in it with a new ETag and its time to live: ttl nil or
-// -1 never expires. s.mu must be held.
+// write stores body in it with a new ETag and its time to live: ttl, the
+// document's "ttl" (nil: none), under the container's default (see
+// SetDefaultTTL). s.mu must be held.
 func (s *Store) write(it *Item, body []byte, ttl *int64) {
 	s.etag++
 	if it.lsn == 0 {
@@ -294,9 +307,10 @@ func (s *Store) write(it *Item, body []byte, ttl *int64) {
 	it.ETag = strconv.FormatUint(s.etag, 16)
 	it.Writes++
 	it.ExpiresAt = time.Time{}
-	if ttl != nil && *ttl > 0 {
-		it.ExpiresAt = s.now().Add(time.Duration(*ttl) * time.Second)
+	if secs := s.expiry(ttl); secs > 0 {
+		it.ExpiresAt = s.now().Add(time.Duration(secs) * time.Second)
 	}
+	s.recordVersion(it)
 }
 
 // Get returns a copy of the document pk/id.
@@ -322,6 +336,7 @@ func (s *Store) Delete(pk, id string) bool {
 		return false
 	}
 	delete(s.parts[pk], id)
+	s.forgetVersions(pk, id)
 	return true
 }
 

@@ -86,6 +86,7 @@ func (s *Store) PatchDocument(ctx context.Context, pk, id string, p idempotent.P
 		return "", fail(pd.problem)
 	}
 	s.write(it, body, pd.ttl)
+	s.commitLag(pk)
 	return it.ETag, nil
 }
 

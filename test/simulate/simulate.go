@@ -52,6 +52,7 @@ func runSimulation(ctx context.Context, args []string, stdout, stderr io.Writer)
 		{&r.PaymentMarkFailure, "payment-mark-failure", "rate of completed-marks of a payment record that fail once (503) after the capture"},
 		{&r.ResubmitEarly, "resubmit-early", "rate of dead-lettered order messages the operator resubmits before the payment key retention passes"},
 		{&r.ResubmitLate, "resubmit-late", "rate of the dead-lettered order messages left that the operator resubmits after the key retention"},
+		{&r.ReplicaLag, "replica-lag", "rate of orders whose reads lag up to 3 writes behind, as Cosmos DB reads without the session token may"},
 		{&r.WorkerRestart, "worker-restart", "rate of settlements after which the order writer that settled restarts (SIGTERM, then a new worker)"},
 	} {
 		fs.Float64Var(f.p, f.name, *f.p, f.help)

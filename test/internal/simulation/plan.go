@@ -72,6 +72,16 @@ type FaultRates struct {
 	// key. Like Outage, it is not bounded by MaxFaultsPerMessage.
 	PaymentRecordOutage float64
 
+	// ReplicaLag: an order's reads by the order writers are served as
+	// Cosmos DB serves reads without the session token of the order's
+	// writes (a token evicted from the store's cache, a read by another
+	// process): under Session consistency they may see the partition up to
+	// replicaLagVersions writes behind, until one of them sees the newer
+	// state (memstore's replica-lag mode). A create that conflicts may
+	// then read no order, and no payment record, for an order that
+	// exists. Per order; not bounded by MaxFaultsPerMessage.
+	ReplicaLag float64
+
 	// ResubmitEarly and ResubmitLate: an operator resubmits a message from
 	// the order writers' dead-letter queue (receives it, sends a copy with
 	// the same MessageId, completes the dead-lettered message), per
@@ -126,6 +136,7 @@ func DefaultFaultRates() FaultRates {
 		PaymentCrash:        0.02,
 		PaymentMarkFailure:  0.02,
 		PaymentRecordOutage: 0.005,
+		ReplicaLag:          0.05,
 		WorkerRestart:       0.002,
 		RelayCrash:          0.05,
 		RelayStop:           0.05,
@@ -159,7 +170,7 @@ func (r FaultRates) fields() []namedRate {
 		{"Reuse", r.Reuse}, {"Malformed", r.Malformed}, {"OutOfOrder", r.OutOfOrder},
 		{"PaymentFailure", r.PaymentFailure}, {"PaymentTimeout", r.PaymentTimeout}, {"PaymentCrash", r.PaymentCrash},
 		{"PaymentMarkFailure", r.PaymentMarkFailure}, {"PaymentRecordOutage", r.PaymentRecordOutage}, {"ResubmitEarly", r.ResubmitEarly}, {"ResubmitLate", r.ResubmitLate},
-		{"WorkerRestart", r.WorkerRestart},
+		{"WorkerRestart", r.WorkerRestart}, {"ReplicaLag", r.ReplicaLag},
 		{"RelayCrash", r.RelayCrash}, {"RelayStop", r.RelayStop}, {"RelayPause", r.RelayPause}, {"RelayLostAck", r.RelayLostAck},
 	}
 }
@@ -184,7 +195,12 @@ const (
 	faultRecordOutage
 	faultResubmit // not charged to the budget: see resubmits
 	faultRestart  // not charged to the budget: see restarts
+	faultReplicaLag
 )
+
+// replicaLagVersions bounds how many writes behind a lagging read may be
+// (FaultRates.ReplicaLag).
+const replicaLagVersions = 3
 
 // orderPlan is what the plan decides for one order before anything is sent.
 type orderPlan struct {
@@ -340,6 +356,13 @@ func (p *plan) recordOutage(id string) bool {
 // delivery of a correct worker.
 func (p *plan) restarts(slot string, n uint64) bool {
 	return p.roll(faultRestart, slot, n, 0) < p.rates.WorkerRestart
+}
+
+// replicaLag reports whether order id's reads lag (FaultRates.ReplicaLag).
+// It spends no budget: a lagging read is how Session consistency serves a
+// read without the token, not a failure.
+func (p *plan) replicaLag(id string) bool {
+	return p.roll(faultReplicaLag, id, 0, 0) < p.rates.ReplicaLag
 }
 
 func (p *plan) rate(f fault) float64 {

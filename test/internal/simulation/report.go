@@ -223,6 +223,10 @@ type FaultCounts struct {
 	// PaymentRecordOutage counts orders whose payment record could not be
 	// written after their capture until the queues drained.
 	PaymentRecordOutage int
+	// ReplicaLag counts reads (FaultRates.ReplicaLag) served by a replica
+	// behind the latest write of their partition; ReplicaLagMissing those
+	// of them that found no document where one exists.
+	ReplicaLag, ReplicaLagMissing int
 }
 
 // ErrViolations is matched by Verdict's error when an invariant failed.
@@ -350,6 +354,9 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	row("locks lapsed while handling", f.LockExpiry, "")
 	row("transient store errors", f.Transient+f.OutageErrors, fmt.Sprintf("%d from outages", f.OutageErrors))
 	row("ambiguous writes", f.Ambiguous, "committed, reported as timeouts")
+	if c.Faults.ReplicaLag > 0 {
+		row("reads behind the latest write", f.ReplicaLag, fmt.Sprintf("%d found no document that exists (Session consistency without the token)", f.ReplicaLagMissing))
+	}
 	if r.Payments.Enabled {
 		row("payment 5xx/429 before charging", f.PaymentFailure, "")
 		row("payment answers lost after charging", f.PaymentDrop+f.PaymentTimeout, fmt.Sprintf("%d dropped connections, %d client timeouts", f.PaymentDrop, f.PaymentTimeout))

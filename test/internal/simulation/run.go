@@ -120,6 +120,9 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	rep.OutageOrders = len(outages)
 
 	mem := memstore.NewWithClock(time.Now)
+	if cfg.Faults.ReplicaLag > 0 {
+		mem.SetReplicaLag(memstore.ReplicaLag{Versions: replicaLagVersions, Seed: cfg.Seed})
+	}
 	changed := make(chan struct{}, 1)
 	names := []string{"orders"}
 	if !cfg.DisableInbox {

@@ -75,8 +75,8 @@ func scenario(seed uint64) simulation.Config {
 			Reuse: rate(), Malformed: rate(),
 			OutOfOrder: rate() * 3, PaymentFailure: rate(), PaymentTimeout: rate(), PaymentCrash: rate(),
 			PaymentMarkFailure: rate(), ResubmitEarly: 2 * rate(), ResubmitLate: 1, WorkerRestart: restart,
-			PaymentRecordOutage: rate() / 3,
-			RelayCrash:          rate(), RelayStop: rate(), RelayPause: rate() / 2, RelayLostAck: rate(),
+			PaymentRecordOutage: rate() / 3, ReplicaLag: rate(),
+			RelayCrash: rate(), RelayStop: rate(), RelayPause: rate() / 2, RelayLostAck: rate(),
 		},
 	}
 }
@@ -91,7 +91,7 @@ func TestEveryFaultOccurs(t *testing.T) {
 			ProducerRetry: 0.2, RetryOutsideWindow: 0.2, Crash: 0.1, LostSettlement: 0.1, LockExpiry: 0.1,
 			Transient: 0.1, Ambiguous: 0.1, Outage: 0.02, Reuse: 0.1, Malformed: 0.1,
 			OutOfOrder: 0.5, PaymentFailure: 0.4, PaymentTimeout: 0.1, PaymentCrash: 0.1, PaymentMarkFailure: 0.05, ResubmitEarly: 0.5, ResubmitLate: 1,
-			RelayCrash: 0.2, RelayStop: 0.2, RelayPause: 0.2, RelayLostAck: 0.2,
+			RelayCrash: 0.2, RelayStop: 0.2, RelayPause: 0.2, RelayLostAck: 0.2, ReplicaLag: 0.2,
 		},
 	})
 	if err != nil {
@@ -119,6 +119,8 @@ func TestEveryFaultOccurs(t *testing.T) {
 		"duplicates after lock loss":           dc.LockLoss,
 		"duplicates in a race (any queue)":     dc.ConcurrentRace + rep.Inbox[0].DuplicateCauses.ConcurrentRace + rep.Inbox[1].DuplicateCauses.ConcurrentRace,
 		"completed-marks failed":               f.PaymentMarkFailure,
+		"reads behind the latest write":        f.ReplicaLag,
+		"reads missing a document that exists": f.ReplicaLagMissing,
 		"resubmissions":                        rep.Resubmissions.Early + rep.Resubmissions.Late,
 		"duplicates after a crash":             dc.CrashRecovery,
 		"duplicates after an ambiguous write":  dc.AmbiguousWrite,

@@ -39,7 +39,9 @@ type Store interface {
 //     503, until the queues have drained;
 //   - PaymentMarkFailure: the first write that marks an order's payment
 //     record completed fails with 503 before writing (or, if the plan spares
-//     it, none does).
+//     it, none does);
+//   - ReplicaLag: the reads of an order may see its partition a few writes
+//     behind, as reads without the session token do (see faultStore.read).
 //
 // It records every call and its result in the run's history.
 // It tells the tracker which delivery committed each order (or, for an
@@ -62,6 +64,37 @@ type faultStore struct {
 
 	recordDown    map[string]bool // orders whose payment record PaymentRecordOutage made unwritable
 	recordsBackUp bool            // the PaymentRecordOutages have ended
+
+	// lagging holds the memstore sessions that serve the reads of the
+	// orders FaultRates.ReplicaLag picked: sessions that never learn the
+	// tokens of the writes, only of their own reads.
+	lagging map[string]*memstore.Session
+}
+
+// read reads pk/id from the model: for an order FaultRates.ReplicaLag
+// picked (order writers only), through its lagging session, counting the
+// reads that saw an older state than the latest.
+func (s *faultStore) read(ctx context.Context, pk, id string) ([]byte, string, error) {
+	if s.inbox || !s.plan.replicaLag(pk) {
+		return s.mem.ReadDocument(ctx, pk, id)
+	}
+	s.mu.Lock()
+	sess := s.lagging[pk]
+	if sess == nil {
+		sess = s.mem.NewSession()
+		s.lagging[pk] = sess
+	}
+	s.mu.Unlock()
+	body, etag, err := sess.ReadDocument(ctx, pk, id)
+	if latest, ok := s.mem.Get(pk, id); ok && (err != nil || latest.ETag != etag) {
+		s.tr.count(func(c *FaultCounts) {
+			c.ReplicaLag++
+			if err != nil {
+				c.ReplicaLagMissing++
+			}
+		})
+	}
+	return body, etag, err
 }
 
 // recordOutage reports whether a write of order id's payment record fails
@@ -127,7 +160,7 @@ var _ Store = (*faultStore)(nil)
 func newFaultStore(mem *memstore.Store, p *plan, tr *tracker, outages map[string]bool, inbox bool) *faultStore {
 	return &faultStore{mem: mem, plan: p, tr: tr, inbox: inbox, outages: outages,
 		creates: make(map[string]uint64), reads: make(map[string]uint64), docCalls: make(map[string]uint64), marked: make(map[string]bool),
-		recordDown: make(map[string]bool)}
+		recordDown: make(map[string]bool), lagging: make(map[string]*memstore.Session)}
 }
 
 // errThrottled and errUnavailable are the transient failures the store
@@ -223,7 +256,7 @@ func (s *faultStore) readOrder(ctx context.Context, orderID, id string) ([]byte,
 		s.tr.count(func(c *FaultCounts) { c.Transient++ })
 		return nil, "", fmt.Errorf("read order %q: %w", orderID, errThrottled)
 	}
-	return s.mem.ReadDocument(ctx, orderID, id)
+	return s.read(ctx, orderID, id)
 }
 
 // fail returns the injected failure of document call n for order id, if any.
@@ -248,7 +281,7 @@ func (s *faultStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, s
 	if err := s.fail("read "+id, pk, n, outage); err != nil {
 		return nil, "", s.logged(pk, "read "+id, err)
 	}
-	body, etag, err := s.mem.ReadDocument(ctx, pk, id)
+	body, etag, err := s.read(ctx, pk, id)
 	what := "read " + id
 	if st := paymentState(body); st != "" {
 		what += " (" + st + ")"

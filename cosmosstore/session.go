@@ -1,0 +1,164 @@
+package cosmosstore
+
+import (
+	"container/list"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+)
+
+// headerSessionToken is the Cosmos DB header that carries a session token,
+// in a response (the token of the state the request saw or made) and in a
+// request (the state the replica that serves it must have reached).
+const headerSessionToken = "x-ms-session-token"
+
+// SessionTokenPartitions is how many partition keys a Store remembers a
+// session token for (about 100 bytes each, so well under a megabyte): the
+// partitions used most recently. When a partition's entry is evicted, its
+// next read is sent without a token and is served at the account's
+// consistency alone, which for Session consistency means it may land on a
+// replica that has not yet applied this Store's latest writes to that
+// partition: a lagging read, as from another process. The order example
+// never acts destructively on one read (see order's OrderDocumentMissing),
+// so an eviction costs at most a retry.
+const SessionTokenPartitions = 4096
+
+// sessionTokens keeps, per partition key value, the latest session token
+// that a response of the Store's container reported, merged as Cosmos DB's
+// SDKs merge them (per partition key range, the highest version and LSN),
+// for the SessionTokenPartitions partitions used most recently.
+//
+// azcosmos v1.5.0 keeps no session of its own: it sends x-ms-session-token
+// only when ItemOptions.SessionToken or TransactionalBatchOptions.SessionToken
+// is set. Without a token, a read under Session consistency may be served by
+// a replica that lags behind a write this process has just made or just
+// been refused (a 409 carries the token of the state it conflicted with).
+// With the token, the replica serves the read only once it has caught up,
+// or answers 404 with sub-status 1002, which the SDK retries and the store
+// reports as transient.
+//
+// It is safe for concurrent use. A read sends the token of every response
+// that the Store had received for its partition when the read began;
+// responses that arrive during the read are merged for the next one.
+type sessionTokens struct {
+	mu    sync.Mutex
+	max   int
+	byKey map[string]*list.Element // of *sessionEntry, in lru
+	lru   list.List                // front: used most recently
+}
+
+type sessionEntry struct {
+	pk     string
+	ranges map[string]string // partition key range id -> its token (without the range id)
+}
+
+func newSessionTokens(max int) *sessionTokens {
+	return &sessionTokens{max: max, byKey: make(map[string]*list.Element)}
+}
+
+// get returns the session token to send for partition pk, or "" for none.
+func (t *sessionTokens) get(pk string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	el, ok := t.byKey[pk]
+	if !ok {
+		return ""
+	}
+	t.lru.MoveToFront(el)
+	e := el.Value.(*sessionEntry)
+	ids := make([]string, 0, len(e.ranges))
+	for id := range e.ranges {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(id)
+		b.WriteByte(':')
+		b.WriteString(e.ranges[id])
+	}
+	return b.String()
+}
+
+// observe merges token, a response's x-ms-session-token for partition pk,
+// into what is kept for pk. A token that cannot be parsed replaces the
+// entry of its range, so that a format this code does not know is still
+// sent back as the service gave it.
+func (t *sessionTokens) observe(pk, token string) {
+	if token == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var e *sessionEntry
+	if el, ok := t.byKey[pk]; ok {
+		t.lru.MoveToFront(el)
+		e = el.Value.(*sessionEntry)
+	} else {
+		e = &sessionEntry{pk: pk, ranges: make(map[string]string, 1)}
+		t.byKey[pk] = t.lru.PushFront(e)
+		for t.lru.Len() > t.max {
+			oldest := t.lru.Back()
+			t.lru.Remove(oldest)
+			delete(t.byKey, oldest.Value.(*sessionEntry).pk)
+		}
+	}
+	for part := range strings.SplitSeq(token, ",") {
+		id, tok, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok || tok == "" {
+			continue
+		}
+		if old, ok := e.ranges[id]; ok && !newer(tok, old) {
+			continue
+		}
+		e.ranges[id] = tok
+	}
+}
+
+// newer reports whether session token tok (of one partition key range,
+// without its range id) is at least as recent as old: a simple token is an
+// LSN; a vector token is "version#globalLSN#region=LSN…", compared by
+// version, then global LSN. Tokens that cannot be parsed count as newer.
+func newer(tok, old string) bool {
+	v1, l1, ok1 := parseSessionToken(tok)
+	v2, l2, ok2 := parseSessionToken(old)
+	if !ok1 || !ok2 {
+		return true
+	}
+	if v1 != v2 {
+		return v1 > v2
+	}
+	return l1 >= l2
+}
+
+func parseSessionToken(tok string) (version, lsn int64, ok bool) {
+	parts := strings.Split(tok, "#")
+	if len(parts) == 1 {
+		lsn, err := strconv.ParseInt(parts[0], 10, 64)
+		return 0, lsn, err == nil
+	}
+	version, err1 := strconv.ParseInt(parts[0], 10, 64)
+	lsn, err2 := strconv.ParseInt(parts[1], 10, 64)
+	return version, lsn, err1 == nil && err2 == nil
+}
+
+// sessionTokenOf returns the session token of a response, or of the
+// response an *azcore.ResponseError carries.
+func sessionTokenOf(resp *http.Response, err error) string {
+	var re *azcore.ResponseError
+	if resp == nil && errors.As(err, &re) {
+		resp = re.RawResponse
+	}
+	if resp == nil {
+		return ""
+	}
+	return resp.Header.Get(headerSessionToken)
+}
