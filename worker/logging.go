@@ -54,10 +54,22 @@ func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
 	default:
 		w.retried.Add(1)
 		level, msg = slog.LevelWarn, "abandoned for redelivery"
-		if rep.CutOff {
+		switch {
+		case rep.CutOff:
 			w.cutOff.Add(1)
 			msg = "cut off by shutdown: abandoned"
-		} else if res.Err != nil {
+		case rep.Scheduled:
+			w.scheduled.Add(1)
+			level, msg = slog.LevelInfo, "scheduled for a delayed retry"
+			attrs = append(attrs, slog.Int(logKeyRetryAttempt, rep.RetryAttempt), slog.Int64(logKeyRetryDelay, rep.RetryDelay.Milliseconds()))
+		case rep.ScheduleErr != nil:
+			w.scheduleFailed.Add(1)
+			msg = "scheduling a delayed retry failed: abandoned for redelivery"
+			attrs = append(attrs, slog.String("error", rep.ScheduleErr.Error()))
+		case w.retryExhausted(res) && !rep.LockLost:
+			msg = "delayed retries exhausted: abandoned for redelivery"
+		}
+		if !rep.CutOff && rep.ScheduleErr == nil && res.Err != nil {
 			attrs = append(attrs, slog.String("error", res.Err.Error()))
 		}
 	}
