@@ -35,6 +35,10 @@ type Counters struct {
 	LockExpired       int64 // locks that lapsed (including by ExpireLock and ExpireLocks)
 	Renewed           int64 // successful RenewLock calls
 	LockLost          int64 // settlements and renewals rejected with ErrLockLost
+	// ScheduledAccepted counts messages accepted by Schedule (each also
+	// counts in Sent once it is enqueued); ScheduledCancelled those
+	// CancelScheduled removed before their time.
+	ScheduledAccepted, ScheduledCancelled int64
 }
 
 // Snapshot is a consistent copy of a queue's contents and counters.
@@ -42,6 +46,7 @@ type Snapshot struct {
 	Active      []ReceivedMessage // available messages, by sequence number
 	Locked      []ReceivedMessage // locked messages with their lock, by sequence number
 	DeadLetters []ReceivedMessage // the dead-letter queue's messages, available and locked, by sequence number; empty for a dead-letter queue
+	Scheduled   []ReceivedMessage // messages waiting for their scheduled enqueue time, by the sequence number Schedule returned
 
 	// BlockedReceivers is the number of Receive calls waiting for a message
 	// at the time of the snapshot.
@@ -98,6 +103,7 @@ type Queue struct {
 	blocked      int     // Receive calls waiting for a message
 	links        []*link // receive links of Receivers, in attach order
 	nextLink     int     // where dispatch starts looking for credit
+	sched        scheduledQueue
 }
 
 func newQueue(name string, o QueueOptions, clock Clock) *Queue {
@@ -128,6 +134,7 @@ func newEntity(name string, o QueueOptions, clock Clock, s *shared) *Queue {
 			index: func(e *entry) *int { return &e.expiryIdx },
 		},
 		locked: make(map[[16]byte]*entry),
+		sched:  newScheduledQueue(),
 	}
 }
 
@@ -222,7 +229,7 @@ func newEntries(name string, ms []Message, defaultTTL time.Duration) ([]*entry, 
 		if defaultTTL > 0 && (m.TimeToLive == 0 || m.TimeToLive > defaultTTL) {
 			m.TimeToLive = defaultTTL
 		}
-		entries[i] = &entry{msg: m, availIdx: -1, expiryIdx: -1}
+		entries[i] = &entry{msg: m, availIdx: -1, expiryIdx: -1, schedIdx: -1}
 	}
 	return entries, nil
 }
@@ -523,7 +530,7 @@ func (q *Queue) Snapshot() Snapshot {
 	q.s.mu.Lock()
 	defer q.s.mu.Unlock()
 	q.sweep()
-	s := Snapshot{Counters: q.counters, BlockedReceivers: q.blocked}
+	s := Snapshot{Counters: q.counters, BlockedReceivers: q.blocked, Scheduled: q.scheduledViews()}
 	for _, e := range q.sortedEntries() {
 		if e.availIdx >= 0 {
 			s.Active = append(s.Active, e.view(false))
@@ -632,6 +639,7 @@ func (q *Queue) sweep() time.Time {
 	if q.main != nil {
 		main = q.main
 	}
+	main.activate(now)
 	main.sweepEntity(now)
 	main.dlq.sweepEntity(now)
 	q.dispatchPair(now)
@@ -662,8 +670,9 @@ func (q *Queue) sweepEntity(now time.Time) {
 	}
 }
 
-// nextDeadline returns the earliest future time at which a lock or a
-// time-to-live of q's pair can change what is available. Requires q.s.mu.
+// nextDeadline returns the earliest future time at which a lock, a
+// time-to-live or a scheduled enqueue time of q's pair can change what is
+// available. Requires q.s.mu.
 func (q *Queue) nextDeadline() (time.Time, bool) {
 	main := q
 	if q.main != nil {
@@ -684,6 +693,9 @@ func (q *Queue) nextDeadline() (time.Time, bool) {
 		if e := main.expiring.peek(); e != nil {
 			consider(e.expiresAt)
 		}
+	}
+	if t, ok := main.nextScheduled(); ok {
+		consider(t)
 	}
 	return next, !next.IsZero()
 }
