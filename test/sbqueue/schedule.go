@@ -51,6 +51,18 @@ func newScheduledQueue() scheduledQueue {
 // Scheduled messages appear in Snapshot.Scheduled, not in Peek. If Schedule
 // returns an error nothing was scheduled.
 func (q *Queue) Schedule(ctx context.Context, ms []Message, at time.Time) ([]int64, error) {
+	return q.schedule(ctx, ms, at, nil)
+}
+
+// ScheduleReport is Schedule that also reports each message duplicate
+// detection dropped: dropped holds their indexes in ms, and window is the
+// queue's duplicate-detection window, for the report (as SendBatchReport).
+func (q *Queue) ScheduleReport(ctx context.Context, ms []Message, at time.Time) (seqs []int64, dropped []int, window time.Duration, err error) {
+	seqs, err = q.schedule(ctx, ms, at, &dropped)
+	return seqs, dropped, q.opts.DuplicateDetectionWindow, err
+}
+
+func (q *Queue) schedule(ctx context.Context, ms []Message, at time.Time, dropped *[]int) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -73,6 +85,9 @@ func (q *Queue) Schedule(ctx context.Context, ms []Message, at time.Time) ([]int
 		seqs[i] = q.nextSeq
 		if q.opts.RequiresDuplicateDetection && q.dedup.isDuplicate(e.msg.MessageID, now, q.opts.DuplicateDetectionWindow) {
 			q.counters.DuplicatesDropped++
+			if dropped != nil {
+				*dropped = append(*dropped, i)
+			}
 			continue
 		}
 		e.seq, e.scheduledAt = q.nextSeq, at
