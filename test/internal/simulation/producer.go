@@ -109,6 +109,8 @@ type producer struct {
 
 	late   []late // sends planned for after the duplicate-detection window
 	faults FaultCounts
+
+	orderDelay time.Duration // Config.OrderDelay
 }
 
 type late struct {
@@ -139,6 +141,11 @@ func (p *producer) sendFirst(ctx context.Context, orders int) error {
 		default:
 			for _, k := range op.statusOrder[:op.statusBefore] {
 				if err = p.sendStatus(ctx, i, k, op); err != nil {
+					return err
+				}
+			}
+			if op.statusBefore > 0 {
+				if err := p.waitOrderDelay(ctx); err != nil {
 					return err
 				}
 			}
