@@ -24,6 +24,8 @@ const (
 	attrLockLost  = "order.lock_lost"
 	attrCutOff    = "order.cut_off"
 	attrTakenOver = "order.payment.taken_over" // Result.TakenOver
+	// The attempt of the copy scheduled for a delayed retry.
+	attrRetryAttempt = "order.retry.attempt"
 )
 
 // The names of the worker's metrics. Prometheus shows them with dots as
