@@ -170,7 +170,21 @@ func (q *Queue) Send(ctx context.Context, m Message) (enqueued bool, err error) 
 // It returns how many were enqueued rather than dropped as duplicates. If it
 // returns an error, nothing was enqueued.
 func (q *Queue) SendBatch(ctx context.Context, ms []Message) (enqueued int, err error) {
-	return q.sendBatch(ctx, ms, nil)
+	return q.sendBatch(ctx, ms, nil, nil)
+}
+
+// SendSequenced is Send that returns the sequence number the queue gave m,
+// 0 when duplicate detection dropped it. A sender that tracks what it sent
+// by sequence number needs it: numbers are not only taken by its own sends
+// (a scheduled message takes one when it is scheduled and another when it
+// is enqueued).
+func (q *Queue) SendSequenced(ctx context.Context, m Message) (seq int64, err error) {
+	var seqs []int64
+	_, err = q.sendBatch(ctx, []Message{m}, nil, &seqs)
+	if len(seqs) == 1 {
+		seq = seqs[0]
+	}
+	return seq, err
 }
 
 // SendBatchReport is SendBatch that also reports each message duplicate
@@ -178,11 +192,14 @@ func (q *Queue) SendBatch(ctx context.Context, ms []Message) (enqueued int, err 
 // queue's duplicate-detection window, for the report. The test broker logs
 // and counts them (Service Bus itself tells nobody).
 func (q *Queue) SendBatchReport(ctx context.Context, ms []Message) (dropped []int, window time.Duration, err error) {
-	_, err = q.sendBatch(ctx, ms, &dropped)
+	_, err = q.sendBatch(ctx, ms, &dropped, nil)
 	return dropped, q.opts.DuplicateDetectionWindow, err
 }
 
-func (q *Queue) sendBatch(ctx context.Context, ms []Message, dropped *[]int) (enqueued int, err error) {
+// sendBatch enqueues ms; it appends the indexes of the duplicates it drops
+// to dropped and the sequence number of each message (0 for a dropped one)
+// to seqs, when they are not nil.
+func (q *Queue) sendBatch(ctx context.Context, ms []Message, dropped *[]int, seqs *[]int64) (enqueued int, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -203,11 +220,17 @@ func (q *Queue) sendBatch(ctx context.Context, ms []Message, dropped *[]int) (en
 			if dropped != nil {
 				*dropped = append(*dropped, i)
 			}
+			if seqs != nil {
+				*seqs = append(*seqs, 0)
+			}
 			continue
 		}
 		q.nextSeq++
 		q.enqueue(e, q.nextSeq, now)
 		enqueued++
+		if seqs != nil {
+			*seqs = append(*seqs, q.nextSeq)
+		}
 	}
 	q.dispatchPair(now)
 	return enqueued, nil

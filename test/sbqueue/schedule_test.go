@@ -69,6 +69,14 @@ func TestSchedule(t *testing.T) {
 	if s := q.Snapshot(); len(s.Scheduled) != 0 || s.Sent != 2 {
 		t.Errorf("after the time: %d scheduled, %d sent; want none scheduled, 2 sent", len(s.Scheduled), s.Sent)
 	}
+	// Scheduling took numbers: a send gets the next one, which
+	// SendSequenced reports.
+	if seq, err := q.SendSequenced(ctx, sbqueue.Message{MessageID: "d"}); err != nil || seq != got[1].SequenceNumber+1 {
+		t.Errorf("SendSequenced = %d, %v; want %d", seq, err, got[1].SequenceNumber+1)
+	}
+	if seq, err := q.SendSequenced(ctx, sbqueue.Message{MessageID: "d"}); err != nil || seq != 0 {
+		t.Errorf("SendSequenced of a duplicate = %d, %v; want 0", seq, err)
+	}
 	if _, err := q.DeadLetterQueue().Schedule(ctx, []sbqueue.Message{{}}, at); !errors.Is(err, sbqueue.ErrDeadLetterQueue) {
 		t.Errorf("Schedule on a dead-letter queue = %v, want ErrDeadLetterQueue", err)
 	}

@@ -83,12 +83,34 @@ func (d *driver) scheduledPending() bool {
 // and whether it is one: its MessageId is the one the worker derives from
 // its properties.
 func retryOf(m sbqueue.ReceivedMessage) (string, bool) {
-	orig, ok := m.ApplicationProperties[worker.PropertyOriginalMessageID].(string)
-	n, ok2 := m.ApplicationProperties[worker.PropertyRetryAttempt].(int64)
-	if !ok || !ok2 || m.MessageID != worker.RetryMessageID(orig, int(n)) {
+	return retryOfProps(m.MessageID, m.ApplicationProperties)
+}
+
+// retryOfProps is retryOf for a message with MessageId id and application
+// properties props.
+func retryOfProps(id string, props map[string]any) (string, bool) {
+	orig, ok := props[worker.PropertyOriginalMessageID].(string)
+	n, ok2 := props[worker.PropertyRetryAttempt].(int64)
+	if !ok || !ok2 || id != worker.RetryMessageID(orig, int(n)) {
 		return "", false
 	}
 	return orig, true
+}
+
+// resubmissionOf returns the MessageId and properties under which the
+// operator resubmits a dead-lettered message with id and props: a
+// scheduled copy is resubmitted as the message it retries (its original
+// MessageId, without the retry properties), the status change the
+// producer sent; anything else as it is.
+func resubmissionOf(id string, props map[string]any) (string, map[string]any) {
+	orig, ok := retryOfProps(id, props)
+	if !ok {
+		return id, props
+	}
+	delete(props, worker.PropertyOriginalMessageID)
+	delete(props, worker.PropertyRetryAttempt)
+	delete(props, worker.PropertyRetrySince)
+	return orig, props
 }
 
 // copiesEnqueued is how many scheduled copies a queue enqueued: each counts
