@@ -145,6 +145,7 @@ func (w *Worker) logSummary(msg string, prev, cur Stats, d time.Duration) {
 		"applied", cur.Applied, "stale", cur.Stale, "ignored", cur.Ignored, "cut_off", cur.CutOff,
 		"renewed", cur.Renewed, "renew_failed", cur.RenewFailed, "receive_failed", cur.ReceiveFailed,
 		"breaker_opened", cur.BreakerOpened, "breaker", cur.BreakerState,
+		"scheduled", cur.Scheduled, "schedule_failed", cur.ScheduleFailed,
 		"in_flight", w.inFlight.Load(),
 		slog.Group("interval",
 			"length", d.Round(time.Millisecond).String(),
