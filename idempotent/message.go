@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Message is one delivery of a message, reduced to what the decision
@@ -42,7 +43,8 @@ const (
 	// Invalid: the message can never succeed. Dead-letter it at once.
 	Invalid
 	// Transient: a dependency failed in a way that may pass, or the
-	// message must wait. Abandon it so the broker redelivers it.
+	// message must wait. Abandon it so the broker redelivers it, or, with
+	// Result.RetryAfter set, retry it later by a scheduled copy.
 	Transient
 	// Applied: an update was newer than the stored version and was
 	// applied. Complete the message.
@@ -102,6 +104,13 @@ type Result struct {
 	// dependency (the store, a downstream API) failing, not by the
 	// message: what a circuit breaker counts. See DependencyFailed.
 	Dependency bool
+	// RetryAfter, on a Transient outcome, says that the message can only
+	// succeed later, when time has passed rather than when a dependency
+	// recovers (it arrived before the message it depends on), and how long
+	// to wait at least. A worker that can schedule messages retries it by a
+	// scheduled copy, which uses none of the message's deliveries (see
+	// package worker); zero, or a worker that cannot, abandons it.
+	RetryAfter time.Duration
 	// TakenOver reports that this delivery took over a side effect's
 	// in-progress record that another delivery held (whose lock or lease
 	// had ended), and resumed it with the same idempotency key.

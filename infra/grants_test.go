@@ -22,6 +22,8 @@ func (g grant) String() string { return g.principal + " has " + g.role + " on " 
 // roles it uses and no more, each at the narrowest scope that works.
 var wantGrants = []grant{
 	{"worker", "Azure Service Bus Data Receiver", "microsoft.servicebus/namespaces/queues"},
+	// The worker schedules delayed retries of its own messages on its queue.
+	{"worker", "Azure Service Bus Data Sender", "microsoft.servicebus/namespaces/queues"},
 	{"worker", "Cosmos DB Built-in Data Contributor", "database"},
 	{"worker", "AcrPull", "microsoft.containerregistry/registries"},
 	{"producer", "Azure Service Bus Data Sender", "microsoft.servicebus/namespaces/queues"},

@@ -445,7 +445,7 @@ var rules = []rule{
 			// Worker receives with Data Owner instead of Data Receiver.
 			{bicepDir + "modules/servicebus.bicep", "roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)\n    principalId: receiverPrincipalId", "roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataOwnerRoleId)\n    principalId: receiverPrincipalId"},
 			// Worker's Receiver scoped to the whole namespace.
-			{bicepDir + "modules/servicebus.bicep", "  scope: queue\n  name: guid(queue.id, receiverPrincipalId", "  scope: namespace\n  name: guid(queue.id, receiverPrincipalId"},
+			{bicepDir + "modules/servicebus.bicep", "  scope: queue\n  name: guid(queue.id, receiverPrincipalId, dataReceiverRoleId", "  scope: namespace\n  name: guid(queue.id, receiverPrincipalId, dataReceiverRoleId"},
 			// The scaler's identity receives in the worker's place.
 			{mainFile, "receiverPrincipalId: workerIdentity.outputs.principalId", "receiverPrincipalId: scalerIdentity.outputs.principalId"},
 			// The producer also gets AcrPull... and the scaler too.

@@ -143,8 +143,7 @@ func (p *Processor) applyStatus(ctx context.Context, m idempotent.Message) idemp
 		case err == nil:
 			return idempotent.Result{Outcome: idempotent.Applied, Key: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
 		case errors.Is(err, idempotent.ErrNotFound):
-			return idempotent.Result{Outcome: idempotent.Transient, Key: c.OrderID, Reason: ReasonOrderNotYetCreated,
-				Description: fmt.Sprintf("status %s (version %d) arrived before the order; retrying", c.Status, c.Version), Err: err}
+			return orderNotYetCreated(c, err)
 		case !errors.Is(err, idempotent.ErrPreconditionFailed):
 			return storeFailure(c.OrderID, "patch for status change", err)
 		}
@@ -154,8 +153,7 @@ func (p *Processor) applyStatus(ctx context.Context, m idempotent.Message) idemp
 		etag, err := readJSON(ctx, p.docs, c.OrderID, c.OrderID, &doc)
 		switch {
 		case errors.Is(err, idempotent.ErrNotFound):
-			return idempotent.Result{Outcome: idempotent.Transient, Key: c.OrderID, Reason: ReasonOrderNotYetCreated,
-				Description: fmt.Sprintf("status %s (version %d) arrived before the order; retrying", c.Status, c.Version), Err: err}
+			return orderNotYetCreated(c, err)
 		case err != nil:
 			return storeFailure(c.OrderID, "read for status change", err)
 		case doc.Version >= c.Version:
@@ -180,6 +178,20 @@ func (p *Processor) applyStatus(ctx context.Context, m idempotent.Message) idemp
 	}
 	return idempotent.Result{Outcome: idempotent.Transient, Key: c.OrderID, Reason: idempotent.ReasonConcurrentUpdate,
 		Description: fmt.Sprintf("the order changed during %d attempts to apply version %d", maxReplaceAttempts, c.Version)}
+}
+
+// StatusRetryAfter is how long a status change that arrived before its
+// order waits at least before it is tried again: the order is usually in
+// the queue already, a few deliveries behind.
+const StatusRetryAfter = 5 * time.Second
+
+// orderNotYetCreated is the result of a status change c for an order that
+// does not exist yet: retried later (RetryAfter), not lost; time, not a
+// dependency, resolves it.
+func orderNotYetCreated(c StatusChange, err error) idempotent.Result {
+	return idempotent.Result{Outcome: idempotent.Transient, Key: c.OrderID, Reason: ReasonOrderNotYetCreated,
+		Description: fmt.Sprintf("status %s (version %d) arrived before the order; retrying", c.Status, c.Version), Err: err,
+		RetryAfter: StatusRetryAfter}
 }
 
 // statusHashVersion names the canonical encoding of a status change's

@@ -80,6 +80,24 @@
 // message through; a delivery that does not fail for a dependency closes it.
 // Worker.BreakerOpen and Stats report its state.
 //
+// # Delayed retries
+//
+// A Transient result with RetryAfter set (idempotent.Result) is a message
+// that can only succeed later. With Options.Scheduler, a sender on the
+// worker's own queue, its settlement schedules a copy first and then
+// completes it, so the wait costs no deliveries: the copy, with
+// MessageId RetryMessageID(original, attempt), the same body, subject and
+// properties plus PropertyOriginalMessageID, PropertyRetryAttempt and
+// PropertyRetrySince, is enqueued RetryAfter × 2^(attempt−1) later. The
+// handler sees a copy under its original's MessageId. A failure between
+// the two steps leaves two messages, never none: the redelivered original
+// schedules the same copy id again, which duplicate detection drops at
+// scheduling time, or the handler's idempotency absorbs the second copy. A
+// failed scheduling abandons the message. Options.Retry bounds the copies
+// (MaxAttempts) and their delay since the original was enqueued
+// (MaxDelay); past a bound the message is abandoned, and the queue's
+// MaxDeliveryCount ends it.
+//
 // # Shutdown
 //
 // When Run's context is cancelled the worker stops receiving and never
@@ -116,7 +134,8 @@
 //
 // Every delivery is logged once with the keys order_id, message_id,
 // delivery_count, outcome, duration_ms (and reason, description, error and
-// payment_taken_over when set): at INFO with the message "processed" when it was completed, at WARN
+// payment_taken_over when set): at INFO with the message "processed" when it was completed, at INFO
+// "scheduled for a delayed retry" (with retry_attempt and retry_delay_ms) when a copy was scheduled, at WARN
 // "dead-lettered" for an invalid message, at ERROR "dead-lettered" for a
 // reused order id, at WARN "abandoned for redelivery" for a transient
 // failure and at WARN "cut off by shutdown: abandoned" when the shutdown

@@ -54,10 +54,22 @@ func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
 	default:
 		w.retried.Add(1)
 		level, msg = slog.LevelWarn, "abandoned for redelivery"
-		if rep.CutOff {
+		switch {
+		case rep.CutOff:
 			w.cutOff.Add(1)
 			msg = "cut off by shutdown: abandoned"
-		} else if res.Err != nil {
+		case rep.Scheduled:
+			w.scheduled.Add(1)
+			level, msg = slog.LevelInfo, "scheduled for a delayed retry"
+			attrs = append(attrs, slog.Int(logKeyRetryAttempt, rep.RetryAttempt), slog.Int64(logKeyRetryDelay, rep.RetryDelay.Milliseconds()))
+		case rep.ScheduleErr != nil:
+			w.scheduleFailed.Add(1)
+			msg = "scheduling a delayed retry failed: abandoned for redelivery"
+			attrs = append(attrs, slog.String("error", rep.ScheduleErr.Error()))
+		case w.retryExhausted(res) && !rep.LockLost:
+			msg = "delayed retries exhausted: abandoned for redelivery"
+		}
+		if !rep.CutOff && rep.ScheduleErr == nil && res.Err != nil {
 			attrs = append(attrs, slog.String("error", res.Err.Error()))
 		}
 	}
@@ -133,6 +145,7 @@ func (w *Worker) logSummary(msg string, prev, cur Stats, d time.Duration) {
 		"applied", cur.Applied, "stale", cur.Stale, "ignored", cur.Ignored, "cut_off", cur.CutOff,
 		"renewed", cur.Renewed, "renew_failed", cur.RenewFailed, "receive_failed", cur.ReceiveFailed,
 		"breaker_opened", cur.BreakerOpened, "breaker", cur.BreakerState,
+		"scheduled", cur.Scheduled, "schedule_failed", cur.ScheduleFailed,
 		"in_flight", w.inFlight.Load(),
 		slog.Group("interval",
 			"length", d.Round(time.Millisecond).String(),

@@ -13,6 +13,10 @@ import "go.opentelemetry.io/otel/attribute"
 const (
 	logKeyID        = "order_id"           // Result.Key
 	logKeyTakenOver = "payment_taken_over" // Result.TakenOver
+	// Of a delivery retried by a scheduled copy: the copy's attempt and
+	// its delay.
+	logKeyRetryAttempt = "retry_attempt"
+	logKeyRetryDelay   = "retry_delay_ms"
 )
 
 // Span attributes the worker sets besides the semantic conventions'.
@@ -20,6 +24,8 @@ const (
 	attrLockLost  = "order.lock_lost"
 	attrCutOff    = "order.cut_off"
 	attrTakenOver = "order.payment.taken_over" // Result.TakenOver
+	// The attempt of the copy scheduled for a delayed retry.
+	attrRetryAttempt = "order.retry.attempt"
 )
 
 // The names of the worker's metrics. Prometheus shows them with dots as

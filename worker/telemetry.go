@@ -226,6 +226,9 @@ func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Repor
 			if res.Err != nil {
 				span.RecordError(res.Err)
 			}
+			if rep.Scheduled {
+				span.SetAttributes(attribute.Int(attrRetryAttempt, rep.RetryAttempt))
+			}
 			span.SetStatus(codes.Error, orDefaultString(res.Description, "transient failure: abandoned"))
 		case rep.SettleErr != nil:
 			span.SetStatus(codes.Error, "settlement failed")

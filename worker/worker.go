@@ -78,6 +78,14 @@ type Options struct {
 	// Breaker configures the circuit breaker that stops receiving while a
 	// dependency fails.
 	Breaker BreakerOptions
+	// Scheduler, if set, is a sender on the worker's queue: a Transient
+	// result with RetryAfter set (a message that can only succeed later)
+	// is then retried by a scheduled copy, and the delivery completed,
+	// instead of abandoned, so waiting costs the message no deliveries (see
+	// the package documentation). Without it such results are abandoned.
+	Scheduler Scheduler
+	// Retry bounds the scheduled retries of one message.
+	Retry RetryOptions
 	// SummaryInterval is how often Run logs a summary (see the package
 	// documentation for its level). Default 30s; negative disables the
 	// periodic summary (the final one is always logged).
@@ -131,6 +139,14 @@ type Report struct {
 	CutOff        bool  // the shutdown grace cancelled the handler; the message was abandoned
 	SettleErr     error // the settlement error, if settlement failed
 	Duration      time.Duration
+	// Scheduled reports that a copy of the message was scheduled for a
+	// delayed retry, attempt RetryAttempt, enqueued RetryDelay later, and
+	// the message completed; ScheduleErr is the scheduling's error, when it
+	// failed and the message was abandoned instead.
+	Scheduled    bool
+	RetryAttempt int
+	RetryDelay   time.Duration
+	ScheduleErr  error
 }
 
 // Stats counts what a Worker has done. Retried counts transient outcomes
@@ -140,12 +156,15 @@ type Report struct {
 // Renewed and RenewFailed count lock renewals that succeeded and that failed
 // for another reason than a lost lock. ReceiveFailed counts failed receive
 // calls; BreakerOpened counts how often the breaker opened, and BreakerState
-// is its state now ("closed", "open" or "half-open").
+// is its state now ("closed", "open" or "half-open"). Scheduled counts the
+// transient outcomes retried by a scheduled copy rather than abandoned (a
+// part of Retried), ScheduleFailed the schedulings that failed (abandoned).
 type Stats struct {
 	Received, Created, Duplicate, Mismatch, Invalid, Retried, LockLost, SettleFailed int64
 	Applied, Stale                                                                   int64 // status changes
 	Ignored, CutOff                                                                  int64
 	Renewed, RenewFailed, ReceiveFailed, BreakerOpened                               int64
+	Scheduled, ScheduleFailed                                                        int64
 	BreakerState                                                                     string
 }
 
@@ -160,6 +179,7 @@ type Worker struct {
 	received, created, duplicate, mismatch, invalid, retried, lockLost, settleFailed atomic.Int64
 	applied, stale, ignored, cutOff                                                  atomic.Int64
 	renewed, renewFailed, receiveFailed                                              atomic.Int64
+	scheduled, scheduleFailed                                                        atomic.Int64
 	inFlight                                                                         atomic.Int64
 
 	lockWarned atomic.Bool // the granted-lock warning was logged
@@ -196,6 +216,12 @@ func New(r Receiver, h Handler, logger *slog.Logger, o Options) (*Worker, error)
 			o.ReceiveDrain = time.Second
 		}
 	}
+	if o.Retry.MaxAttempts == 0 {
+		o.Retry.MaxAttempts = 10
+	}
+	if o.Retry.MaxDelay == 0 {
+		o.Retry.MaxDelay = time.Hour
+	}
 	b := &o.Breaker
 	if b.ProbeTimeout == 0 {
 		b.ProbeTimeout = 10 * time.Second
@@ -215,6 +241,8 @@ func New(r Receiver, h Handler, logger *slog.Logger, o Options) (*Worker, error)
 		return nil, fmt.Errorf("worker: message timeout %v must be positive and below the lock duration %v", o.MessageTimeout, o.LockDuration)
 	case b.Threshold < 0 || b.ProbeTimeout < 0 || b.MinBackoff < 0 || b.MaxBackoff < b.MinBackoff:
 		return nil, fmt.Errorf("worker: breaker threshold %d, probe timeout %v, backoff %v to %v: want non-negative values, min at most max", b.Threshold, b.ProbeTimeout, b.MinBackoff, b.MaxBackoff)
+	case o.Retry.MaxAttempts < 0 || o.Retry.MaxDelay < 0:
+		return nil, fmt.Errorf("worker: retry max attempts %d, max delay %v: want non-negative values", o.Retry.MaxAttempts, o.Retry.MaxDelay)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -235,6 +263,7 @@ func (w *Worker) Stats() Stats {
 		LockLost: w.lockLost.Load(), SettleFailed: w.settleFailed.Load(),
 		Applied: w.applied.Load(), Stale: w.stale.Load(), Ignored: w.ignored.Load(), CutOff: w.cutOff.Load(),
 		Renewed: w.renewed.Load(), RenewFailed: w.renewFailed.Load(), ReceiveFailed: w.receiveFailed.Load(),
+		Scheduled: w.scheduled.Load(), ScheduleFailed: w.scheduleFailed.Load(),
 		BreakerOpened: w.breaker.openedCount(), BreakerState: w.breaker.current().String(),
 	}
 }
@@ -446,7 +475,7 @@ func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool
 			parent = trace.ContextWithSpan(parent, span)
 		}
 		sctx, cancelSettle := context.WithTimeout(parent, w.opts.SettleTimeout)
-		rep.SettleErr = w.settle(sctx, m, rep.Result)
+		rep.SettleErr = w.settle(sctx, m, &rep, d.retry)
 		cancelSettle()
 	}
 	<-p.settling
@@ -474,7 +503,10 @@ func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, t
 	defer cancel()
 	d.renew(mctx, loseLock)
 
-	om := idempotent.Message{ID: m.MessageID, Subject: deref(m.Subject), Body: m.Body, DeliveryCount: m.DeliveryCount}
+	// A scheduled copy is handled under its original's MessageId, the
+	// deduplication key.
+	st := retryStateOf(m, now)
+	om := idempotent.Message{ID: st.original, Subject: deref(m.Subject), Body: m.Body, DeliveryCount: m.DeliveryCount}
 	if m.SequenceNumber != nil {
 		om.SequenceNumber = *m.SequenceNumber
 	}
@@ -484,7 +516,10 @@ func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, t
 	cutOff := res.Outcome == idempotent.Transient && errors.Is(context.Cause(mctx), errGraceOver)
 	lost := d.lost.Load() || errors.Is(context.Cause(mctx), errLockLost)
 	w.breaker.record(res, trial, !cutOff && !lost)
-	if res.Outcome == idempotent.Transient && !lost {
+	if !cutOff && !lost {
+		d.retry = w.planRetry(st, res, time.Now())
+	}
+	if res.Outcome == idempotent.Transient && !lost && d.retry == nil {
 		w.backoff(mctx, m.DeliveryCount)
 	}
 	cancel()
@@ -516,10 +551,11 @@ func (w *Worker) waitToSettle(p *pipeline, d *delivery) {
 // delivery is one message being handled, with the state its lock renewal
 // shares with the handler.
 type delivery struct {
-	w    *Worker
-	m    *azservicebus.ReceivedMessage
-	rep  Report      // set at the end of the Process phase
-	lost atomic.Bool // a renewal found the lock lost
+	w     *Worker
+	m     *azservicebus.ReceivedMessage
+	rep   Report      // set at the end of the Process phase
+	retry *retryPlan  // set at the end of the Process phase: a delayed retry instead of an abandon
+	lost  atomic.Bool // a renewal found the lock lost
 	// last is the receipt or the last successful renewal. A renewal
 	// updates it while it runs; the handler reads it only between
 	// stopRenewal and the next renew.
@@ -552,14 +588,28 @@ func (d *delivery) stopRenewal() {
 	d.renewing.Wait()
 }
 
-// settle is the one place where an outcome becomes a settlement.
-func (w *Worker) settle(ctx context.Context, m *azservicebus.ReceivedMessage, res idempotent.Result) error {
+// settle is the one place where an outcome becomes a settlement. A
+// delayed retry (retry not nil) schedules its copy first and then completes
+// m: a failure between the two leaves two copies, which duplicate detection
+// or the handler's idempotency absorbs, never none; a scheduling that fails
+// abandons m as any transient failure.
+func (w *Worker) settle(ctx context.Context, m *azservicebus.ReceivedMessage, rep *Report, retry *retryPlan) error {
+	res := rep.Result
 	switch res.Outcome {
 	case idempotent.Created, idempotent.Duplicate, idempotent.Applied, idempotent.Stale, idempotent.Ignored:
 		return w.r.CompleteMessage(ctx, m, nil)
 	case idempotent.Mismatch, idempotent.Invalid:
 		reason, desc := res.Reason, truncate(res.Description, 1024)
 		return w.r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &desc})
+	case idempotent.Transient:
+		if retry != nil {
+			rep.RetryAttempt, rep.RetryDelay = retry.attempt, retry.delay
+			if rep.ScheduleErr = w.scheduleRetry(ctx, m, retry); rep.ScheduleErr == nil {
+				rep.Scheduled = true
+				return w.r.CompleteMessage(ctx, m, nil)
+			}
+		}
+		return w.r.AbandonMessage(ctx, m, nil)
 	default: // idempotent.Transient, and any outcome this worker does not know
 		return w.r.AbandonMessage(ctx, m, nil)
 	}

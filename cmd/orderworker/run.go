@@ -88,6 +88,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	scheduler, err := newScheduler(sb, cfg)
+	if err != nil {
+		return err
+	}
+	if scheduler != nil {
+		defer closeWithTimeout(ctx, logger, "sender", scheduler.Close)
+	}
 	var cacheStats func() idempotent.CacheStats
 	if p, ok := handler.(*order.Processor); ok && cfg.FactCache > 0 {
 		cacheStats = p.CacheStats
@@ -106,6 +113,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// backlog.
 		Breaker:   worker.BreakerOptions{Threshold: breakerThreshold, Probe: probe},
 		Telemetry: workerTelemetry(cfg, tel),
+		// A status change before its order waits in a scheduled copy,
+		// not in its deliveries (worker.Options.Retry: the defaults).
+		Scheduler: optionalScheduler(scheduler),
 	})
 	if err != nil {
 		return err
@@ -147,6 +157,31 @@ func newReceiver(sb *azservicebus.Client, cfg config) (*azservicebus.Receiver, e
 		return nil, fmt.Errorf("receiver for queue %q: %w", cfg.Queue, err)
 	}
 	return r, nil
+}
+
+// newScheduler returns a sender on the queue, for the worker's delayed
+// retries (it needs Send rights on the queue: the Bicep grants the worker
+// Data Sender there), or nil for a subscription: a copy scheduled on the
+// topic would reach every subscription. The SDK attaches its link at the
+// first scheduling; a scheduling that fails (missing rights) is logged and
+// the message abandoned, as without a sender.
+func newScheduler(sb *azservicebus.Client, cfg config) (*azservicebus.Sender, error) {
+	if cfg.Subscription != "" {
+		return nil, nil
+	}
+	s, err := sb.NewSender(cfg.Queue, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sender for queue %q (delayed retries): %w", cfg.Queue, err)
+	}
+	return s, nil
+}
+
+// optionalScheduler returns s as a worker.Scheduler, nil for none.
+func optionalScheduler(s *azservicebus.Sender) worker.Scheduler {
+	if s == nil {
+		return nil
+	}
+	return s
 }
 
 // startOptions returns what startup.Start sets up for the worker: the

@@ -74,7 +74,8 @@ type Dropped struct {
 	// broker also logs each one.
 	Duplicates int64
 	// Rejected sends failed, and the sender got the error: a MessageId over
-	// MaxMessageIDLength, a body that does not decode, a scheduled message.
+	// MaxMessageIDLength, a body that does not decode, a message sent with a
+	// scheduled enqueue time (schedule it with ScheduleMessages instead).
 	Rejected int64
 }
 

@@ -66,7 +66,16 @@
 //     SDK then settles through $management.
 //   - $management: com.microsoft:renew-lock (200 with expirations, 410 for a
 //     lost lock), com.microsoft:update-disposition (completed, abandoned,
-//     suspended; 410 for a lost lock) and com.microsoft:peek-message. A
+//     suspended; 410 for a lost lock), com.microsoft:peek-message, and, on
+//     a queue, com.microsoft:schedule-message and
+//     com.microsoft:cancel-scheduled-message (the SDK's ScheduleMessages
+//     and CancelScheduledMessages): a scheduled message waits in the queue
+//     model until its x-opt-scheduled-enqueue-time and is then enqueued
+//     with a new sequence number, delivered with that annotation (the SDK's
+//     ScheduledEnqueueTime); duplicate detection applies at scheduling, a
+//     dropped duplicate logged and counted like a dropped send (see
+//     sbqueue.Queue.Schedule); cancelling a number that names no waiting
+//     message answers 404. A
 //     reply larger than one frame goes out as a multi-frame transfer, as
 //     from Service Bus. Every operation works on a queue, a subscription
 //     and either's dead-letter queue (addressed as above). On a topic's own
@@ -82,9 +91,11 @@
 //
 // Subscription rules and filters (every subscription has the default rule
 // and gets every message; the rule management operations answer 501),
-// auto-forwarding, sessions (session-enabled queues and session receivers), scheduled messages (a message with a scheduled enqueue time is
-// rejected with amqp:not-allowed; the schedule-message and
-// cancel-scheduled-message operations answer 501), deferral (rejected with
+// auto-forwarding, sessions (session-enabled queues and session receivers),
+// scheduling by the send path (a sent message with a scheduled enqueue time
+// is rejected with amqp:not-allowed: schedule with the management
+// operations) and on topics (their schedule-message and
+// cancel-scheduled-message answer 501), deferral (rejected with
 // amqp:not-allowed; receive-by-sequence-number answers 501), transactions,
 // the management operations for rules and sessions, drain-mode credit,
 // Entra ID (JWT) tokens (put-token answers 401), TLS and WebSockets,

@@ -59,6 +59,9 @@ func toAMQP(m sbqueue.ReceivedMessage) *amqp.Message {
 	if m.DeadLetterSource != "" {
 		annotations[annotDeadLetterSource] = m.DeadLetterSource
 	}
+	if !m.ScheduledEnqueueTime.IsZero() {
+		annotations[annotScheduledTime] = m.ScheduledEnqueueTime
+	}
 	header := &amqp.MessageHeader{Priority: 4}
 	if m.DeliveryCount > 0 {
 		header.DeliveryCount = m.DeliveryCount - 1 // the SDK adds one

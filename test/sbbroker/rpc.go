@@ -152,6 +152,13 @@ func (b *Broker) manage(q *sbqueue.Queue, req *amqp.Message) response {
 		return updateDisposition(q, body)
 	case opPeekMessage:
 		return peek(q, body)
+	case opScheduleMessage:
+		if q.DeadLetterQueue() == nil {
+			return statusf(400, "operation %q is not allowed on dead-letter queue %q", op, q.Name())
+		}
+		return b.schedule(q, body)
+	case opCancelScheduled:
+		return cancelScheduled(q, body)
 	}
 	return statusf(501, "operation %q is not supported by the test broker", op)
 }

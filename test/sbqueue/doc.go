@@ -20,6 +20,12 @@
 //   - With RequiresDuplicateDetection, a message whose MessageID was
 //     accepted less than DuplicateDetectionWindow ago is accepted and
 //     silently dropped, whatever its content.
+//   - A scheduled message (Queue.Schedule, Sender.ScheduleMessages, or a
+//     send with ScheduledEnqueueTime) waits, unavailable and cancellable
+//     (Queue.CancelScheduled), until its scheduled enqueue time; then it is
+//     enqueued as if sent at that moment, with a new sequence number.
+//     Duplicate detection applies when it is scheduled. Scheduling is
+//     modelled on queues, not on topics.
 //   - A Topic copies every message sent to it to each of its subscriptions
 //     at send time (the default rule; filters are not modelled, see Topic).
 //     Each subscription is a Queue, named "<topic>/Subscriptions/<name>",

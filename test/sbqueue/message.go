@@ -87,8 +87,12 @@ type ReceivedMessage struct {
 	DeliveryCount uint32
 
 	EnqueuedTime time.Time // when the message was enqueued
-	LockedUntil  time.Time // when this delivery's lock expires; zero if not locked
-	ExpiresAt    time.Time // EnqueuedTime + TimeToLive; zero if it never expires
+	// ScheduledEnqueueTime is when a scheduled message is (or was) to be
+	// enqueued (see Queue.Schedule); zero for a message sent to be
+	// enqueued at once.
+	ScheduledEnqueueTime time.Time
+	LockedUntil          time.Time // when this delivery's lock expires; zero if not locked
+	ExpiresAt            time.Time // EnqueuedTime + TimeToLive; zero if it never expires
 
 	// Set on messages in a dead-letter queue. DeadLetterSource is empty for
 	// a queue's own dead-letter queue, as in Service Bus (it names the
@@ -104,6 +108,9 @@ type entry struct {
 	enqueued   time.Time
 	expiresAt  time.Time
 	deliveries uint32 // counted deliveries so far
+
+	scheduledAt time.Time // the scheduled enqueue time; zero if not scheduled
+	schedIdx    int       // position in the scheduled messages, or -1
 
 	token       [16]byte // current lock; valid while the entry is in Queue.locked
 	lockedUntil time.Time
@@ -121,6 +128,7 @@ func (e *entry) view(withLock bool) ReceivedMessage {
 		SequenceNumber:             e.seq,
 		DeliveryCount:              e.deliveries,
 		EnqueuedTime:               e.enqueued,
+		ScheduledEnqueueTime:       e.scheduledAt,
 		ExpiresAt:                  e.expiresAt,
 		DeadLetterReason:           e.dlReason,
 		DeadLetterErrorDescription: e.dlDescription,

@@ -35,6 +35,10 @@ type Counters struct {
 	LockExpired       int64 // locks that lapsed (including by ExpireLock and ExpireLocks)
 	Renewed           int64 // successful RenewLock calls
 	LockLost          int64 // settlements and renewals rejected with ErrLockLost
+	// ScheduledAccepted counts messages accepted by Schedule (each also
+	// counts in Sent once it is enqueued); ScheduledCancelled those
+	// CancelScheduled removed before their time.
+	ScheduledAccepted, ScheduledCancelled int64
 }
 
 // Snapshot is a consistent copy of a queue's contents and counters.
@@ -42,6 +46,7 @@ type Snapshot struct {
 	Active      []ReceivedMessage // available messages, by sequence number
 	Locked      []ReceivedMessage // locked messages with their lock, by sequence number
 	DeadLetters []ReceivedMessage // the dead-letter queue's messages, available and locked, by sequence number; empty for a dead-letter queue
+	Scheduled   []ReceivedMessage // messages waiting for their scheduled enqueue time, by the sequence number Schedule returned
 
 	// BlockedReceivers is the number of Receive calls waiting for a message
 	// at the time of the snapshot.
@@ -98,6 +103,7 @@ type Queue struct {
 	blocked      int     // Receive calls waiting for a message
 	links        []*link // receive links of Receivers, in attach order
 	nextLink     int     // where dispatch starts looking for credit
+	sched        scheduledQueue
 }
 
 func newQueue(name string, o QueueOptions, clock Clock) *Queue {
@@ -128,6 +134,7 @@ func newEntity(name string, o QueueOptions, clock Clock, s *shared) *Queue {
 			index: func(e *entry) *int { return &e.expiryIdx },
 		},
 		locked: make(map[[16]byte]*entry),
+		sched:  newScheduledQueue(),
 	}
 }
 
@@ -163,7 +170,21 @@ func (q *Queue) Send(ctx context.Context, m Message) (enqueued bool, err error) 
 // It returns how many were enqueued rather than dropped as duplicates. If it
 // returns an error, nothing was enqueued.
 func (q *Queue) SendBatch(ctx context.Context, ms []Message) (enqueued int, err error) {
-	return q.sendBatch(ctx, ms, nil)
+	return q.sendBatch(ctx, ms, nil, nil)
+}
+
+// SendSequenced is Send that returns the sequence number the queue gave m,
+// 0 when duplicate detection dropped it. A sender that tracks what it sent
+// by sequence number needs it: numbers are not only taken by its own sends
+// (a scheduled message takes one when it is scheduled and another when it
+// is enqueued).
+func (q *Queue) SendSequenced(ctx context.Context, m Message) (seq int64, err error) {
+	var seqs []int64
+	_, err = q.sendBatch(ctx, []Message{m}, nil, &seqs)
+	if len(seqs) == 1 {
+		seq = seqs[0]
+	}
+	return seq, err
 }
 
 // SendBatchReport is SendBatch that also reports each message duplicate
@@ -171,11 +192,14 @@ func (q *Queue) SendBatch(ctx context.Context, ms []Message) (enqueued int, err 
 // queue's duplicate-detection window, for the report. The test broker logs
 // and counts them (Service Bus itself tells nobody).
 func (q *Queue) SendBatchReport(ctx context.Context, ms []Message) (dropped []int, window time.Duration, err error) {
-	_, err = q.sendBatch(ctx, ms, &dropped)
+	_, err = q.sendBatch(ctx, ms, &dropped, nil)
 	return dropped, q.opts.DuplicateDetectionWindow, err
 }
 
-func (q *Queue) sendBatch(ctx context.Context, ms []Message, dropped *[]int) (enqueued int, err error) {
+// sendBatch enqueues ms; it appends the indexes of the duplicates it drops
+// to dropped and the sequence number of each message (0 for a dropped one)
+// to seqs, when they are not nil.
+func (q *Queue) sendBatch(ctx context.Context, ms []Message, dropped *[]int, seqs *[]int64) (enqueued int, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -196,11 +220,17 @@ func (q *Queue) sendBatch(ctx context.Context, ms []Message, dropped *[]int) (en
 			if dropped != nil {
 				*dropped = append(*dropped, i)
 			}
+			if seqs != nil {
+				*seqs = append(*seqs, 0)
+			}
 			continue
 		}
 		q.nextSeq++
 		q.enqueue(e, q.nextSeq, now)
 		enqueued++
+		if seqs != nil {
+			*seqs = append(*seqs, q.nextSeq)
+		}
 	}
 	q.dispatchPair(now)
 	return enqueued, nil
@@ -222,7 +252,7 @@ func newEntries(name string, ms []Message, defaultTTL time.Duration) ([]*entry, 
 		if defaultTTL > 0 && (m.TimeToLive == 0 || m.TimeToLive > defaultTTL) {
 			m.TimeToLive = defaultTTL
 		}
-		entries[i] = &entry{msg: m, availIdx: -1, expiryIdx: -1}
+		entries[i] = &entry{msg: m, availIdx: -1, expiryIdx: -1, schedIdx: -1}
 	}
 	return entries, nil
 }
@@ -523,7 +553,7 @@ func (q *Queue) Snapshot() Snapshot {
 	q.s.mu.Lock()
 	defer q.s.mu.Unlock()
 	q.sweep()
-	s := Snapshot{Counters: q.counters, BlockedReceivers: q.blocked}
+	s := Snapshot{Counters: q.counters, BlockedReceivers: q.blocked, Scheduled: q.scheduledViews()}
 	for _, e := range q.sortedEntries() {
 		if e.availIdx >= 0 {
 			s.Active = append(s.Active, e.view(false))
@@ -632,6 +662,7 @@ func (q *Queue) sweep() time.Time {
 	if q.main != nil {
 		main = q.main
 	}
+	main.activate(now)
 	main.sweepEntity(now)
 	main.dlq.sweepEntity(now)
 	q.dispatchPair(now)
@@ -662,8 +693,9 @@ func (q *Queue) sweepEntity(now time.Time) {
 	}
 }
 
-// nextDeadline returns the earliest future time at which a lock or a
-// time-to-live of q's pair can change what is available. Requires q.s.mu.
+// nextDeadline returns the earliest future time at which a lock, a
+// time-to-live or a scheduled enqueue time of q's pair can change what is
+// available. Requires q.s.mu.
 func (q *Queue) nextDeadline() (time.Time, bool) {
 	main := q
 	if q.main != nil {
@@ -684,6 +716,9 @@ func (q *Queue) nextDeadline() (time.Time, bool) {
 		if e := main.expiring.peek(); e != nil {
 			consider(e.expiresAt)
 		}
+	}
+	if t, ok := main.nextScheduled(); ok {
+		consider(t)
 	}
 	return next, !next.IsZero()
 }

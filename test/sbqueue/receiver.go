@@ -219,23 +219,59 @@ func (r *Receiver) RenewMessageLock(_ context.Context, m *azservicebus.ReceivedM
 	return nil
 }
 
-// Sender sends to one queue or topic with the SendMessage method of
+// Sender sends to one queue or topic with the SendMessage,
+// ScheduleMessages and CancelScheduledMessages methods of
 // *azservicebus.Sender. It is safe for concurrent use.
 type Sender struct {
 	send func(context.Context, Message) (bool, error) // Queue.Send or Topic.Send
+	q    *Queue                                       // nil on a topic, whose scheduling is not modelled
 }
 
 // NewSender returns a Sender on q. On a dead-letter queue every send fails
 // with ErrDeadLetterQueue.
-func (q *Queue) NewSender() *Sender { return &Sender{send: q.Send} }
+func (q *Queue) NewSender() *Sender { return &Sender{send: q.Send, q: q} }
+
+// errTopicSchedule is the error of scheduling on a topic's Sender.
+var errTopicSchedule = errors.New("sbqueue: scheduled messages are modelled on queues only, not on topics")
 
 // SendMessage sends m to the queue or topic, like Queue.Send or Topic.Send:
-// a duplicate dropped by duplicate detection is reported as success. Scheduled messages are not
-// modelled: a message with ScheduledEnqueueTime set is refused.
+// a duplicate dropped by duplicate detection is reported as success. A
+// message with ScheduledEnqueueTime set is scheduled, as by
+// ScheduleMessages (on a queue only).
 func (s *Sender) SendMessage(ctx context.Context, m *azservicebus.Message, _ *azservicebus.SendMessageOptions) error {
 	if m.ScheduledEnqueueTime != nil {
-		return errors.New("sbqueue: scheduled messages are not supported")
+		_, err := s.ScheduleMessages(ctx, []*azservicebus.Message{m}, *m.ScheduledEnqueueTime, nil)
+		return err
 	}
+	_, err := s.send(ctx, fromSDK(m))
+	return err
+}
+
+// ScheduleMessages schedules ms to be enqueued at scheduledEnqueueTime and
+// returns their sequence numbers, like Queue.Schedule. A topic's Sender
+// refuses it.
+func (s *Sender) ScheduleMessages(ctx context.Context, ms []*azservicebus.Message, scheduledEnqueueTime time.Time, _ *azservicebus.ScheduleMessagesOptions) ([]int64, error) {
+	if s.q == nil {
+		return nil, errTopicSchedule
+	}
+	msgs := make([]Message, len(ms))
+	for i, m := range ms {
+		msgs[i] = fromSDK(m)
+	}
+	return s.q.Schedule(ctx, msgs, scheduledEnqueueTime)
+}
+
+// CancelScheduledMessages cancels scheduled messages by the sequence
+// numbers ScheduleMessages returned, like Queue.CancelScheduled.
+func (s *Sender) CancelScheduledMessages(_ context.Context, seqs []int64, _ *azservicebus.CancelScheduledMessagesOptions) error {
+	if s.q == nil {
+		return errTopicSchedule
+	}
+	return s.q.CancelScheduled(seqs)
+}
+
+// fromSDK converts a message to send into the model's.
+func fromSDK(m *azservicebus.Message) Message {
 	msg := Message{
 		Body:                  m.Body,
 		ApplicationProperties: m.ApplicationProperties,
@@ -261,8 +297,7 @@ func (s *Sender) SendMessage(ctx context.Context, m *azservicebus.Message, _ *az
 	if m.TimeToLive != nil {
 		msg.TimeToLive = *m.TimeToLive
 	}
-	_, err := s.send(ctx, msg)
-	return err
+	return msg
 }
 
 // toSDK converts a delivery to the SDK's type, filling the fields the SDK
@@ -275,6 +310,7 @@ func toSDK(rm *ReceivedMessage) *azservicebus.ReceivedMessage {
 		CorrelationID:         optional(rm.CorrelationID),
 		DeliveryCount:         rm.DeliveryCount,
 		EnqueuedTime:          optionalTime(rm.EnqueuedTime),
+		ScheduledEnqueueTime:  optionalTime(rm.ScheduledEnqueueTime),
 		ExpiresAt:             optionalTime(rm.ExpiresAt),
 		LockedUntil:           optionalTime(rm.LockedUntil),
 		LockToken:             rm.LockToken,

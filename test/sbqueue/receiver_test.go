@@ -279,7 +279,19 @@ func TestSenderSendMessage(t *testing.T) {
 		g.To != want.To || g.SessionID != want.SessionID || g.PartitionKey != want.PartitionKey || g.TimeToLive != want.TimeToLive {
 		t.Errorf("sent message = %+v, want %+v", g, want)
 	}
-	if err := s.SendMessage(ctx, &azservicebus.Message{ScheduledEnqueueTime: ptr(t0)}, nil); err == nil {
-		t.Error("SendMessage of a scheduled message succeeded")
+	// A message with a scheduled enqueue time is scheduled (see
+	// TestSchedule), on a queue; a topic's sender refuses it.
+	if err := s.SendMessage(ctx, &azservicebus.Message{MessageID: ptr("later"), ScheduledEnqueueTime: ptr(t0.Add(time.Hour))}, nil); err != nil {
+		t.Errorf("SendMessage of a scheduled message: %v", err)
+	}
+	if sn := q.Snapshot(); len(sn.Scheduled) != 1 || sn.Scheduled[0].MessageID != "later" || len(sn.Active) != 1 {
+		t.Errorf("after sending a scheduled message: %d scheduled, %d active; want it scheduled, not active", len(sn.Scheduled), len(sn.Active))
+	}
+	topic, err := sbqueue.NewNamespace(nil).CreateTopic("events", sbqueue.TopicOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := topic.NewSender().SendMessage(ctx, &azservicebus.Message{ScheduledEnqueueTime: ptr(t0)}, nil); err == nil {
+		t.Error("SendMessage of a scheduled message to a topic succeeded")
 	}
 }

@@ -40,7 +40,7 @@ param maxDeliveryCount int
 @description('Default message time to live (ISO 8601).')
 param messageTimeToLive string
 
-@description('Principal that receives and settles messages: the worker.')
+@description('Principal that receives and settles messages, and schedules delayed retries on the queue: the worker.')
 param receiverPrincipalId string
 
 @description('Principal that sends messages: the producer.')
@@ -199,6 +199,18 @@ resource workerReceives 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(queue.id, receiverPrincipalId, dataReceiverRoleId)
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiverRoleId)
+    principalId: receiverPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// The worker schedules a delayed copy of a message that can only succeed
+// later (a status change before its order) on its own queue: Send rights.
+resource workerSchedules 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  scope: queue
+  name: guid(queue.id, receiverPrincipalId, dataSenderRoleId)
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataSenderRoleId)
     principalId: receiverPrincipalId
     principalType: 'ServicePrincipal'
   }

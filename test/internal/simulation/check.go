@@ -431,8 +431,8 @@ func (v *view) noMessageLost(idx *index) []Violation {
 	add := func(m Sent, format string, args ...any) {
 		out = append(out, Violation{Invariant: NoMessageLost, OrderID: m.OrderIDOrMessageID(), Seq: m.Seq, Detail: fmt.Sprintf(format, args...) + v.where()})
 	}
-	if n := int64(len(v.enqueued)); v.queue.Sent != n {
-		out = append(out, Violation{Invariant: NoMessageLost, Detail: fmt.Sprintf("the queue enqueued %d messages, the producer %d%s", v.queue.Sent, n, v.where())})
+	if n, c := int64(len(v.enqueued)), copiesEnqueued(v.queue); v.queue.Sent != n+c {
+		out = append(out, Violation{Invariant: NoMessageLost, Detail: fmt.Sprintf("the queue enqueued %d messages, the producer %d and the workers' scheduled retries %d%s", v.queue.Sent, n, c, v.where())})
 	}
 	known := make(map[int64]bool, len(v.enqueued))
 	for _, m := range v.enqueued {
@@ -491,7 +491,7 @@ func (v *view) noMessageLost(idx *index) []Violation {
 		}
 	}
 	for _, seq := range slices.Sorted(maps.Keys(v.dead)) {
-		if !known[seq] {
+		if _, retry := retryOf(v.dead[seq]); !known[seq] && !retry { // a retry: checkStatusIsHighestVersion
 			m := v.dead[seq]
 			out = append(out, Violation{Invariant: NoMessageLost, OrderID: m.MessageID, Seq: seq, Detail: "a dead-lettered message the producer never queued" + v.where()})
 		}
@@ -716,8 +716,15 @@ func checkStatusIsHighestVersion(idx *index) []Violation {
 			add(id, want.Seq, "stored version %d (%s), want the highest sent: version %d (%s)", d.Version, d.Status, want.Version, want.Status)
 		}
 	}
+	fates := retryFates(idx.s.Queue)
 	for _, m := range idx.enqueued {
 		if m.Kind != Status || idx.pending[m.Seq] { // pending: checkNoMessageLost
+			continue
+		}
+		// A change completed after scheduling a retry ends with its copies.
+		f := fates[m.MessageID]
+		if f.pending {
+			add(m.OrderID, m.Seq, "status change to version %d: its scheduled retry is still in the queue at the end of the run", m.Version)
 			continue
 		}
 		if m.Resubmitted && m.DeadLetterReason == sbqueue.ReasonMaxDeliveryCountExceeded {
@@ -729,11 +736,16 @@ func checkStatusIsHighestVersion(idx *index) []Violation {
 		}
 		d, stored := version(m.OrderID)
 		dl, dead := idx.dead[m.Seq]
+		if !dead && f.isDead {
+			dl, dead = f.dead, true
+		}
 		switch {
 		case dead && dl.DeadLetterReason != sbqueue.ReasonMaxDeliveryCountExceeded:
 			add(m.OrderID, m.Seq, "status change to version %d dead-lettered as %q (%s)", m.Version, dl.DeadLetterReason, dl.DeadLetterErrorDescription)
 		case dead && stored:
-			add(m.OrderID, m.Seq, "status change to version %d dead-lettered as %s although its order is stored", m.Version, dl.DeadLetterReason)
+			// Before its order: its deliveries, or its scheduled retries,
+			// ran out waiting for an order that came.
+			add(m.OrderID, m.Seq, "status change to version %d (%s) dead-lettered as %s although its order is stored", m.Version, dl.MessageID, dl.DeadLetterReason)
 		case dead: // its order was never stored: explained
 		case !stored:
 			add(m.OrderID, m.Seq, "status change to version %d completed, but its order is not stored: lost", m.Version)

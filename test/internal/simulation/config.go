@@ -44,6 +44,15 @@ type Config struct {
 	DisableStatusChanges bool
 	DisableInbox         bool
 
+	// OrderDelay, if positive, is how long the producer waits between the
+	// status changes it sends before an order (FaultRates.OutOfOrder) and
+	// the order itself. Longer than the abandons of MaxDeliveryCount
+	// deliveries take (about MaxDeliveryCount × LockDuration/4), it leaves
+	// those changes only the worker's scheduled retries (see
+	// worker.Options.Scheduler); the checks then hold that none was
+	// dead-lettered for want of its order. Default 0.
+	OrderDelay time.Duration
+
 	// MaxFaultsPerMessage bounds the faults injected into one order's
 	// messages (Outage aside), so that every message reaches a clean
 	// delivery before MaxDeliveryCount. A fault costs a message at most two
@@ -301,6 +310,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("simulation: ResubmitEarly %v must exceed the duplicate-detection window %v, or the resubmissions are dropped as duplicates", c.ResubmitEarly, c.DuplicateDetectionWindow)
 	case c.ResubmitLate <= c.KeyRetention:
 		return fmt.Errorf("simulation: ResubmitLate %v must exceed the key retention %v", c.ResubmitLate, c.KeyRetention)
+	case c.OrderDelay < 0:
+		return fmt.Errorf("simulation: OrderDelay %v is negative", c.OrderDelay)
 	case !(c.StatusChanges >= 0 && c.StatusChanges <= 1):
 		return fmt.Errorf("simulation: StatusChanges %v is not between 0 and 1", c.StatusChanges)
 	}
@@ -322,8 +333,10 @@ func (c Config) workerOptions(probe func(context.Context) error) worker.Options 
 		// As for *azservicebus.Receiver, which the queue model's receiver
 		// stands for (its link credit included).
 		ReceiveDrain: time.Second,
-		Breaker:      worker.BreakerOptions{Threshold: breakerThreshold, Probe: probe},
-		Telemetry:    c.Telemetry,
+		// The scheduled retries' bounds are cmd/orderworker's, the
+		// defaults; the Scheduler is set per worker (see scheduleRecorder).
+		Breaker:   worker.BreakerOptions{Threshold: breakerThreshold, Probe: probe},
+		Telemetry: c.Telemetry,
 	}
 }
 

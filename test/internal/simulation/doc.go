@@ -35,7 +35,11 @@
 // handler, with no socket. The service forgets a key KeyRetention after its
 // charge; a request with a forgotten key is a new charge. Some orders get
 // status changes (versions 2 to 4), sent in order or shuffled, some before
-// the order itself.
+// the order itself (Config.OrderDelay holds such an order back). A change
+// that arrives before its order is retried by a copy the worker schedules
+// on the queue model (worker.Options.Scheduler, as cmd/orderworker sets
+// it), not by abandons that spend its deliveries; the checks follow every
+// copy back to its change.
 //
 // The outbox runs too: two instances of package relay, unchanged, with the
 // options cmd/orderrelay gives it (lease duration, poll interval and call

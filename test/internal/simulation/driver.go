@@ -89,14 +89,14 @@ func (d *driver) startProgress() (stop func()) {
 var errStalled = errors.New("stalled: nothing settled although messages remain")
 
 // empty reports whether every queue is empty (nothing available, nothing
-// locked, which includes messages sent on link credit) and no delivery is
-// in flight, and how many messages were settled so far.
+// locked, which includes messages sent on link credit, nothing scheduled)
+// and no delivery is in flight, and how many messages were settled so far.
 func (d *driver) empty() (bool, int64) {
 	empty, settled := true, int64(0)
 	for _, s := range d.subs {
 		snap := s.out.q.Snapshot()
 		settled += snap.Completed + snap.DeadLettered + snap.Abandoned
-		if len(snap.Active) > 0 || len(snap.Locked) > 0 || s.tr.busy() {
+		if len(snap.Active) > 0 || len(snap.Locked) > 0 || len(snap.Scheduled) > 0 || s.tr.busy() {
 			empty = false
 		}
 	}
@@ -119,7 +119,8 @@ func (d *driver) drain(ctx context.Context) error {
 		if empty {
 			return nil
 		}
-		if settled != last {
+		if settled != last || d.scheduledPending() {
+			// A scheduled retry waiting for its time is progress to come.
 			last, lastAt = settled, time.Now()
 		} else if time.Since(lastAt) >= d.cfg.StallTimeout {
 			var inflight, active, locked int

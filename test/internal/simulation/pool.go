@@ -76,6 +76,9 @@ func (p *workerPool) start(sl *workerSlot) error {
 	}
 	opts := p.cfg.workerOptions(s.store.Ping)
 	opts.Telemetry.Queue = s.name
+	if sl.orders {
+		opts.Scheduler = &scheduleRecorder{q: s.out.q, hist: p.hist}
+	}
 	wk, err := worker.New(fr, &trackingHandler{inner: h, tr: s.tr, hist: p.hist, queue: s.out.consumer},
 		p.logger.With("queue", s.name, "worker", sl.index, "generation", sl.generation), opts)
 	if err != nil {

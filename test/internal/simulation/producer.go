@@ -97,7 +97,6 @@ type outlet struct {
 	statuses bool // the subscription's filter lets status changes through
 	hist     *history
 	sent     []Sent
-	nextSeq  int64
 }
 
 // producer sends the planned messages to every subscription, as a sender
@@ -109,6 +108,8 @@ type producer struct {
 
 	late   []late // sends planned for after the duplicate-detection window
 	faults FaultCounts
+
+	orderDelay time.Duration // Config.OrderDelay
 }
 
 type late struct {
@@ -139,6 +140,11 @@ func (p *producer) sendFirst(ctx context.Context, orders int) error {
 		default:
 			for _, k := range op.statusOrder[:op.statusBefore] {
 				if err = p.sendStatus(ctx, i, k, op); err != nil {
+					return err
+				}
+			}
+			if op.statusBefore > 0 {
+				if err := p.waitOrderDelay(ctx); err != nil {
 					return err
 				}
 			}
@@ -254,14 +260,14 @@ func (p *producer) send(ctx context.Context, s Sent, body []byte, resend bool) e
 // It returns the sequence number the queue gave m, 0 if duplicate
 // detection dropped it.
 func (o *outlet) send(ctx context.Context, s Sent, m sbqueue.Message) error {
-	enqueued, err := o.q.Send(ctx, m)
+	// The queue's own number: the workers' scheduled retries take numbers
+	// too.
+	seq, err := o.q.SendSequenced(ctx, m)
 	if err != nil {
 		return fmt.Errorf("simulation: send %s: %w", s.MessageID, err)
 	}
-	s.Enqueued, s.Seq = enqueued, 0
-	if enqueued {
-		o.nextSeq++
-		s.Seq = o.nextSeq
+	s.Enqueued, s.Seq = seq != 0, seq
+	if s.Enqueued {
 		o.hist.add(s.OrderIDOrMessageID(), o.consumer, "sent %s as #%d (%s%s)", s.MessageID, s.Seq, s.Kind, resendNote(s))
 	} else {
 		o.hist.add(s.OrderIDOrMessageID(), o.consumer, "sent %s (%s%s): dropped by duplicate detection", s.MessageID, s.Kind, resendNote(s))
@@ -348,16 +354,26 @@ func (o *operator) resubmit(ctx context.Context, round int) (int, error) {
 			}
 			continue
 		}
-		i := slices.IndexFunc(o.out.sent, func(s Sent) bool { return s.Enqueued && s.Seq == seq })
-		if i < 0 {
-			return resubmitted, fmt.Errorf("simulation: dead-lettered #%d (%s) was never sent", seq, m.MessageID)
-		}
-		orig := &o.out.sent[i]
 		cp := m.Message()
 		props := maps.Clone(cp.ApplicationProperties)
 		delete(props, sbqueue.PropertyDeadLetterReason)
 		delete(props, sbqueue.PropertyDeadLetterErrorDescription)
-		msg := sbqueue.Message{MessageID: m.MessageID, Body: cp.Body, ApplicationProperties: props}
+		id, props := resubmissionOf(m.MessageID, props)
+		i := slices.IndexFunc(o.out.sent, func(s Sent) bool { return s.Enqueued && s.Seq == seq })
+		if i < 0 && id != m.MessageID { // a scheduled retry: its status change's last copy sent
+			i = slices.IndexFunc(o.out.sent, func(s Sent) bool { return s.Enqueued && s.MessageID == id && !s.Resubmitted })
+		}
+		if sentIDs[id] { // a second copy of an id within the window would be dropped
+			if err := r.AbandonMessage(ctx, m, nil); err != nil {
+				return resubmitted, fmt.Errorf("simulation: abandon dead-lettered #%d: %w", seq, err)
+			}
+			continue
+		}
+		if i < 0 {
+			return resubmitted, fmt.Errorf("simulation: dead-lettered #%d (%s) was never sent", seq, m.MessageID)
+		}
+		orig := &o.out.sent[i]
+		msg := sbqueue.Message{MessageID: id, Body: cp.Body, ApplicationProperties: props}
 		if cp.ContentType != nil {
 			msg.ContentType = *cp.ContentType
 		}
@@ -373,7 +389,7 @@ func (o *operator) resubmit(ctx context.Context, round int) (int, error) {
 		if err := o.out.send(ctx, s, msg); err != nil {
 			return resubmitted, err
 		}
-		sentIDs[m.MessageID] = true
+		sentIDs[id] = true
 		orig = &o.out.sent[i] // send appended: o.out.sent may have moved
 		copySent := o.out.sent[len(o.out.sent)-1]
 		orig.Resubmitted, orig.ResubmittedAs = true, copySent.Seq

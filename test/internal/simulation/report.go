@@ -84,6 +84,11 @@ type Accounting struct {
 	Resubmitted             int            // dead-lettered, then resubmitted by the operator
 	Pending                 int            // still in the queue: must be 0
 	QueueCompleted          int64
+	// Retries follows the copies the workers scheduled (see
+	// scheduleRecorder): enqueued at their time, each completed,
+	// dead-lettered or still in the queue (scheduled included: must be 0).
+	// Their completions are in QueueCompleted, not in Completed.
+	Retries RetryAccounting
 }
 
 // Balanced reports whether every message is accounted for.
@@ -92,8 +97,9 @@ func (a Accounting) Balanced() bool {
 	for _, n := range a.DeadLettered {
 		dead += n
 	}
+	r := a.Retries
 	return a.Sent == a.Enqueued+a.Dropped && a.Enqueued == a.Completed+dead+a.Resubmitted && a.Pending == 0 &&
-		int64(a.Completed) == a.QueueCompleted
+		int64(a.Completed)+r.Completed == a.QueueCompleted && r.Pending == 0 && r.Enqueued == r.Completed+r.DeadLettered+r.Pending
 }
 
 // account follows sent through the final state q.
@@ -107,6 +113,7 @@ func account(sent []Sent, q sbqueue.Snapshot) Accounting {
 	for _, m := range append(slices.Clone(q.Active), q.Locked...) {
 		pending[m.SequenceNumber] = true
 	}
+	a.Retries = accountRetries(q)
 	for _, m := range sent {
 		a.Sent++
 		if !m.Enqueued {
@@ -303,6 +310,9 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	}
 	row("    resubmitted from dead letters", a.Resubmitted, "each copy counted as sent")
 	row("    still in the queue", a.Pending, "")
+	if rt := a.Retries; rt.Enqueued > 0 || rt.Pending > 0 {
+		row("  scheduled retries enqueued", rt.Enqueued, fmt.Sprintf("%d completed, %d dead-lettered, %d still in the queue", rt.Completed, rt.DeadLettered, rt.Pending))
+	}
 	balance := "balanced: sent = enqueued + dropped; enqueued = completed + dead-lettered + resubmitted"
 	if !a.Balanced() {
 		balance = "NOT BALANCED"

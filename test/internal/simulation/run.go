@@ -205,6 +205,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	d.setPhase("sending")
 	stopProgress := d.startProgress()
 	prod := newProducer([]*outlet{subs[0].out}, gen, p) // the inbox consumers get the relay's events
+	prod.orderDelay = cfg.OrderDelay
 	err := prod.sendFirst(ctx, cfg.Orders)
 	if err == nil && len(prod.late) > 0 {
 		// The late sends go just after the window, while the workers

@@ -1,0 +1,187 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
+)
+
+// Scheduler is the part of *azservicebus.Sender the worker uses for delayed
+// retries: a sender on the queue the worker receives from. It is called
+// concurrently from the handlers' goroutines, as the SDK's sender allows.
+type Scheduler interface {
+	ScheduleMessages(ctx context.Context, messages []*azservicebus.Message, scheduledEnqueueTime time.Time, o *azservicebus.ScheduleMessagesOptions) ([]int64, error)
+}
+
+var _ Scheduler = (*azservicebus.Sender)(nil)
+
+// RetryOptions bound the delayed retries of one message (see Options.Retry).
+// The zero value of each field selects its default.
+type RetryOptions struct {
+	// MaxAttempts bounds the scheduled copies of one message. Default 10.
+	MaxAttempts int
+	// MaxDelay bounds the total delay: no copy is scheduled to be enqueued
+	// later than MaxDelay after the original message was enqueued.
+	// Default 1h.
+	MaxDelay time.Duration
+}
+
+// Application properties of a scheduled copy. The copy's MessageId is
+// RetryMessageID(original, attempt); a message whose MessageId is not that
+// of its properties is not taken for a copy.
+const (
+	// PropertyOriginalMessageID is the MessageId of the message the copy
+	// retries: the id the handler sees, the deduplication key.
+	PropertyOriginalMessageID = "OriginalMessageId"
+	// PropertyRetryAttempt is the copy's attempt, 1 for the first copy (an
+	// int64).
+	PropertyRetryAttempt = "RetryAttempt"
+	// PropertyRetrySince is when the original message was enqueued, in Unix
+	// milliseconds (an int64): where RetryOptions.MaxDelay counts from.
+	PropertyRetrySince = "RetrySince"
+)
+
+// maxMessageIDLength is the longest MessageId Service Bus accepts, in
+// characters.
+const maxMessageIDLength = 128
+
+// RetryMessageID returns the MessageId of the attempt-th scheduled copy of
+// the message whose MessageId is original: original + "~r" + attempt, or,
+// when that would exceed Service Bus's 128 characters, a prefix of
+// original, "~", 16 hex digits of the SHA-256 of original, and the same
+// suffix. It differs from original and from every other copy's id, so
+// duplicate detection drops only a second scheduling of the same copy; it
+// can equal a producer's own MessageId only if the producer uses '~' in
+// its ids (the order example's ids never contain it).
+func RetryMessageID(original string, attempt int) string {
+	suffix := "~r" + strconv.Itoa(attempt)
+	if utf8.RuneCountInString(original)+len(suffix) <= maxMessageIDLength {
+		return original + suffix
+	}
+	sum := sha256.Sum256([]byte(original))
+	tag := "~" + hex.EncodeToString(sum[:8])
+	keep := maxMessageIDLength - len(suffix) - len(tag)
+	cut := 0
+	for i := range original { // keep runes, not bytes
+		if keep == 0 {
+			cut = i
+			break
+		}
+		keep--
+	}
+	return original[:cut] + tag + suffix
+}
+
+// retryState is what a delivery says about its delayed retries.
+type retryState struct {
+	original string    // the deduplication key: the original's MessageId
+	attempt  int       // 0 for an original, n for the n-th copy
+	since    time.Time // when the original was enqueued
+}
+
+// retryStateOf reads m's retry state: from its properties when it is a
+// scheduled copy (its MessageId is RetryMessageID of them), else that of an
+// original enqueued at m.EnqueuedTime (now when unknown).
+func retryStateOf(m *azservicebus.ReceivedMessage, now time.Time) retryState {
+	orig, ok1 := m.ApplicationProperties[PropertyOriginalMessageID].(string)
+	attempt, ok2 := asInt64(m.ApplicationProperties[PropertyRetryAttempt])
+	since, ok3 := asInt64(m.ApplicationProperties[PropertyRetrySince])
+	if ok1 && ok2 && ok3 && attempt > 0 && attempt < 1<<20 && orig != "" && m.MessageID == RetryMessageID(orig, int(attempt)) {
+		return retryState{original: orig, attempt: int(attempt), since: time.UnixMilli(since)}
+	}
+	st := retryState{original: m.MessageID, since: now}
+	if m.EnqueuedTime != nil {
+		st.since = *m.EnqueuedTime
+	}
+	return st
+}
+
+func asInt64(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+// retryPlan is a delayed retry decided for one delivery.
+type retryPlan struct {
+	state   retryState
+	attempt int           // the copy's attempt
+	delay   time.Duration // from now to the copy's enqueue
+}
+
+// planRetry decides whether res for delivery m (in state st) is retried by
+// a scheduled copy: the outcome is Transient with RetryAfter set, the
+// worker has a Scheduler, and the bounds allow another copy. The copy waits
+// RetryAfter doubled per earlier copy, cut to what MaxDelay leaves. It
+// returns nil for an abandon.
+func (w *Worker) planRetry(st retryState, res idempotent.Result, now time.Time) *retryPlan {
+	if w.opts.Scheduler == nil || res.Outcome != idempotent.Transient || res.RetryAfter <= 0 {
+		return nil
+	}
+	ro := w.opts.Retry
+	if st.attempt >= ro.MaxAttempts {
+		return nil
+	}
+	left := st.since.Add(ro.MaxDelay).Sub(now)
+	delay := min(res.RetryAfter<<min(st.attempt, 30), left)
+	if delay <= 0 {
+		return nil
+	}
+	return &retryPlan{state: st, attempt: st.attempt + 1, delay: delay}
+}
+
+// retryExhausted reports whether res asked for a delayed retry that the
+// bounds (not the lack of a Scheduler) refused: the message is abandoned
+// and MaxDeliveryCount ends it.
+func (w *Worker) retryExhausted(res idempotent.Result) bool {
+	return w.opts.Scheduler != nil && res.Outcome == idempotent.Transient && res.RetryAfter > 0
+}
+
+// scheduleRetry schedules the copy p plans of m, enqueued p.delay from now.
+// A copy scheduled twice (this delivery's settlement failed after the
+// scheduling and a redelivery scheduled again) has the same MessageId, so
+// duplicate detection drops the second; outside its window both copies
+// arrive, and the handler's idempotency absorbs the second.
+func (w *Worker) scheduleRetry(ctx context.Context, m *azservicebus.ReceivedMessage, p *retryPlan) error {
+	props := maps.Clone(m.ApplicationProperties)
+	if props == nil {
+		props = make(map[string]any, 3)
+	}
+	props[PropertyOriginalMessageID] = p.state.original
+	props[PropertyRetryAttempt] = int64(p.attempt)
+	props[PropertyRetrySince] = p.state.since.UnixMilli()
+	id := RetryMessageID(p.state.original, p.attempt)
+	c := &azservicebus.Message{
+		MessageID:             &id,
+		Body:                  m.Body,
+		ApplicationProperties: props,
+		ContentType:           m.ContentType,
+		CorrelationID:         m.CorrelationID,
+		Subject:               m.Subject,
+		To:                    m.To,
+		ReplyTo:               m.ReplyTo,
+		ReplyToSessionID:      m.ReplyToSessionID,
+		SessionID:             m.SessionID,
+		PartitionKey:          m.PartitionKey,
+		TimeToLive:            m.TimeToLive,
+	}
+	if _, err := w.opts.Scheduler.ScheduleMessages(ctx, []*azservicebus.Message{c}, time.Now().Add(p.delay), nil); err != nil {
+		return fmt.Errorf("schedule retry %d as %s: %w", p.attempt, id, err)
+	}
+	return nil
+}

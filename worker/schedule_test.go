@@ -1,0 +1,301 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+	"unicode/utf8"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+// fakeScheduler stands for a sender on the fake receiver's queue: a
+// scheduled message arrives on the receiver at its enqueue time, as a first
+// delivery, unless its MessageId was scheduled before (duplicate detection
+// at scheduling time). It is safe for concurrent use.
+type fakeScheduler struct {
+	r   *fakeReceiver
+	err error // returned by every call when set
+
+	mu        sync.Mutex
+	scheduled []scheduledCopy
+	seen      map[string]bool
+}
+
+type scheduledCopy struct {
+	id    string
+	at    time.Time
+	props map[string]any
+}
+
+func (s *fakeScheduler) ScheduleMessages(_ context.Context, ms []*azservicebus.Message, at time.Time, _ *azservicebus.ScheduleMessagesOptions) ([]int64, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen == nil {
+		s.seen = map[string]bool{}
+	}
+	seqs := make([]int64, len(ms))
+	for i, m := range ms {
+		s.scheduled = append(s.scheduled, scheduledCopy{id: *m.MessageID, at: at, props: m.ApplicationProperties})
+		seqs[i] = int64(len(s.scheduled))
+		if s.seen[*m.MessageID] {
+			continue
+		}
+		s.seen[*m.MessageID] = true
+		rm := &azservicebus.ReceivedMessage{MessageID: *m.MessageID, Body: m.Body, Subject: m.Subject,
+			ApplicationProperties: m.ApplicationProperties, DeliveryCount: 1, EnqueuedTime: &at}
+		time.AfterFunc(time.Until(at), func() { s.r.msgs <- rm })
+	}
+	return seqs, nil
+}
+
+func (s *fakeScheduler) copies() []scheduledCopy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]scheduledCopy(nil), s.scheduled...)
+}
+
+// TestStatusChangeBeforeOrderIsScheduled: a status change that arrives
+// before its order is not abandoned (which would spend its deliveries within
+// a minute) but completed after a copy is scheduled; the copy, handled under
+// the original MessageId, applies the change once the order exists.
+func TestStatusChangeBeforeOrderIsScheduled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New()
+		p := order.NewProcessor(store, nil, order.WithDocuments(store))
+		r := newFakeReceiver()
+		s := &fakeScheduler{r: r}
+		var mu sync.Mutex
+		var reports []worker.Report
+		w := newWorker(t, r, p, worker.Options{Scheduler: s, Observe: func(rep worker.Report) {
+			mu.Lock()
+			reports = append(reports, rep)
+			mu.Unlock()
+		}})
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+
+		change := order.StatusChange{OrderID: "ord-1", Status: "paid", Version: 2, ChangedAt: time.Date(2026, 11, 30, 10, 5, 0, 0, time.UTC)}
+		body, _ := json.Marshal(change)
+		subject := order.SubjectOrderStatusChanged
+		statusID := order.StatusMessageID("ord-1", 2)
+		r.msgs <- &azservicebus.ReceivedMessage{MessageID: statusID, Subject: &subject, Body: body, DeliveryCount: 1}
+		synctest.Wait()
+		if got := r.settlements(statusID); len(got) != 1 || got[0].kind != "complete" {
+			t.Errorf("status change before its order: settlements %+v, want one complete after scheduling a copy", got)
+		}
+		copies := s.copies()
+		if len(copies) != 1 || copies[0].id != statusID+"~r1" || copies[0].props[worker.PropertyOriginalMessageID] != statusID ||
+			copies[0].props[worker.PropertyRetryAttempt] != int64(1) {
+			t.Errorf("scheduled %+v, want one copy %s~r1 carrying the original id and attempt 1", copies, statusID)
+		}
+
+		// The order arrives while the copy waits.
+		o := order.Order{OrderID: "ord-1", CustomerID: "cust-1", Currency: "EUR",
+			Lines:      []order.Line{{SKU: "SKU-1", Quantity: 2, UnitPriceMinor: 1999}},
+			TotalMinor: 3998, PlacedAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+		ob, _ := json.Marshal(o)
+		r.msgs <- &azservicebus.ReceivedMessage{MessageID: "ord-1", Body: ob, DeliveryCount: 1}
+		time.Sleep(order.StatusRetryAfter + time.Second)
+		synctest.Wait()
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+
+		if got := r.settlements(statusID + "~r1"); len(got) != 1 || got[0].kind != "complete" {
+			t.Errorf("the scheduled copy: settlements %+v, want one complete", got)
+		}
+		var doc order.OrderDocument
+		b, _, err := store.ReadDocument(context.Background(), "ord-1", "ord-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &doc); err != nil || doc.Status != "paid" || doc.Version != 2 {
+			t.Errorf("order document %+v (%v), want status paid at version 2", doc, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var outcomes []string
+		for _, rep := range reports {
+			outcomes = append(outcomes, rep.MessageID+":"+rep.Result.Outcome.String())
+		}
+		if want := []string{statusID + ":transient", "ord-1:created", statusID + "~r1:applied"}; strings.Join(outcomes, " ") != strings.Join(want, " ") {
+			t.Errorf("outcomes %v, want %v", outcomes, want)
+		}
+		if !reports[0].Scheduled || reports[0].RetryAttempt != 1 || reports[0].RetryDelay != order.StatusRetryAfter {
+			t.Errorf("first report %+v, want scheduled as attempt 1 after %v", reports[0], order.StatusRetryAfter)
+		}
+		if st := w.Stats(); st.Scheduled != 1 || st.Applied != 1 || st.Created != 1 {
+			t.Errorf("stats %+v, want 1 scheduled, 1 created, 1 applied", st)
+		}
+	})
+}
+
+// TestDelayedRetriesAreBounded: a message that never succeeds is scheduled
+// MaxAttempts times, each copy waiting twice as long as the one before, and
+// is then abandoned, so the queue's MaxDeliveryCount ends it; MaxDelay cuts
+// the delays short too.
+func TestDelayedRetriesAreBounded(t *testing.T) {
+	tests := []struct {
+		name   string
+		retry  worker.RetryOptions
+		delays []time.Duration
+	}{
+		{"attempts", worker.RetryOptions{MaxAttempts: 4, MaxDelay: time.Hour},
+			[]time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}},
+		{"total delay", worker.RetryOptions{MaxAttempts: 10, MaxDelay: 10 * time.Second},
+			[]time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 3 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newFakeReceiver()
+				s := &fakeScheduler{r: r}
+				var mu sync.Mutex
+				var seen []idempotent.Message
+				h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+					mu.Lock()
+					seen = append(seen, m)
+					mu.Unlock()
+					return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: order.ReasonOrderNotYetCreated, RetryAfter: time.Second}
+				})
+				w := newWorker(t, r, h, worker.Options{Scheduler: s, Retry: tt.retry})
+				ctx, cancel := context.WithCancel(context.Background())
+				errc := make(chan error, 1)
+				go func() { errc <- w.Run(ctx) }()
+				now := time.Now()
+				r.msgs <- &azservicebus.ReceivedMessage{MessageID: "m1", DeliveryCount: 1, EnqueuedTime: &now}
+				time.Sleep(2 * time.Hour)
+				synctest.Wait()
+				cancel()
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+
+				copies := s.copies()
+				if len(copies) != len(tt.delays) {
+					t.Fatalf("%d copies scheduled, want %d: %+v", len(copies), len(tt.delays), copies)
+				}
+				prev := now
+				for i, c := range copies {
+					if want := worker.RetryMessageID("m1", i+1); c.id != want {
+						t.Errorf("copy %d is %s, want %s", i+1, c.id, want)
+					}
+					if d := c.at.Sub(prev); d != tt.delays[i] {
+						t.Errorf("copy %d waits %v, want %v", i+1, d, tt.delays[i])
+					}
+					prev = c.at
+					if got := r.settlements(worker.RetryMessageID("m1", i)); i > 0 && (len(got) != 1 || got[0].kind != "complete") {
+						t.Errorf("copy %d: settlements %+v, want complete", i, got)
+					}
+				}
+				last := worker.RetryMessageID("m1", len(copies))
+				if got := r.settlements(last); len(got) != 1 || got[0].kind != "abandon" {
+					t.Errorf("the last copy %s: settlements %+v, want abandon: the bound reached, MaxDeliveryCount ends it", last, got)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, m := range seen {
+					if m.ID != "m1" {
+						t.Errorf("the handler saw id %q, want the original's m1 for every copy", m.ID)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestScheduleFailureAbandons: a scheduling that fails leaves the message
+// to an abandon, as any transient failure: never completed without a copy.
+func TestScheduleFailureAbandons(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFakeReceiver("m1")
+		s := &fakeScheduler{r: r, err: &azservicebus.Error{Code: azservicebus.CodeUnauthorizedAccess}}
+		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+			return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, RetryAfter: time.Second}
+		})
+		w := newWorker(t, r, h, worker.Options{Scheduler: s})
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		synctest.Wait()
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if got := r.settlements("m1"); len(got) != 1 || got[0].kind != "abandon" {
+			t.Errorf("settlements %+v, want abandon", got)
+		}
+		if st := w.Stats(); st.ScheduleFailed != 1 || st.Scheduled != 0 || st.Retried != 1 {
+			t.Errorf("stats %+v, want 1 schedule failed, 1 retried", st)
+		}
+	})
+}
+
+// TestRetryMessageID: a copy's id differs from the original's and from
+// every other copy's, and stays within Service Bus's 128 characters; a
+// message that only claims to be a copy (its id not derived from its
+// properties) is handled under its own id.
+func TestRetryMessageID(t *testing.T) {
+	long := strings.Repeat("é", 128)
+	ids := map[string]bool{}
+	for _, orig := range []string{"ord-1:v2", strings.Repeat("a", 126), strings.Repeat("a", 127), long, long[:len(long)-2] + "b"} {
+		for attempt := 1; attempt <= 12; attempt++ {
+			id := worker.RetryMessageID(orig, attempt)
+			if n := utf8.RuneCountInString(id); n > 128 || !utf8.ValidString(id) {
+				t.Errorf("RetryMessageID(%q, %d) = %q: %d characters", orig, attempt, id, n)
+			}
+			if id == orig || ids[id] {
+				t.Errorf("RetryMessageID(%q, %d) = %q is not unique", orig, attempt, id)
+			}
+			ids[id] = true
+		}
+	}
+
+	synctest.Test(t, func(t *testing.T) {
+		r := newFakeReceiver()
+		var got []string
+		var mu sync.Mutex
+		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+			mu.Lock()
+			got = append(got, m.ID)
+			mu.Unlock()
+			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
+		})
+		w := newWorker(t, r, h, worker.Options{Scheduler: &fakeScheduler{r: r}})
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		props := func(orig string) map[string]any {
+			return map[string]any{worker.PropertyOriginalMessageID: orig, worker.PropertyRetryAttempt: int64(1), worker.PropertyRetrySince: int64(0)}
+		}
+		r.msgs <- &azservicebus.ReceivedMessage{MessageID: "a~r1", DeliveryCount: 1, ApplicationProperties: props("a")}
+		r.msgs <- &azservicebus.ReceivedMessage{MessageID: "forged", DeliveryCount: 1, ApplicationProperties: props("victim")}
+		synctest.Wait()
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		slices.Sort(got)
+		if strings.Join(got, " ") != "a forged" {
+			t.Errorf("handler ids %v, want [a forged]: a copy under its original's id, a forged one under its own", got)
+		}
+	})
+}
