@@ -32,6 +32,7 @@ type Store interface {
 //     then reports a timeout (matching idempotent.ErrTransient), as when the
 //     response to a committed write is lost;
 //   - Outage: every call for the order fails as Transient does;
+//   - Poison: the order's document reads back undecodable (see poison.go);
 //   - PaymentCrash: the delivery marked by the payment gateway dies at its
 //     next payment record write, which never happens (see faultGateway);
 //   - PaymentRecordOutage: from the first write that marks an order's
@@ -58,6 +59,7 @@ type faultStore struct {
 	reads    map[string]uint64 // read calls so far, by order id
 	docCalls map[string]uint64 // document calls so far, by order id
 	outages  map[string]bool   // orders under a permanent outage
+	poison   map[string]bool   // poison orders: their document reads back undecodable
 	marked   map[string]bool   // orders whose completed-mark was offered to PaymentMarkFailure
 
 	recordDown    map[string]bool // orders whose payment record PaymentRecordOutage made unwritable
@@ -223,7 +225,11 @@ func (s *faultStore) readOrder(ctx context.Context, orderID, id string) ([]byte,
 		s.tr.count(func(c *FaultCounts) { c.Transient++ })
 		return nil, "", fmt.Errorf("read order %q: %w", orderID, errThrottled)
 	}
-	return s.mem.ReadDocument(ctx, orderID, id)
+	body, etag, err := s.mem.ReadDocument(ctx, orderID, id)
+	if err == nil && s.poisoned(orderID, id) {
+		body = s.undecodable(body)
+	}
+	return body, etag, err
 }
 
 // fail returns the injected failure of document call n for order id, if any.
@@ -249,6 +255,9 @@ func (s *faultStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, s
 		return nil, "", s.logged(pk, "read "+id, err)
 	}
 	body, etag, err := s.mem.ReadDocument(ctx, pk, id)
+	if err == nil && s.poisoned(pk, id) {
+		body = s.undecodable(body)
+	}
 	what := "read " + id
 	if st := paymentState(body); st != "" {
 		what += " (" + st + ")"
@@ -348,6 +357,12 @@ func (s *faultStore) patchDocument(ctx context.Context, pk, id string, p idempot
 	n, outage := s.next(s.docCalls, pk)
 	if err := s.fail("patch "+id, pk, n, outage); err != nil {
 		return "", err
+	}
+	if s.poisoned(pk, id) {
+		if _, _, err := s.mem.ReadDocument(ctx, pk, id); err != nil {
+			return "", err // not yet created
+		}
+		return "", errPoisonPatch
 	}
 	return s.mem.PatchDocument(ctx, pk, id, p)
 }
