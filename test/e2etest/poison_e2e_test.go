@@ -127,7 +127,7 @@ func TestEndToEndPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		}
 	}
 	sum := e2etest.FinalSummary(logs)
-	t.Logf("%d of %d healthy orders created, %d status changes dead-lettered, all settled %v after the producer started; breaker: %d openings, %d probes that kept it closed, final summary breaker_opened=%d",
+	t.Logf("%d of %d healthy orders created, %d status changes dead-lettered, %v after the producer started; breaker: %d openings, %d probes that kept it closed, final summary breaker_opened=%d",
 		created, healthy, len(s.DeadLetters), settled.Round(time.Millisecond), openings, staysClosed, sum["breaker_opened"])
 	if created != healthy {
 		t.Errorf("%d of %d healthy orders created", created, healthy)

@@ -390,7 +390,11 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		row("applied", st.Applied, "newer than the stored version")
 		row("stale", st.Stale, "not newer: completed, nothing written")
 		row("retried, arrived before the order", st.BeforeOrder, "")
-		row("dead-lettered", st.DeadLettered, "their order was never stored")
+		why := "their order was never stored"
+		if r.PoisonOrders > 0 {
+			why += ", or its stored document is undecodable (poison)"
+		}
+		row("dead-lettered", st.DeadLettered, why)
 		line("")
 	}
 	if len(r.Inbox) > 0 {
