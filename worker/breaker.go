@@ -50,7 +50,7 @@ func (s breakerState) String() string {
 //     run opens it.
 //   - An excused entity's failures are not counted again, so they can
 //     neither open the breaker nor reopen it, until a delivery of that
-//     entity succeeds. Entities are excused when the breaker learns that
+//     entity ends in anything but a retry. Entities are excused when the breaker learns that
 //     the dependency answers after it suspected it: the probe succeeded
 //     (before opening, or closing it), or a delivery succeeded while it was
 //     open or half-open. A half-open trial that fails for an excused
@@ -302,7 +302,9 @@ func (b *breaker) record(res idempotent.Result, trial, counts bool) {
 			b.open(res, nil)
 		}
 	default:
-		delete(b.excused, res.Key)
+		if res.Outcome != idempotent.Transient { // the entity's delivery succeeded
+			delete(b.excused, res.Key)
+		}
 		b.backoff = 0
 		if b.state != breakerClosed {
 			b.close("a delivery succeeded (outcome " + res.Outcome.String() + ")")
