@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,40 +19,88 @@ import (
 )
 
 // TestEndToEndPoisonMessagesDoNotStopTheWorker runs the real orderworker
-// against the test broker and cosmium with one order whose stored document
-// cannot be decoded (written straight into cosmium: its version is a
-// string), eight status changes for it at the head of the queue, and 400
-// healthy orders behind them. Every status change fails on every delivery
-// with a StoreError, a dependency failure by its reason; the breaker's
-// probe (a point read) answers, so the breaker must never open, every
-// healthy order must be created, and the eight must end in the dead-letter
-// queue (by MaxDeliveryCount, or with a reason of the worker's). Before the
-// breaker's rule the same eight reopened it after every probe, its backoff
-// doubling from 1 to 32 s: 7 openings and none of the 400 orders created in
-// 91 s.
+// against the test broker and cosmium with eight status changes of one
+// poison order at the head of the queue and 400 healthy orders behind
+// them. The store answers the breaker's probe (a point read) throughout,
+// so the breaker must never open, every healthy order must be created, and
+// the eight must end in the dead-letter queue, with a reason. Before the
+// breaker's rule, with the poison messages' failure a retried StoreError,
+// the same eight reopened it after every probe, its backoff doubling: 8
+// openings and none of the 400 orders created in 3 minutes (the issue saw
+// 7 and none in 91 s).
+//
+// The poison order is, in one subtest, a stored document that cannot be
+// decoded (written straight into cosmium: its version is a string), which
+// the worker dead-letters at the first delivery of each change, and in the
+// other a partition whose every call fails with 500 (a proxy in front of
+// cosmium answers so), a StoreError that stays retried until
+// MaxDeliveryCount: the failure the breaker must not mistake for an
+// outage.
 func TestEndToEndPoisonMessagesDoNotStopTheWorker(t *testing.T) {
+	t.Run("undecodable document", func(t *testing.T) {
+		runPoison(t, false)
+	})
+	t.Run("partition answering 500", func(t *testing.T) {
+		runPoison(t, true)
+	})
+}
+
+// poisonID is the poison order.
+const poisonID = "poison-order"
+
+// failingPartition is a Cosmos DB gateway in front of cosmium (through
+// e2etest.FeedProxy, which rewrites the account's endpoints to its own)
+// that answers every request on a document of poisonID with 500.
+func failingPartition(t *testing.T, e *relayEnv) string {
+	t.Helper()
+	fp, err := e2etest.NewFeedProxy(e.cosmos.Endpoint, e.cosmos.Key, e2eDatabase, e2eContainer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/docs/"+poisonID) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, `{"code":"InternalServerError","message":"this partition fails every call (test)"}`)
+			return
+		}
+		fp.ServeHTTP(w, r)
+	}))
+	fp.SetAddr(srv.Listener.Addr().String())
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return fp.Endpoint
+}
+
+func runPoison(t *testing.T, failing bool) {
 	e := newRelayEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cosmos := e.container(t)
 
-	w := e.start(t, "order worker", "orderworker", "-concurrency", "8")
+	env := e.baseEnv
+	if failing {
+		env = append(append([]string(nil), e.baseEnv...), "COSMOS_ENDPOINT="+failingPartition(t, e))
+	}
+	w := e2etest.Start(t, env, e.bin, "order worker", "orderworker", "-concurrency", "8")
 	e2etest.Until(t, ctx, "the container", func() bool {
 		_, err := cosmos.Read(ctx, nil)
 		return err == nil
 	})
 
-	const poisonID, changes, healthy = "poison-order", 8, 400
-	broken := map[string]any{
-		"id": poisonID, "orderId": poisonID, "type": order.TypeOrder, "customerId": "c-1", "currency": "EUR",
-		"totalMinor": 100, "status": "accepted", "version": "not a number",
-	}
-	body, err := json.Marshal(broken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cosmos.UpsertItem(ctx, azcosmos.NewPartitionKeyString(poisonID), body, nil); err != nil {
-		t.Fatalf("writing the broken document: %v", err)
+	const changes, healthy = 8, 400
+	if !failing {
+		broken := map[string]any{
+			"id": poisonID, "orderId": poisonID, "type": order.TypeOrder, "customerId": "c-1", "currency": "EUR",
+			"totalMinor": 100, "status": "accepted", "version": "not a number",
+		}
+		body, err := json.Marshal(broken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cosmos.UpsertItem(ctx, azcosmos.NewPartitionKeyString(poisonID), body, nil); err != nil {
+			t.Fatalf("writing the broken document: %v", err)
+		}
 	}
 	statuses := []string{"paid", "shipped", "delivered", "cancelled"}
 	changedAt := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -127,8 +177,12 @@ func TestEndToEndPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		}
 	}
 	sum := e2etest.FinalSummary(logs)
-	t.Logf("%d of %d healthy orders created, %d status changes dead-lettered, %v after the producer started; breaker: %d openings, %d probes that kept it closed, final summary breaker_opened=%d",
-		created, healthy, len(s.DeadLetters), settled.Round(time.Millisecond), openings, staysClosed, sum["breaker_opened"])
+	reasons := make(map[string]int)
+	for _, m := range s.DeadLetters {
+		reasons[m.DeadLetterReason]++
+	}
+	t.Logf("%d of %d healthy orders created, %d status changes dead-lettered %v, %v after the producer started; breaker: %d openings, %d probes that kept it closed, final summary breaker_opened=%d",
+		created, healthy, len(s.DeadLetters), reasons, settled.Round(time.Millisecond), openings, staysClosed, sum["breaker_opened"])
 	if created != healthy {
 		t.Errorf("%d of %d healthy orders created", created, healthy)
 	}
