@@ -45,9 +45,9 @@ type State struct {
 	// dead-lettered for MaxDeliveryCountExceeded although charged.
 	PaymentRecordOutages map[string]bool
 
-	// PoisonOrders are the orders whose stored document read back
-	// undecodable (FaultRates.Poison): no status change of theirs can be
-	// applied, and every one must end dead-lettered.
+	// PoisonOrders are the orders whose document could not be used
+	// (FaultRates.Poison): no status change of theirs can be applied, and
+	// every one must end dead-lettered.
 	PoisonOrders map[string]bool
 }
 
@@ -468,8 +468,8 @@ func (v *view) noMessageLost(idx *index) []Violation {
 				switch {
 				case !stored || hash != m.RequestHash:
 				case v.consumer == "" && idx.s.PoisonOrders[m.MessageID]:
-					// Its stored document reads back undecodable: a copy
-					// delivered again reads it and cannot finish.
+					// Its document cannot be used: a copy delivered again
+					// reads it and cannot finish.
 				case v.consumer == "" && idx.s.PaymentRecordOutages[m.MessageID]:
 					// Its payment record could not be written after the
 					// charge for the copy's whole life: no consumer could
@@ -738,11 +738,11 @@ func checkStatusIsHighestVersion(idx *index) []Violation {
 		d, stored := version(m.OrderID)
 		dl, dead := idx.dead[m.Seq]
 		if idx.s.PoisonOrders[m.OrderID] {
-			// Its order's document reads back undecodable: it must end
+			// Its order's document cannot be used: it must end
 			// dead-lettered (by MaxDeliveryCount, or by the consumer
 			// with a reason; checkNoMessageLost checks that it has one).
 			if !dead {
-				add(m.OrderID, m.Seq, "status change to version %d of a poison order (its stored document is undecodable) completed, want it dead-lettered", m.Version)
+				add(m.OrderID, m.Seq, "status change to version %d of a poison order (its document cannot be used) completed, want it dead-lettered", m.Version)
 			}
 			continue
 		}

@@ -41,12 +41,13 @@ type FaultRates struct {
 	// (not JSON, missing fields, a wrong total, or an orderId other than its
 	// MessageId).
 	Malformed float64
-	// Poison: a valid order, with status changes, whose stored document
-	// reads back undecodable once it is created (see poison.go): every
-	// status change for it fails on every delivery with a StoreError, a
-	// dependency failure by its reason, until the broker dead-letters it at
-	// MaxDeliveryCount, while the store answers every other call. The
-	// order is spared every other fault.
+	// Poison: a valid order, with status changes, whose own document
+	// cannot be used once it is created (see poison.go): it reads back
+	// undecodable, or every read and patch of it fails with 500, a
+	// StoreError (a dependency failure by its reason) retried on every
+	// delivery until the broker dead-letters it at MaxDeliveryCount; the
+	// store answers every other call. The order is spared every other
+	// fault.
 	Poison float64
 
 	// OutOfOrder: an order's status changes are sent shuffled, some of them
@@ -204,7 +205,8 @@ type orderPlan struct {
 	reuse         bool // the id is sent again with other content, after the window
 	reuseRetry    bool // the reuse is itself sent twice at once
 	outage        bool // every store call for it fails
-	poison        bool // its stored document reads back undecodable: see poisonDraw
+
+	poison poisonKind // its document cannot be used: see poison.go
 
 	// Status changes: versions 2..statuses+1, sent in the order of
 	// statusOrder (indexes into the versions); the first statusBefore of
@@ -278,10 +280,9 @@ func (p *plan) order(i int) orderPlan {
 	op.reuse = d[4] < p.rates.Reuse
 	op.reuseRetry = op.reuse && d[5] < p.rates.ProducerRetry
 	op.outage = d[6] < p.rates.Outage
-	if p.poisonDraw(i) {
+	if op.poison = p.poisonDraw(i); op.poison != notPoison {
 		// Spared every other fault: a copy of the order itself would
-		// read the undecodable document too (see poison.go).
-		op.poison = true
+		// read its document too (see poison.go).
 		op.lateRetry, op.lateRetryCopy, op.reuse, op.reuseRetry, op.outage = false, false, false, false, false
 	}
 
@@ -296,7 +297,7 @@ func (p *plan) order(i int) orderPlan {
 	for v := range 3 {
 		retry[v], lateRetry[v] = sr.Float64(), sr.Float64()
 	}
-	if has >= p.statuses && !(op.poison && p.statuses > 0) { // a poison order always has status changes
+	if has >= p.statuses && !(op.poison != notPoison && p.statuses > 0) { // a poison order always has status changes
 		return op
 	}
 	op.statuses = n

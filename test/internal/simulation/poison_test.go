@@ -24,14 +24,16 @@ func (h *breakerOpenings) Handle(_ context.Context, r slog.Record) error {
 func (h *breakerOpenings) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *breakerOpenings) WithGroup(string) slog.Handler      { return h }
 
-// TestPoisonMessagesDoNotStopTheWorkers: with a tenth of the orders poison
-// (their stored document reads back undecodable, so each of their status
-// changes fails with a StoreError on every delivery) and nothing else
-// failing, every invariant holds: every healthy order is created, every
-// poison status change ends dead-lettered, nothing is lost; and since the
-// store answers the breaker's probe throughout, no worker's breaker ever
-// opens. Before the breaker's rule the same poison messages, back at the
-// head of the queue after each abandon, reopened it after every probe.
+// TestPoisonMessagesDoNotStopTheWorkers: with a few percent of the orders
+// poison (their document reads back undecodable, or fails every call with
+// 500, so that each of their status changes fails with a StoreError on
+// every delivery until MaxDeliveryCount) and nothing else failing, every
+// invariant holds: every healthy order is created, every poison status
+// change ends dead-lettered, nothing is lost; and since the store answers
+// the breaker's probe throughout, no worker's breaker ever opens. Before
+// the breaker's rule the same poison messages, back at the head of the
+// queue after each abandon, reopened it after every probe (9 openings in
+// this run).
 func TestPoisonMessagesDoNotStopTheWorkers(t *testing.T) {
 	openings := &breakerOpenings{}
 	rep, err := runSim(t, simulation.Config{

@@ -27,7 +27,7 @@ type Report struct {
 	Malformed    int // orders sent as invalid messages (malformed or orderId ≠ MessageId)
 	ReusedIDs    int // valid orders whose id was sent again with other content
 	OutageOrders int // valid orders whose every store call failed
-	PoisonOrders int // valid orders whose stored document read back undecodable
+	PoisonOrders int // valid orders whose document could not be used (undecodable, or failing every call)
 	Sends        int // messages sent to the order writers' queue (Send calls), retries and resubmissions included
 	Enqueued     int // of them, messages the queue accepted
 	Dropped      int // of them, dropped by duplicate detection: producer retries inside the window, and DroppedReuses
@@ -214,7 +214,7 @@ type FaultCounts struct {
 	Transient      int // store calls failed before writing
 	Ambiguous      int // committed writes reported as timeouts
 	OutageErrors   int // store calls failed by an outage
-	PoisonReads    int // reads of a poison order's document, which came back undecodable
+	PoisonReads    int // reads and patches of a poison order's document that came back undecodable or failed
 	PaymentFailure int // capture requests failed with 5xx or 429 before charging
 	PaymentDrop    int // capture requests answered by a dropped connection after the charge
 	PaymentTimeout int // capture requests whose answer was lost to a client timeout
@@ -353,7 +353,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	row("transient store errors", f.Transient+f.OutageErrors, fmt.Sprintf("%d from outages", f.OutageErrors))
 	row("ambiguous writes", f.Ambiguous, "committed, reported as timeouts")
 	if r.PoisonOrders > 0 {
-		row("poison orders", r.PoisonOrders, fmt.Sprintf("stored document undecodable: %d reads", f.PoisonReads))
+		row("poison orders", r.PoisonOrders, fmt.Sprintf("document undecodable or failing: %d calls", f.PoisonReads))
 	}
 	if r.Payments.Enabled {
 		row("payment 5xx/429 before charging", f.PaymentFailure, "")
@@ -392,7 +392,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		row("retried, arrived before the order", st.BeforeOrder, "")
 		why := "their order was never stored"
 		if r.PoisonOrders > 0 {
-			why += ", or its stored document is undecodable (poison)"
+			why += ", or its document cannot be used (poison)"
 		}
 		row("dead-lettered", st.DeadLettered, why)
 		line("")

@@ -97,7 +97,8 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	gen := ordergen.New(cfg.Seed, "sim")
 	rep := &Report{Config: cfg, Orders: cfg.Orders}
 	outages := make(map[string]bool)
-	poison := make(map[string]bool)
+	poison := make(map[string]poisonKind)
+	poisoned := make(map[string]bool)
 	for i := range cfg.Orders {
 		op := p.order(i)
 		if op.malformed {
@@ -111,8 +112,8 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		if op.outage {
 			outages[gen.ID(i)] = true
 		}
-		if op.poison {
-			poison[gen.ID(i)] = true
+		if op.poison != notPoison {
+			poison[gen.ID(i)], poisoned[gen.ID(i)] = op.poison, true
 		}
 		if op.statuses > 0 {
 			rep.Status.Orders++
@@ -123,7 +124,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	}
 	rep.OutageOrders = len(outages)
 	rep.PoisonOrders = len(poison)
-	p.spared = poison
+	p.spared = poisoned
 
 	mem := memstore.NewWithClock(time.Now)
 	changed := make(chan struct{}, 1)
@@ -274,7 +275,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	}
 
 	state := State{Sent: subs[0].out.sent, Queue: subs[0].out.q.Snapshot(), Documents: mem.Items(), Now: time.Now(), MarkerTTL: cfg.MarkerTTL,
-		PaymentRecordOutages: subs[0].store.recordOutages(), PoisonOrders: poison}
+		PaymentRecordOutages: subs[0].store.recordOutages(), PoisonOrders: poisoned}
 	for _, s := range subs {
 		state.Untouched = append(state.Untouched, s.tr.untouched(s.out.consumer)...)
 	}

@@ -32,7 +32,8 @@ type Store interface {
 //     then reports a timeout (matching idempotent.ErrTransient), as when the
 //     response to a committed write is lost;
 //   - Outage: every call for the order fails as Transient does;
-//   - Poison: the order's document reads back undecodable (see poison.go);
+//   - Poison: the order's document reads back undecodable, or fails every
+//     read and patch with 500 (see poison.go);
 //   - PaymentCrash: the delivery marked by the payment gateway dies at its
 //     next payment record write, which never happens (see faultGateway);
 //   - PaymentRecordOutage: from the first write that marks an order's
@@ -55,12 +56,12 @@ type faultStore struct {
 	latency time.Duration // of every call, as a round trip to Cosmos DB takes
 
 	mu       sync.Mutex
-	creates  map[string]uint64 // create calls so far, by order id
-	reads    map[string]uint64 // read calls so far, by order id
-	docCalls map[string]uint64 // document calls so far, by order id
-	outages  map[string]bool   // orders under a permanent outage
-	poison   map[string]bool   // poison orders: their document reads back undecodable
-	marked   map[string]bool   // orders whose completed-mark was offered to PaymentMarkFailure
+	creates  map[string]uint64     // create calls so far, by order id
+	reads    map[string]uint64     // read calls so far, by order id
+	docCalls map[string]uint64     // document calls so far, by order id
+	outages  map[string]bool       // orders under a permanent outage
+	poison   map[string]poisonKind // poison orders: their document cannot be used
+	marked   map[string]bool       // orders whose completed-mark was offered to PaymentMarkFailure
 
 	recordDown    map[string]bool // orders whose payment record PaymentRecordOutage made unwritable
 	recordsBackUp bool            // the PaymentRecordOutages have ended
@@ -225,8 +226,11 @@ func (s *faultStore) readOrder(ctx context.Context, orderID, id string) ([]byte,
 		s.tr.count(func(c *FaultCounts) { c.Transient++ })
 		return nil, "", fmt.Errorf("read order %q: %w", orderID, errThrottled)
 	}
+	if err := s.poisonCall(orderID, id); err != nil {
+		return nil, "", err
+	}
 	body, etag, err := s.mem.ReadDocument(ctx, orderID, id)
-	if err == nil && s.poisoned(orderID, id) {
+	if err == nil && s.poisoned(orderID, id) == poisonUndecodable {
 		body = s.undecodable(body)
 	}
 	return body, etag, err
@@ -254,8 +258,11 @@ func (s *faultStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, s
 	if err := s.fail("read "+id, pk, n, outage); err != nil {
 		return nil, "", s.logged(pk, "read "+id, err)
 	}
+	if err := s.poisonCall(pk, id); err != nil {
+		return nil, "", s.logged(pk, "read "+id, err)
+	}
 	body, etag, err := s.mem.ReadDocument(ctx, pk, id)
-	if err == nil && s.poisoned(pk, id) {
+	if err == nil && s.poisoned(pk, id) == poisonUndecodable {
 		body = s.undecodable(body)
 	}
 	what := "read " + id
@@ -358,7 +365,10 @@ func (s *faultStore) patchDocument(ctx context.Context, pk, id string, p idempot
 	if err := s.fail("patch "+id, pk, n, outage); err != nil {
 		return "", err
 	}
-	if s.poisoned(pk, id) {
+	if err := s.poisonCall(pk, id); err != nil {
+		return "", err
+	}
+	if s.poisoned(pk, id) == poisonUndecodable {
 		if _, _, err := s.mem.ReadDocument(ctx, pk, id); err != nil {
 			return "", err // not yet created
 		}
