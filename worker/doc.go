@@ -83,8 +83,8 @@
 // Worker.BreakerOpen and Stats report its state.
 //
 // The breaker opens only on evidence that the dependency fails, never
-// because the same few messages keep failing (poison messages: a stored
-// document that cannot be decoded, one partition that always fails). If the
+// because the same few messages keep failing (poison messages: a document
+// or a partition that always fails, which only their entity meets). If the
 // probe succeeds when the threshold is reached, the failures are the
 // messages' own: the breaker stays closed and the entities of those
 // failures (idempotent.Result.Key) are excused, and so are the entities
