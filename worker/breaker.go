@@ -3,6 +3,9 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +35,35 @@ func (s breakerState) String() string {
 // breaker stops the receive loop while a dependency fails. The receive loop
 // calls admit before every receive; handlers call record with every result.
 // It is safe for concurrent use.
+//
+// It opens only on evidence that the dependency fails, never because the
+// same few messages keep failing:
+//
+//   - A run is the dependency failures (Result.DependencyFailed) since the
+//     last success; failures of excused entities (below) are not part of
+//     it. When it reaches Threshold and a Probe is configured, the breaker
+//     pauses receiving and asks the probe before opening: a failed probe
+//     opens it; a successful one means the failures are the messages' own
+//     (a stored document that cannot be decoded, a partition that always
+//     fails): the breaker stays closed, never having opened, and the
+//     entities (Result.Key) of the run are excused. Without a probe the
+//     run opens it.
+//   - An excused entity's failures are not counted again, so they can
+//     neither open the breaker nor reopen it, until a delivery of that
+//     entity ends in anything but a retry. Entities are excused when the breaker learns that
+//     the dependency answers after it suspected it: the probe succeeded
+//     (before opening, or closing it), or a delivery succeeded while it was
+//     open or half-open. A half-open trial that fails for an excused
+//     entity lets the next trial through instead of reopening. A failure
+//     without a Key is an entity of its own, never excused. Past
+//     maxExcused entities the breaker forgets them all, which costs an
+//     entity that still fails one more probe.
+//
+// A message whose failure is its own is abandoned after every delivery as
+// before, and the broker dead-letters it at MaxDeliveryCount, while the
+// other messages flow. Without a probe the breaker cannot tell poison
+// messages from an outage until a delivery succeeds: Threshold failures in
+// a row open it, and a half-open trial may draw the same poison message.
 type breaker struct {
 	o       BreakerOptions
 	max     int // the worker's concurrency
@@ -40,8 +72,13 @@ type breaker struct {
 
 	mu          sync.Mutex
 	state       breakerState
-	failures    int           // consecutive dependency failures
-	backoff     time.Duration // the current open period; 0 after a success
+	failures    int                 // the run: dependency failures counted since the last success, check or close
+	suspects    map[string]struct{} // the entities of the run
+	excused     map[string]struct{} // entities whose failures are their own: not counted
+	unkeyed     int                 // failures without a key so far, to name each as an entity of its own
+	checking    bool                // closed, receiving paused: the probe decides whether to open
+	last        idempotent.Result   // the last counted failure, for the logs
+	backoff     time.Duration       // the current open period; 0 after a success
 	openedAt    time.Time
 	nextAttempt time.Time
 	attempts    int  // probes or trials since it opened
@@ -52,8 +89,14 @@ type breaker struct {
 	onState     func(breakerState) // if set, called with every state change, b.mu held
 }
 
+// maxExcused bounds the entities the breaker excuses; past it, it forgets
+// them all (which costs at most another probe, or without a probe a
+// reopening, for an entity that still fails).
+const maxExcused = 1024
+
 func newBreaker(o BreakerOptions, max int, log *slog.Logger) *breaker {
-	return &breaker{o: o, max: max, log: log, enabled: o.Threshold > 0, changed: make(chan struct{})}
+	return &breaker{o: o, max: max, log: log, enabled: o.Threshold > 0, changed: make(chan struct{}),
+		suspects: make(map[string]struct{}), excused: make(map[string]struct{})}
 }
 
 // grant is the breaker's answer to admit: how many messages the loop may
@@ -78,14 +121,22 @@ func (g grant) done() {
 }
 
 // admit blocks while the breaker is open, probing after each backoff, and
-// returns what the receive loop may do next, with a receive context derived
-// from rx; ok is false once ctx ends.
+// while it checks whether to open, and returns what the receive loop may do
+// next, with a receive context derived from rx; ok is false once ctx ends.
 func (b *breaker) admit(ctx, rx context.Context) (g grant, ok bool) {
 	if !b.enabled {
 		return grant{ctx: rx, max: b.max}, true
 	}
 	for {
 		b.mu.Lock()
+		if b.state == breakerClosed && b.checking {
+			b.mu.Unlock()
+			b.check(ctx)
+			if ctx.Err() != nil {
+				return grant{}, false
+			}
+			continue
+		}
 		if b.state == breakerClosed || (b.state == breakerHalfOpen && !b.trial) {
 			rctx, cancel := context.WithCancel(rx)
 			g = grant{ctx: rctx, max: b.max, cancel: cancel, b: b}
@@ -120,6 +171,57 @@ func (b *breaker) admit(ctx, rx context.Context) (g grant, ok bool) {
 		b.attempt(ctx)
 	}
 }
+
+// check asks the probe whether the run of failures that reached the
+// threshold is the dependency's: a failed probe opens the breaker, a
+// successful one excuses the run's entities and resumes receiving. It runs
+// on the receive loop, which receives nothing meanwhile. A success
+// recorded meanwhile does not decide it: the probe does.
+func (b *breaker) check(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, b.o.ProbeTimeout)
+	err := b.o.Probe(pctx)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.checking || b.state != breakerClosed {
+		return
+	}
+	b.checking = false
+	if err != nil {
+		b.open(b.last, err)
+		return
+	}
+	n, keys := b.failures, b.excuse()
+	b.log.Info("circuit breaker stays closed: the probe succeeded, so these failures are the messages' own; their entities' failures no longer count",
+		"consecutive_failures", n, "keys", keys, "reason", b.last.Reason, "error", b.last.Err)
+	b.notify()
+}
+
+// excuse moves the suspects to the excused entities and starts a new run;
+// it returns some of their keys, for a log. b.mu is held.
+func (b *breaker) excuse() []string {
+	var keys []string
+	if len(b.excused)+len(b.suspects) > maxExcused {
+		clear(b.excused)
+	}
+	for k := range b.suspects {
+		b.excused[k] = struct{}{}
+		if len(keys) < 10 && !strings.HasPrefix(k, unkeyedPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	clear(b.suspects)
+	b.failures = 0
+	return keys
+}
+
+// unkeyedPrefix starts the name given to a failure without a key: no
+// entity's key starts with a NUL.
+const unkeyedPrefix = "\x00"
 
 // attempt probes the dependencies, or lets the breaker go half-open when
 // there is no probe. The breaker is open when it is called.
@@ -171,20 +273,44 @@ func (b *breaker) record(res idempotent.Result, trial, counts bool) {
 	switch {
 	case !counts:
 	case res.DependencyFailed():
+		key := res.Key
+		if key == "" {
+			b.unkeyed++
+			key = unkeyedPrefix + strconv.Itoa(b.unkeyed)
+		}
+		if _, own := b.excused[key]; own {
+			return // its failures are its own; a half-open trial goes again
+		}
 		b.failures++
+		b.suspects[key] = struct{}{}
+		b.last = res
 		switch b.state {
 		case breakerClosed:
-			if b.failures >= b.o.Threshold {
-				b.open(res)
+			switch {
+			case b.checking || b.failures < b.o.Threshold:
+			case b.o.Probe != nil:
+				// Ask the probe before opening: receive nothing meanwhile.
+				b.checking = true
+				if b.cancelRx != nil {
+					b.cancelRx()
+				}
+				b.notify()
+			default:
+				b.open(res, nil)
 			}
 		case breakerHalfOpen:
-			b.open(res)
+			b.open(res, nil)
 		}
 	default:
-		b.failures = 0
+		if res.Outcome != idempotent.Transient { // the entity's delivery succeeded
+			delete(b.excused, res.Key)
+		}
 		b.backoff = 0
 		if b.state != breakerClosed {
 			b.close("a delivery succeeded (outcome " + res.Outcome.String() + ")")
+		} else if !b.checking { // a check keeps its run for the probe to judge
+			clear(b.suspects)
+			b.failures = 0
 		}
 	}
 }
@@ -197,8 +323,9 @@ func (b *breaker) trialUnused() {
 	b.mu.Unlock()
 }
 
-// open stops receiving. b.mu is held.
-func (b *breaker) open(res idempotent.Result) {
+// open stops receiving; probeErr is the failure of the probe asked before
+// opening, if one was. b.mu is held.
+func (b *breaker) open(res idempotent.Result, probeErr error) {
 	if b.backoff == 0 {
 		b.backoff = b.o.MinBackoff
 	} else {
@@ -216,7 +343,10 @@ func (b *breaker) open(res idempotent.Result) {
 	}
 	wasClosed := b.state == breakerClosed
 	b.setState(breakerOpen)
-	attrs := []any{"consecutive_failures", b.failures, "reason", res.Reason, "error", res.Err, "retry_in", b.backoff.String()}
+	attrs := []any{"consecutive_failures", b.failures, "keys", len(b.suspects), "reason", res.Reason, "error", res.Err, "retry_in", b.backoff.String()}
+	if probeErr != nil {
+		attrs = append(attrs, "probe_error", probeErr)
+	}
 	if wasClosed {
 		b.log.Warn("circuit breaker open: a dependency is failing; receiving paused", attrs...)
 	} else {
@@ -224,9 +354,10 @@ func (b *breaker) open(res idempotent.Result) {
 	}
 }
 
-// close resumes receiving. b.mu is held.
+// close resumes receiving; the entities that failed since the breaker
+// opened are excused. b.mu is held.
 func (b *breaker) close(why string) {
-	b.failures = 0
+	b.excuse()
 	b.trial = false
 	b.setState(breakerClosed)
 	b.log.Info("circuit breaker closed: receiving resumed", "why", why, "open_ms", time.Since(b.openedAt).Milliseconds(), "attempts", b.attempts)

@@ -73,12 +73,27 @@
 //
 // When Options.Breaker.Threshold (zero disables it) consecutive deliveries fail because a
 // dependency failed (idempotent.Result.DependencyFailed: the store or the payments
-// service), the breaker opens: the receive loop cancels the receive in
+// service), the breaker asks Options.Breaker.Probe whether the dependency
+// answers, receiving nothing meanwhile. If the probe fails (or there is no
+// probe), the breaker opens: the receive loop cancels the receive in
 // progress and asks for no more messages, so an outage costs the deliveries
 // already in flight, never the backlog. After a backoff it calls
-// Options.Breaker.Probe until it succeeds, or, without a probe, lets one
+// the probe until it succeeds, or, without a probe, lets one
 // message through; a delivery that does not fail for a dependency closes it.
 // Worker.BreakerOpen and Stats report its state.
+//
+// The breaker opens only on evidence that the dependency fails, never
+// because the same few messages keep failing (poison messages: a document
+// or a partition that always fails, which only their entity meets). If the
+// probe succeeds when the threshold is reached, the failures are the
+// messages' own: the breaker stays closed and the entities of those
+// failures (idempotent.Result.Key) are excused, and so are the entities
+// that failed while it was open once the probe or a delivery closes it. An
+// excused entity's failures no longer count, until one of its deliveries
+// succeeds; its messages are abandoned as before, and the broker
+// dead-letters them at MaxDeliveryCount, while the others flow. Without a
+// probe the breaker cannot tell poison messages from an outage before a
+// delivery succeeds: configure one.
 //
 // # Delayed retries
 //

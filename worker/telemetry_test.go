@@ -91,8 +91,9 @@ func TestTelemetry(t *testing.T) {
 	w := newWorker(t, r, h, worker.Options{
 		Concurrency: 1, LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond,
 		RequestCharge: func() float64 { return float64(ru.Add(1)) },
-		// One dependency failure opens the breaker; the probe closes it.
-		Breaker:    worker.BreakerOptions{Threshold: 1, Probe: func(context.Context) error { return nil }, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
+		// One dependency failure makes the breaker ask the probe, which
+		// fails, so it opens; the next probe closes it.
+		Breaker:    worker.BreakerOptions{Threshold: 1, Probe: probeFailsOnce(), MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
 		CacheStats: func() idempotent.CacheStats { return idempotent.CacheStats{Hits: 5, Misses: 2} },
 		Telemetry:  worker.Telemetry{TracerProvider: tp, MeterProvider: mp, Queue: "orders"},
 	})

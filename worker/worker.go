@@ -111,13 +111,17 @@ type Options struct {
 // selects its default.
 type BreakerOptions struct {
 	// Threshold is the number of consecutive deliveries failed by a
-	// dependency (idempotent.Result.DependencyFailed) that opens the breaker.
-	// Zero (the default) disables the breaker; orderworker uses 5.
+	// dependency (idempotent.Result.DependencyFailed) that opens the
+	// breaker, or with a Probe makes it ask the probe first: a successful
+	// probe keeps it closed, and the entities (Result.Key) of those
+	// failures no longer count (see the package documentation). Zero (the
+	// default) disables the breaker; orderworker uses 5.
 	Threshold int
-	// Probe, if set, is called while the breaker is open, after each
-	// backoff, to learn whether the dependencies answer again; a nil error
-	// closes the breaker and receiving resumes. It must be cheap and must
-	// not touch any message. Without a probe the breaker lets one message
+	// Probe, if set, is called when Threshold failures in a row would open
+	// the breaker, and while it is open, after each backoff, to learn
+	// whether the dependencies answer; a nil error keeps or closes the
+	// breaker and receiving resumes. It must be cheap and must not touch
+	// any message. Without a probe the breaker lets one message
 	// through after each backoff (half-open) and its result decides, which
 	// costs that message one delivery per attempt during an outage.
 	Probe func(ctx context.Context) error

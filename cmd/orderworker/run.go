@@ -107,10 +107,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		SummaryInterval: cfg.SummaryInterval,
 		RequestCharge:   store.RequestCharge,
 		CacheStats:      cacheStats, // the summaries and orderworker.cache.hits/misses
-		// Stop receiving after five consecutive deliveries failed by the
-		// store or the payments service, and probe them until they
-		// answer: an outage costs the in-flight deliveries, not the
-		// backlog.
+		// After five consecutive deliveries failed by the store or the
+		// payments service, probe them: if the probe fails, stop
+		// receiving and probe until they answer (an outage costs the
+		// in-flight deliveries, not the backlog); if it succeeds, the
+		// failures are the messages' own and do not count again.
 		Breaker:   worker.BreakerOptions{Threshold: breakerThreshold, Probe: probe},
 		Telemetry: workerTelemetry(cfg, tel),
 		// A status change before its order waits in a scheduled copy,

@@ -44,6 +44,11 @@ type State struct {
 	// (FaultRates.PaymentRecordOutage): their messages may be
 	// dead-lettered for MaxDeliveryCountExceeded although charged.
 	PaymentRecordOutages map[string]bool
+
+	// PoisonOrders are the orders whose document could not be used
+	// (FaultRates.Poison): no status change of theirs can be applied, and
+	// every one must end dead-lettered.
+	PoisonOrders map[string]bool
 }
 
 // Untouched is a delivery a worker received and never handled.
@@ -462,6 +467,9 @@ func (v *view) noMessageLost(idx *index) []Violation {
 				// finishing what it could finish.
 				switch {
 				case !stored || hash != m.RequestHash:
+				case v.consumer == "" && idx.s.PoisonOrders[m.MessageID]:
+					// Its document cannot be used: a copy delivered again
+					// reads it and cannot finish.
 				case v.consumer == "" && idx.s.PaymentRecordOutages[m.MessageID]:
 					// Its payment record could not be written after the
 					// charge for the copy's whole life: no consumer could
@@ -708,7 +716,7 @@ func checkStatusIsHighestVersion(idx *index) []Violation {
 		}
 		want := Sent{Version: 1, Status: "accepted"}
 		for _, m := range idx.statuses[id] {
-			if m.Version > want.Version {
+			if m.Version > want.Version && !idx.s.PoisonOrders[id] { // no change of a poison order can be applied
 				want = m
 			}
 		}
@@ -738,6 +746,15 @@ func checkStatusIsHighestVersion(idx *index) []Violation {
 		dl, dead := idx.dead[m.Seq]
 		if !dead && f.isDead {
 			dl, dead = f.dead, true
+		}
+		if idx.s.PoisonOrders[m.OrderID] {
+			// Its order's document cannot be used: it must end
+			// dead-lettered (by MaxDeliveryCount, or by the consumer
+			// with a reason; checkNoMessageLost checks that it has one).
+			if !dead {
+				add(m.OrderID, m.Seq, "status change to version %d of a poison order (its document cannot be used) completed, want it dead-lettered", m.Version)
+			}
+			continue
 		}
 		switch {
 		case dead && dl.DeadLetterReason != sbqueue.ReasonMaxDeliveryCountExceeded:

@@ -71,8 +71,11 @@
 // writes as timeouts, fails the write that marks a payment record
 // completed once, makes some charged orders' payment records unwritable
 // until the queues drain (so their messages are dead-lettered with the claim
-// in progress, for a resubmission after the key retention to find), and
-// takes some orders' storage down for good; the
+// in progress, for a resubmission after the key retention to find),
+// takes some orders' storage down for good, and makes some orders' own
+// document unusable, undecodable or failing every call (poison: each of
+// their status changes fails while the store answers the breaker's probe,
+// see poison.go); the
 // payments service fails capture requests with 5xx or 429 before charging,
 // or charges and then drops the connection; the client's transport loses
 // answers after the charge, as a client timeout does; a worker dies between

@@ -41,6 +41,14 @@ type FaultRates struct {
 	// (not JSON, missing fields, a wrong total, or an orderId other than its
 	// MessageId).
 	Malformed float64
+	// Poison: a valid order, with status changes, whose own document
+	// cannot be used once it is created (see poison.go): it reads back
+	// undecodable, or every read and patch of it fails with 500, a
+	// StoreError (a dependency failure by its reason) retried on every
+	// delivery until the broker dead-letters it at MaxDeliveryCount; the
+	// store answers every other call. The order is spared every other
+	// fault.
+	Poison float64
 
 	// OutOfOrder: an order's status changes are sent shuffled, some of them
 	// before the order itself (per order that has status changes).
@@ -130,6 +138,7 @@ func DefaultFaultRates() FaultRates {
 		Outage:              0.002,
 		Reuse:               0.02,
 		Malformed:           0.02,
+		Poison:              0.005,
 		OutOfOrder:          0.5,
 		PaymentFailure:      0.03,
 		PaymentTimeout:      0.03,
@@ -167,7 +176,7 @@ func (r FaultRates) fields() []namedRate {
 		{"ProducerRetry", r.ProducerRetry}, {"RetryOutsideWindow", r.RetryOutsideWindow},
 		{"Crash", r.Crash}, {"LostSettlement", r.LostSettlement}, {"LockExpiry", r.LockExpiry},
 		{"Transient", r.Transient}, {"Ambiguous", r.Ambiguous}, {"Outage", r.Outage},
-		{"Reuse", r.Reuse}, {"Malformed", r.Malformed}, {"OutOfOrder", r.OutOfOrder},
+		{"Reuse", r.Reuse}, {"Malformed", r.Malformed}, {"Poison", r.Poison}, {"OutOfOrder", r.OutOfOrder},
 		{"PaymentFailure", r.PaymentFailure}, {"PaymentTimeout", r.PaymentTimeout}, {"PaymentCrash", r.PaymentCrash},
 		{"PaymentMarkFailure", r.PaymentMarkFailure}, {"PaymentRecordOutage", r.PaymentRecordOutage}, {"ResubmitEarly", r.ResubmitEarly}, {"ResubmitLate", r.ResubmitLate},
 		{"WorkerRestart", r.WorkerRestart}, {"ReplicaLag", r.ReplicaLag},
@@ -213,6 +222,8 @@ type orderPlan struct {
 	reuseRetry    bool // the reuse is itself sent twice at once
 	outage        bool // every store call for it fails
 
+	poison poisonKind // its document cannot be used: see poison.go
+
 	// Status changes: versions 2..statuses+1, sent in the order of
 	// statusOrder (indexes into the versions); the first statusBefore of
 	// them go before the order message itself.
@@ -236,6 +247,10 @@ type plan struct {
 	rates     FaultRates
 	maxFaults int     // per order id, across every fault except Outage
 	statuses  float64 // fraction of valid orders with status changes
+
+	// spared are the orders no fault strikes (the poison orders); set
+	// before the run starts, read only after.
+	spared map[string]bool
 
 	mu     sync.Mutex
 	budget map[string]int // faults injected so far, by message id
@@ -281,6 +296,11 @@ func (p *plan) order(i int) orderPlan {
 	op.reuse = d[4] < p.rates.Reuse
 	op.reuseRetry = op.reuse && d[5] < p.rates.ProducerRetry
 	op.outage = d[6] < p.rates.Outage
+	if op.poison = p.poisonDraw(i); op.poison != notPoison {
+		// Spared every other fault: a copy of the order itself would
+		// read its document too (see poison.go).
+		op.lateRetry, op.lateRetryCopy, op.reuse, op.reuseRetry, op.outage = false, false, false, false, false
+	}
 
 	// Status changes draw from a stream of their own, so that the faults
 	// above stay what they were before status changes existed.
@@ -293,7 +313,7 @@ func (p *plan) order(i int) orderPlan {
 	for v := range 3 {
 		retry[v], lateRetry[v] = sr.Float64(), sr.Float64()
 	}
-	if has >= p.statuses {
+	if has >= p.statuses && !(op.poison != notPoison && p.statuses > 0) { // a poison order always has status changes
 		return op
 	}
 	op.statuses = n
@@ -321,7 +341,7 @@ func (p *plan) order(i int) orderPlan {
 // exhaust it. (A fault costs a message at most two deliveries: its own, and
 // a retry that finds the payment claim the fault left behind still fresh.)
 func (p *plan) inject(f fault, id string, a, b uint64) bool {
-	if p.roll(f, id, a, b) >= p.rate(f) {
+	if p.roll(f, id, a, b) >= p.rate(f) || p.spared[id] {
 		return false
 	}
 	p.mu.Lock()
@@ -348,7 +368,7 @@ func (p *plan) resubmits(id string, seq int64, round int) bool {
 // unwritable after its capture (PaymentRecordOutage). It spends no budget:
 // like Outage, it is meant to exhaust the message's deliveries.
 func (p *plan) recordOutage(id string) bool {
-	return p.roll(faultRecordOutage, id, 0, 0) < p.rates.PaymentRecordOutage
+	return p.roll(faultRecordOutage, id, 0, 0) < p.rates.PaymentRecordOutage && !p.spared[id]
 }
 
 // restarts reports whether the worker in slot restarts after its n-th

@@ -27,6 +27,7 @@ type Report struct {
 	Malformed    int // orders sent as invalid messages (malformed or orderId ≠ MessageId)
 	ReusedIDs    int // valid orders whose id was sent again with other content
 	OutageOrders int // valid orders whose every store call failed
+	PoisonOrders int // valid orders whose document could not be used (undecodable, or failing every call)
 	Sends        int // messages sent to the order writers' queue (Send calls), retries and resubmissions included
 	Enqueued     int // of them, messages the queue accepted
 	Dropped      int // of them, dropped by duplicate detection: producer retries inside the window, and DroppedReuses
@@ -220,6 +221,7 @@ type FaultCounts struct {
 	Transient      int // store calls failed before writing
 	Ambiguous      int // committed writes reported as timeouts
 	OutageErrors   int // store calls failed by an outage
+	PoisonReads    int // reads and patches of a poison order's document that came back undecodable or failed
 	PaymentFailure int // capture requests failed with 5xx or 429 before charging
 	PaymentDrop    int // capture requests answered by a dropped connection after the charge
 	PaymentTimeout int // capture requests whose answer was lost to a client timeout
@@ -367,6 +369,9 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	if c.Faults.ReplicaLag > 0 {
 		row("reads behind the latest write", f.ReplicaLag, fmt.Sprintf("%d found no document that exists (Session consistency without the token)", f.ReplicaLagMissing))
 	}
+	if r.PoisonOrders > 0 {
+		row("poison orders", r.PoisonOrders, fmt.Sprintf("document undecodable or failing: %d calls", f.PoisonReads))
+	}
 	if r.Payments.Enabled {
 		row("payment 5xx/429 before charging", f.PaymentFailure, "")
 		row("payment answers lost after charging", f.PaymentDrop+f.PaymentTimeout, fmt.Sprintf("%d dropped connections, %d client timeouts", f.PaymentDrop, f.PaymentTimeout))
@@ -402,7 +407,11 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		row("applied", st.Applied, "newer than the stored version")
 		row("stale", st.Stale, "not newer: completed, nothing written")
 		row("retried, arrived before the order", st.BeforeOrder, "")
-		row("dead-lettered", st.DeadLettered, "their order was never stored")
+		why := "their order was never stored"
+		if r.PoisonOrders > 0 {
+			why += ", or its document cannot be used (poison)"
+		}
+		row("dead-lettered", st.DeadLettered, why)
 		line("")
 	}
 	if len(r.Inbox) > 0 {

@@ -97,6 +97,8 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	gen := ordergen.New(cfg.Seed, "sim")
 	rep := &Report{Config: cfg, Orders: cfg.Orders}
 	outages := make(map[string]bool)
+	poison := make(map[string]poisonKind)
+	poisoned := make(map[string]bool)
 	for i := range cfg.Orders {
 		op := p.order(i)
 		if op.malformed {
@@ -110,6 +112,9 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		if op.outage {
 			outages[gen.ID(i)] = true
 		}
+		if op.poison != notPoison {
+			poison[gen.ID(i)], poisoned[gen.ID(i)] = op.poison, true
+		}
 		if op.statuses > 0 {
 			rep.Status.Orders++
 			if op.statusBefore > 0 || !slices.IsSorted(op.statusOrder) {
@@ -118,6 +123,8 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		}
 	}
 	rep.OutageOrders = len(outages)
+	rep.PoisonOrders = len(poison)
+	p.spared = poisoned
 
 	mem := memstore.NewWithClock(time.Now)
 	if cfg.Faults.ReplicaLag > 0 {
@@ -161,6 +168,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		s := &subscription{name: name, out: &outlet{q: q, statuses: i == 0, hist: hist}, plan: p, tr: newTracker(changed)}
 		if i == 0 {
 			s.store = newFaultStore(mem, p, s.tr, outages, false)
+			s.store.poison = poison
 		} else {
 			s.out.consumer, s.plan = name, p.subscription(name)
 			s.store = newFaultStore(mem, s.plan, s.tr, nil, true)
@@ -271,7 +279,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	}
 
 	state := State{Sent: subs[0].out.sent, Queue: subs[0].out.q.Snapshot(), Documents: mem.Items(), Now: time.Now(), MarkerTTL: cfg.MarkerTTL,
-		PaymentRecordOutages: subs[0].store.recordOutages()}
+		PaymentRecordOutages: subs[0].store.recordOutages(), PoisonOrders: poisoned}
 	for _, s := range subs {
 		state.Untouched = append(state.Untouched, s.tr.untouched(s.out.consumer)...)
 	}

@@ -89,7 +89,7 @@ func TestEveryFaultOccurs(t *testing.T) {
 		Orders: 400, Workers: 3, Concurrency: 4, Seed: 7,
 		Faults: simulation.FaultRates{
 			ProducerRetry: 0.2, RetryOutsideWindow: 0.2, Crash: 0.1, LostSettlement: 0.1, LockExpiry: 0.1,
-			Transient: 0.1, Ambiguous: 0.1, Outage: 0.02, Reuse: 0.1, Malformed: 0.1,
+			Transient: 0.1, Ambiguous: 0.1, Outage: 0.02, Reuse: 0.1, Malformed: 0.1, Poison: 0.01,
 			OutOfOrder: 0.5, PaymentFailure: 0.4, PaymentTimeout: 0.1, PaymentCrash: 0.1, PaymentMarkFailure: 0.05, ResubmitEarly: 0.5, ResubmitLate: 1,
 			RelayCrash: 0.2, RelayStop: 0.2, RelayPause: 0.2, RelayLostAck: 0.2, ReplicaLag: 0.2,
 		},
@@ -115,6 +115,7 @@ func TestEveryFaultOccurs(t *testing.T) {
 		"transient errors":                     f.Transient,
 		"ambiguous writes":                     f.Ambiguous,
 		"outage errors":                        f.OutageErrors,
+		"undecodable reads of poison orders":   f.PoisonReads,
 		"duplicates after a producer retry":    dc.ProducerRetry,
 		"duplicates after lock loss":           dc.LockLoss,
 		"duplicates in a race (any queue)":     dc.ConcurrentRace + rep.Inbox[0].DuplicateCauses.ConcurrentRace + rep.Inbox[1].DuplicateCauses.ConcurrentRace,

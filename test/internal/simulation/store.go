@@ -32,6 +32,8 @@ type Store interface {
 //     then reports a timeout (matching idempotent.ErrTransient), as when the
 //     response to a committed write is lost;
 //   - Outage: every call for the order fails as Transient does;
+//   - Poison: the order's document reads back undecodable, or fails every
+//     read and patch with 500 (see poison.go);
 //   - PaymentCrash: the delivery marked by the payment gateway dies at its
 //     next payment record write, which never happens (see faultGateway);
 //   - PaymentRecordOutage: from the first write that marks an order's
@@ -56,11 +58,12 @@ type faultStore struct {
 	latency time.Duration // of every call, as a round trip to Cosmos DB takes
 
 	mu       sync.Mutex
-	creates  map[string]uint64 // create calls so far, by order id
-	reads    map[string]uint64 // read calls so far, by order id
-	docCalls map[string]uint64 // document calls so far, by order id
-	outages  map[string]bool   // orders under a permanent outage
-	marked   map[string]bool   // orders whose completed-mark was offered to PaymentMarkFailure
+	creates  map[string]uint64     // create calls so far, by order id
+	reads    map[string]uint64     // read calls so far, by order id
+	docCalls map[string]uint64     // document calls so far, by order id
+	outages  map[string]bool       // orders under a permanent outage
+	poison   map[string]poisonKind // poison orders: their document cannot be used
+	marked   map[string]bool       // orders whose completed-mark was offered to PaymentMarkFailure
 
 	recordDown    map[string]bool // orders whose payment record PaymentRecordOutage made unwritable
 	recordsBackUp bool            // the PaymentRecordOutages have ended
@@ -256,7 +259,14 @@ func (s *faultStore) readOrder(ctx context.Context, orderID, id string) ([]byte,
 		s.tr.count(func(c *FaultCounts) { c.Transient++ })
 		return nil, "", fmt.Errorf("read order %q: %w", orderID, errThrottled)
 	}
-	return s.read(ctx, orderID, id)
+	if err := s.poisonCall(orderID, id); err != nil {
+		return nil, "", err
+	}
+	body, etag, err := s.read(ctx, orderID, id)
+	if err == nil && s.poisoned(orderID, id) == poisonUndecodable {
+		body = s.undecodable(body)
+	}
+	return body, etag, err
 }
 
 // fail returns the injected failure of document call n for order id, if any.
@@ -281,7 +291,13 @@ func (s *faultStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, s
 	if err := s.fail("read "+id, pk, n, outage); err != nil {
 		return nil, "", s.logged(pk, "read "+id, err)
 	}
+	if err := s.poisonCall(pk, id); err != nil {
+		return nil, "", s.logged(pk, "read "+id, err)
+	}
 	body, etag, err := s.read(ctx, pk, id)
+	if err == nil && s.poisoned(pk, id) == poisonUndecodable {
+		body = s.undecodable(body)
+	}
 	what := "read " + id
 	if st := paymentState(body); st != "" {
 		what += " (" + st + ")"
@@ -381,6 +397,15 @@ func (s *faultStore) patchDocument(ctx context.Context, pk, id string, p idempot
 	n, outage := s.next(s.docCalls, pk)
 	if err := s.fail("patch "+id, pk, n, outage); err != nil {
 		return "", err
+	}
+	if err := s.poisonCall(pk, id); err != nil {
+		return "", err
+	}
+	if s.poisoned(pk, id) == poisonUndecodable {
+		if _, _, err := s.mem.ReadDocument(ctx, pk, id); err != nil {
+			return "", err // not yet created
+		}
+		return "", errPoisonPatch
 	}
 	return s.mem.PatchDocument(ctx, pk, id, p)
 }

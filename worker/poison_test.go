@@ -1,0 +1,225 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+// probeFailsOnce returns a probe that fails its first call and succeeds
+// after: the breaker, asked to open, opens, and its next probe closes it.
+func probeFailsOnce() func(context.Context) error {
+	var calls atomic.Int64
+	return func(context.Context) error {
+		if calls.Add(1) == 1 {
+			return errStoreDown
+		}
+		return nil
+	}
+}
+
+// poisonKey is the entity of every poison message: an order whose stored
+// document cannot be decoded, so that every status change for it fails.
+const poisonKey = "order-poison"
+
+// errUndecodable is what reading the poison order's document returns, as
+// order's readJSON reports it.
+var errUndecodable = errors.New("decode stored document order-poison/order-poison: json: cannot unmarshal string into Go struct field OrderDocument.version of type int64")
+
+// poisonHandler fails every message whose id starts with "poison" with a
+// StoreError of poisonKey, each delivery, as a status change for an order
+// whose stored document cannot be decoded fails; while down is set it fails
+// every other message with a store outage; else it creates.
+type poisonHandler struct {
+	down    atomic.Bool
+	created atomic.Int64
+}
+
+func (h *poisonHandler) Process(ctx context.Context, m idempotent.Message) idempotent.Result {
+	switch {
+	case strings.HasPrefix(m.ID, "poison"):
+		return idempotent.StoreFailure(poisonKey, "read for status change", errUndecodable)
+	case h.down.Load():
+		return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: idempotent.ReasonStoreUnavailable, Err: errStoreDown}
+	}
+	h.created.Add(1)
+	return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
+}
+
+// poisonQueue is the queue model with the poison messages first, then
+// healthy healthy messages: abandoned messages return to the head, as on
+// Service Bus, so the poison ones are the first that every receive takes.
+func poisonQueue(t *testing.T, poison, healthy int) *sbqueue.Queue {
+	t.Helper()
+	q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("orders", sbqueue.QueueOptions{LockDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range poison {
+		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf("poison-v%d", i+2)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range healthy {
+		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf("m-%03d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return q
+}
+
+// TestBreakerPoisonMessagesDoNotStopTheWorker: eight status changes of one
+// order whose stored document cannot be decoded (a StoreError on every
+// delivery, a dependency failure by its reason) at the head of a backlog of
+// 400 orders. They reach the breaker's threshold, but the probe says the
+// store answers, so the breaker never opens and their entity's failures no
+// longer count: every healthy message completes, and the broker
+// dead-letters the poison ones at MaxDeliveryCount. A real outage across
+// distinct entities afterwards still opens it, and it closes when the store
+// is back. Before the rule, the same messages reopened the breaker after
+// every successful probe, each time with a doubled backoff.
+func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const poison, healthy = 8, 400
+		q := poisonQueue(t, poison, healthy)
+		h := &poisonHandler{}
+		var probes atomic.Int64
+		logs := newCapture(slog.LevelInfo)
+		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
+			Concurrency: 8, SummaryInterval: -1,
+			Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: func(context.Context) error {
+				probes.Add(1)
+				if h.down.Load() {
+					return errStoreDown
+				}
+				return nil
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+
+		// Ten deliveries of a poison message take about 50 s of retry
+		// backoff (500 ms doubling, at most a quarter of the lock).
+		began := time.Now()
+		var allCreated time.Duration // on the bubble's clock, for the log
+		for range 600 {
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if allCreated == 0 && h.created.Load() == healthy {
+				allCreated = time.Since(began)
+			}
+		}
+		s := q.Snapshot()
+		st := w.Stats()
+		t.Logf("poison: %d deliveries, %d probes, %d completed (all %d healthy after %v), %d dead-lettered, breaker opened %d times",
+			s.Delivered, probes.Load(), s.Completed, healthy, allCreated, s.DeadLettered, st.BreakerOpened)
+		if h.created.Load() != healthy || s.Completed != healthy {
+			t.Errorf("%d of %d healthy orders created, %d completed", h.created.Load(), healthy, s.Completed)
+		}
+		if s.DeadLettered != poison || len(s.Active)+len(s.Locked) != 0 {
+			t.Errorf("%d dead-lettered, %d left in the queue; want the %d poison messages dead-lettered, none left", s.DeadLettered, len(s.Active)+len(s.Locked), poison)
+		}
+		for _, m := range s.DeadLetters {
+			if !strings.HasPrefix(m.MessageID, "poison") || m.DeadLetterReason != sbqueue.ReasonMaxDeliveryCountExceeded {
+				t.Errorf("dead-lettered %s as %q, want only the poison messages, for MaxDeliveryCountExceeded", m.MessageID, m.DeadLetterReason)
+			}
+		}
+		if st.BreakerOpened != 0 || w.BreakerOpen() {
+			t.Errorf("breaker opened %d times (open now: %v), want never: the probe answered every time", st.BreakerOpened, w.BreakerOpen())
+		}
+		// One entity: the probe is asked once, then its failures no
+		// longer count.
+		if n := len(logs.matching("circuit breaker stays closed")); n != 1 || probes.Load() != 1 {
+			t.Errorf("%d stays-closed records, %d probes; want the probe asked once", n, probes.Load())
+		}
+
+		// A real outage across distinct entities still opens it.
+		for i := range breakerBacklog {
+			if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf("late-%03d", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := q.Snapshot().Delivered
+		h.down.Store(true)
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		s = q.Snapshot()
+		if d := s.Delivered - before; d > 8+breakerThreshold {
+			t.Errorf("%d deliveries during the outage, want at most concurrency 8 + threshold %d", d, breakerThreshold)
+		}
+		if !w.BreakerOpen() || w.Stats().BreakerOpened != 1 || s.DeadLettered != poison {
+			t.Errorf("during the outage: breaker open %v, opened %d times, %d dead-lettered; want open once, nothing more dead-lettered", w.BreakerOpen(), w.Stats().BreakerOpened, s.DeadLettered)
+		}
+		h.down.Store(false)
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		s = q.Snapshot()
+		if s.Completed != healthy+breakerBacklog || w.BreakerOpen() {
+			t.Errorf("after the outage: %d completed, breaker open %v; want %d completed and the breaker closed", s.Completed, w.BreakerOpen(), healthy+breakerBacklog)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestBreakerExcusesAfterTheProbeCloses: when poison messages of a few
+// entities fill a run while the probe fails (the store really is down
+// too), the breaker opens; once the probe succeeds and closes it, those
+// entities' failures no longer count, so they cannot reopen it while the
+// healthy messages behind them complete.
+func TestBreakerExcusesAfterTheProbeCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const poison, healthy = 8, 200
+		q := poisonQueue(t, poison, healthy)
+		h := &poisonHandler{}
+		h.down.Store(true)
+		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{
+			Concurrency: 8, SummaryInterval: -1,
+			Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: func(context.Context) error {
+				if h.down.Load() {
+					return errStoreDown
+				}
+				return nil
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if !w.BreakerOpen() || w.Stats().BreakerOpened != 1 {
+			t.Fatalf("breaker open %v, opened %d times; want open once while the store is down", w.BreakerOpen(), w.Stats().BreakerOpened)
+		}
+		h.down.Store(false)
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		s := q.Snapshot()
+		if s.Completed != healthy || s.DeadLettered != poison || w.Stats().BreakerOpened != 1 || w.BreakerOpen() {
+			t.Errorf("%d completed, %d dead-lettered, breaker opened %d times (open now %v); want %d completed, the %d poison dead-lettered, no reopening",
+				s.Completed, s.DeadLettered, w.Stats().BreakerOpened, w.BreakerOpen(), healthy, poison)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
