@@ -888,6 +888,7 @@ var relayEnv = []string{
 	"LOG_FORMAT",
 	"OTEL_SERVICE_NAME",
 	"OTEL_METRICS_EXPORTER",
+	"RELAY_HEALTH_ADDR",
 }
 
 // subscriberEnv is the worker's, receiving from a topic subscription in inbox

@@ -15,6 +15,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/startup"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 )
 
@@ -36,13 +37,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{})
+	tel, err := telemetry.New(ctx, cfg.Telemetry)
+	if err != nil {
+		return err
+	}
+	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{Flush: tel})
 	if err != nil {
 		return err
 	}
 	defer proc.Close()
 	logger := proc.Logger
 	logger.Info("orderrelay starting", "config", cfg)
+	hs, err := startHealth(cfg, tel.MetricsHandler(), logger)
+	if err != nil {
+		return err
+	}
+	defer hs.stop(ctx)
 
 	store, err := openStore(cfg)
 	if err != nil {
@@ -71,7 +81,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("start-up check of Service Bus: %w",
 			cli.ExplainServiceBus(err, cfg.ServiceBusNamespace, cfg.ServiceBusConnectionString, fmt.Sprintf("topic %q", cfg.Topic), cli.TopicSetting))
 	}
-	return serve(ctx, cfg, logger, pieces{feed: store.ChangeFeed(), leases: store, sender: relay.NewServiceBusSender(sender)})
+
+	state := newRelayState(time.Now)
+	rt, err := newRelayTelemetry(tel.MeterProvider, cfg.Topic, state)
+	if err != nil {
+		return err
+	}
+	hs.watch(state, cfg.stallLimit, store.Ping, func(ctx context.Context) error { return checkTopic(ctx, sender) })
+	hs.started()
+	defer hs.draining(ctx)()
+	return serve(ctx, cfg, logger, pieces{feed: store.ChangeFeed(), leases: store, sender: relay.NewServiceBusSender(sender), hooks: state.hooks(rt)})
 }
 
 // checkTopic opens the sender's link within storeCheckTimeout.
@@ -88,12 +107,13 @@ type pieces struct {
 	feed   relay.ChangeFeed
 	leases idempotent.DocumentStore
 	sender relay.Sender
+	hooks  relay.Hooks // the health state's and the metrics'; none in most tests
 }
 
 // serve runs the relay until ctx ends, then lets it finish the page in
 // flight and release its leases; after a second signal it returns at once.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, p pieces) error {
-	r, err := relay.New(p.feed, p.leases, p.sender, cfg.options(logger))
+	r, err := relay.New(p.feed, p.leases, p.sender, cfg.options(logger, p.hooks))
 	if err != nil {
 		return err
 	}

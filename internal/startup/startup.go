@@ -11,7 +11,7 @@
 //     providers a command built (telemetry.New), if it exports any.
 //
 // It does not import internal/telemetry, so that a command that exports no
-// telemetry (orderctl, the relay) links no OpenTelemetry SDK or exporter.
+// telemetry (orderctl) links no OpenTelemetry SDK or exporter.
 package startup
 
 import (

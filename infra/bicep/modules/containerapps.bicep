@@ -32,7 +32,7 @@
 // alerts.bicep).
 //
 // Health: the worker and the subscribers serve /livez, /readyz and /startupz
-// on WORKER_HEALTH_ADDR (:8080). The probes reach the replica's own address,
+// on WORKER_HEALTH_ADDR (:8080), the relay on RELAY_HEALTH_ADDR (:8080). The probes reach the replica's own address,
 // so they need no ingress; none of the apps has ingress.
 
 @description('Container Apps environment name.')
@@ -727,7 +727,14 @@ resource relay 'Microsoft.App/containerApps@2025-01-01' = {
               name: 'OTEL_METRICS_EXPORTER'
               value: otlpMetricsExporter
             }
+            {
+              name: 'RELAY_HEALTH_ADDR'
+              value: ':${healthPort}'
+            }
           ]
+          // The relay serves the same three endpoints on the same port; its
+          // /livez fails only when its loop has not ended a poll for minutes.
+          probes: workerProbes
         }
       ]
       terminationGracePeriodSeconds: terminationGracePeriodSeconds
