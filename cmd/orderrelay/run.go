@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{Flush: tel})
+	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{Flush: tel, LogHandler: tel.LogHandler()})
 	if err != nil {
 		return err
 	}

@@ -156,6 +156,7 @@ func newReceiver(sb *azservicebus.Client, cfg config) (*azservicebus.Receiver, e
 func startOptions(cfg *config, tel *telemetry.Providers) startup.Options {
 	return startup.Options{
 		Flush:         tel,
+		LogHandler:    tel.LogHandler(), // the logs as OpenTelemetry log records, when exported
 		Draining:      "shutting down: draining, no new messages; in-flight messages may finish within the shutdown grace; a second signal stops at once",
 		DrainingAttrs: []any{"shutdown_grace", cli.FormatDuration(cfg.ShutdownGrace)},
 		Forced:        "stopping at once: not waiting for in-flight messages",
