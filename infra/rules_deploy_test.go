@@ -43,8 +43,8 @@ var deployRules = []rule{
 		name:  "control-plane writes under the Cosmos DB account run one after another",
 		check: bicepRule(checkCosmosChain),
 		mutations: []mutation{
-			// The worker's assignment starts with the container again.
-			{bicepDir + "modules/cosmos.bicep", "  dependsOn: [\n    container\n  ]\n", "  dependsOn: [\n    database\n  ]\n"},
+			// The worker's assignment starts with the containers again.
+			{bicepDir + "modules/cosmos.bicep", "  dependsOn: [\n    metadataReaderRole\n  ]\n", "  dependsOn: [\n    database\n  ]\n"},
 			// The two assignments start together.
 			{bicepDir + "modules/cosmos.bicep", "  dependsOn: [\n    workerReadsWritesOrders\n  ]\n", "  dependsOn: [\n    container\n  ]\n"},
 		},

@@ -24,7 +24,8 @@ type config struct {
 	CosmosKey                string // secret; emulators only
 	CosmosDatabase           string
 	CosmosContainer          string
-	CosmosInsecureSkipVerify bool // emulators' self-signed certificate only
+	CosmosLeasesContainer    string // empty: the orders container
+	CosmosInsecureSkipVerify bool   // emulators' self-signed certificate only
 
 	Name             string
 	Owner            string
@@ -59,7 +60,8 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint, such as https://x.documents.azure.com:443/")
 	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
 	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", "orders", "Cosmos DB database")
-	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "Cosmos DB container, partitioned on /orderId; its change feed is read and the leases are kept in it")
+	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "Cosmos DB container of the orders, partitioned on /orderId, whose change feed is read (the relay only reads it)")
+	env.String(&c.CosmosLeasesContainer, "cosmos-leases-container", "COSMOS_LEASES_CONTAINER", "", "Cosmos DB container of the relay's lease documents, partitioned on /orderId, such as leases (what the Bicep template creates, and the relay's identity may write); empty: the orders container (emulators, one identity)")
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
 	env.String(&c.Name, "name", "RELAY_NAME", "orderrelay", "relay name, shared by its instances: the leases are lease:<name>:<feed range>")
 	env.String(&c.Owner, "owner", "RELAY_OWNER", "", "this instance's name in the leases; empty: host name and a random suffix")
@@ -156,6 +158,14 @@ func (c *config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// leasesContainer is the container of the lease documents.
+func (c *config) leasesContainer() string {
+	if c.CosmosLeasesContainer == "" {
+		return c.CosmosContainer
+	}
+	return c.CosmosLeasesContainer
+}
+
 // options returns the relay's options.
 func (c *config) options(logger *slog.Logger, hooks relay.Hooks) relay.Options {
 	return relay.Options{Name: c.Name, Owner: c.Owner, LeaseDuration: c.LeaseDuration, PollInterval: c.PollInterval,
@@ -172,6 +182,7 @@ func (c config) LogValue() slog.Value {
 		slog.String("cosmos_key", cli.Mask(c.CosmosKey)),
 		slog.String("cosmos_database", c.CosmosDatabase),
 		slog.String("cosmos_container", c.CosmosContainer),
+		slog.String("cosmos_leases_container", c.leasesContainer()),
 		slog.String("name", c.Name),
 		slog.String("poll_interval", cli.FormatDuration(c.PollInterval)),
 		slog.String("lease_duration", cli.FormatDuration(c.LeaseDuration)),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -17,8 +18,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
@@ -57,11 +60,13 @@ func (c *metricNames) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // TestRunServesHealthAndExportsMetrics runs the command itself against
 // cosmium (behind the change-feed proxy, as on the local stack) and the
-// test broker with the topic, with RELAY_HEALTH_ADDR, Prometheus and an
-// OTLP collector: /startupz and /readyz pass once it runs (owning the
+// test broker with the topic, with RELAY_HEALTH_ADDR, Prometheus, an OTLP
+// collector and the leases in a container of their own
+// (COSMOS_LEASES_CONTAINER, as in Azure): /startupz and /readyz pass once it runs (owning the
 // leases, both services reachable), /livez passes, an order written is
 // published and counted on /metrics, and when run returns the collector
-// has received the relay's metrics.
+// has received the relay's metrics and the lease documents are in the
+// leases container, none in the orders container.
 func TestRunServesHealthAndExportsMetrics(t *testing.T) {
 	cosmium := cosmiumtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -70,8 +75,10 @@ func TestRunServesHealthAndExportsMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "orders", "orders"); err != nil {
-		t.Fatal(err)
+	for _, c := range []string{"orders", "leases"} {
+		if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "orders", c); err != nil {
+			t.Fatal(err)
+		}
 	}
 	store, err := cosmosstore.New(client, "orders", "orders")
 	if err != nil {
@@ -101,7 +108,7 @@ func TestRunServesHealthAndExportsMetrics(t *testing.T) {
 		"SERVICEBUS_CONNECTION_STRING": broker.ConnectionString(),
 		"COSMOS_ENDPOINT":              feed.Endpoint, "COSMOS_KEY": cosmium.Key, "LOG_FORMAT": "json",
 		"RELAY_POLL_INTERVAL": "50ms", "RELAY_HEALTH_ADDR": healthAddr, "RELAY_METRICS_PROMETHEUS": "true",
-		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL,
+		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "COSMOS_LEASES_CONTAINER": "leases",
 	}
 	sigs := make(chan os.Signal, 2)
 	runCtx, stop := cli.Stages(ctx, sigs)
@@ -180,6 +187,18 @@ func TestRunServesHealthAndExportsMetrics(t *testing.T) {
 	}
 	if _, err := net.Dial("tcp", healthAddr); err == nil {
 		t.Error("the health listener is still open after run returned")
+	}
+	// The leases are in their own container, none in the orders container.
+	leases, err := cosmosstore.New(client, "orders", "leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := relay.ManifestID("orderrelay")
+	if _, _, err := leases.ReadDocument(ctx, id, id); err != nil {
+		t.Errorf("manifest in the leases container: %v", err)
+	}
+	if _, _, err := store.ReadDocument(ctx, id, id); !errors.Is(err, idempotent.ErrNotFound) {
+		t.Errorf("manifest in the orders container: %v, want not found", err)
 	}
 	col.mu.Lock()
 	defer col.mu.Unlock()

@@ -152,6 +152,15 @@ param cosmosDatabaseName string
 @description('Cosmos DB container name.')
 param cosmosContainerName string
 
+@description('Cosmos DB container of the relay\'s lease documents.')
+param cosmosLeasesContainerName string
+
+@description('Cosmos DB container of the loyalty subscriber\'s inbox markers and entries.')
+param cosmosLoyaltyContainerName string
+
+@description('Cosmos DB container of the shipping subscriber\'s inbox markers and entries.')
+param cosmosShippingContainerName string
+
 @description('Queue lock duration (ISO 8601), so the worker renews locks in time.')
 param lockDuration string
 
@@ -716,6 +725,10 @@ resource relay 'Microsoft.App/containerApps@2025-01-01' = {
               value: cosmosContainerName
             }
             {
+              name: 'COSMOS_LEASES_CONTAINER'
+              value: cosmosLeasesContainerName
+            }
+            {
               name: 'LOG_FORMAT'
               value: 'json'
             }
@@ -821,7 +834,7 @@ resource loyalty 'Microsoft.App/containerApps@2025-01-01' = {
             }
             {
               name: 'COSMOS_CONTAINER'
-              value: cosmosContainerName
+              value: cosmosLoyaltyContainerName
             }
             {
               name: 'SERVICEBUS_LOCK_DURATION'
@@ -962,7 +975,7 @@ resource shipping 'Microsoft.App/containerApps@2025-01-01' = {
             }
             {
               name: 'COSMOS_CONTAINER'
-              value: cosmosContainerName
+              value: cosmosShippingContainerName
             }
             {
               name: 'SERVICEBUS_LOCK_DURATION'
