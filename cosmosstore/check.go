@@ -248,7 +248,7 @@ func (s *Store) checkFailure(ctx context.Context, step string, err error) error 
 		hint = fmt.Sprintf("the account at %s=%s refused the credential: with %s, the key is not this account's; with Microsoft Entra ID, the token is not for this account (check %s and the tenant)",
 			SettingEndpoint, s.endpoint, SettingKey, SettingClientID)
 	case e.StatusCode == http.StatusForbidden:
-		hint = fmt.Sprintf("the identity may not %s in container %q of database %q: assign it the data-plane role %q on the account (%s names the managed identity; a new role assignment takes a few minutes to apply), or the account's firewall refuses this address",
+		hint = fmt.Sprintf("the identity may not %s in container %q of database %q: assign it the data-plane role %q on this container or its database (%s names the managed identity; a new role assignment takes a few minutes to apply), or the account's firewall refuses this address",
 			step, container, s.database, DataContributorRole, SettingClientID)
 	case e.StatusCode == 0 && idempotent.IsTransient(err):
 		hint = fmt.Sprintf("cannot reach Cosmos DB at %s=%s: check the endpoint and the network", SettingEndpoint, s.endpoint)

@@ -13,7 +13,7 @@ import (
 type grant struct {
 	principal string // worker, producer, scaler, relay, loyalty, shipping, orderctl, developer
 	role      string
-	scope     string // resource type (lower case), followed by the symbol for a topic subscription, or "database"/"container"/"account" for Cosmos data roles
+	scope     string // resource type (lower case), followed by the symbol for a topic subscription, or "database"/"account" or "container <param>" (the cosmos.bicep parameter naming it) for Cosmos data roles
 }
 
 func (g grant) String() string { return g.principal + " has " + g.role + " on " + g.scope }
@@ -36,13 +36,22 @@ var wantGrants = []grant{
 	// receives from its own subscription only; the scaler reads each
 	// subscription's length.
 	{"relay", "Azure Service Bus Data Sender", "microsoft.servicebus/namespaces/topics"},
-	{"relay", "Cosmos DB Built-in Data Contributor", "database"},
 	{"relay", "AcrPull", "microsoft.containerregistry/registries"},
 	{"loyalty", "Azure Service Bus Data Receiver", loyaltySubscriptionScope},
-	{"loyalty", "Cosmos DB Built-in Data Contributor", "database"},
 	{"loyalty", "AcrPull", "microsoft.containerregistry/registries"},
 	{"shipping", "Azure Service Bus Data Receiver", shippingSubscriptionScope},
-	{"shipping", "Cosmos DB Built-in Data Contributor", "database"},
+	// Least privilege per container: the relay reads the orders container's
+	// change feed only and writes its own leases container; each subscriber
+	// writes its own container; none of them reads or writes another
+	// container's items. Each reads the database's metadata, which a role
+	// scoped to a container does not give (azure-cosmos-dotnet-v3 #3638).
+	{"relay", feedReaderRoleName, "container containerName"},
+	{"relay", "Cosmos DB Built-in Data Contributor", "container leasesContainerName"},
+	{"relay", metadataReaderRoleName, "database"},
+	{"loyalty", "Cosmos DB Built-in Data Contributor", "container loyaltyContainerName"},
+	{"loyalty", metadataReaderRoleName, "database"},
+	{"shipping", "Cosmos DB Built-in Data Contributor", "container shippingContainerName"},
+	{"shipping", metadataReaderRoleName, "database"},
 	{"shipping", "AcrPull", "microsoft.containerregistry/registries"},
 	{"scaler", "Azure Service Bus Data Owner", loyaltySubscriptionScope},
 	{"scaler", "Azure Service Bus Data Owner", shippingSubscriptionScope},
@@ -66,6 +75,78 @@ const (
 	loyaltySubscriptionScope  = "microsoft.servicebus/namespaces/topics/subscriptions loyaltySubscription"
 	shippingSubscriptionScope = "microsoft.servicebus/namespaces/topics/subscriptions shippingSubscription"
 )
+
+// The Cosmos DB custom roles, by their roleName, and the exact data actions
+// each must have (Azure Cosmos DB for NoSQL data plane actions reference).
+const (
+	feedReaderRoleName     = "Orders change feed reader"
+	metadataReaderRoleName = "Database metadata reader"
+)
+
+var wantCustomRoles = map[string][]string{
+	feedReaderRoleName: {
+		"Microsoft.DocumentDB/databaseAccounts/readMetadata",
+		"Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/read",
+		"Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/readChangeFeed",
+	},
+	metadataReaderRoleName: {
+		"Microsoft.DocumentDB/databaseAccounts/readMetadata",
+	},
+}
+
+// checkCustomRoles requires every Cosmos DB role definition to be one of
+// wantCustomRoles with exactly its data actions, assignable in the account.
+func checkCustomRoles(b *bicep) error {
+	seen := map[string]bool{}
+	for _, d := range b.all(infra.Resource, "Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions") {
+		name, _ := infra.Lookup(d.Body, "properties.roleName")
+		name, _ = infra.Unquote(name)
+		want, ok := wantCustomRoles[name]
+		if !ok {
+			return fmt.Errorf("%v: custom role %q is none of the roles the deployment needs (%v)", d, name, wantCustomRoles)
+		}
+		seen[name] = true
+		perms, _ := infra.Lookup(d.Body, "properties.permissions")
+		items, err := infra.ParseArray(perms)
+		if err != nil || len(items) != 1 {
+			return fmt.Errorf("%v: want one permission (%v)", d, err)
+		}
+		acts, _ := infra.Lookup(items[0], "dataActions")
+		if v, ok := b.find(d.file, infra.Var, acts); ok {
+			acts = v.Value
+		}
+		elems, err := infra.ParseArray(acts)
+		if err != nil {
+			return fmt.Errorf("%v: dataActions: %v", d, err)
+		}
+		var got []string
+		for _, e := range elems {
+			if v, ok := b.find(d.file, infra.Var, e); ok {
+				e = v.Value
+			}
+			u, ok := infra.Unquote(e)
+			if !ok {
+				return fmt.Errorf("%v: data action %s is not a literal", d, e)
+			}
+			got = append(got, u)
+		}
+		sort.Strings(got)
+		w := append([]string(nil), want...)
+		sort.Strings(w)
+		if strings.Join(got, " ") != strings.Join(w, " ") {
+			return fmt.Errorf("%v: role %q has data actions %v, want exactly %v", d, name, got, w)
+		}
+		if typ, _ := infra.Lookup(d.Body, "properties.type"); typ != "'CustomRole'" {
+			return fmt.Errorf("%v: type %s, want 'CustomRole'", d, typ)
+		}
+	}
+	for name := range wantCustomRoles {
+		if !seen[name] {
+			return fmt.Errorf("no custom role %q", name)
+		}
+	}
+	return nil
+}
 
 // roleNames names the built-in roles by their fixed ids.
 var roleNames = map[string]string{
@@ -134,6 +215,13 @@ func grantsOf(b *bicep, ra decl) ([]grant, error) {
 	}
 	roleID := resolveGUID(b, ra.file, roleExpr)
 	role, ok := roleNames[strings.ToLower(roleID)]
+	if sym, isID := strings.CutSuffix(roleExpr, ".id"); !ok && isID {
+		// A custom role defined in the same file: named by its roleName.
+		if d, found := b.find(ra.file, infra.Resource, sym); found && strings.HasSuffix(d.Type, "/sqlRoleDefinitions") {
+			role, _ = infra.Lookup(d.Body, "properties.roleName")
+			role, ok = infra.Unquote(role)
+		}
+	}
 	if !ok {
 		role = "unknown role " + roleExpr
 	}
@@ -211,7 +299,9 @@ func cosmosScope(b *bicep, ra decl) (string, error) {
 	}
 	switch {
 	case strings.Contains(s, "/colls/"):
-		return "container", nil
+		// '${dataScope}/colls/${containerName}': named by the parameter.
+		_, after, _ := strings.Cut(s, "/colls/")
+		return "container " + strings.Trim(after, "${}'"), nil
 	case strings.Contains(s, "/dbs/"):
 		return "database", nil
 	default:

@@ -400,7 +400,7 @@ var rules = []rule{
 		},
 	},
 	{
-		name: "orders container is partitioned on /orderId (Hash, v2) with per-item TTL",
+		name: "every container is partitioned on /orderId (Hash, v2) with per-item TTL",
 		check: bicepRule(func(b *bicep) error {
 			cs, err := b.created("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers")
 			if err != nil {
@@ -431,11 +431,13 @@ var rules = []rule{
 			return nil
 		}),
 		mutations: []mutation{
-			{bicepDir + "modules/cosmos.bicep", "'/orderId'", "'/id'"},
-			{bicepDir + "modules/cosmos.bicep", "kind: 'Hash'", "kind: 'MultiHash'"},
-			{bicepDir + "modules/cosmos.bicep", "version: 2", "version: 1"},
-			{bicepDir + "modules/cosmos.bicep", "defaultTtl: -1", "defaultTtl: 86400"},
-			{bicepDir + "modules/cosmos.bicep", "      defaultTtl: -1\n", ""},
+			{bicepDir + "modules/cosmos.bicep", "\n          '/orderId'", "\n          '/id'"},
+			{bicepDir + "modules/cosmos.bicep", "\n        kind: 'Hash'", "\n        kind: 'MultiHash'"},
+			{bicepDir + "modules/cosmos.bicep", "\n        version: 2", "\n        version: 1"},
+			{bicepDir + "modules/cosmos.bicep", "\n      defaultTtl: -1", "\n      defaultTtl: 86400"},
+			{bicepDir + "modules/cosmos.bicep", "\n      defaultTtl: -1\n", "\n"},
+			// A subscriber's container partitioned otherwise.
+			{bicepDir + "modules/cosmos.bicep", "\n            '/orderId'", "\n            '/id'"},
 		},
 	},
 	{
@@ -454,6 +456,16 @@ var rules = []rule{
 			{bicepDir + "modules/cosmos.bicep", "var dataScope = '${account.id}/dbs/${databaseName}'", "var dataScope = account.id"},
 			// Cosmos Data Reader instead of Data Contributor: the worker could not write.
 			{bicepDir + "modules/cosmos.bicep", "var dataContributorRoleId = '00000000-0000-0000-0000-000000000002'", "var dataContributorRoleId = '00000000-0000-0000-0000-000000000001'"},
+			// The relay's feed reader on the whole database (today's shape: it could read every subscriber's container).
+			{bicepDir + "modules/cosmos.bicep", "    roleDefinitionId: feedReaderRole.id\n    principalId: relayPrincipalId\n    scope: ordersScope", "    roleDefinitionId: feedReaderRole.id\n    principalId: relayPrincipalId\n    scope: dataScope"},
+			// The relay's leases written in the orders container: it could rewrite orders.
+			{bicepDir + "modules/cosmos.bicep", "var leasesScope = '${dataScope}/colls/${leasesContainerName}'", "var leasesScope = '${dataScope}/colls/${containerName}'"},
+			// The loyalty subscriber writes on the whole database.
+			{bicepDir + "modules/cosmos.bicep", "    principalId: loyaltyPrincipalId\n    scope: loyaltyScope", "    principalId: loyaltyPrincipalId\n    scope: dataScope"},
+			// The shipping subscriber writes the loyalty subscriber's container.
+			{bicepDir + "modules/cosmos.bicep", "    principalId: shippingPrincipalId\n    scope: shippingScope", "    principalId: shippingPrincipalId\n    scope: loyaltyScope"},
+			// The relay lacks the database's metadata.
+			{bicepDir + "modules/cosmos.bicep", "    roleDefinitionId: metadataReaderRole.id\n    principalId: relayPrincipalId\n    scope: dataScope", "    roleDefinitionId: metadataReaderRole.id\n    principalId: relayPrincipalId\n    scope: ordersScope"},
 			// Subscription-wide Contributor for the worker.
 			{mainFile, "// Outputs are the environment variables", "resource workerContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {\n  name: guid(subscription().id, 'worker-contributor')\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', 'b24988ac-6180-42a0-ab88-20f7382dd24c')\n    principalId: workerIdentity.outputs.principalId\n  }\n}\n\n// Outputs are the environment variables"},
 			// The developer principal is granted nothing on Cosmos.
@@ -469,7 +481,7 @@ var rules = []rule{
 		},
 	},
 	{
-		name: "no subscription-wide Owner, Contributor or User Access Administrator role, and no custom roles",
+		name: "no subscription-wide Owner, Contributor or User Access Administrator role, no Azure custom roles, and only the Cosmos DB custom roles with their exact data actions",
 		check: func(r repo) error {
 			broad := map[string]string{
 				ownerRoleID:                            "Owner",
@@ -482,12 +494,15 @@ var rules = []rule{
 						return fmt.Errorf("%s grants %s (%s)", path, name, id)
 					}
 				}
-				if strings.Contains(text, "Microsoft.Authorization/roleDefinitions@") ||
-					strings.Contains(text, "/sqlRoleDefinitions@") {
+				if strings.Contains(text, "Microsoft.Authorization/roleDefinitions@") {
 					return fmt.Errorf("%s defines a custom role", path)
 				}
 			}
-			return nil
+			b, err := parse(r)
+			if err != nil {
+				return err
+			}
+			return checkCustomRoles(b)
 		},
 		mutations: []mutation{
 			// Owner in place of Data Owner for the scaler (also breaks the grants rule).
@@ -497,6 +512,10 @@ var rules = []rule{
 			// Only this rule: User Access Administrator, unused.
 			{bicepDir + "modules/registry.bicep", "var acrPullRoleId = '7f951dda-4ed3-4680-a7ca-43fe172d538d'\n", "var acrPullRoleId = '7f951dda-4ed3-4680-a7ca-43fe172d538d'\nvar uaaRoleId = '18d7d88d-d35e-4fb5-a5c3-7773c20a72d9'\n"},
 			{bicepDir + "modules/cosmos.bicep", "@description('Account endpoint", "resource anything 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions@2024-11-15' = {\n  parent: account\n  name: guid('all')\n}\n\n@description('Account endpoint"},
+			// The relay's reader may also write items.
+			{bicepDir + "modules/cosmos.bicep", "  'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/readChangeFeed'\n]", "  'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/readChangeFeed'\n  'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/replace'\n]"},
+			// The metadata reader may read every item.
+			{bicepDir + "modules/cosmos.bicep", "        dataActions: [\n          readMetadataAction\n        ]", "        dataActions: [\n          readMetadataAction\n          'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/read'\n        ]"},
 		},
 	},
 	{
@@ -682,7 +701,7 @@ var rules = []rule{
 		mutations: []mutation{
 			{bicepDir + "modules/servicebus.bicep", "'Microsoft.ServiceBus/namespaces/queues@2024-01-01'", "'Microsoft.ServiceBus/namespaces/queues@2021-11-01'"},
 			{bicepDir + "modules/cosmos.bicep", "'Microsoft.DocumentDB/databaseAccounts@2025-04-15'", "'Microsoft.DocumentDB/databaseAccounts@2025-04-15-preview'"},
-			{bicepDir + "modules/cosmos.bicep", "resource relayReadsFeedWritesLeases 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15'", "resource relayReadsFeedWritesLeases 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2023-04-15'"},
+			{bicepDir + "modules/cosmos.bicep", "resource relayWritesLeases 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15'", "resource relayWritesLeases 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2023-04-15'"},
 			// The managed OpenTelemetry agent needs the preview API.
 			{bicepDir + "modules/containerapps.bicep", "'Microsoft.App/managedEnvironments@2025-10-02-preview'", "'Microsoft.App/managedEnvironments@2025-07-01'"},
 			{bicepDir + "modules/containerapps.bicep", "resource worker 'Microsoft.App/containerApps@2025-01-01'", "resource worker 'Microsoft.App/containerApps@2024-03-01'"},
@@ -876,8 +895,8 @@ var workerEnv = []string{
 }
 
 // relayEnv is what orderrelay reads: the orders container whose change feed
-// it follows (its lease documents live in the same container) and the topic
-// it publishes to.
+// it follows, the leases container of its lease documents, and the topic it
+// publishes to.
 var relayEnv = []string{
 	"AZURE_CLIENT_ID",
 	"SERVICEBUS_NAMESPACE",
@@ -885,9 +904,11 @@ var relayEnv = []string{
 	"COSMOS_ENDPOINT",
 	"COSMOS_DATABASE",
 	"COSMOS_CONTAINER",
+	"COSMOS_LEASES_CONTAINER",
 	"LOG_FORMAT",
 	"OTEL_SERVICE_NAME",
 	"OTEL_METRICS_EXPORTER",
+	"RELAY_HEALTH_ADDR",
 }
 
 // subscriberEnv is the worker's, receiving from a topic subscription in inbox
@@ -950,6 +971,7 @@ var minAPIVersions = map[string]string{
 	"microsoft.documentdb/databaseaccounts/sqldatabases":            "2025-04-15",
 	"microsoft.documentdb/databaseaccounts/sqldatabases/containers": "2025-04-15",
 	"microsoft.documentdb/databaseaccounts/sqlroleassignments":      "2024-11-15",
+	"microsoft.documentdb/databaseaccounts/sqlroledefinitions":      "2024-11-15",
 	"microsoft.authorization/roleassignments":                       "2022-04-01",
 	"microsoft.containerregistry/registries":                        "2023-07-01",
 	"microsoft.operationalinsights/workspaces":                      "2023-09-01",

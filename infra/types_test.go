@@ -107,7 +107,7 @@ func TestTypeCheckCatches(t *testing.T) {
 			"      replicaTimeout: 1800\n", "      replicaTimeout: '1800'\n",
 			infra.CodeWrongType, "properties.configuration.replicaTimeout"},
 		{"int outside its range", "modules/cosmos.bicep",
-			"        version: 2\n", "        version: 3\n",
+			"\n        version: 2\n", "\n        version: 3\n",
 			infra.CodeWrongType, "properties.resource.partitionKey.version"},
 		{"value outside a closed enum", "modules/cosmos.bicep",
 			"    databaseAccountOfferType: 'Standard'\n", "    databaseAccountOfferType: 'Serverless'\n",
@@ -218,7 +218,7 @@ func TestTypeCheckSeesThroughSymbols(t *testing.T) {
 			infra.CodeWrongType, "properties.template.terminationGracePeriodSeconds", 4},
 		{"string for an int through a var inside a var (the probes)", "modules/containerapps.bicep",
 			"var healthPort = 8080\n", "var healthPort = '8080'\n",
-			infra.CodeWrongType, ".httpGet.port", 9},
+			infra.CodeWrongType, ".httpGet.port", 12}, // 3 probes in each of the worker, the relay and the 2 subscribers
 		{"one branch of a ternary", "modules/alerts.bicep",
 			"    actionGroupId: actionGroup.id\n", "    actionGroupID: actionGroup.id\n",
 			infra.CodeUnknownProperty, "properties.actions[0].actionGroupID", 3},

@@ -56,9 +56,11 @@
 //
 // # Where the lease documents live
 //
-// In any idempotent.DocumentStore; cmd/orderrelay uses the orders container
-// itself, so that the relay needs no other container, no Bicep change and no
-// other role than the worker's data role. A lease document's partition key
+// In any idempotent.DocumentStore. cmd/orderrelay keeps them in the
+// container COSMOS_LEASES_CONTAINER names (in Azure a leases container of
+// their own, so that the relay only reads the orders container), or, when
+// that is empty (emulators), in the orders container itself. A lease
+// document's partition key
 // value is its id, "lease:<name>:<range>", which contains ':' and so is never
 // an order id (order.ValidateOrderID refuses ':'): no order's partition
 // holds a lease, and the worker, which reads only by order id, never sees
@@ -66,7 +68,8 @@
 // skips them, and it writes a lease only to publish progress (after a page
 // that held events), to renew or to release, so its own writes never keep it
 // busy. A separate leases container, as Cosmos DB's change feed processor
-// uses, works the same: pass a store on it.
+// uses, works the same: pass a store on it (no lease write then appears in
+// the feed the relay reads).
 //
 // # Concurrency
 //

@@ -194,6 +194,13 @@ func (r *Relay) acquire(ctx context.Context, fr string) (*lease, error) {
 	}
 	l.renewAt = now.Add(r.o.LeaseDuration / 3)
 	r.acquired.Add(1)
+	takenOver := previous != "" && previous != r.o.Owner
+	if takenOver {
+		r.takenOver.Add(1)
+	}
+	if r.o.Hooks.Acquired != nil {
+		r.o.Hooks.Acquired(fr, previous, takenOver)
+	}
 	r.log.Info("lease acquired", "feed_range", fr, "previous_owner", previous, "expired_at", doc.ExpiresAt, "continuation_set", doc.Continuation != "")
 	return l, nil
 }
@@ -246,6 +253,9 @@ func (r *Relay) checkpoint(ctx context.Context, fr string, l *lease) error {
 func (r *Relay) drop(fr, during string) {
 	delete(r.owned, fr)
 	r.lost.Add(1)
+	if r.o.Hooks.Lost != nil {
+		r.o.Hooks.Lost(fr)
+	}
 	r.log.Warn("lease lost: another relay instance holds the feed range; what this instance published since its last checkpoint will be republished there as duplicates",
 		"feed_range", fr, "during", during)
 }
@@ -297,6 +307,9 @@ func (r *Relay) Release(ctx context.Context) error {
 			// Taken over while this instance was paused: nothing of ours
 			// to release, and the new owner goes on from its checkpoint.
 			r.lost.Add(1)
+			if r.o.Hooks.Lost != nil {
+				r.o.Hooks.Lost(fr)
+			}
 			r.log.Warn("lease lost before its release: another relay instance holds the feed range", "feed_range", fr, "error", err)
 			continue
 		}

@@ -118,6 +118,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives the relay's log; nil means slog.Default().
 	Logger *slog.Logger
+	// Hooks are called as the relay works, for metrics and health; the
+	// zero value calls nothing.
+	Hooks Hooks
 }
 
 // Stats counts what a Relay did. Published counts every message sent,
@@ -130,6 +133,7 @@ type Stats struct {
 	Checkpoints   int64 // checkpoints written
 	Acquired      int64 // leases acquired
 	Lost          int64 // leases found taken by another instance (412 or another owner)
+	TakenOver     int64 // leases acquired after another instance's expired (of Acquired)
 }
 
 // Relay publishes the outbox events of a change feed to a topic. Make one
@@ -145,7 +149,7 @@ type Relay struct {
 	owned   map[string]*lease // feed range -> lease this instance holds
 	unfence bool              // the store returned an empty ETag: leases are not fenced
 
-	published, batches, skipped, unpublishable, checkpoints, acquired, lost atomic.Int64
+	published, batches, skipped, unpublishable, checkpoints, acquired, lost, takenOver atomic.Int64
 }
 
 // New returns a relay reading feed, keeping its leases in leases and
@@ -242,7 +246,7 @@ func (r *Relay) Owned() []string {
 // goroutine.
 func (r *Relay) Stats() Stats {
 	return Stats{Published: r.published.Load(), Batches: r.batches.Load(), Skipped: r.skipped.Load(),
-		Unpublishable: r.unpublishable.Load(), Checkpoints: r.checkpoints.Load(), Acquired: r.acquired.Load(), Lost: r.lost.Load()}
+		Unpublishable: r.unpublishable.Load(), Checkpoints: r.checkpoints.Load(), Acquired: r.acquired.Load(), Lost: r.lost.Load(), TakenOver: r.takenOver.Load()}
 }
 
 // Run publishes until ctx ends, then finishes the page in flight (its
@@ -285,6 +289,12 @@ func (r *Relay) Step(ctx context.Context) error {
 // step is Step, stopping between ranges once stop is closed. busy reports
 // that a range returned a full page, so more may be waiting.
 func (r *Relay) step(ctx context.Context, stop <-chan struct{}) (busy bool, err error) {
+	waiting := 0
+	defer func() {
+		if r.o.Hooks.Stepped != nil {
+			r.o.Hooks.Stepped(StepReport{Ranges: len(r.ranges), Owned: r.Owned(), Waiting: waiting, Err: err})
+		}
+	}()
 	if r.ranges == nil {
 		if err := r.loadManifest(ctx); err != nil {
 			r.log.Warn("cannot read or write the relay's manifest of feed ranges", "error", err)
@@ -302,6 +312,8 @@ func (r *Relay) step(ctx context.Context, stop <-chan struct{}) (busy bool, err 
 		if err != nil {
 			r.log.Warn("feed range step failed; retried at the next poll", "feed_range", fr, "error", err)
 			errs = append(errs, fmt.Errorf("feed range %s: %w", fr, err))
+		} else if r.owned[fr] == nil {
+			waiting++ // another instance holds it
 		}
 		busy = busy || full
 	}
@@ -326,6 +338,13 @@ func (r *Relay) stepRange(ctx context.Context, fr string) (full bool, err error)
 	docs, next, err := r.readChanges(ctx, fr, l.published)
 	if err != nil {
 		return false, fmt.Errorf("read the change feed: %w", err)
+	}
+	if r.o.Hooks.Read != nil {
+		if len(docs) < r.o.PageSize {
+			r.o.Hooks.Read(fr, 0)
+		} else if d, ok := lag(docs, r.o.Now()); ok {
+			r.o.Hooks.Read(fr, d)
+		}
 	}
 	if len(docs) == 0 {
 		if next != "" {
@@ -379,6 +398,9 @@ func (r *Relay) publish(ctx context.Context, fr string, docs [][]byte) (int, err
 		sent += n
 		r.published.Add(int64(n))
 		r.batches.Add(1)
+		if r.o.Hooks.Published != nil {
+			r.o.Hooks.Published(fr, n)
+		}
 		return nil
 	}
 	newBatch := func() error {

@@ -13,8 +13,9 @@ import (
 )
 
 // record counts and logs one delivery with the project's stable keys (see
-// the package documentation).
-func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
+// the package documentation), under ctx, which carries the delivery's
+// process span when there is one.
+func (w *Worker) record(ctx context.Context, m *azservicebus.ReceivedMessage, rep Report) {
 	res := rep.Result
 	// slog.Attr values on the stack: a disabled level costs no allocation.
 	var buf [10]slog.Attr
@@ -73,7 +74,6 @@ func (w *Worker) record(m *azservicebus.ReceivedMessage, rep Report) {
 			attrs = append(attrs, slog.String("error", res.Err.Error()))
 		}
 	}
-	ctx := context.Background()
 	if rep.LockLost {
 		w.lockLost.Add(1)
 		w.log.LogAttrs(ctx, slog.LevelWarn, "lock lost while handling: not settled; the redelivery will be a duplicate", attrs...)

@@ -485,7 +485,13 @@ func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool
 	<-p.settling
 
 	rep.Duration = time.Since(start)
-	w.record(m, rep)
+	// The delivery's log line carries the process span, so that a log
+	// bridge correlates it with the trace.
+	logCtx := context.Background()
+	if span != nil {
+		logCtx = trace.ContextWithSpan(logCtx, span)
+	}
+	w.record(logCtx, m, rep)
 	w.tel.endProcess(ctx, span, rep)
 	if w.opts.Observe != nil {
 		w.opts.Observe(rep)

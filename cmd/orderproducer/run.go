@@ -38,8 +38,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return err
 	}
 	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{
-		Flush:    tel,
-		Draining: "stopping: no more messages are sent; a second signal exits at once",
+		Flush:      tel,
+		LogHandler: tel.LogHandler(), // the logs as OpenTelemetry log records, when exported
+		Draining:   "stopping: no more messages are sent; a second signal exits at once",
 	})
 	if err != nil {
 		return err

@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 )
 
@@ -22,7 +24,8 @@ type config struct {
 	CosmosKey                string // secret; emulators only
 	CosmosDatabase           string
 	CosmosContainer          string
-	CosmosInsecureSkipVerify bool // emulators' self-signed certificate only
+	CosmosLeasesContainer    string // empty: the orders container
+	CosmosInsecureSkipVerify bool   // emulators' self-signed certificate only
 
 	Name             string
 	Owner            string
@@ -31,6 +34,12 @@ type config struct {
 	CallTimeout      time.Duration
 	PageSize         int
 	MaxBatchMessages int
+
+	HealthAddr string // listen address of /livez, /readyz, /startupz (and /metrics); empty: no listener
+	// Telemetry: OTEL_EXPORTER_OTLP_ENDPOINT exports metrics (and logs)
+	// over OTLP; RELAY_METRICS_PROMETHEUS serves the metrics on the health
+	// listener. Neither by default.
+	Telemetry telemetry.Config
 
 	cli.Logging
 }
@@ -51,7 +60,8 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint, such as https://x.documents.azure.com:443/")
 	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
 	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", "orders", "Cosmos DB database")
-	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "Cosmos DB container, partitioned on /orderId; its change feed is read and the leases are kept in it")
+	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "Cosmos DB container of the orders, partitioned on /orderId, whose change feed is read (the relay only reads it)")
+	env.String(&c.CosmosLeasesContainer, "cosmos-leases-container", "COSMOS_LEASES_CONTAINER", "", "Cosmos DB container of the relay's lease documents, partitioned on /orderId, such as leases (what the Bicep template creates, and the relay's identity may write); empty: the orders container (emulators, one identity)")
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
 	env.String(&c.Name, "name", "RELAY_NAME", "orderrelay", "relay name, shared by its instances: the leases are lease:<name>:<feed range>")
 	env.String(&c.Owner, "owner", "RELAY_OWNER", "", "this instance's name in the leases; empty: host name and a random suffix")
@@ -60,6 +70,8 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Duration(&c.CallTimeout, "call-timeout", "RELAY_CALL_TIMEOUT", relay.DefaultCallTimeout, "deadline of every Cosmos DB and Service Bus call")
 	env.Int(&c.PageSize, "page-size", "RELAY_PAGE_SIZE", relay.DefaultPageSize, "most changes read per change feed request")
 	env.Int(&c.MaxBatchMessages, "batch-messages", "RELAY_BATCH_MESSAGES", relay.DefaultMaxBatchMessages, "most messages per batch sent")
+	env.String(&c.HealthAddr, "health-addr", "RELAY_HEALTH_ADDR", "", "listen address of the health probes /livez, /readyz and /startupz, such as :8080 (what the Container App's probes use); empty: no listener")
+	c.Telemetry.Define(env, "orderrelay", "RELAY_METRICS_PROMETHEUS")
 	c.Logging.Define(env)
 	fs.Usage = func() { usage(fs) }
 	err := env.Parse(args)
@@ -84,6 +96,10 @@ In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a man
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY
               (cosmium has no change feed: on the local stack, COSMOS_ENDPOINT is
               the feed proxy that scripts/local.sh starts; its env sets it)
+Health:       RELAY_HEALTH_ADDR (:8080 in Azure) serves /livez, /readyz, /startupz
+Telemetry:    OTEL_EXPORTER_OTLP_ENDPOINT (metrics over OTLP/HTTP, or gRPC with
+              OTEL_EXPORTER_OTLP_PROTOCOL=grpc), RELAY_METRICS_PROMETHEUS=true
+              (metrics on RELAY_HEALTH_ADDR's /metrics); none by default
 `+cli.LocalStackUsage+cli.VersionUsage("orderrelay")+`
 Flags:
 `)
@@ -93,7 +109,7 @@ Flags:
 // Validate reports every missing or inconsistent setting at once, naming the
 // variable (and flag) to set.
 func (c *config) Validate() error {
-	var errs []error
+	errs := []error{c.Telemetry.Validate()}
 	if c.Topic == "" {
 		errs = append(errs, errors.New("set SERVICEBUS_TOPIC (-topic)"))
 	}
@@ -130,13 +146,30 @@ func (c *config) Validate() error {
 	if c.MaxBatchMessages < 1 || c.MaxBatchMessages > 4500 {
 		errs = append(errs, fmt.Errorf("RELAY_BATCH_MESSAGES (-batch-messages) %d is not between 1 and 4500", c.MaxBatchMessages))
 	}
+	if c.HealthAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HealthAddr); err != nil {
+			errs = append(errs, fmt.Errorf("RELAY_HEALTH_ADDR (-health-addr) %q is not host:port (such as :8080): %w", c.HealthAddr, err))
+		}
+	}
+	if c.Telemetry.Prometheus && c.HealthAddr == "" {
+		errs = append(errs, errors.New("RELAY_METRICS_PROMETHEUS (-metrics-prometheus) serves the metrics on the health listener's /metrics, "+
+			"which RELAY_HEALTH_ADDR (-health-addr) is not set to open: set it (such as :8080), or export over OTEL_EXPORTER_OTLP_ENDPOINT instead"))
+	}
 	return errors.Join(errs...)
 }
 
+// leasesContainer is the container of the lease documents.
+func (c *config) leasesContainer() string {
+	if c.CosmosLeasesContainer == "" {
+		return c.CosmosContainer
+	}
+	return c.CosmosLeasesContainer
+}
+
 // options returns the relay's options.
-func (c *config) options(logger *slog.Logger) relay.Options {
+func (c *config) options(logger *slog.Logger, hooks relay.Hooks) relay.Options {
 	return relay.Options{Name: c.Name, Owner: c.Owner, LeaseDuration: c.LeaseDuration, PollInterval: c.PollInterval,
-		PageSize: c.PageSize, MaxBatchMessages: c.MaxBatchMessages, CallTimeout: c.CallTimeout, Logger: logger}
+		PageSize: c.PageSize, MaxBatchMessages: c.MaxBatchMessages, CallTimeout: c.CallTimeout, Logger: logger, Hooks: hooks}
 }
 
 // LogValue logs the configuration once at start-up, with secrets masked.
@@ -149,11 +182,22 @@ func (c config) LogValue() slog.Value {
 		slog.String("cosmos_key", cli.Mask(c.CosmosKey)),
 		slog.String("cosmos_database", c.CosmosDatabase),
 		slog.String("cosmos_container", c.CosmosContainer),
+		slog.String("cosmos_leases_container", c.leasesContainer()),
 		slog.String("name", c.Name),
 		slog.String("poll_interval", cli.FormatDuration(c.PollInterval)),
 		slog.String("lease_duration", cli.FormatDuration(c.LeaseDuration)),
 		slog.String("call_timeout", cli.FormatDuration(c.CallTimeout)),
 		slog.Int("page_size", c.PageSize),
 		slog.Int("batch_messages", c.MaxBatchMessages),
+		slog.String("health_addr", c.HealthAddr),
+		slog.Group("telemetry", anyAttrs(c.Telemetry.LogAttrs())...),
 	)
+}
+
+func anyAttrs(attrs []slog.Attr) []any {
+	out := make([]any, len(attrs))
+	for i, a := range attrs {
+		out[i] = a
+	}
+	return out
 }

@@ -5,7 +5,10 @@
 // container (see package relay).
 //
 // Configuration comes from the environment variables that `azd up` outputs,
-// each overridable by a flag; run `orderrelay -h` for the list.
+// each overridable by a flag; run `orderrelay -h` for the list. With
+// RELAY_HEALTH_ADDR it serves /livez, /readyz and /startupz (see health.go);
+// with OTEL_EXPORTER_OTLP_ENDPOINT or RELAY_METRICS_PROMETHEUS it exports the
+// metrics of telemetry.go.
 //
 // SIGINT or SIGTERM stops it: the page in flight is published and
 // checkpointed, every lease is released, exit status 0. A second signal

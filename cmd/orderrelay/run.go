@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -15,6 +16,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/startup"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 )
 
@@ -36,19 +38,34 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{})
+	tel, err := telemetry.New(ctx, cfg.Telemetry)
+	if err != nil {
+		return err
+	}
+	proc, err := startup.Start(ctx, cfg.Logging, stderr, startup.Options{Flush: tel, LogHandler: tel.LogHandler()})
 	if err != nil {
 		return err
 	}
 	defer proc.Close()
 	logger := proc.Logger
 	logger.Info("orderrelay starting", "config", cfg)
-
-	store, err := openStore(cfg)
+	hs, err := startHealth(cfg, tel.MetricsHandler(), logger)
 	if err != nil {
 		return err
 	}
-	if err := checkStore(ctx, cfg, store, logger); err != nil {
+	defer hs.stop(ctx)
+
+	store, leases, err := openStores(cfg)
+	if err != nil {
+		return err
+	}
+	if leases != store {
+		// The orders container is only read: its check writes nothing.
+		if err := checkOrders(ctx, cfg, store); err != nil {
+			return err
+		}
+	}
+	if err := checkStore(ctx, cfg, leases, logger); err != nil {
 		return err
 	}
 	if err := checkFeed(ctx, cfg, store.ChangeFeed()); err != nil {
@@ -71,7 +88,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("start-up check of Service Bus: %w",
 			cli.ExplainServiceBus(err, cfg.ServiceBusNamespace, cfg.ServiceBusConnectionString, fmt.Sprintf("topic %q", cfg.Topic), cli.TopicSetting))
 	}
-	return serve(ctx, cfg, logger, pieces{feed: store.ChangeFeed(), leases: store, sender: relay.NewServiceBusSender(sender)})
+
+	state := newRelayState(time.Now)
+	rt, err := newRelayTelemetry(tel.MeterProvider, cfg.Topic, state)
+	if err != nil {
+		return err
+	}
+	hs.watch(state, cfg.stallLimit, store.Ping, func(ctx context.Context) error { return checkTopic(ctx, sender) })
+	hs.started()
+	defer hs.draining(ctx)()
+	return serve(ctx, cfg, logger, pieces{feed: store.ChangeFeed(), leases: leases, sender: relay.NewServiceBusSender(sender), hooks: state.hooks(rt)})
 }
 
 // checkTopic opens the sender's link within storeCheckTimeout.
@@ -88,12 +114,13 @@ type pieces struct {
 	feed   relay.ChangeFeed
 	leases idempotent.DocumentStore
 	sender relay.Sender
+	hooks  relay.Hooks // the health state's and the metrics'; none in most tests
 }
 
 // serve runs the relay until ctx ends, then lets it finish the page in
 // flight and release its leases; after a second signal it returns at once.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, p pieces) error {
-	r, err := relay.New(p.feed, p.leases, p.sender, cfg.options(logger))
+	r, err := relay.New(p.feed, p.leases, p.sender, cfg.options(logger, p.hooks))
 	if err != nil {
 		return err
 	}
@@ -121,13 +148,17 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, p pieces) error
 // storeCheckTimeout bounds the start-up check of the store.
 const storeCheckTimeout = 30 * time.Second
 
-// checkStore verifies at start that the container exists and can be read
-// and written; its errors name the setting to fix. An endpoint that ignores
+// checkStore verifies at start that the container of the leases exists and
+// can be read and written; its errors name the setting to fix. An endpoint that ignores
 // If-Match (cosmium) cannot fence the leases, which the relay says too.
 func checkStore(ctx context.Context, cfg config, store *cosmosstore.Store, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 	defer cancel()
 	res, err := store.Check(ctx)
+	if err != nil && cfg.leasesContainer() != cfg.CosmosContainer {
+		return fmt.Errorf("start-up check of Cosmos DB, leases container %q (COSMOS_LEASES_CONTAINER, not COSMOS_CONTAINER; in Azure the relay's identity needs the data-plane role %q on it): %w",
+			cfg.leasesContainer(), leasesRole, err)
+	}
 	if err != nil {
 		return fmt.Errorf("start-up check of Cosmos DB: %w", err)
 	}
@@ -159,19 +190,61 @@ func checkFeed(ctx context.Context, cfg config, feed relay.ChangeFeed) error {
 	case errors.Is(err, idempotent.ErrTransient) || ctx.Err() != nil:
 		return fmt.Errorf("start-up check of the change feed at COSMOS_ENDPOINT (-cosmos-endpoint) %s: %w", cfg.CosmosEndpoint, err)
 	}
-	return fmt.Errorf("COSMOS_ENDPOINT (-cosmos-endpoint) %s serves no change feed for container %q (%w): cosmium has none: on the local stack use the feed proxy, which `scripts/local.sh env` points COSMOS_ENDPOINT at; in Azure, the identity's role must allow reading the change feed",
-		cfg.CosmosEndpoint, cfg.CosmosContainer, err)
+	return fmt.Errorf("COSMOS_ENDPOINT (-cosmos-endpoint) %s serves no change feed for container %q (%w): cosmium has none: on the local stack use the feed proxy, which `scripts/local.sh env` points COSMOS_ENDPOINT at; in Azure, the relay's identity needs the data-plane role %q on the container",
+		cfg.CosmosEndpoint, cfg.CosmosContainer, err, feedReaderRole)
 }
 
-// openStore connects to Cosmos DB: with an account key on an emulator, with
-// Entra ID in Azure.
-func openStore(cfg config) (*cosmosstore.Store, error) {
+// openStores connects to Cosmos DB (with an account key on an emulator,
+// with Entra ID in Azure) and returns the store of the orders container and
+// that of the leases, which is the same store when COSMOS_LEASES_CONTAINER
+// is empty or names the orders container.
+func openStores(cfg config) (orders, leases *cosmosstore.Store, err error) {
 	opts := &cosmosstore.ClientOptions{InsecureSkipVerify: cfg.CosmosInsecureSkipVerify}
 	client, err := cli.CosmosClient(cfg.CosmosEndpoint, cfg.CosmosKey, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer)
+	if orders, err = cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer); err != nil {
+		return nil, nil, err
+	}
+	if cfg.leasesContainer() == cfg.CosmosContainer {
+		return orders, orders, nil
+	}
+	if leases, err = cosmosstore.New(client, cfg.CosmosDatabase, cfg.leasesContainer()); err != nil {
+		return nil, nil, fmt.Errorf("COSMOS_LEASES_CONTAINER (-cosmos-leases-container): %w", err)
+	}
+	return orders, leases, nil
+}
+
+// The roles the relay's identity needs in Azure, as infra/bicep grants
+// them; the start-up checks name the one missing.
+const (
+	feedReaderRole = "Orders change feed reader (readMetadata, items/read, readChangeFeed)"
+	leasesRole     = cosmosstore.DataContributorRole
+)
+
+// pinger is the read the orders check makes: *cosmosstore.Store.Ping.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// checkOrders verifies at start that the orders container exists and can be
+// read, without writing to it: one point read of a missing item. A refusal
+// names the role the relay needs there.
+func checkOrders(ctx context.Context, cfg config, orders pinger) error {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	err := orders.Ping(ctx)
+	if err == nil {
+		return nil
+	}
+	var ce *cosmosstore.Error
+	if errors.As(err, &ce) && ce.StatusCode == http.StatusForbidden {
+		return fmt.Errorf("start-up check of Cosmos DB: the relay's identity may not read container %q (COSMOS_CONTAINER) of database %q: assign it the data-plane role %q on that container, and the database's metadata (AZURE_CLIENT_ID names the managed identity; a new role assignment takes a few minutes to apply): %w",
+			cfg.CosmosContainer, cfg.CosmosDatabase, feedReaderRole, err)
+	}
+	return fmt.Errorf("start-up check of Cosmos DB: read container %q (COSMOS_CONTAINER) of database %q (COSMOS_DATABASE) at %s (COSMOS_ENDPOINT): %w",
+		cfg.CosmosContainer, cfg.CosmosDatabase, cfg.CosmosEndpoint, err)
 }
 
 // closeWithTimeout closes a Service Bus object with a deadline of its own,

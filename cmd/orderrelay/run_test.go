@@ -16,6 +16,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/order"
@@ -309,5 +310,67 @@ func TestCheckFeed(t *testing.T) {
 				t.Errorf("error does not wrap %v", tt.feed.rangesErr)
 			}
 		})
+	}
+}
+
+// pingStub is an orders container whose read answers err.
+type pingStub struct{ err error }
+
+func (p pingStub) Ping(context.Context) error { return p.err }
+
+// The read-only check of the orders container names the role the relay
+// needs when Cosmos DB refuses the read, and the settings otherwise.
+func TestCheckOrders(t *testing.T) {
+	cfg := config{CosmosEndpoint: "https://x.documents.azure.com:443/", CosmosDatabase: "orders", CosmosContainer: "orders", CosmosLeasesContainer: "leases"}
+	forbidden := &cosmosstore.Error{Op: "ping", StatusCode: 403}
+	for _, tt := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"readable", nil, nil},
+		{"refused", forbidden, []string{"may not read container \"orders\"", "Orders change feed reader", "readChangeFeed", "COSMOS_CONTAINER"}},
+		{"unreachable", fmt.Errorf("dial: %w", idempotent.ErrTransient), []string{"COSMOS_ENDPOINT", "COSMOS_DATABASE", "COSMOS_CONTAINER"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkOrders(context.Background(), cfg, pingStub{tt.err})
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			for _, w := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v does not say %q", err, w)
+				}
+			}
+			if !errors.Is(err, tt.err) {
+				t.Errorf("error does not wrap %v", tt.err)
+			}
+		})
+	}
+}
+
+// COSMOS_LEASES_CONTAINER names the leases' own container; empty, the
+// leases share the orders container (emulators).
+func TestConfig_LeasesContainer(t *testing.T) {
+	env := map[string]string{"SERVICEBUS_NAMESPACE": "sb-x.servicebus.windows.net", "COSMOS_ENDPOINT": "https://x.documents.azure.com:443/"}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "orders"},
+		{[]string{"-cosmos-leases-container", "leases"}, "leases"},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c, err := parseConfig(fs, tt.args, envOf(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.leasesContainer(); got != tt.want {
+			t.Errorf("args %q: leases container %q, want %q", tt.args, got, tt.want)
+		}
 	}
 }

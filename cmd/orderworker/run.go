@@ -192,6 +192,7 @@ func optionalScheduler(s *azservicebus.Sender) worker.Scheduler {
 func startOptions(cfg *config, tel *telemetry.Providers) startup.Options {
 	return startup.Options{
 		Flush:         tel,
+		LogHandler:    tel.LogHandler(), // the logs as OpenTelemetry log records, when exported
 		Draining:      "shutting down: draining, no new messages; in-flight messages may finish within the shutdown grace; a second signal stops at once",
 		DrainingAttrs: []any{"shutdown_grace", cli.FormatDuration(cfg.ShutdownGrace)},
 		Forced:        "stopping at once: not waiting for in-flight messages",

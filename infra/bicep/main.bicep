@@ -90,6 +90,13 @@ param cosmosDatabaseName string = 'orders'
 @description('Name of the Cosmos DB container that holds one document per order (partition key /orderId).')
 param cosmosContainerName string = 'orders'
 
+@description('Cosmos DB container of the relay\'s lease documents.')
+param cosmosLeasesContainerName string = 'leases'
+
+@description('Cosmos DB containers of the loyalty and shipping subscribers\' inbox markers and entries.')
+param cosmosLoyaltyContainerName string = 'loyalty'
+param cosmosShippingContainerName string = 'shipping'
+
 @description('Whether azd has already deployed the worker (SERVICE_WORKER_RESOURCE_EXISTS). When true, provisioning keeps the image azd deployed instead of resetting it to the bootstrap image.')
 param workerExists bool = false
 
@@ -236,6 +243,9 @@ module cosmos 'modules/cosmos.bicep' = {
     tags: tags
     databaseName: cosmosDatabaseName
     containerName: cosmosContainerName
+    leasesContainerName: cosmosLeasesContainerName
+    loyaltyContainerName: cosmosLoyaltyContainerName
+    shippingContainerName: cosmosShippingContainerName
     workerPrincipalId: workerIdentity.outputs.principalId
     relayPrincipalId: relayIdentity.outputs.principalId
     loyaltyPrincipalId: loyaltyIdentity.outputs.principalId
@@ -345,6 +355,9 @@ module apps 'modules/containerapps.bicep' = {
     cosmosEndpoint: cosmos.outputs.endpoint
     cosmosDatabaseName: cosmos.outputs.databaseName
     cosmosContainerName: cosmos.outputs.containerName
+    cosmosLeasesContainerName: cosmos.outputs.leasesContainerName
+    cosmosLoyaltyContainerName: cosmos.outputs.loyaltyContainerName
+    cosmosShippingContainerName: cosmos.outputs.shippingContainerName
     lockDuration: lockDuration
     maxDeliveryCount: maxDeliveryCount
     duplicateDetectionWindow: duplicateDetectionWindow

@@ -6,12 +6,14 @@
 //     cli.Force stage), then os.Exit with cli.Exit's status.
 //   - Version answers -version (cli.VersionArg) before any configuration
 //     is read, so that it works without one.
-//   - Start builds the logger (cli.Logging), logs the first and second
-//     signal, and returns what Close flushes at exit: the telemetry
-//     providers a command built (telemetry.New), if it exports any.
+//   - Start builds the logger (cli.Logging), fanned out to the
+//     OpenTelemetry log bridge a command hands it, if it exports logs; logs
+//     the first and second signal; and returns what Close flushes at exit:
+//     the telemetry providers a command built (telemetry.New), if it
+//     exports any.
 //
 // It does not import internal/telemetry, so that a command that exports no
-// telemetry (orderctl, the relay) links no OpenTelemetry SDK or exporter.
+// telemetry (orderctl) links no OpenTelemetry SDK or exporter.
 package startup
 
 import (
@@ -78,6 +80,13 @@ type Options struct {
 	// Flush is flushed by Close: the command's telemetry providers; nil
 	// for a command that exports none.
 	Flush Flusher
+	// LogHandler, when not nil, receives every record the console handler
+	// takes (at the console's level, LOG_LEVEL), with the same attributes
+	// and groups: the OpenTelemetry log bridge that
+	// telemetry.Providers.LogHandler returns when logs are exported. Nil
+	// (logs not exported) leaves the logger the console's alone, at no
+	// cost.
+	LogHandler slog.Handler
 	// Draining is logged at warn, with the signal as "cause", when ctx
 	// ends (the first signal): what the command does now. Empty logs
 	// nothing.
@@ -98,6 +107,10 @@ func Start(ctx context.Context, logging cli.Logging, stderr io.Writer, o Options
 	logger, err := logging.NewLogger(stderr)
 	if err != nil {
 		return nil, err
+	}
+	if o.LogHandler != nil {
+		console := logger.Handler()
+		logger = slog.New(slog.NewMultiHandler(console, gated{h: o.LogHandler, gate: console}))
 	}
 	p := &Process{Logger: logger, flush: o.Flush, ctx: ctx}
 	if o.Draining != "" {
@@ -130,4 +143,22 @@ func (p *Process) Close() {
 	if err := p.flush.Shutdown(ctx); err != nil {
 		p.Logger.Warn("telemetry not flushed", "error", err)
 	}
+}
+
+// gated is h, taking only the records gate is enabled for: the exported logs
+// follow the console's level.
+type gated struct{ h, gate slog.Handler }
+
+func (g gated) Enabled(ctx context.Context, l slog.Level) bool {
+	return g.gate.Enabled(ctx, l) && g.h.Enabled(ctx, l)
+}
+
+func (g gated) Handle(ctx context.Context, r slog.Record) error { return g.h.Handle(ctx, r) }
+
+func (g gated) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return gated{h: g.h.WithAttrs(attrs), gate: g.gate}
+}
+
+func (g gated) WithGroup(name string) slog.Handler {
+	return gated{h: g.h.WithGroup(name), gate: g.gate}
 }

@@ -85,8 +85,8 @@ func TestCloseFlushes(t *testing.T) {
 }
 
 // TestStartLinksNoTelemetry: the start-up every command shares links no
-// OpenTelemetry SDK, so that a command that exports nothing (orderctl, the
-// relay) does not carry one.
+// OpenTelemetry SDK, so that a command that exports nothing (orderctl) does
+// not carry one.
 func TestStartLinksNoTelemetry(t *testing.T) {
 	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", ".").Output()
 	if err != nil {

@@ -1,7 +1,10 @@
-// Package telemetry sets up the project's OpenTelemetry traces and metrics:
-// the providers a command's settings ask for (OTLP for traces and metrics,
-// over HTTP or gRPC as OTEL_EXPORTER_OTLP_PROTOCOL says; a Prometheus scrape
-// handler for metrics; or nothing), the W3C
+// Package telemetry sets up the project's OpenTelemetry traces, metrics and
+// logs: the providers a command's settings ask for (OTLP for traces, metrics
+// and logs, over HTTP or gRPC as OTEL_EXPORTER_OTLP_PROTOCOL says; a
+// Prometheus scrape handler for metrics; or nothing), the slog handler that
+// bridges the command's logs to OpenTelemetry log records (LogHandler, the
+// contrib otelslog bridge, correlated with the span of the context a line is
+// logged with; OTEL_LOGS_EXPORTER=none turns it off), the W3C
 // trace context carried in a Service Bus message's application properties,
 // and the instrumentation of the Cosmos DB client (the SDK's own spans
 // through azcore's tracing provider, and request units per request) and of

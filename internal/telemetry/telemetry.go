@@ -12,6 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/contrib/bridges/otelslog"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploggrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -20,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -59,9 +63,20 @@ type Config struct {
 	// Container Apps agent with no metrics destination). It does not affect
 	// Prometheus.
 	MetricsExporter string
+	// LogsExporter is OTEL_LOGS_EXPORTER: LogsOTLP (empty means it too)
+	// exports the command's logs as OpenTelemetry log records to
+	// OTLPEndpoint, beside the console, when that is set; LogsNone exports
+	// none.
+	LogsExporter string
 	// Prometheus serves the metrics for scraping (Providers.MetricsHandler).
 	Prometheus bool
 }
+
+// The values of Config.LogsExporter, as OTEL_LOGS_EXPORTER spells them.
+const (
+	LogsOTLP = "otlp"
+	LogsNone = "none"
+)
 
 // The values of Config.OTLPProtocol, as OTEL_EXPORTER_OTLP_PROTOCOL spells
 // them.
@@ -84,9 +99,10 @@ const (
 // (-metrics-prometheus), such as WORKER_METRICS_PROMETHEUS.
 func (c *Config) Define(env *cli.Env, service, prometheusEnv string) {
 	env.String(&c.ServiceName, "otel-service-name", "OTEL_SERVICE_NAME", service, "service.name of the traces and metrics exported")
-	env.String(&c.OTLPEndpoint, "otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "base URL of an OTLP collector, such as http://localhost:4318 (http/protobuf) or http://localhost:4317 (grpc); when set, traces and metrics are exported to it")
+	env.String(&c.OTLPEndpoint, "otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "base URL of an OTLP collector, such as http://localhost:4318 (http/protobuf) or http://localhost:4317 (grpc); when set, traces, metrics and logs are exported to it")
 	env.String(&c.OTLPProtocol, "otlp-protocol", "OTEL_EXPORTER_OTLP_PROTOCOL", "", "OTLP transport: http/protobuf (when empty) or grpc (what the Azure Container Apps OpenTelemetry agent sets)")
 	env.String(&c.MetricsExporter, "metrics-exporter", "OTEL_METRICS_EXPORTER", "", "otlp (when empty): export the metrics to the OTLP endpoint too; none: traces only, for a collector that takes no metrics")
+	env.String(&c.LogsExporter, "otel-logs-exporter", "OTEL_LOGS_EXPORTER", "", "otlp (when empty): with an OTLP endpoint, the logs are also exported as OpenTelemetry log records, with the trace and span ids of the context they were logged with; none: not exported")
 	if prometheusEnv != "" {
 		env.Bool(&c.Prometheus, "metrics-prometheus", prometheusEnv, false, "serve the metrics in the Prometheus format on the health listener's /metrics")
 	}
@@ -111,6 +127,15 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("OTEL_METRICS_EXPORTER (-metrics-exporter) %q: want %s or %s", c.MetricsExporter, MetricsExporterOTLP, MetricsExporterNone))
 	}
+	switch c.LogsExporter {
+	case "", LogsNone:
+	case LogsOTLP:
+		if c.OTLPEndpoint == "" {
+			errs = append(errs, errors.New("OTEL_LOGS_EXPORTER (-otel-logs-exporter) otlp exports to OTEL_EXPORTER_OTLP_ENDPOINT (-otlp-endpoint), which is not set"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("OTEL_LOGS_EXPORTER (-otel-logs-exporter) %q: want %s or %s", c.LogsExporter, LogsOTLP, LogsNone))
+	}
 	if c.Enabled() && c.ServiceName == "" {
 		errs = append(errs, errors.New("OTEL_SERVICE_NAME (-otel-service-name) must not be empty when telemetry is exported"))
 	}
@@ -120,6 +145,10 @@ func (c *Config) Validate() error {
 // Enabled reports whether the settings export anything.
 func (c *Config) Enabled() bool { return c.OTLPEndpoint != "" || c.Prometheus }
 
+// LogsEnabled reports whether the settings export the logs: an OTLP
+// endpoint, and OTEL_LOGS_EXPORTER not none.
+func (c *Config) LogsEnabled() bool { return c.OTLPEndpoint != "" && c.LogsExporter != LogsNone }
+
 // LogAttrs returns the settings for the start-up log line.
 func (c *Config) LogAttrs() []slog.Attr {
 	return []slog.Attr{
@@ -127,6 +156,7 @@ func (c *Config) LogAttrs() []slog.Attr {
 		slog.String("otlp_endpoint", c.OTLPEndpoint),
 		slog.String("otlp_protocol", c.Protocol()),
 		slog.Bool("otlp_metrics", c.OTLPEndpoint != "" && c.MetricsExporter != MetricsExporterNone),
+		slog.Bool("otlp_logs", c.LogsEnabled()),
 		slog.Bool("metrics_prometheus", c.Prometheus),
 	}
 }
@@ -149,6 +179,7 @@ type Providers struct {
 	Propagator     propagation.TextMapPropagator
 
 	metrics  http.Handler
+	logs     slog.Handler // nil: logs not exported
 	shutdown []func(context.Context) error
 }
 
@@ -197,7 +228,51 @@ func New(ctx context.Context, c Config) (*Providers, error) {
 	mp := sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(res))...)
 	p.MeterProvider = mp
 	p.shutdown = append(p.shutdown, mp.Shutdown)
+	if c.LogsEnabled() {
+		le, err := otlpLogExporter(ctx, c)
+		if err != nil {
+			return nil, errors.Join(err, p.Shutdown(ctx))
+		}
+		// Shut down last, so that the logs of the other shutdowns are
+		// exported too.
+		lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewBatchProcessor(le)), sdklog.WithResource(res))
+		p.logs = otelslog.NewHandler(logScope, otelslog.WithLoggerProvider(lp))
+		p.shutdown = append(p.shutdown, lp.Shutdown)
+	}
 	return p, nil
+}
+
+// logScope is the instrumentation scope of the bridged logs.
+const logScope = "github.com/idempotent-consumer/sbcosmos/internal/telemetry"
+
+// otlpLogExporter returns the log exporter of c's endpoint and protocol,
+// which connects when it first exports.
+func otlpLogExporter(ctx context.Context, c Config) (sdklog.Exporter, error) {
+	var le sdklog.Exporter
+	var err error
+	if c.Protocol() == ProtocolGRPC {
+		le, err = otlploggrpc.New(ctx, otlploggrpc.WithEndpointURL(c.OTLPEndpoint))
+	} else {
+		base, _ := url.Parse(c.OTLPEndpoint) // Validate parsed it
+		le, err = otlploghttp.New(ctx, otlploghttp.WithEndpointURL(base.JoinPath("v1", "logs").String()))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: OTLP (%s) log exporter: %w", c.Protocol(), err)
+	}
+	return le, nil
+}
+
+// LogHandler returns the slog handler that exports each record as an
+// OpenTelemetry log record (the contrib otelslog bridge), or nil when the
+// Config exports no logs. A record logged with a context that carries a
+// span (slog's *Context methods, or LogAttrs) carries that span's trace
+// and span ids. Hand it to startup.Options.LogHandler, which fans the logs
+// out to it and to the console at the console's level. A nil p exports none.
+func (p *Providers) LogHandler() slog.Handler {
+	if p == nil || p.logs == nil {
+		return nil
+	}
+	return p.logs
 }
 
 // otlpExporters returns the trace and metric exporters of c's endpoint and

@@ -1,7 +1,9 @@
 // Package telemetrytest reads what in-memory OpenTelemetry exporters
 // recorded, for tests: the sums of counters and the counts of histograms
 // from an sdk/metric ManualReader, filtered by attributes, and the spans
-// of a tracetest.SpanRecorder by name.
+// of a tracetest.SpanRecorder by name; and Collector, an in-process
+// OTLP/HTTP collector that keeps the spans, metric names and log records a
+// command exports.
 package telemetrytest
 
 import (

@@ -32,7 +32,7 @@
 // alerts.bicep).
 //
 // Health: the worker and the subscribers serve /livez, /readyz and /startupz
-// on WORKER_HEALTH_ADDR (:8080). The probes reach the replica's own address,
+// on WORKER_HEALTH_ADDR (:8080), the relay on RELAY_HEALTH_ADDR (:8080). The probes reach the replica's own address,
 // so they need no ingress; none of the apps has ingress.
 
 @description('Container Apps environment name.')
@@ -151,6 +151,15 @@ param cosmosDatabaseName string
 
 @description('Cosmos DB container name.')
 param cosmosContainerName string
+
+@description('Cosmos DB container of the relay\'s lease documents.')
+param cosmosLeasesContainerName string
+
+@description('Cosmos DB container of the loyalty subscriber\'s inbox markers and entries.')
+param cosmosLoyaltyContainerName string
+
+@description('Cosmos DB container of the shipping subscriber\'s inbox markers and entries.')
+param cosmosShippingContainerName string
 
 @description('Queue lock duration (ISO 8601), so the worker renews locks in time.')
 param lockDuration string
@@ -716,6 +725,10 @@ resource relay 'Microsoft.App/containerApps@2025-01-01' = {
               value: cosmosContainerName
             }
             {
+              name: 'COSMOS_LEASES_CONTAINER'
+              value: cosmosLeasesContainerName
+            }
+            {
               name: 'LOG_FORMAT'
               value: 'json'
             }
@@ -727,7 +740,14 @@ resource relay 'Microsoft.App/containerApps@2025-01-01' = {
               name: 'OTEL_METRICS_EXPORTER'
               value: otlpMetricsExporter
             }
+            {
+              name: 'RELAY_HEALTH_ADDR'
+              value: ':${healthPort}'
+            }
           ]
+          // The relay serves the same three endpoints on the same port; its
+          // /livez fails only when its loop has not ended a poll for minutes.
+          probes: workerProbes
         }
       ]
       terminationGracePeriodSeconds: terminationGracePeriodSeconds
@@ -814,7 +834,7 @@ resource loyalty 'Microsoft.App/containerApps@2025-01-01' = {
             }
             {
               name: 'COSMOS_CONTAINER'
-              value: cosmosContainerName
+              value: cosmosLoyaltyContainerName
             }
             {
               name: 'SERVICEBUS_LOCK_DURATION'
@@ -955,7 +975,7 @@ resource shipping 'Microsoft.App/containerApps@2025-01-01' = {
             }
             {
               name: 'COSMOS_CONTAINER'
-              value: cosmosContainerName
+              value: cosmosShippingContainerName
             }
             {
               name: 'SERVICEBUS_LOCK_DURATION'

@@ -1,6 +1,7 @@
 // cosmos.bicep creates a serverless Cosmos DB for NoSQL account, the orders
-// database and container, grants the worker, the relay and the subscribers
-// the built-in data role, and sends the account's logs to Log Analytics.
+// database with the orders container, the relay's leases container and one
+// container per subscriber, grants each identity data access to its own
+// containers only, and sends the account's logs to Log Analytics.
 //
 // The container is the single arbiter of idempotency: the worker creates one
 // document per order with id = partition key value = order id, and a second
@@ -29,16 +30,25 @@ param databaseName string
 @description('Container name.')
 param containerName string
 
+@description('Container of the relay\'s lease documents.')
+param leasesContainerName string
+
+@description('Container of the loyalty subscriber\'s inbox markers and entries.')
+param loyaltyContainerName string
+
+@description('Container of the shipping subscriber\'s inbox markers and entries.')
+param shippingContainerName string
+
 @description('Principal that reads and writes orders: the worker.')
 param workerPrincipalId string
 
-@description('Principal that reads the container\'s change feed and writes its lease documents into the same container: the relay.')
+@description('Principal that reads the orders container\'s change feed and writes its lease documents in the leases container: the relay.')
 param relayPrincipalId string
 
-@description('Principal that writes the loyalty subscriber\'s inbox markers.')
+@description('Principal that writes the loyalty subscriber\'s inbox markers in its container.')
 param loyaltyPrincipalId string
 
-@description('Principal that writes the shipping subscriber\'s inbox markers.')
+@description('Principal that writes the shipping subscriber\'s inbox markers in its container.')
 param shippingPrincipalId string
 
 @description('Principal of the operator tool orderctl, which reads stored orders (dlq show compares a mismatch with the stored order).')
@@ -69,6 +79,19 @@ var dataContributorRoleId = '00000000-0000-0000-0000-000000000002'
 
 // Cosmos DB Built-in Data Reader: read and query items, read metadata.
 var dataReaderRoleId = '00000000-0000-0000-0000-000000000001'
+
+// The data actions of the two custom roles (Azure Cosmos DB for NoSQL data
+// plane actions reference): the relay reads the orders container's change
+// feed and nothing else there, and every identity whose data role is scoped
+// to a container reads the database's metadata, which the SDKs read for a
+// change feed and a container (azure-cosmos-dotnet-v3 #3638: a role scoped
+// to a container alone answers 403 on dbs/<db> readMetadata).
+var readMetadataAction = 'Microsoft.DocumentDB/databaseAccounts/readMetadata'
+var feedReaderActions = [
+  readMetadataAction
+  'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/read'
+  'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/readChangeFeed'
+]
 
 resource account 'Microsoft.DocumentDB/databaseAccounts@2025-04-15' = {
   name: name
@@ -163,20 +186,117 @@ resource container 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/container
   }
 }
 
-// The role is scoped to the database, not the account. A narrower container
-// scope breaks SDK calls that read the database's metadata.
-//
-// The relay needs exactly what the worker has: it reads the change feed
-// (a read of the container) and creates and replaces its lease documents, one
-// per feed range, in the same container; the subscribers create inbox
-// markers there. Data Contributor at database scope is the narrowest built-in
-// role that allows both.
+// The relay's leases and each subscriber's inbox markers and entries live
+// in containers of their own, partitioned like the orders container (their
+// documents carry orderId), so that each identity's data role can be scoped
+// to the containers it writes. They are created one after the other (see
+// the chain below).
+var ownContainerNames = [
+  leasesContainerName
+  loyaltyContainerName
+  shippingContainerName
+]
+
+@batchSize(1)
+resource ownContainers 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2025-04-15' = [
+  for name in ownContainerNames: {
+    parent: database
+    name: name
+    properties: {
+      resource: {
+        id: name
+        partitionKey: {
+          paths: [
+            '/orderId'
+          ]
+          kind: 'Hash'
+          version: 2
+        }
+        defaultTtl: -1
+        // Indexed like the orders container, for the same reason: nothing
+        // queries these documents either.
+        indexingPolicy: {
+          indexingMode: 'consistent' // as the orders container's
+          automatic: true
+          includedPaths: [] // none
+          excludedPaths: [
+            {
+              path: '/*' // every path
+            }
+          ]
+        }
+      }
+    }
+    dependsOn: [
+      container
+    ]
+  }
+]
+
+// The custom roles: the relay's read-only access to the orders container,
+// and the database metadata that identities scoped to containers need.
+resource feedReaderRole 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions@2024-11-15' = {
+  parent: account
+  name: guid(account.id, 'orders-change-feed-reader')
+  properties: {
+    roleName: 'Orders change feed reader'
+    type: 'CustomRole'
+    assignableScopes: [
+      account.id
+    ]
+    permissions: [
+      {
+        dataActions: feedReaderActions
+      }
+    ]
+  }
+  dependsOn: [
+    ownContainers
+  ]
+}
+
+resource metadataReaderRole 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefinitions@2024-11-15' = {
+  parent: account
+  name: guid(account.id, 'metadata-reader')
+  properties: {
+    roleName: 'Database metadata reader'
+    type: 'CustomRole'
+    assignableScopes: [
+      account.id
+    ]
+    permissions: [
+      {
+        dataActions: [
+          readMetadataAction
+        ]
+      }
+    ]
+  }
+  dependsOn: [
+    feedReaderRole
+  ]
+}
+
+// The worker's (and the developer's) role is scoped to the database: the
+// worker reads and writes orders and payment records. Everyone else's is
+// scoped to the containers it uses: the relay reads the orders container's
+// change feed (the custom feed reader role: no write, no query) and writes
+// its leases in the leases container; each subscriber reads and writes its
+// own container only, so no subscriber can rewrite orders or payment
+// records. Each of them also reads the database's metadata (the custom
+// metadata reader role at database scope: no item).
 //
 // Cosmos DB runs one control-plane write per account at a time and answers a
 // concurrent one with "another operation is in progress", so the database,
-// the container and every role assignment are chained: database -> container
-// -> worker -> relay -> loyalty -> shipping -> orderctl -> developer.
+// the containers, the role definitions and every role assignment are
+// chained: database -> container -> own containers -> roles -> worker ->
+// relay (metadata, orders, leases) -> loyalty (metadata, container) ->
+// shipping (metadata, container) -> orderctl -> developer.
 var dataScope = '${account.id}/dbs/${databaseName}'
+var ordersScope = '${dataScope}/colls/${containerName}'
+var leasesScope = '${dataScope}/colls/${leasesContainerName}'
+var loyaltyScope = '${dataScope}/colls/${loyaltyContainerName}'
+var shippingScope = '${dataScope}/colls/${shippingContainerName}'
 
 resource workerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
   parent: account
@@ -187,20 +307,59 @@ resource workerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleA
     scope: dataScope
   }
   dependsOn: [
-    container
+    metadataReaderRole
   ]
 }
 
-resource relayReadsFeedWritesLeases 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+resource relayReadsMetadata 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
   parent: account
-  name: guid(account.id, relayPrincipalId, dataContributorRoleId)
+  name: guid(account.id, relayPrincipalId, 'metadata-reader')
   properties: {
-    roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataContributorRoleId}'
+    roleDefinitionId: metadataReaderRole.id
     principalId: relayPrincipalId
     scope: dataScope
   }
   dependsOn: [
     workerReadsWritesOrders
+  ]
+}
+
+resource relayReadsFeed 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: account
+  name: guid(account.id, relayPrincipalId, 'orders-change-feed-reader')
+  properties: {
+    roleDefinitionId: feedReaderRole.id
+    principalId: relayPrincipalId
+    scope: ordersScope
+  }
+  dependsOn: [
+    relayReadsMetadata
+  ]
+}
+
+resource relayWritesLeases 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: account
+  name: guid(account.id, relayPrincipalId, dataContributorRoleId)
+  properties: {
+    roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataContributorRoleId}'
+    principalId: relayPrincipalId
+    scope: leasesScope
+  }
+  dependsOn: [
+    relayReadsFeed
+  ]
+}
+
+resource loyaltyReadsMetadata 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: account
+  name: guid(account.id, loyaltyPrincipalId, 'metadata-reader')
+  properties: {
+    roleDefinitionId: metadataReaderRole.id
+    principalId: loyaltyPrincipalId
+    scope: dataScope
+  }
+  dependsOn: [
+    relayWritesLeases
   ]
 }
 
@@ -210,10 +369,23 @@ resource loyaltyWritesInbox 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssign
   properties: {
     roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataContributorRoleId}'
     principalId: loyaltyPrincipalId
+    scope: loyaltyScope
+  }
+  dependsOn: [
+    loyaltyReadsMetadata
+  ]
+}
+
+resource shippingReadsMetadata 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: account
+  name: guid(account.id, shippingPrincipalId, 'metadata-reader')
+  properties: {
+    roleDefinitionId: metadataReaderRole.id
+    principalId: shippingPrincipalId
     scope: dataScope
   }
   dependsOn: [
-    relayReadsFeedWritesLeases
+    loyaltyWritesInbox
   ]
 }
 
@@ -223,10 +395,10 @@ resource shippingWritesInbox 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssig
   properties: {
     roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataContributorRoleId}'
     principalId: shippingPrincipalId
-    scope: dataScope
+    scope: shippingScope
   }
   dependsOn: [
-    loyaltyWritesInbox
+    shippingReadsMetadata
   ]
 }
 
@@ -281,6 +453,15 @@ output databaseName string = database.name
 
 @description('Container name.')
 output containerName string = container.name
+
+@description('Leases container name.')
+output leasesContainerName string = leasesContainerName
+
+@description('Loyalty subscriber\'s container name.')
+output loyaltyContainerName string = loyaltyContainerName
+
+@description('Shipping subscriber\'s container name.')
+output shippingContainerName string = shippingContainerName
 
 @description('Account resource id, for the metric alerts.')
 output id string = account.id
