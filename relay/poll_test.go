@@ -41,7 +41,7 @@ func (f *timedFeed) readTimes() []time.Time {
 // timedTopic is a topic that records when each message was first sent.
 type timedTopic struct {
 	*topic
-	mu   sync.Mutex
+	mu    sync.Mutex
 	first map[string]time.Time
 }
 
