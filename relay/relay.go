@@ -142,13 +142,13 @@ type Relay struct {
 	sender Sender
 	o      Options
 	log    *slog.Logger
+	// fixedPoll makes Run wait PollInterval after every poll but a full
+	// page, as earlier versions did; only tests set it, to compare.
+	fixedPoll bool
 
 	ranges  []string          // from the manifest; nil until loaded
 	owned   map[string]*lease // feed range -> lease this instance holds
 	unfence bool              // the store returned an empty ETag: leases are not fenced
-	// fixedPoll makes Run wait PollInterval after every poll but a full
-	// page, as earlier versions did; only tests set it, to compare.
-	fixedPoll bool
 
 	published, batches, skipped, unpublishable, checkpoints, acquired, lost atomic.Int64
 }
@@ -262,7 +262,9 @@ func (r *Relay) Stats() Stats {
 // which it keeps while the feed stays idle. It starts idle: a relay that
 // finds no events reads each range once per PollInterval, as often as one
 // that always waits PollInterval, and its own lease writes (which publish
-// no events) never shorten the wait.
+// no events) never shorten the wait. A poll that failed waits as one that
+// found nothing, even if it sent some batches before it failed, so that a
+// page is not republished in a loop.
 func (r *Relay) Run(ctx context.Context) error {
 	work := context.WithoutCancel(ctx)
 	r.log.Info("relay starting", "lease_duration", r.o.LeaseDuration.String(), "poll_interval", r.o.PollInterval.String())
