@@ -156,7 +156,12 @@ func (c *InboxConsumer) ttlSeconds() int {
 // Process decides by the message's Subject. An order placement is decoded,
 // then the marker and the loyalty entry are written atomically; a conflict
 // on the marker is this consumer's duplicate (or, if the marker's request
-// hash differs, an id reused for other content). An OrderAccepted event
+// hash differs, an id reused for other content). A redelivery
+// (DeliveryCount above 1, most likely a duplicate) reads the marker first,
+// as idempotent.RedeliveriesFirst says: one round trip for a duplicate
+// instead of the conflicting batch and a read, two for a message whose
+// earlier delivery wrote nothing. The choice changes round trips, never an
+// outcome: the batch stays the duplicate check. An OrderAccepted event
 // from the outbox relay (Subject EventOrderAccepted, MessageId the event id)
 // is decoded with DecodeAcceptedEvent and written the same way, keyed by the
 // event id. A status change is of no use to the loyalty consumer: Ignored,
@@ -195,7 +200,7 @@ func (c *InboxConsumer) placeOrder(ctx context.Context, m idempotent.Message) id
 	if invalid != nil {
 		return *invalid
 	}
-	return c.award(ctx, m.ID, o.OrderID, o.CustomerID, o.TotalMinor, o.RequestHash())
+	return c.award(ctx, m, o.OrderID, o.CustomerID, o.TotalMinor, o.RequestHash())
 }
 
 func randomID() string {

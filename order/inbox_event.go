@@ -186,21 +186,36 @@ func (c *InboxConsumer) acceptedEvent(ctx context.Context, m idempotent.Message)
 		err := &FieldError{Field: "id", Problem: fmt.Sprintf("%q does not equal the MessageId %q", ev.ID, m.ID)}
 		return idempotent.Result{Outcome: idempotent.Invalid, Key: ev.OrderID, Reason: idempotent.ReasonMessageIDMismatch, Description: err.Error(), Err: err}
 	}
-	return c.award(ctx, m.ID, ev.OrderID, ev.CustomerID, ev.TotalMinor, ev.RequestHash)
+	return c.award(ctx, m, ev.OrderID, ev.CustomerID, ev.TotalMinor, ev.RequestHash)
 }
 
-// award writes c's marker for messageID and the loyalty entry of the order
+// award writes c's marker for message m and the loyalty entry of the order
 // in one transactional batch in the order's partition, and decides a
 // conflict on the marker: Duplicate for the same request hash, Mismatch for
-// another.
-func (c *InboxConsumer) award(ctx context.Context, messageID, orderID, customerID string, totalMinor int64, hash string) idempotent.Result {
+// another. A redelivery reads the marker first (idempotent.RedeliveriesFirst)
+// and decides from it without the batch when it is there; when it is not,
+// the batch decides as for a first delivery.
+func (c *InboxConsumer) award(ctx context.Context, m idempotent.Message, orderID, customerID string, totalMinor int64, hash string) idempotent.Result {
+	markerID := InboxMarkerID(c.Name, m.ID)
+	if (idempotent.RedeliveriesFirst{}).ReadFirst(m) {
+		var stored InboxMarker
+		_, err := readJSON(ctx, c.Store, orderID, markerID, &stored)
+		switch {
+		case err == nil:
+			return c.decideStored(m.ID, orderID, hash, stored)
+		case !errors.Is(err, idempotent.ErrNotFound):
+			return storeFailure(orderID, "read inbox marker of a redelivery", err)
+		}
+		// No marker: the earlier delivery wrote nothing (or its marker
+		// expired); the batch below decides.
+	}
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
 	}
 	at := now().UTC()
-	marker := InboxMarker{ID: InboxMarkerID(c.Name, messageID), OrderID: orderID, Type: TypeInboxMarker, Consumer: c.Name,
-		MessageID: messageID, RequestHash: hash, ProcessedAt: at, TTL: c.ttlSeconds()}
+	marker := InboxMarker{ID: markerID, OrderID: orderID, Type: TypeInboxMarker, Consumer: c.Name,
+		MessageID: m.ID, RequestHash: hash, ProcessedAt: at, TTL: c.ttlSeconds()}
 	entry := LoyaltyEntry{ID: randomID(), OrderID: orderID, Type: TypeLoyaltyEntry, Consumer: c.Name,
 		CustomerID: customerID, Points: totalMinor / 100, AwardedAt: at}
 	mb, err := json.Marshal(marker)
@@ -222,6 +237,12 @@ func (c *InboxConsumer) award(ctx context.Context, messageID, orderID, customerI
 	if _, err := readJSON(ctx, c.Store, orderID, marker.ID, &stored); err != nil {
 		return storeFailure(orderID, "read inbox marker after conflict", err)
 	}
+	return c.decideStored(m.ID, orderID, hash, stored)
+}
+
+// decideStored decides a message whose marker, stored, c found: Duplicate
+// for the same request hash, Mismatch for another.
+func (c *InboxConsumer) decideStored(messageID, orderID, hash string, stored InboxMarker) idempotent.Result {
 	if stored.RequestHash != hash {
 		return idempotent.Result{Outcome: idempotent.Mismatch, Key: orderID, Reason: ReasonOrderIDReused,
 			Description: fmt.Sprintf("consumer %s processed message %s with request hash %s; this message has request hash %s",

@@ -71,6 +71,23 @@
 // uses, works the same: pass a store on it (no lease write then appears in
 // the feed the relay reads).
 //
+// # Polling
+//
+// Run polls every feed range it holds, one page each, and polls again at
+// once while a poll returns a full page or publishes events without an
+// error. After a poll that does neither it waits PollInterval/32, then
+// twice as long after each further such poll, up to PollInterval, which it
+// keeps while the feed stays idle (31.25 ms, 62.5 ms, …, 1 s with the
+// default). It starts idle, and its own lease writes publish no events, so
+// an idle relay reads each range once per PollInterval, as one that always
+// waits PollInterval does; a failed poll waits too, so that a page that
+// keeps failing half-sent is not republished in a loop. Under load it
+// reads more often (about 40 reads per second per range at 33 events/s
+// with the default interval, against 1 to 2 when it always waited) and an
+// event reaches the topic within one or two backoff steps of its write;
+// the first event after an idle spell of about 2 s or more waits up to
+// PollInterval. BenchmarkOutboxLatency measures both rules side by side.
+//
 // # Concurrency
 //
 // A Relay is driven by one goroutine: Run, or a caller's Step calls, never

@@ -103,8 +103,10 @@ type Options struct {
 	// LeaseDuration is how long a lease stays this instance's without a
 	// renewal; it is renewed every LeaseDuration/3. At least 3*CallTimeout.
 	LeaseDuration time.Duration
-	// PollInterval is the pause between two reads of a range that found
-	// nothing new.
+	// PollInterval is the pause between two polls while the feed is idle,
+	// and the longest: Run polls again at once after a poll that published
+	// events or read a full page, and backs off from PollInterval/32 to
+	// PollInterval while polls find nothing (see Run).
 	PollInterval time.Duration
 	// PageSize is the most documents one read of the change feed returns.
 	PageSize int
@@ -144,6 +146,9 @@ type Relay struct {
 	sender Sender
 	o      Options
 	log    *slog.Logger
+	// fixedPoll makes Run wait PollInterval after every poll but a full
+	// page, as earlier versions did; only tests set it, to compare.
+	fixedPoll bool
 
 	ranges  []string          // from the manifest; nil until loaded
 	owned   map[string]*lease // feed range -> lease this instance holds
@@ -254,11 +259,22 @@ func (r *Relay) Stats() Stats {
 // every lease it holds with its last checkpoint, and returns nil, or the
 // error of a release. A range whose read, send or lease write fails is
 // logged and retried at the next poll.
+//
+// Run polls again at once while a poll returns a full page or publishes
+// events; after a poll that does neither it waits, first PollInterval/32,
+// then twice as long after each further such poll, up to PollInterval,
+// which it keeps while the feed stays idle. It starts idle: a relay that
+// finds no events reads each range once per PollInterval, as often as one
+// that always waits PollInterval, and its own lease writes (which publish
+// no events) never shorten the wait. A poll that failed waits as one that
+// found nothing, even if it sent some batches before it failed, so that a
+// page is not republished in a loop.
 func (r *Relay) Run(ctx context.Context) error {
 	work := context.WithoutCancel(ctx)
 	r.log.Info("relay starting", "lease_duration", r.o.LeaseDuration.String(), "poll_interval", r.o.PollInterval.String())
 	t := time.NewTimer(0)
 	defer t.Stop()
+	wait := r.o.PollInterval // idle until a poll publishes
 	for {
 		select {
 		case <-ctx.Done():
@@ -267,13 +283,39 @@ func (r *Relay) Run(ctx context.Context) error {
 			return err
 		case <-t.C:
 		}
-		busy, _ := r.step(work, ctx.Done())
-		if busy {
-			t.Reset(0)
-		} else {
-			t.Reset(r.o.PollInterval)
-		}
+		before := r.published.Load()
+		busy, err := r.step(work, ctx.Done())
+		// A poll that failed is no sign of work, even if it sent some
+		// batches: retrying it at once could republish them in a loop.
+		wait = r.nextWait(wait, busy, err == nil && r.published.Load() > before)
+		t.Reset(wait)
 	}
+}
+
+// pollBackoffSteps is how many doublings take Run's wait after a poll that
+// found work back to PollInterval: the first wait is PollInterval>>5.
+const pollBackoffSteps = 5
+
+// nextWait returns Run's wait before the next poll, given the last wait and
+// whether the poll just made returned a full page (busy) or published
+// events without an error: none after either, else the last wait doubled
+// (PollInterval>>5 after a wait of none), at most PollInterval. With
+// fixedPoll set it is the rule of earlier versions: none after a full page,
+// else PollInterval.
+func (r *Relay) nextWait(last time.Duration, busy, published bool) time.Duration {
+	switch {
+	case busy:
+		return 0
+	case r.fixedPoll:
+		return r.o.PollInterval
+	case published:
+		return 0
+	case last == 0:
+		return max(r.o.PollInterval>>pollBackoffSteps, time.Nanosecond)
+	case last >= r.o.PollInterval/2:
+		return r.o.PollInterval
+	}
+	return 2 * last
 }
 
 // Step is one poll of every feed range: it acquires the leases it can,

@@ -65,7 +65,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
 	env.String(&c.Name, "name", "RELAY_NAME", "orderrelay", "relay name, shared by its instances: the leases are lease:<name>:<feed range>")
 	env.String(&c.Owner, "owner", "RELAY_OWNER", "", "this instance's name in the leases; empty: host name and a random suffix")
-	env.Duration(&c.PollInterval, "poll-interval", "RELAY_POLL_INTERVAL", relay.DefaultPollInterval, "pause between reads of a feed range that found nothing new")
+	env.Duration(&c.PollInterval, "poll-interval", "RELAY_POLL_INTERVAL", relay.DefaultPollInterval, "pause between polls while the change feed is idle (the longest: after events it polls again at once, then backs off from 1/32 of it)")
 	env.Duration(&c.LeaseDuration, "lease-duration", "RELAY_LEASE_DURATION", relay.DefaultLeaseDuration, "how long a lease survives without renewal (renewed every third of it); a crashed instance's ranges are taken over after it")
 	env.Duration(&c.CallTimeout, "call-timeout", "RELAY_CALL_TIMEOUT", relay.DefaultCallTimeout, "deadline of every Cosmos DB and Service Bus call")
 	env.Int(&c.PageSize, "page-size", "RELAY_PAGE_SIZE", relay.DefaultPageSize, "most changes read per change feed request")
