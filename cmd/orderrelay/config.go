@@ -190,14 +190,6 @@ func (c config) LogValue() slog.Value {
 		slog.Int("page_size", c.PageSize),
 		slog.Int("batch_messages", c.MaxBatchMessages),
 		slog.String("health_addr", c.HealthAddr),
-		slog.Group("telemetry", anyAttrs(c.Telemetry.LogAttrs())...),
+		c.Telemetry.LogGroup(),
 	)
-}
-
-func anyAttrs(attrs []slog.Attr) []any {
-	out := make([]any, len(attrs))
-	for i, a := range attrs {
-		out[i] = a
-	}
-	return out
 }

@@ -337,14 +337,6 @@ func (c config) LogValue() slog.Value {
 		slog.String("shutdown_grace", cli.FormatDuration(c.ShutdownGrace)),
 		slog.String("health_addr", c.HealthAddr),
 		slog.Int("fact_cache", c.FactCache),
-		slog.Group("telemetry", anyAttrs(c.Telemetry.LogAttrs())...),
+		c.Telemetry.LogGroup(),
 	)...)
-}
-
-func anyAttrs(attrs []slog.Attr) []any {
-	out := make([]any, len(attrs))
-	for i, a := range attrs {
-		out[i] = a
-	}
-	return out
 }

@@ -149,6 +149,12 @@ func (c *Config) Enabled() bool { return c.OTLPEndpoint != "" || c.Prometheus }
 // endpoint, and OTEL_LOGS_EXPORTER not none.
 func (c *Config) LogsEnabled() bool { return c.OTLPEndpoint != "" && c.LogsExporter != LogsNone }
 
+// LogGroup is LogAttrs as one "telemetry" group, for a command's
+// start-up configuration line.
+func (c *Config) LogGroup() slog.Attr {
+	return slog.Attr{Key: "telemetry", Value: slog.GroupValue(c.LogAttrs()...)}
+}
+
 // LogAttrs returns the settings for the start-up log line.
 func (c *Config) LogAttrs() []slog.Attr {
 	return []slog.Attr{
