@@ -29,8 +29,10 @@ import (
 // except the change feed reads (a GET of a container's documents with
 // A-IM: Incremental Feed) and the read of its partition key ranges, which
 // it answers itself, the feed from a log of changes it
-// builds by reading all of the container's documents from cosmium at each
-// change feed read.
+// builds incrementally at each change feed read: it lists the ids and
+// ETags of the container's documents (cosmium gives every write a new
+// _etag) and reads from cosmium only the documents whose ETag it has not
+// seen, keeping the latest version of every other.
 //
 // # What it keeps of Cosmos DB, and what it does not
 //
@@ -75,6 +77,9 @@ type FeedProxy struct {
 	changed  map[string]int64  // document key -> lsn of its latest change
 	reads    int               // change feed reads answered
 	modified int               // of them, with documents
+	etags    map[string]string // document id -> the _etag of the version last read
+	listings int               // listings of the ids and ETags
+	fetched  int               // documents read from cosmium in full
 
 	holdMu   sync.Mutex
 	holdCond func() bool   // nil: nothing armed
@@ -147,7 +152,7 @@ func NewFeedProxy(endpoint, key, db, coll string) (*FeedProxy, error) {
 	if db == "" || coll == "" {
 		return nil, errors.New("feed proxy: the database and the container must be named")
 	}
-	p := &FeedProxy{target: target, key: key, db: db, coll: coll, versions: make(map[string]string), changed: make(map[string]int64)}
+	p := &FeedProxy{target: target, key: key, db: db, coll: coll, versions: make(map[string]string), changed: make(map[string]int64), etags: make(map[string]string)}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	// The account read names the regional endpoints the SDK sends every
 	// later request to: cosmium's own. They must name the proxy.
@@ -204,18 +209,51 @@ func (p *FeedProxy) Reads() (reads, modified int) {
 	return p.reads, p.modified
 }
 
+// CosmiumReads returns how many times the proxy listed the ids and ETags
+// of the container's documents (once per change feed read) and how many
+// documents it read from cosmium in full, in all.
+func (p *FeedProxy) CosmiumReads() (listings, documents int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.listings, p.fetched
+}
+
 // Documents returns every document of the container, as cosmium lists
 // them.
 func (p *FeedProxy) Documents(ctx context.Context) ([]json.RawMessage, error) {
+	return p.list(ctx, "")
+}
+
+// query returns the result of the query q on the container.
+func (p *FeedProxy) query(ctx context.Context, q string) ([]json.RawMessage, error) {
+	return p.list(ctx, q)
+}
+
+// list lists the container's documents (q == "") or runs the query q on
+// it.
+func (p *FeedProxy) list(ctx context.Context, q string) ([]json.RawMessage, error) {
 	link := "dbs/" + p.db + "/colls/" + p.coll
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.target.JoinPath(link, "docs").String(), nil)
+	method, reqBody := http.MethodGet, io.Reader(nil)
+	if q != "" {
+		b, err := json.Marshal(map[string]string{"query": q})
+		if err != nil {
+			return nil, err
+		}
+		method, reqBody = http.MethodPost, bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, p.target.JoinPath(link, "docs").String(), reqBody)
 	if err != nil {
 		return nil, err
 	}
 	date := time.Now().UTC().Format(http.TimeFormat)
 	req.Header.Set("x-ms-date", date)
 	req.Header.Set("x-ms-version", "2018-12-31")
-	req.Header.Set("Authorization", authorization(http.MethodGet, "docs", link, date, p.key))
+	req.Header.Set("Authorization", authorization(method, "docs", link, date, p.key))
+	if q != "" {
+		req.Header.Set("Content-Type", "application/query+json")
+		req.Header.Set("x-ms-documentdb-isquery", "True")
+		req.Header.Set("x-ms-documentdb-query-enablecrosspartition", "True")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
@@ -246,27 +284,60 @@ func authorization(verb, resourceType, resourceLink, date, key string) string {
 	return url.QueryEscape("type=master&ver=1.0&sig=" + base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 }
 
-// refresh reads every document from cosmium and logs those whose content
-// changed. p.mu is held.
+// refresh lists the ids and ETags of the container's documents, reads in
+// full those whose ETag it has not seen, and logs those whose content
+// changed. Cosmium keys documents by id alone, so a document read by id is
+// the one listed. p.mu is held.
 func (p *FeedProxy) refresh(ctx context.Context) error {
-	docs, err := p.Documents(ctx)
+	heads, err := p.query(ctx, "SELECT c.id, c._etag FROM c")
 	if err != nil {
 		return err
 	}
-	for _, d := range docs {
+	p.listings++
+	var ids []string
+	for _, h := range heads {
 		var head struct {
-			ID      string `json:"id"`
-			OrderID string `json:"orderId"`
+			ID   string `json:"id"`
+			ETag string `json:"_etag"`
 		}
-		if err := json.Unmarshal(d, &head); err != nil {
-			return fmt.Errorf("cosmium document %s: %w", d, err)
+		if err := json.Unmarshal(h, &head); err != nil {
+			return fmt.Errorf("cosmium listing %s: %w", h, err)
 		}
-		key := head.OrderID + "\x00" + head.ID
-		if p.versions[key] == string(d) {
-			continue
+		if p.etags[head.ID] != head.ETag {
+			ids = append(ids, head.ID)
 		}
-		p.lsn++
-		p.versions[key], p.changed[key] = string(d), p.lsn
+	}
+	for chunk := range slices.Chunk(ids, 50) {
+		quoted := make([]string, len(chunk))
+		for i, id := range chunk {
+			b, err := json.Marshal(id)
+			if err != nil {
+				return err
+			}
+			quoted[i] = string(b)
+		}
+		docs, err := p.query(ctx, "SELECT * FROM c WHERE c.id IN ("+strings.Join(quoted, ", ")+")")
+		if err != nil {
+			return err
+		}
+		p.fetched += len(docs)
+		for _, d := range docs {
+			var head struct {
+				ID      string `json:"id"`
+				OrderID string `json:"orderId"`
+				ETag    string `json:"_etag"`
+			}
+			if err := json.Unmarshal(d, &head); err != nil {
+				return fmt.Errorf("cosmium document %s: %w", d, err)
+			}
+			p.etags[head.ID] = head.ETag
+			key := head.OrderID + "\x00" + head.ID
+			if p.versions[key] == string(d) {
+				continue
+			}
+			p.lsn++
+			p.versions[key], p.changed[key] = string(d), p.lsn
+		}
 	}
 	return nil
 }

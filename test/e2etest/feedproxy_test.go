@@ -101,3 +101,67 @@ func TestFeedProxy_ChangeFeedThroughTheSDK(t *testing.T) {
 		t.Errorf("the proxy answered %d change feed reads, %d with documents", reads, modified)
 	}
 }
+
+// TestFeedProxy_ReadsIncrementally: the proxy reads in full from cosmium
+// only the documents written since its previous read, not the whole
+// container at every change feed read: N polls of a feed with 2k documents
+// and then k more cost one listing of ids and ETags per poll and 3k
+// documents read in all.
+func TestFeedProxy_ReadsIncrementally(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs cosmium; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := cosmiumtest.Start(t)
+	proxy := e2etest.StartFeedProxy(t, srv.Endpoint, srv.Key, "orders", "orders")
+	c, err := cosmosstore.NewClientWithKey(proxy.Endpoint, srv.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, c, "orders", "orders"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := cosmosstore.New(c, "orders", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const orders, polls = 5, 10
+	gen := ordergen.New(2, "incremental")
+	write := func(from, to int) {
+		for i := from; i < to; i++ {
+			o := gen.Order(i)
+			if _, err := order.WriteOrder(ctx, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	feed := s.ChangeFeed()
+	ranges, err := feed.FeedRanges(ctx)
+	if err != nil || len(ranges) != 1 {
+		t.Fatalf("FeedRanges = %v, %v; want cosmium's one range", ranges, err)
+	}
+	continuation, seen := "", 0
+	poll := func(n int) {
+		for range n {
+			docs, next, err := feed.ReadChanges(ctx, ranges[0], continuation, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen, continuation = seen+len(docs), next
+		}
+	}
+	write(0, orders)
+	poll(polls / 2)
+	write(orders, orders+orders/2)
+	poll(polls - polls/2)
+	want := 2 * (orders + orders/2) // each order and its event
+	if seen != want {
+		t.Fatalf("%d polls returned %d changes, want %d", polls, seen, want)
+	}
+	listings, documents := proxy.CosmiumReads()
+	if listings != polls || documents != want {
+		t.Errorf("%d polls listed cosmium's documents %d times and read %d in full; want %d times, %d documents", polls, listings, documents, polls, want)
+	}
+}

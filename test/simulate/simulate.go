@@ -149,7 +149,11 @@ Flags:
 // measured scheduling delay, else simulation.ErrViolations.
 func simulate(ctx context.Context, cfg simulation.Config, mode string, stdout, stderr io.Writer) error {
 	show := newProgressLine(stderr, mode)
-	rep, err := simulation.Run(ctx, cfg, show.update)
+	var progress func(simulation.Progress) // nil when off: Run then starts no ticker
+	if show.enabled {
+		progress = show.update
+	}
+	rep, err := simulation.Run(ctx, cfg, progress)
 	show.done()
 	if err != nil { // interrupted or broken: a report of a partial run would mislead
 		return err

@@ -284,20 +284,26 @@ func newIndex(s *State) *index {
 // inboxStored returns the stored function of consumer's view: the request
 // hash its live marker for a message recorded, or, once the marker has
 // expired, only whether the consumer wrote a loyalty entry for the order.
+// It indexes the consumer's markers and entries once, so that a lookup per
+// message costs a map access, not a scan of every marker.
 func (idx *index) inboxStored(consumer string) func(string) (string, bool) {
+	hashes := make(map[string]string) // message id -> the first marker's request hash
+	for _, m := range idx.markers {
+		if _, seen := hashes[m.messageID]; m.consumer == consumer && !seen {
+			hashes[m.messageID] = m.requestHash
+		}
+	}
+	entries := make(map[string]bool) // order ids with a loyalty entry
+	for _, e := range idx.loyalty {
+		if e.consumer == consumer {
+			entries[e.orderID] = true
+		}
+	}
 	return func(id string) (string, bool) {
-		for _, m := range idx.markers {
-			if m.consumer == consumer && m.messageID == id {
-				return m.requestHash, true
-			}
+		if h, ok := hashes[id]; ok {
+			return h, true
 		}
-		orderID := orderOfMessage(id)
-		for _, e := range idx.loyalty {
-			if e.consumer == consumer && e.orderID == orderID {
-				return "", true
-			}
-		}
-		return "", false
+		return "", entries[orderOfMessage(id)]
 	}
 }
 

@@ -48,10 +48,10 @@ func (d *driver) report(p Progress) {
 func (d *driver) snapshot(phase string) Progress {
 	var p Progress
 	for _, s := range d.subs {
-		snap := s.out.q.Snapshot()
-		p.Sent += int(snap.Sent)
-		p.Settled += snap.Completed + snap.DeadLettered
-		p.Deliveries += snap.Delivered
+		c := s.out.q.Counts() // counters alone: a Snapshot copies every message
+		p.Sent += int(c.Sent)
+		p.Settled += c.Completed + c.DeadLettered
+		p.Deliveries += c.Delivered
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -91,12 +91,15 @@ var errStalled = errors.New("stalled: nothing settled although messages remain")
 // empty reports whether every queue is empty (nothing available, nothing
 // locked, which includes messages sent on link credit, nothing scheduled)
 // and no delivery is in flight, and how many messages were settled so far.
+// It runs after every settlement, so it reads counters and lengths only, in
+// constant time per queue: a Snapshot would copy and sort every queued
+// message.
 func (d *driver) empty() (bool, int64) {
 	empty, settled := true, int64(0)
 	for _, s := range d.subs {
-		snap := s.out.q.Snapshot()
-		settled += snap.Completed + snap.DeadLettered + snap.Abandoned
-		if len(snap.Active) > 0 || len(snap.Locked) > 0 || len(snap.Scheduled) > 0 || s.tr.busy() {
+		c := s.out.q.Counts()
+		settled += c.Completed + c.DeadLettered + c.Abandoned
+		if active, locked, scheduled := s.out.q.Len(); active > 0 || locked > 0 || scheduled > 0 || s.tr.busy() {
 			empty = false
 		}
 	}
@@ -125,8 +128,8 @@ func (d *driver) drain(ctx context.Context) error {
 		} else if time.Since(lastAt) >= d.cfg.StallTimeout {
 			var inflight, active, locked int
 			for _, s := range d.subs {
-				snap := s.out.q.Snapshot()
-				active, locked = active+len(snap.Active), locked+len(snap.Locked)
+				a, l, _ := s.out.q.Len()
+				active, locked = active+a, locked+l
 				s.tr.mu.Lock()
 				inflight += s.tr.inflight
 				s.tr.mu.Unlock()

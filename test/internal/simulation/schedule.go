@@ -72,7 +72,7 @@ func (p *producer) waitOrderDelay(ctx context.Context) error {
 // retry still to come.
 func (d *driver) scheduledPending() bool {
 	for _, s := range d.subs {
-		if len(s.out.q.Snapshot().Scheduled) > 0 {
+		if _, _, scheduled := s.out.q.Len(); scheduled > 0 {
 			return true
 		}
 	}

@@ -17,12 +17,13 @@ import (
 // faults, several competing workers and the real worker loop, every
 // invariant holds. A failure names the seed; replay it with
 // go run ./test/simulate -seed N and the same sizes.
+//
+// Built with -race it runs the race-checked fifth of the seeds
+// (raceChecked), which TestRaceCheckedSeedsCoverTheSweep keeps
+// representative, and TestSeededScenariosWithoutRace runs all of them in a
+// test binary without the race detector.
 func TestSeededScenarios(t *testing.T) {
-	seeds := 200
-	if testing.Short() {
-		seeds = 20
-	}
-	for seed := range uint64(seeds) {
+	for _, seed := range sweepSeeds(raceDetector) {
 		cfg := scenario(seed)
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
