@@ -24,6 +24,14 @@ import (
 // it was after one of its last Versions writes (picked by Pick, or at
 // random), documents written together in one batch appear together, and
 // each read may land on another replica.
+//
+// Replicas catch up: a write is applied everywhere within Window of its
+// commit, so a read never sees a state that a write older than Window
+// replaced. Without that bound (Window zero) a partition that no one writes
+// again would lag for ever, which Cosmos DB's replication does not do: a
+// model that stale makes every delivery of a message re-read the same old
+// state until MaxDeliveryCount, a failure no deployment can show. Zero is
+// for unit tests that pin one state with Pick.
 type ReplicaLag struct {
 	// Versions bounds the lag: a read sees the partition as it was at most
 	// Versions writes before its latest (at least 1).
@@ -35,6 +43,9 @@ type ReplicaLag struct {
 	Pick func(n int) int
 	// Seed seeds the random choice when Pick is nil.
 	Seed uint64
+	// Window bounds the lag in time: a state replaced by a write committed
+	// more than Window ago is never served. Zero: no time bound.
+	Window time.Duration
 }
 
 // lagState is the replica-lag mode's state; s.mu guards it.
@@ -42,6 +53,7 @@ type lagState struct {
 	cfg  ReplicaLag
 	rng  *rand.Rand
 	log  map[string][]uint64             // partition -> the LSNs of the states after its last Versions+1 writes (0: before the first), oldest first
+	at   map[string][]time.Time          // partition -> when each state of log came to be, in step with log
 	docs map[string]map[string][]version // partition -> id -> its last Versions+1 versions, oldest first
 }
 
@@ -67,7 +79,7 @@ func (s *Store) SetReplicaLag(l ReplicaLag) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lag = &lagState{cfg: l, rng: rand.New(rand.NewPCG(l.Seed, l.Seed^0x9e3779b97f4a7c15)),
-		log: make(map[string][]uint64), docs: make(map[string]map[string][]version)}
+		log: make(map[string][]uint64), at: make(map[string][]time.Time), docs: make(map[string]map[string][]version)}
 }
 
 // recordVersion keeps it, just written, in the lag mode's history. s.mu
@@ -96,11 +108,12 @@ func (s *Store) commitLag(pk string) {
 	if l == nil {
 		return
 	}
-	log := l.log[pk]
+	log, at := l.log[pk], l.at[pk]
 	if len(log) == 0 {
-		log = append(log, 0)
+		log, at = append(log, 0), append(at, time.Time{})
 	}
 	l.log[pk] = trimTo(append(log, s.etag), l.cfg.Versions+1)
+	l.at[pk] = trimTo(append(at, s.now()), l.cfg.Versions+1)
 }
 
 // forgetVersions drops the history of pk/id, deleted. s.mu must be held.
@@ -151,10 +164,13 @@ func (s *Store) readAt(ctx context.Context, pk, id string, token uint64) (Item, 
 		return c, max(token, latest), nil
 	}
 	// The states a replica may serve: after one of the partition's last
-	// writes, none older than the token.
+	// writes, none older than the token, and none replaced by a write that
+	// every replica has applied by now (committed more than Window ago).
 	var states []uint64
-	for _, lsn := range log {
-		if lsn >= token {
+	times, now := s.lag.at[pk], s.now()
+	for k, lsn := range log {
+		replaced := k+1 < len(log) && s.lag.cfg.Window > 0 && now.Sub(times[k+1]) >= s.lag.cfg.Window
+		if lsn >= token && !replaced {
 			states = append(states, lsn)
 		}
 	}

@@ -84,8 +84,9 @@ type FaultRates struct {
 	// Cosmos DB serves reads without the session token of the order's
 	// writes (a token evicted from the store's cache, a read by another
 	// process): under Session consistency they may see the partition up to
-	// replicaLagVersions writes behind, until one of them sees the newer
-	// state (memstore's replica-lag mode). A create that conflicts may
+	// replicaLagVersions writes behind, and never behind a write older than
+	// a tenth of the lock, until one of them sees the newer state
+	// (memstore's replica-lag mode). A create that conflicts may
 	// then read no order, and no payment record, for an order that
 	// exists. Per order; not bounded by MaxFaultsPerMessage.
 	ReplicaLag float64
@@ -208,8 +209,15 @@ const (
 )
 
 // replicaLagVersions bounds how many writes behind a lagging read may be
-// (FaultRates.ReplicaLag).
-const replicaLagVersions = 3
+// (FaultRates.ReplicaLag), and replicaLagWindowDiv how long: a write reaches
+// every replica within a tenth of the lock duration (3 s at 30 s locks),
+// far longer than Cosmos DB's replication takes within a region, yet short
+// enough that a redelivery, which comes at the earliest after the
+// retry backoff, may still meet a lagging read right after a conflict.
+const (
+	replicaLagVersions  = 3
+	replicaLagWindowDiv = 10
+)
 
 // orderPlan is what the plan decides for one order before anything is sent.
 type orderPlan struct {

@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 
 	mem := memstore.NewWithClock(time.Now)
 	if cfg.Faults.ReplicaLag > 0 {
-		mem.SetReplicaLag(memstore.ReplicaLag{Versions: replicaLagVersions, Seed: cfg.Seed})
+		mem.SetReplicaLag(memstore.ReplicaLag{Versions: replicaLagVersions, Seed: cfg.Seed, Window: cfg.LockDuration / replicaLagWindowDiv})
 	}
 	changed := make(chan struct{}, 1)
 	names := []string{"orders"}
