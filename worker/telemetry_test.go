@@ -60,9 +60,18 @@ func TestTelemetry(t *testing.T) {
 	}
 	renewedTwice := make(chan struct{})
 	var inFlightDuring atomic.Int64
+	// handled counts the handler calls and observed the deliveries whose
+	// metrics are recorded (Observe runs after the process span ends): a
+	// delivery leaves its handler slot before it settles, so with
+	// Concurrency 1 the next one may start while the previous one is still
+	// counted in flight. The "renewed" handler waits for the ones before it
+	// to end, so that it reads the gauge with exactly itself in flight, on
+	// any machine.
+	var handled, observed atomic.Int64
 	reader := sdkmetric.NewManualReader()
 	done := settledN(r, 8)
 	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+		before := handled.Add(1) - 1
 		switch m.ID {
 		case "resent":
 			return idempotent.Result{Outcome: idempotent.Duplicate, Key: m.ID}
@@ -76,6 +85,9 @@ func TestTelemetry(t *testing.T) {
 		case "transient":
 			return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: idempotent.ReasonStoreUnavailable, Err: errors.New("503")}
 		case "renewed":
+			for observed.Load() < before && ctx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
 			inFlightDuring.Store(telemetrytest.Collect(t, reader).Int(worker.MetricInFlight))
 			select {
 			case <-renewedTwice:
@@ -96,6 +108,7 @@ func TestTelemetry(t *testing.T) {
 		Breaker:    worker.BreakerOptions{Threshold: 1, Probe: probeFailsOnce(), MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
 		CacheStats: func() idempotent.CacheStats { return idempotent.CacheStats{Hits: 5, Misses: 2} },
 		Telemetry:  worker.Telemetry{TracerProvider: tp, MeterProvider: mp, Queue: "orders"},
+		Observe:    func(worker.Report) { observed.Add(1) },
 	})
 	go func() {
 		for renewals.Load() < 2 {
