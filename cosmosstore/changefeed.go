@@ -36,10 +36,43 @@ const (
 //
 // Cosmos DB orders the changes of one partition key value, not across
 // values; each document appears once per read, in its latest version.
-type ChangeFeed struct{ s *Store }
+//
+// The change feed reads go at the client's priority (ClientOptions'
+// PriorityLevel; none set means High, Cosmos DB's default) unless
+// LowPriority is used.
+type ChangeFeed struct {
+	s        *Store
+	priority *azcosmos.PriorityLevel // of each change feed read; nil: the client's
+}
 
 // ChangeFeed returns the change feed of s's container.
 func (s *Store) ChangeFeed() *ChangeFeed { return &ChangeFeed{s: s} }
+
+// LowPriority returns f with every change feed read (ReadChanges) marked
+// low priority: azcosmos v1.5.0's ChangeFeedOptions.PriorityLevel, which
+// sends the header x-ms-cosmos-priority-level: Low. On an account with
+// priority-based execution enabled, when the container's provisioned
+// throughput is exhausted, Cosmos DB throttles (429) low-priority requests
+// before high-priority ones, so a relay catching up on a backlog yields to
+// the worker's batches and reads, which stay High. Where the feature is not
+// enabled the header has no effect. FeedRanges is unchanged: it reads the
+// container's partition key ranges, metadata whose request options carry no
+// priority in the SDK. The Store and its other calls are unaffected; f
+// itself is unchanged, and both are safe for concurrent use.
+func (f *ChangeFeed) LowPriority() *ChangeFeed {
+	low := azcosmos.PriorityLevelLow
+	return &ChangeFeed{s: f.s, priority: &low}
+}
+
+// Priority returns the priority level f's change feed reads carry, or ""
+// when they carry none of their own (the client's default, High unless the
+// client sets another).
+func (f *ChangeFeed) Priority() azcosmos.PriorityLevel {
+	if f.priority == nil {
+		return ""
+	}
+	return *f.priority
+}
 
 // FeedRanges returns the container's current feed ranges.
 func (f *ChangeFeed) FeedRanges(ctx context.Context) ([]string, error) {
@@ -70,7 +103,7 @@ func (f *ChangeFeed) ReadChanges(ctx context.Context, name, continuation string,
 	if !ok {
 		return nil, "", &Error{Op: opReadChangeFeed, PartitionKey: name, Index: -1, Err: fmt.Errorf("feed range %q is not MIN-MAX", name)}
 	}
-	o := &azcosmos.ChangeFeedOptions{FeedRange: &azcosmos.FeedRange{MinInclusive: lo, MaxExclusive: hi}}
+	o := &azcosmos.ChangeFeedOptions{FeedRange: &azcosmos.FeedRange{MinInclusive: lo, MaxExclusive: hi}, PriorityLevel: f.priority}
 	if maxItems > 0 {
 		o.MaxItemCount = int32(min(maxItems, math.MaxInt32))
 	}

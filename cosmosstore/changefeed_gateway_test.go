@@ -45,6 +45,9 @@ type feedGateway struct {
 	docs     map[string]fakeDoc // id -> latest version
 	requests []feedRequest
 	fail     []int // statuses to answer the next change feed reads with
+	// others is the x-ms-cosmos-priority-level header of every request
+	// that is not a change feed read, as "METHOD path: value".
+	others []string
 }
 
 type fakeRange struct {
@@ -61,6 +64,7 @@ type fakeDoc struct {
 // feedRequest is what the SDK sent in one change feed read.
 type feedRequest struct {
 	aIM, rangeID, ifNoneMatch, maxItems string
+	priority                            string // x-ms-cosmos-priority-level
 	status                              int
 }
 
@@ -118,6 +122,9 @@ func (g *feedGateway) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if r.Header.Get("A-IM") == "" || r.URL.Path != coll+"/docs" {
+		g.others = append(g.others, r.Method+" "+r.URL.Path+": "+r.Header.Get("x-ms-cosmos-priority-level"))
+	}
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/":
 		loc := []map[string]string{{"name": "local", "databaseAccountEndpoint": g.srv.URL + "/"}}
@@ -155,7 +162,8 @@ func (g *feedGateway) rangesJSON() []map[string]any {
 
 func (g *feedGateway) serveFeed(w http.ResponseWriter, r *http.Request) {
 	req := feedRequest{aIM: r.Header.Get("A-IM"), rangeID: r.Header.Get("x-ms-documentdb-partitionkeyrangeid"),
-		ifNoneMatch: r.Header.Get("If-None-Match"), maxItems: r.Header.Get("x-ms-max-item-count")}
+		ifNoneMatch: r.Header.Get("If-None-Match"), maxItems: r.Header.Get("x-ms-max-item-count"),
+		priority: r.Header.Get("x-ms-cosmos-priority-level")}
 	answer := func(status int) {
 		req.status = status
 		g.requests = append(g.requests, req)

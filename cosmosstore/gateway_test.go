@@ -53,6 +53,7 @@ type gateway struct {
 	deleted    []string          // the paths of document deletes
 	bodies     map[string][]byte // the last request body per "METHOD path"
 	readTokens []string          // the x-ms-session-token of each document read, "" for none
+	priorities []string          // "METHOD path: x-ms-cosmos-priority-level" of every request
 
 	// hangAccount, when set before the first request, holds the answer to
 	// the account request until it is closed; accountRequested is closed
@@ -167,6 +168,9 @@ func (g *gateway) sentBatches() []batchRequest {
 
 func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 	const docs = "/dbs/orders/colls/orders/docs"
+	g.mu.Lock()
+	g.priorities = append(g.priorities, r.Method+" "+r.URL.Path+": "+r.Header.Get("x-ms-cosmos-priority-level"))
+	g.mu.Unlock()
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/":
 		if g.hangAccount != nil {

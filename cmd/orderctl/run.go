@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/startup"
@@ -61,9 +62,15 @@ func runAt(ctx context.Context, args []string, getenv func(string) string, stdou
 }
 
 // openStore connects to Cosmos DB, with the account key on an emulator and
-// Entra ID in Azure (read access is enough).
+// Entra ID in Azure (read access is enough). Every request of its client is
+// low priority (azcosmos ClientOptions.PriorityLevel, the header
+// x-ms-cosmos-priority-level: Low): an operator's reads yield to the
+// worker's requests on an account with priority-based execution enabled
+// (see docs/operating.md).
 func openStore(cfg config) (*cosmosstore.Store, error) {
 	opts := &cosmosstore.ClientOptions{InsecureSkipVerify: cfg.CosmosInsecureSkipVerify}
+	low := azcosmos.PriorityLevelLow
+	opts.PriorityLevel = &low
 	client, err := cli.CosmosClient(cfg.CosmosEndpoint, cfg.CosmosKey, opts)
 	if err != nil {
 		return nil, err

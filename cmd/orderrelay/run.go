@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := checkStore(ctx, cfg, leases, logger); err != nil {
 		return err
 	}
-	if err := checkFeed(ctx, cfg, store.ChangeFeed()); err != nil {
+	if err := checkFeed(ctx, cfg, relayFeed(store)); err != nil {
 		return err
 	}
 	sb, err := cli.NewServiceBusClient(cfg.ServiceBusNamespace, cfg.ServiceBusConnectionString)
@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	hs.watch(state, cfg.stallLimit, store.Ping, func(ctx context.Context) error { return checkTopic(ctx, sender) })
 	hs.started()
 	defer hs.draining(ctx)()
-	return serve(ctx, cfg, logger, pieces{feed: store.ChangeFeed(), leases: leases, sender: relay.NewServiceBusSender(sender), hooks: state.hooks(rt)})
+	return serve(ctx, cfg, logger, pieces{feed: relayFeed(store), leases: leases, sender: relay.NewServiceBusSender(sender), hooks: state.hooks(rt)})
 }
 
 // checkTopic opens the sender's link within storeCheckTimeout.
@@ -192,6 +192,15 @@ func checkFeed(ctx context.Context, cfg config, feed relay.ChangeFeed) error {
 	}
 	return fmt.Errorf("COSMOS_ENDPOINT (-cosmos-endpoint) %s serves no change feed for container %q (%w): cosmium has none: on the local stack use the feed proxy, which `scripts/local.sh env` points COSMOS_ENDPOINT at; in Azure, the relay's identity needs the data-plane role %q on the container",
 		cfg.CosmosEndpoint, cfg.CosmosContainer, err, feedReaderRole)
+}
+
+// relayFeed is the change feed the relay reads: at low priority, so that
+// on an account with priority-based execution a catch-up through a backlog
+// is throttled before the worker's requests, which stay High (see
+// docs/operating.md). The relay's lease reads and writes stay High: a lease
+// that cannot be renewed would be taken over.
+func relayFeed(orders *cosmosstore.Store) *cosmosstore.ChangeFeed {
+	return orders.ChangeFeed().LowPriority()
 }
 
 // openStores connects to Cosmos DB (with an account key on an emulator,
