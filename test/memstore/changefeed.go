@@ -50,6 +50,16 @@ const DefaultChangeFeedPageSize = 100
 // properties _etag and _lsn, as Cosmos DB's do, so a reader must expect
 // fields it did not write.
 //
+// To answer reads the store keeps a write log of exactly what latest
+// version mode can return: each live document once, at its latest write
+// (see (*Store).ChangeFeedLen). A document written again leaves its earlier
+// place and goes to the end; a deleted or expired document leaves the log
+// with the store (expired documents nobody reads again are swept out of
+// both once the writes since the last sweep outnumber the documents that
+// sweep left). The log therefore costs one pointer per document the store
+// holds, however many writes, deletes and expiries came before, and never
+// keeps the body of a document the store no longer has.
+//
 // # What it simplifies, and why that cannot hide a defect
 //
 // It is stricter than Cosmos DB where Cosmos DB promises little: within a
@@ -65,8 +75,14 @@ const DefaultChangeFeedPageSize = 100
 // back unchanged; cosmosstore's adapter passes the SDK's token through as
 // it is. Changes are visible to the feed as soon as the write returns,
 // where Cosmos DB may show them later; a reader cannot tell a late change
-// from one not yet made, so nothing can depend on the difference. It never
-// throttles or fails: tests inject failures around it.
+// from one not yet made, so nothing can depend on the difference. The write
+// log drops only what no read could return: a superseded write, a deleted
+// or an expired document is skipped by every read of Cosmos DB's latest
+// version mode, and was skipped here before the log was compacted, so a
+// read from any continuation (kept for any time) returns the same documents
+// in the same order as from a log of every write; a continuation names an
+// lsn, not a log entry, so dropping the entry it was taken at cannot move
+// it. It never throttles or fails: tests inject failures around it.
 type ChangeFeed struct {
 	s      *Store
 	ranges []feedRange
@@ -227,9 +243,10 @@ func (s *Store) unlog(it *Item) {
 
 // sweepExpired removes every expired document from the store and its write
 // log, as a read of each would. write calls it once the writes since the
-// last sweep outnumber the log's entries, so that documents nobody reads
-// again cannot keep the log above about twice the live documents, at an
-// amortised constant cost per write. s.mu must be held.
+// last sweep outnumber the entries that sweep left, so that the log (and
+// the store) holds at most twice the documents live at the last sweep plus
+// one, whatever expires unread, at an amortised constant cost per write.
+// s.mu must be held.
 func (s *Store) sweepExpired() {
 	s.sinceSweep = 0
 	now := s.now()
@@ -243,6 +260,7 @@ func (s *Store) sweepExpired() {
 	}
 	clear(s.writes[len(kept):])
 	s.writes = kept
+	s.swept = len(kept)
 }
 
 // withSystemProperties returns body, a JSON object, with Cosmos DB's _etag

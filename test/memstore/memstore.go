@@ -60,7 +60,11 @@
 // or a 401 or 404): no such document can exist in either, and callers must
 // validate ids before any store call rather than rely on the difference.
 // The id limit is stricter than or equal to the service's (see MaxIDLength),
-// so no id this store accepts is refused by Cosmos DB.
+// so no id this store accepts is refused by Cosmos DB. The change feed
+// (see ChangeFeed) is read from a write log that keeps only each live
+// document's latest write, which is all its latest version mode returns,
+// so the store's memory is bounded by its live documents however long it
+// runs.
 package memstore
 
 import (
@@ -89,9 +93,10 @@ type Store struct {
 	// again (and goes back at the end), deleted or expired.
 	writes []*Item
 	// sinceSweep counts the writes since expired documents were last swept
-	// out of the store (see sweepExpired).
-	sinceSweep int
-	now        func() time.Time
+	// out of the store, and swept is the log's length after that sweep
+	// (see sweepExpired).
+	sinceSweep, swept int
+	now               func() time.Time
 	// pkField is the top-level field that carries a document's partition
 	// key value: the container's partition key path without its slash.
 	pkField string
@@ -319,7 +324,7 @@ func (s *Store) write(it *Item, body []byte, ttl *int64) {
 		it.ExpiresAt = s.now().Add(time.Duration(secs) * time.Second)
 	}
 	s.recordVersion(it)
-	if s.sinceSweep++; s.sinceSweep > len(s.writes) {
+	if s.sinceSweep++; s.sinceSweep > s.swept {
 		s.sweepExpired()
 	}
 }
