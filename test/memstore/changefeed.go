@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,6 +50,16 @@ const DefaultChangeFeedPageSize = 100
 // properties _etag and _lsn, as Cosmos DB's do, so a reader must expect
 // fields it did not write.
 //
+// To answer reads the store keeps a write log of exactly what latest
+// version mode can return: each live document once, at its latest write
+// (see (*Store).ChangeFeedLen). A document written again leaves its earlier
+// place and goes to the end; a deleted or expired document leaves the log
+// with the store (expired documents nobody reads again are swept out of
+// both once the writes since the last sweep outnumber the documents that
+// sweep left). The log therefore costs one pointer per document the store
+// holds, however many writes, deletes and expiries came before, and never
+// keeps the body of a document the store no longer has.
+//
 // # What it simplifies, and why that cannot hide a defect
 //
 // It is stricter than Cosmos DB where Cosmos DB promises little: within a
@@ -64,8 +75,14 @@ const DefaultChangeFeedPageSize = 100
 // back unchanged; cosmosstore's adapter passes the SDK's token through as
 // it is. Changes are visible to the feed as soon as the write returns,
 // where Cosmos DB may show them later; a reader cannot tell a late change
-// from one not yet made, so nothing can depend on the difference. It never
-// throttles or fails: tests inject failures around it.
+// from one not yet made, so nothing can depend on the difference. The write
+// log drops only what no read could return: a superseded write, a deleted
+// or an expired document is skipped by every read of Cosmos DB's latest
+// version mode, and was skipped here before the log was compacted, so a
+// read from any continuation (kept for any time) returns the same documents
+// in the same order as from a log of every write; a continuation names an
+// lsn, not a log entry, so dropping the entry it was taken at cannot move
+// it. It never throttles or fails: tests inject failures around it.
 type ChangeFeed struct {
 	s      *Store
 	ranges []feedRange
@@ -163,22 +180,24 @@ func (f *ChangeFeed) ReadChanges(ctx context.Context, name, continuation string,
 	}
 	var changes []change
 	f.s.mu.Lock()
-	// The write log is in lsn order: start past the continuation, and keep
-	// each document's latest write only (an earlier write of a document
-	// written again is superseded), if it is in the range and still there.
-	log := f.s.writes
-	for i := sort.Search(len(log), func(i int) bool { return log[i].lsn > from }); i < len(log) && len(changes) < maxItems; i++ {
-		w := log[i]
-		if w.lsn != w.it.lsn {
+	// The write log holds every live document once, in the order of its
+	// latest write: start past the continuation and take the documents of
+	// the range that have not expired (live drops an expired one from the
+	// log, so the same index is then the next entry).
+	for i := sort.Search(len(f.s.writes), func(i int) bool { return f.s.writes[i].lsn > from }); i < len(f.s.writes) && len(changes) < maxItems; {
+		it := f.s.writes[i]
+		if h := it.pkHash; h < fr.min || h >= fr.max {
+			i++
 			continue
 		}
-		pk := w.it.PartitionKey
-		if h := w.it.pkHash; h < fr.min || h >= fr.max {
+		if _, ok := f.s.live(it.PartitionKey, it.ID); !ok {
+			if i < len(f.s.writes) && f.s.writes[i] == it {
+				i++ // not dropped: never happens while the log is kept right
+			}
 			continue
 		}
-		if it, ok := f.s.live(pk, w.it.ID); ok && it == w.it {
-			changes = append(changes, change{pk: pk, lsn: it.lsn, body: withSystemProperties(it.Body, it.ETag, it.lsn)})
-		}
+		changes = append(changes, change{pk: it.PartitionKey, lsn: it.lsn, body: withSystemProperties(it.Body, it.ETag, it.lsn)})
+		i++
 	}
 	f.s.mu.Unlock()
 	next := from
@@ -210,11 +229,38 @@ func (f *ChangeFeed) ReadChanges(ctx context.Context, name, continuation string,
 	return docs, name + "@" + strconv.FormatUint(next, 10), nil
 }
 
-// loggedWrite is one entry of the store's write log: the item written and
-// the lsn that write gave it.
-type loggedWrite struct {
-	lsn uint64
-	it  *Item
+// unlog removes it from the write log if it is there. s.mu must be held.
+func (s *Store) unlog(it *Item) {
+	i := sort.Search(len(s.writes), func(i int) bool { return s.writes[i].lsn >= it.lsn })
+	if i == len(s.writes) || s.writes[i] != it {
+		return
+	}
+	s.writes = slices.Delete(s.writes, i, i+1)
+	if c := cap(s.writes); c > 64 && len(s.writes) < c/4 {
+		s.writes = slices.Clone(s.writes) // give back what a mass delete freed
+	}
+}
+
+// sweepExpired removes every expired document from the store and its write
+// log, as a read of each would. write calls it once the writes since the
+// last sweep outnumber the entries that sweep left, so that the log (and
+// the store) holds at most twice the documents live at the last sweep plus
+// one, whatever expires unread, at an amortised constant cost per write.
+// s.mu must be held.
+func (s *Store) sweepExpired() {
+	s.sinceSweep = 0
+	now := s.now()
+	kept := s.writes[:0]
+	for _, it := range s.writes {
+		if !it.ExpiresAt.IsZero() && !now.Before(it.ExpiresAt) {
+			delete(s.parts[it.PartitionKey], it.ID)
+			continue
+		}
+		kept = append(kept, it)
+	}
+	clear(s.writes[len(kept):])
+	s.writes = kept
+	s.swept = len(kept)
 }
 
 // withSystemProperties returns body, a JSON object, with Cosmos DB's _etag
@@ -230,4 +276,19 @@ func withSystemProperties(body []byte, etag string, lsn uint64) []byte {
 		sep = ""
 	}
 	return []byte(b + sep + `"_etag":` + strconv.Quote(`"`+etag+`"`) + `,"_lsn":` + strconv.FormatUint(lsn, 10) + "}")
+}
+
+// ChangeFeedLen returns how many entries the store's change-feed write log
+// holds. The log keeps what the latest version mode of the change feed can
+// return and nothing more: one entry per live document, at its latest write.
+// A document's earlier entry leaves the log when it is written again, and a
+// deleted or expired document's entry leaves it with the document;
+// ChangeFeedLen first drops the documents that have expired, as a read of
+// them would. It is meant for tests that bound the store's memory, and is
+// safe for concurrent use.
+func (s *Store) ChangeFeedLen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweepExpired()
+	return len(s.writes)
 }

@@ -60,7 +60,11 @@
 // or a 401 or 404): no such document can exist in either, and callers must
 // validate ids before any store call rather than rely on the difference.
 // The id limit is stricter than or equal to the service's (see MaxIDLength),
-// so no id this store accepts is refused by Cosmos DB.
+// so no id this store accepts is refused by Cosmos DB. The change feed
+// (see ChangeFeed) is read from a write log that keeps only each live
+// document's latest write, which is all its latest version mode returns,
+// so the store's memory is bounded by its live documents however long it
+// runs.
 package memstore
 
 import (
@@ -82,11 +86,17 @@ type Store struct {
 	mu    sync.Mutex
 	parts map[string]map[string]*Item // partition key -> id -> item
 	etag  uint64
-	// writes logs every write in order, for the change feed
-	// (changefeed.go): a read after a continuation starts at the first
-	// write past it instead of scanning every document.
-	writes []loggedWrite
-	now    func() time.Time
+	// writes is the change feed's write log (changefeed.go): every live
+	// document once, in the order of its latest write (lsn), so that a read
+	// after a continuation starts at the first write past it instead of
+	// scanning every document. A document leaves it when it is written
+	// again (and goes back at the end), deleted or expired.
+	writes []*Item
+	// sinceSweep counts the writes since expired documents were last swept
+	// out of the store, and swept is the log's length after that sweep
+	// (see sweepExpired).
+	sinceSweep, swept int
+	now               func() time.Time
 	// pkField is the top-level field that carries a document's partition
 	// key value: the container's partition key path without its slash.
 	pkField string
@@ -288,6 +298,7 @@ func (s *Store) live(pk, id string) (*Item, bool) {
 	it, ok := s.parts[pk][id]
 	if ok && !it.ExpiresAt.IsZero() && !s.now().Before(it.ExpiresAt) {
 		delete(s.parts[pk], id)
+		s.unlog(it)
 		return nil, false
 	}
 	return it, ok
@@ -300,9 +311,11 @@ func (s *Store) write(it *Item, body []byte, ttl *int64) {
 	s.etag++
 	if it.lsn == 0 {
 		it.pkHash = hashKey(it.PartitionKey)
+	} else {
+		s.unlog(it) // its earlier write is superseded
 	}
 	it.lsn = s.etag // the change feed (changefeed.go) orders by it
-	s.writes = append(s.writes, loggedWrite{lsn: it.lsn, it: it})
+	s.writes = append(s.writes, it)
 	it.Body = append([]byte(nil), body...)
 	it.ETag = strconv.FormatUint(s.etag, 16)
 	it.Writes++
@@ -311,6 +324,9 @@ func (s *Store) write(it *Item, body []byte, ttl *int64) {
 		it.ExpiresAt = s.now().Add(time.Duration(secs) * time.Second)
 	}
 	s.recordVersion(it)
+	if s.sinceSweep++; s.sinceSweep > s.swept {
+		s.sweepExpired()
+	}
 }
 
 // Get returns a copy of the document pk/id.
@@ -332,10 +348,12 @@ func (s *Store) Get(pk, id string) (Item, bool) {
 func (s *Store) Delete(pk, id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.live(pk, id); !ok {
+	it, ok := s.live(pk, id)
+	if !ok {
 		return false
 	}
 	delete(s.parts[pk], id)
+	s.unlog(it)
 	s.forgetVersions(pk, id)
 	return true
 }
