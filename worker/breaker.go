@@ -172,15 +172,20 @@ func (b *breaker) admit(ctx, rx context.Context) (g grant, ok bool) {
 	}
 }
 
+// probe calls the probe under ProbeTimeout.
+func (b *breaker) probe(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, b.o.ProbeTimeout)
+	defer cancel()
+	return b.o.Probe(pctx)
+}
+
 // check asks the probe whether the run of failures that reached the
 // threshold is the dependency's: a failed probe opens the breaker, a
 // successful one excuses the run's entities and resumes receiving. It runs
 // on the receive loop, which receives nothing meanwhile. A success
 // recorded meanwhile does not decide it: the probe does.
 func (b *breaker) check(ctx context.Context) {
-	pctx, cancel := context.WithTimeout(ctx, b.o.ProbeTimeout)
-	err := b.o.Probe(pctx)
-	cancel()
+	err := b.probe(ctx)
 	if ctx.Err() != nil {
 		return
 	}
@@ -236,9 +241,7 @@ func (b *breaker) attempt(ctx context.Context) {
 		b.mu.Unlock()
 		return
 	}
-	pctx, cancel := context.WithTimeout(ctx, b.o.ProbeTimeout)
-	err := b.o.Probe(pctx)
-	cancel()
+	err := b.probe(ctx)
 	if ctx.Err() != nil {
 		return
 	}
