@@ -131,6 +131,7 @@ type ClientOptions struct {
 // service may see more requests than the client made attempts.
 type Client struct {
 	endpoint       string
+	lookup         url.URL // endpoint, parsed: Lookup adds orderId to its query (an Azure Functions ?code= stays)
 	health         string
 	http           Doer
 	attemptTimeout time.Duration
@@ -156,8 +157,11 @@ func NewClient(baseURL string, o *ClientOptions) (*Client, error) {
 	if o.AttemptTimeout < 0 || o.MaxAttempts < 0 || o.BaseDelay < 0 || o.MaxDelay < 0 {
 		return nil, errors.New("payments: client options must not be negative")
 	}
+	u.Fragment, u.RawFragment = "", "" // never sent; a query after it would be lost
+	payments := u.JoinPath("payments")
 	c := &Client{
-		endpoint:       u.JoinPath("payments").String(),
+		endpoint:       payments.String(),
+		lookup:         *payments,
 		health:         u.JoinPath("healthz").String(),
 		http:           o.HTTPClient,
 		attemptTimeout: orDefault(o.AttemptTimeout, DefaultAttemptTimeout),
@@ -234,7 +238,11 @@ func (c *Client) Lookup(ctx context.Context, orderID string) ([]Payment, error) 
 	if err := CheckOrderID(orderID); err != nil {
 		return nil, fmt.Errorf("payments: %w: %w", ErrRejected, err)
 	}
-	target := c.endpoint + "?" + url.Values{"orderId": {orderID}}.Encode()
+	u := c.lookup
+	q := u.Query()
+	q.Set("orderId", orderID)
+	u.RawQuery = q.Encode()
+	target := u.String()
 	var list PaymentList
 	err := c.retry(ctx, fmt.Sprintf("lookup of order %q", orderID), func(ctx context.Context) (time.Duration, error) {
 		list = PaymentList{}
@@ -309,7 +317,7 @@ func (c *Client) attempt(ctx context.Context, method, target, key string, body [
 	if err != nil {
 		// A timeout or a connection error: the request may or may not have
 		// reached the service, and only a retry with the key can tell.
-		return false, -1, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return false, -1, fmt.Errorf("%w: %w", ErrUnavailable, redactURL(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -374,4 +382,30 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// redactURL hides what a *url.Error's URL may carry as a credential (user
+// information, a query such as an Azure Functions ?code=, a fragment), so
+// that the error can be logged. Other errors are returned as they are.
+func redactURL(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil {
+		ue.URL = "***"
+		return err
+	}
+	if u.User != nil {
+		u.User = url.User("***")
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "***", false
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		u.Fragment, u.RawFragment = "***", ""
+	}
+	ue.URL = u.String()
+	return err
 }
