@@ -227,7 +227,12 @@ func Compute(in Inputs) Plan {
 	if i, ok := byName["orders"]; ok {
 		orders = p.Containers[i].RUs
 	}
-	limit("Cosmos DB physical partition of orders (keys spread evenly)", PartitionRUs, orders/partitions, "RU/s", SourceCosmosLimits, false)
+	if in.Cosmos == Provisioned {
+		// Serverless's per-container figure is its one partition's; with
+		// provisioned throughput each order is its own partition key, so
+		// the load spreads evenly over the physical partitions.
+		limit("Cosmos DB physical partition of orders (keys spread evenly)", PartitionRUs, orders/partitions, "RU/s", SourceCosmosLimits, false)
+	}
 	if in.ServiceBus == Standard {
 		limit("Service Bus Standard namespace", StandardCredits, p.Credits, "credits/s", SourceSBThrottling, false)
 	} else {
