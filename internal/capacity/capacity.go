@@ -145,6 +145,8 @@ func (in Inputs) Validate() error {
 	}
 	if math.IsNaN(in.MessageKB) || in.MessageKB <= 0 || in.MessageKB > 100*1024 {
 		bad("-message-kb %v must be above 0 and at most 102400 (Premium's 100 MB)", in.MessageKB)
+	} else if in.ServiceBus == Standard && in.MessageKB > StandardMaxMessageKB {
+		bad("-message-kb %v is over Service Bus Standard's %v KB messages", in.MessageKB, StandardMaxMessageKB)
 	}
 	if in.Concurrency < 1 || in.Concurrency > 5000 {
 		bad("-concurrency %d is not between 1 and 5000 (WORKER_CONCURRENCY's range)", in.Concurrency)

@@ -85,8 +85,8 @@ func TestCompute(t *testing.T) {
 			"leases":   (1/0.030 + 3.0/30) * 11, // a checkpoint per cycle of 30 ms, a renewal per 10 s
 		}, credits: 100 + 100 + 100 + 200 + 200, // queue send, receive; topic send; 2 filter evaluations; 2 receives
 			mbps: (100 + 100 + 100 + 200) / 1024.0},
-		{name: "large messages", in: func(in *capacity.Inputs) { in.Rate, in.MessageKB = 10, 512 },
-			rus: map[string]float64{"orders": 110}, credits: 20, mbps: 20 * 512 / 1024.0},
+		{name: "large messages", in: func(in *capacity.Inputs) { in.Rate, in.MessageKB = 10, 200 },
+			rus: map[string]float64{"orders": 110}, credits: 20, mbps: 20 * 200 / 1024.0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			in := bare()
@@ -231,6 +231,7 @@ func TestValidate(t *testing.T) {
 		{"provisioned in odd steps", func(in *capacity.Inputs) { in.Cosmos, in.CosmosRUs = capacity.Provisioned, 450 }, "multiple of 100"},
 		{"units on Standard", func(in *capacity.Inputs) { in.MessagingUnit = 2 }, "Premium's"},
 		{"3 units", func(in *capacity.Inputs) { in.ServiceBus, in.MessagingUnit = capacity.Premium, 3 }, "1, 2, 4, 8 or 16"},
+		{"1 MB messages on Standard", func(in *capacity.Inputs) { in.MessageKB = 1024 }, "over Service Bus Standard's 256 KB"},
 	} {
 		in := capacity.DefaultInputs(capacity.ProfileDev)
 		tt.in(&in)

@@ -30,6 +30,7 @@ const (
 	PremiumMBPerMU       = 4.0      // "approximately 4 MB/second per Messaging Unit (MU) of ingress and egress" (SourceSBPerformance)
 	PremiumScaleUpCPU    = 0.70     // scale up a Premium namespace above 70 % CPU (SourceSBPremium)
 	ProvisionedIncrement = 100.0    // provisioned RU/s are set in steps of 100 (SourceRequestUnits)
+	StandardMaxMessageKB = 256.0    // Standard's messages are up to 256 KB, Premium's 100 MB (SourceSBPremium)
 )
 
 // Figure is one number the plan rests on, with where it comes from. An

@@ -69,6 +69,14 @@ const (
 	InboxCopy            PathID = "inbox-copy"              // a republished event on its first delivery: the refused batch, then a read
 )
 
+// The relay's requests, which depend on the rate (how many changes a read
+// returns, how often it checkpoints): estimated by Compute, not paths the
+// tests count, and not in Paths.
+const (
+	RelayFeed  PathID = "relay-feed"  // a change-feed read of a page
+	RelayLease PathID = "relay-lease" // a checkpoint or a renewal: a conditional replace of the lease
+)
+
 // Path is one path and the Cosmos DB requests it sends, in order.
 type Path struct {
 	ID       PathID    `json:"id"`

@@ -165,9 +165,9 @@ func Compute(in Inputs) Plan {
 		leaseRUs = (checkpoints + partitions*3/in.RelayLease.Seconds()) * ReplaceRU
 		relayCap = partitions * float64(in.RelayPageSize) / cycle
 		p.Flows = append(p.Flows,
-			Flow{Service: "relay", Container: "orders", Path: Path{ID: "relay-feed", Requests: []Request{{FeedRead, int(math.Max(1, math.Round(relayDocs/polls))), "read a page of the change feed"}}},
+			Flow{Service: "relay", Container: "orders", Path: Path{ID: RelayFeed, Requests: []Request{{FeedRead, int(math.Max(1, math.Round(relayDocs/polls))), "read a page of the change feed"}}},
 				PerSecond: polls, RoundTrips: 1, RU: feedRUs / polls, RUs: feedRUs},
-			Flow{Service: "relay", Container: "leases", Path: Path{ID: "relay-lease", Requests: []Request{{Replace, 1, "checkpoint or renew a lease"}}},
+			Flow{Service: "relay", Container: "leases", Path: Path{ID: RelayLease, Requests: []Request{{Replace, 1, "checkpoint or renew a lease"}}},
 				PerSecond: leaseRUs / ReplaceRU, RoundTrips: 1, RU: ReplaceRU, RUs: leaseRUs})
 	}
 	byName := map[string]int{}
