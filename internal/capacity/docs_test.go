@@ -28,6 +28,11 @@ func TestDocsShowTheDeployedDefaults(t *testing.T) {
 		s = s[strings.Index(s, from):strings.Index(s, "\nFigures (")]
 		return s
 	}
+	for _, f := range capacity.Figures() {
+		if !strings.Contains(doc, "("+f.Source+")") {
+			t.Errorf("docs/capacity.md does not link %s, the source of %q", f.Source, f.Name)
+		}
+	}
 	for _, tt := range []struct{ profile, from string }{
 		{capacity.ProfileDev, "Plan for"},
 		{capacity.ProfileProduction, "Ceilings:"},

@@ -55,6 +55,7 @@ func Figures() []Figure {
 		{Name: "serverless container (≤ 50 GB, one partition)", Value: ServerlessRUs, Unit: "RU/s", Source: SourceServerless},
 		{Name: "Standard namespace throttling credits", Value: StandardCredits, Unit: "credits/s", Source: SourceSBThrottling},
 		{Name: "Send, Receive, Peek; each filter evaluation of a topic send", Value: CreditPerMessage, Unit: "credit per message", Source: SourceSBThrottling},
+		{Name: "Standard message size, at most", Value: StandardMaxMessageKB, Unit: "KB", Source: SourceSBPremium},
 		{Name: "Premium messaging unit, ingress and egress", Value: PremiumMBPerMU, Unit: "MB/s", Source: SourceSBPerformance, Basis: "Microsoft's benchmark; read here as ingress plus egress together"},
 		{Name: "Premium: scale up above this CPU", Value: PremiumScaleUpCPU * 100, Unit: "%", Source: SourceSBPremium},
 		{Name: "point read that finds nothing (404)", Value: PointReadRU, Unit: "RU", Source: SourceOptimizeCost, Estimate: true,
