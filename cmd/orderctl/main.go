@@ -7,6 +7,7 @@
 //	orderctl dlq show ID               one message, and for OrderIdReused the diff with the stored order
 //	orderctl dlq resubmit ID...|-reason R|-all [-yes] [-force-window] [-force]
 //	orderctl dlq purge ID...|-reason R|-all|-older-than D [-yes]
+//	orderctl plan [-rate N -duplicates S -payments ...]  the capacity plan of a rate (no Azure; docs/capacity.md)
 //
 // It reads the settings orderworker reads (SERVICEBUS_*, COSMOS_*,
 // WORKER_RESUBMISSION_HORIZON, WORKER_INBOX_*), each overridable by a flag,

@@ -25,6 +25,9 @@ func runAt(ctx context.Context, args []string, getenv func(string) string, stdou
 	if asked, err := startup.Version("orderctl", args, stdout); asked {
 		return err
 	}
+	if len(args) > 0 && args[0] == "plan" {
+		return runPlan(args[1:], getenv, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("orderctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg, err := parseConfig(fs, args, getenv)

@@ -163,6 +163,7 @@ func TestRoundTripsPerPath(t *testing.T) {
 	}
 	var table strings.Builder
 	table.WriteString("| path | round trips |\n|---|---|\n")
+	measured := map[string]int64{} // by path name, for the capacity model (capacity_test.go)
 	for _, pa := range paths {
 		for _, m := range pa.before {
 			if _, err := pa.setup(ctx, m); err != nil {
@@ -175,10 +176,12 @@ func TestRoundTripsPerPath(t *testing.T) {
 			continue
 		}
 		got := p.Requests() - before
+		measured[pa.name] = got
 		fmt.Fprintf(&table, "| %s | %d |\n", pa.name, got)
 		if got != pa.want {
 			t.Errorf("%s: %d round trips, want %d", pa.name, got, pa.want)
 		}
 	}
 	t.Logf("Cosmos DB round trips per message:\n%s", table.String())
+	checkCapacityModel(t, measured, processorPaths)
 }
