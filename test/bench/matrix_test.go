@@ -30,7 +30,7 @@ func copiesOf(n int, dup float64) int { return int(float64(n) * dup) }
 // the same stream of b.N messages per cell, taking turns, and reports
 // each one's throughput and the ratios between them; with latency, also
 // each one's Cosmos DB round trips per message, counted by the proxy
-// (<name>-rt/msg). ns/op is suppressed: a cell's time is the sum of five
+// (<name>-rt/msg). ns/op is suppressed: a cell's time is the sum of six
 // contestants'.
 func BenchmarkMatrix(b *testing.B) {
 	srv := cosmiumtest.Start(b)
@@ -142,7 +142,7 @@ func matrixCell(b *testing.B, c *cosmos, dup float64, conc, repeat int) {
 			b.ReportMetric(float64(reqs[i])/float64(b.N), k.name+"-rt/msg")
 		}
 	}
-	for _, r := range []struct{ a, b string }{{"project", "sdk"}, {"worker", "sdk"}, {"project", "naive"}, {"worker", "naive"}} {
+	for _, r := range []struct{ a, b string }{{"project", "sdk"}, {"worker", "sdk"}, {"worker", "bare"}, {"project", "naive"}, {"worker", "naive"}} {
 		b.ReportMetric(rates[r.a]/rates[r.b], r.a+"/"+r.b)
 	}
 	if races > 0 {
