@@ -12,8 +12,8 @@
 //
 // runs the same message stream (the same orders, the same duplicates) through
 // six contestants in the same process, taking turns in a rotating order
-// (five turns per cell), so that their ratios come from one run on one
-// machine load:
+// (five turns per cell unless -matrix.rounds says otherwise), so that their
+// ratios come from one run on one machine load:
 //
 //   - project: order.Processor on cosmosstore.Store, the project's decision
 //     path as the worker calls it (decode, validate, request hash, one
