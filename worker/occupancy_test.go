@@ -37,10 +37,10 @@ func (r *roundTripReceiver) CompleteMessage(ctx context.Context, m *azservicebus
 // c handlers busy. Each message costs its handler 5 ms (a store round
 // trip), each receive call and each settlement 1 ms and 2 ms; in fake
 // time, nothing else takes any. A handler that finishes waits at most for
-// the receive call in progress and the next one, so 8 waves of 64 messages
+// the receive call in progress and the next one, so 8 waves of c messages
 // take at most 8 × (5 + 2 × 1) ms and the last settlement's 2 ms: the
 // loop must ask for as many messages as there are free handlers in one call
-// (one call per message would cost 64 ms a wave), and a handler slot must
+// (one call per message would cost c ms a wave), and a handler slot must
 // free before the settlement's round trip, not after it.
 func TestConcurrencyKeepsEveryHandlerBusy(t *testing.T) {
 	for _, conc := range []int{1, 4, 16, 64} {
