@@ -120,11 +120,24 @@ func (o *ClientOptions) sdkOptions() (*azcosmos.ClientOptions, error) {
 	return &opts, nil
 }
 
+// Idle connections the emulator client keeps, as azcosmos v1.5.0's default
+// client does (cosmos_default_http_client.go). http.DefaultTransport keeps 2
+// per host: with more requests in flight than that, every response beyond
+// the second closes its connection and the next request dials (and with TLS
+// handshakes) a new one, so a worker at concurrency 16 or 64 against an
+// emulator would churn through connections that the Azure path reuses.
+const (
+	emulatorMaxIdleConns        = 1000
+	emulatorMaxIdleConnsPerHost = 100
+)
+
 // emulatorHTTPClient is an HTTP client that accepts any server certificate,
-// for the emulators' self-signed certificates. Its timeout matches the
-// azcosmos default client's.
+// for the emulators' self-signed certificates. Its timeout and idle
+// connection limits match the azcosmos default client's.
 func emulatorHTTPClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = emulatorMaxIdleConns
+	t.MaxIdleConnsPerHost = emulatorMaxIdleConnsPerHost
 	t.TLSClientConfig = &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		InsecureSkipVerify: true, // the emulator's self-signed certificate; see ClientOptions.InsecureSkipVerify

@@ -118,9 +118,11 @@ type handler func(ctx context.Context, m idempotent.Message) (outcome, error)
 type contestant struct {
 	name string
 	// handler returns the contestant's per-message function on c, for
-	// the ones driven message by message; nil for the worker.
+	// the ones driven message by message, and for bare the function its
+	// loop calls (with which its orders are seeded too); nil for the
+	// worker.
 	handler func(c *cosmos) handler
-	// queue, for the worker only, puts msgs on a queue and returns the
+	// queue, for the worker and bare, puts msgs on a queue and returns the
 	// step that consumes them with conc handlers and how long that took.
 	queue func(ctx context.Context, c *cosmos, conc int, msgs []idempotent.Message, t *tally) (consume func() (time.Duration, error), err error)
 }
@@ -129,6 +131,7 @@ var contestants = []contestant{
 	{name: "project", handler: projectHandler},
 	{name: "worker", queue: queueForWorker},
 	{name: "sdk", handler: func(c *cosmos) handler { return sdkHandler(c.container) }},
+	{name: "bare", handler: func(c *cosmos) handler { return sdkHandler(c.container) }, queue: queueForBare},
 	{name: "upsert", handler: func(c *cosmos) handler { return upsertHandler(c.container) }},
 	{name: "naive", handler: func(c *cosmos) handler { return naiveHandler(c.container) }},
 }
@@ -226,12 +229,8 @@ func processorHandler(p *order.Processor) handler {
 	}
 }
 
-// queueForWorker puts msgs on an in-process Service Bus queue for the whole
-// worker (worker.Worker around the project's processor, logging JSON as
-// orderworker does, to io.Discard), which consumes them until it has
-// settled all of them. The queue model locks, counts and completes each
-// delivery as Service Bus does (see test/sbqueue).
-func queueForWorker(ctx context.Context, c *cosmos, conc int, msgs []idempotent.Message, t *tally) (func() (time.Duration, error), error) {
+// newQueue returns an in-process Service Bus queue holding msgs.
+func newQueue(ctx context.Context, msgs []idempotent.Message) (*sbqueue.Queue, error) {
 	q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("orders", sbqueue.QueueOptions{LockDuration: time.Minute})
 	if err != nil {
 		return nil, err
@@ -241,6 +240,41 @@ func queueForWorker(ctx context.Context, c *cosmos, conc int, msgs []idempotent.
 		batch[i] = sbqueue.Message{MessageID: m.ID, Body: m.Body}
 	}
 	if _, err := q.SendBatch(ctx, batch); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// queueForBare puts msgs on an in-process Service Bus queue for the bare
+// loop (bareLoop: receive as many as there are free handlers, the sdk
+// contestant's calls, complete), the floor for a consumer that receives
+// from a queue: the worker's own baseline, as sdk is the processor's.
+func queueForBare(ctx context.Context, c *cosmos, conc int, msgs []idempotent.Message, t *tally) (func() (time.Duration, error), error) {
+	q, err := newQueue(ctx, msgs)
+	if err != nil {
+		return nil, err
+	}
+	h := sdkHandler(c.container)
+	counted := func(ctx context.Context, m idempotent.Message) (outcome, error) {
+		o, err := h(ctx, m)
+		t.add(o)
+		return o, err
+	}
+	return func() (time.Duration, error) {
+		start := time.Now()
+		err := bareLoop(ctx, q.NewReceiver(), conc, len(msgs), counted, func() {})
+		return time.Since(start), err
+	}, nil
+}
+
+// queueForWorker puts msgs on an in-process Service Bus queue for the whole
+// worker (worker.Worker around the project's processor, logging JSON as
+// orderworker does, to io.Discard), which consumes them until it has
+// settled all of them. The queue model locks, counts and completes each
+// delivery as Service Bus does (see test/sbqueue).
+func queueForWorker(ctx context.Context, c *cosmos, conc int, msgs []idempotent.Message, t *tally) (func() (time.Duration, error), error) {
+	q, err := newQueue(ctx, msgs)
+	if err != nil {
 		return nil, err
 	}
 	return func() (time.Duration, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/bench"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
 const (
@@ -235,7 +236,7 @@ func contestantNamed(name string) contestant {
 // message is handled by h and completed, by at most conc at once. No
 // deadline per message, no lock renewal, no logging: the floor the worker
 // is measured against. It returns after total settlements.
-func bareLoop(ctx context.Context, r *azservicebus.Receiver, conc, total int, h handler, settled func()) error {
+func bareLoop(ctx context.Context, r worker.Receiver, conc, total int, h handler, settled func()) error {
 	sem := make(chan struct{}, conc)
 	var done atomic.Int64
 	var wg sync.WaitGroup

@@ -11,9 +11,9 @@
 //	BenchmarkMatrix/latency=5ms/dup=25%/conc=16
 //
 // runs the same message stream (the same orders, the same duplicates) through
-// five contestants in the same process, taking turns in a rotating order
-// (five turns per cell), so that their ratios come from one run on one
-// machine load:
+// six contestants in the same process, taking turns in a rotating order
+// (five turns per cell unless -matrix.rounds says otherwise), so that their
+// ratios come from one run on one machine load:
 //
 //   - project: order.Processor on cosmosstore.Store, the project's decision
 //     path as the worker calls it (decode, validate, request hash, one
@@ -27,6 +27,13 @@
 //     marshal the order document and its event, one transactional batch;
 //     on a conflict a point read and a compare of the stored hash. No
 //     validation and no canonical hash: the floor for the same round trips.
+//   - bare: the sdk contestant's calls in the least a queue consumer does:
+//     one goroutine receives from the same in-process queue model as many
+//     messages as there are free handlers, each is handled and completed
+//     (bareLoop, the bare loop of BenchmarkCPUPerMessage). It is the
+//     worker's floor: the worker pays for receiving and settling as any
+//     queue consumer does, which the sdk contestant, handed its messages
+//     in memory, does not.
 //   - upsert: the non-idempotent baseline: the same two documents upserted
 //     in one transactional batch; a duplicate overwrites the order.
 //   - naive: the naive recipe of the RocketMQ business-key idempotency write-up (a point read of the idempotency key;
@@ -55,7 +62,7 @@
 // delayed.
 //
 // Metrics per cell: <contestant>-msgs/s; project/sdk, worker/sdk,
-// project/naive and worker/naive, ratios of throughput; with latency,
+// worker/bare, project/naive and worker/naive, ratios of throughput; with latency,
 // <contestant>-share, the throughput as a share of concurrency ÷ latency
 // (the rate at which the handlers could issue one round trip each if
 // nothing but the injected latency took time), and <contestant>-rt/msg, the

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"slices"
 	"testing"
@@ -30,7 +31,7 @@ func copiesOf(n int, dup float64) int { return int(float64(n) * dup) }
 // the same stream of b.N messages per cell, taking turns, and reports
 // each one's throughput and the ratios between them; with latency, also
 // each one's Cosmos DB round trips per message, counted by the proxy
-// (<name>-rt/msg). ns/op is suppressed: a cell's time is the sum of five
+// (<name>-rt/msg). ns/op is suppressed: a cell's time is the sum of six
 // contestants'.
 func BenchmarkMatrix(b *testing.B) {
 	srv := cosmiumtest.Start(b)
@@ -65,8 +66,9 @@ func BenchmarkRepeatedCopies(b *testing.B) {
 }
 
 // matrixRounds is how many turns a cell's contestants take: each consumes
-// an equal part of its b.N messages per turn.
-const matrixRounds = 5
+// an equal part of its b.N messages per turn. On a loaded machine more
+// turns give a steadier median: go test ... ./test/bench -args -matrix.rounds=9.
+var matrixRounds = flag.Int("matrix.rounds", 5, "turns each contestant of a matrix cell takes")
 
 // matrixCell measures one cell: each contestant consumes b.N messages of
 // which the share dup are copies of orders it stored before the timer ran:
@@ -74,11 +76,12 @@ const matrixRounds = 5
 // this consumer sees of its order (as when the original went to another
 // worker, or before a restart), or, with repeat > 0, of only that many
 // orders, copied over and over.
-// The contestants take turns, matrixRounds times, in an order that rotates
+// The contestants take turns, matrixRounds times (5 unless
+// -matrix.rounds says otherwise), in an order that rotates
 // from one turn to the next, so that a changing machine load weighs on all
 // of them alike; each one's rate is the median of its turns' rates, so that
 // a burst of load from other processes on the shared machine that spoils
-// up to two of a contestant's five turns does not decide its figure.
+// fewer than half of a contestant's turns does not decide its figure.
 func matrixCell(b *testing.B, c *cosmos, dup float64, conc, repeat int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -102,7 +105,7 @@ func matrixCell(b *testing.B, c *cosmos, dup float64, conc, repeat int) {
 	turns := make([][]float64, len(contestants)) // msgs/s of each turn
 	reqs := make([]int64, len(contestants))
 	var races int64
-	rounds := min(matrixRounds, b.N)
+	rounds := min(max(*matrixRounds, 1), b.N)
 	for r := range rounds {
 		for j := range contestants {
 			i := (j + r) % len(contestants)
@@ -142,7 +145,7 @@ func matrixCell(b *testing.B, c *cosmos, dup float64, conc, repeat int) {
 			b.ReportMetric(float64(reqs[i])/float64(b.N), k.name+"-rt/msg")
 		}
 	}
-	for _, r := range []struct{ a, b string }{{"project", "sdk"}, {"worker", "sdk"}, {"project", "naive"}, {"worker", "naive"}} {
+	for _, r := range []struct{ a, b string }{{"project", "sdk"}, {"worker", "sdk"}, {"worker", "bare"}, {"project", "naive"}, {"worker", "naive"}} {
 		b.ReportMetric(rates[r.a]/rates[r.b], r.a+"/"+r.b)
 	}
 	if races > 0 {
