@@ -120,8 +120,10 @@ func envInt(b *testing.B, name string, def int) int {
 // V-min and V-max; for the workers V/bare (ratio of the medians), V-pair
 // (the median ratio of a phase to the adjacent bare phase of the same round)
 // and own-V-µs/msg (median minus the bare loop's median); V-rt/msg (Cosmos
-// DB round trips per message in the window); V-allocs/msg, V-heap-MB and
-// V-gc/kmsg (from the probe: runtime/metrics of the process); V-VmHWM-MB
+// DB round trips per message in the window); V-allocs/msg, V-alloc-KB/msg,
+// own-V-allocs/msg (minus the bare loop's), V-heap-MB (heap objects at the
+// window's end), V-gc/kmsg (collections per 1000 messages) and
+// V-goroutines (from the probe: runtime/metrics of the process); V-VmHWM-MB
 // (the process's peak resident set, highest of its phases) and V-anon-MB /
 // V-file-MB (RssAnon and RssFile at the window's end, median).
 //
@@ -202,8 +204,10 @@ func BenchmarkBinaryCPU(b *testing.B) {
 						}
 						res := p.run()
 						results[v.name] = append(results[v.name], res)
-						b.Logf("round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, load %s",
-							r, v.name, res.cpuPerMsg(), res.n, res.rtPerMsg(), res.allocsPerMsg(), mb(res.vmHWM), mb(res.rssAnon), mb(res.rssFile), loadAverage())
+						// To stdout, not b.Logf, which keeps only ten lines of a benchmark's log.
+						fmt.Printf("%s round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, load %s\n",
+							b.Name(), r, v.name, res.cpuPerMsg(), res.n, res.rtPerMsg(), res.allocsPerMsg(), perMsg(res.allocBytes, res.allocN)/1024,
+							1000*perMsg(res.gcCycles, res.allocN), mb(res.vmHWM), mb(res.rssAnon), mb(res.rssFile), loadAverage())
 					}
 				}
 				reportBinaryCPU(b, variants, results)
@@ -296,6 +300,7 @@ type binaryPhase struct {
 	requests    int64 // Cosmos DB round trips between the CPU reads
 	allocN      int64 // completions between the probe's reads
 	allocs      float64
+	allocBytes  float64
 	gcCycles    float64
 	heap        float64 // bytes of heap objects at the window's end
 	vmHWM       int64
@@ -449,6 +454,7 @@ func (r binaryPhaseRun) run() binaryPhase {
 		res.probeActive = true
 		res.allocN = done() - done0
 		res.allocs = m1["/gc/heap/allocs:objects"] - m0["/gc/heap/allocs:objects"]
+		res.allocBytes = m1["/gc/heap/allocs:bytes"] - m0["/gc/heap/allocs:bytes"]
 		res.gcCycles = m1["/gc/cycles/total:gc-cycles"] - m0["/gc/cycles/total:gc-cycles"]
 		res.heap = m1["/memory/classes/heap/objects:bytes"]
 		res.goroutines = m1["/sched/goroutines:goroutines"]
@@ -587,7 +593,12 @@ func reportBinaryCPU(b *testing.B, variants []binaryVariant, results map[string]
 			b.ReportMetric(cpu.median-floor, "own-"+v.name+"-µs/msg")
 		}
 		if len(results[v.name]) > 0 && results[v.name][0].probeActive {
-			b.ReportMetric(spreadOf(field(v.name, binaryPhase.allocsPerMsg)).median, v.name+"-allocs/msg")
+			allocs := spreadOf(field(v.name, binaryPhase.allocsPerMsg)).median
+			b.ReportMetric(allocs, v.name+"-allocs/msg")
+			if v.name != "bare" && len(results["bare"]) > 0 && results["bare"][0].probeActive {
+				b.ReportMetric(allocs-spreadOf(field("bare", binaryPhase.allocsPerMsg)).median, "own-"+v.name+"-allocs/msg")
+			}
+			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return perMsg(p.allocBytes, p.allocN) / 1024 })).median, v.name+"-alloc-KB/msg")
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return p.heap / (1 << 20) })).median, v.name+"-heap-MB")
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return 1000 * perMsg(p.gcCycles, p.allocN) })).median, v.name+"-gc/kmsg")
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return p.goroutines })).median, v.name+"-goroutines")
