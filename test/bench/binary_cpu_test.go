@@ -205,9 +205,9 @@ func BenchmarkBinaryCPU(b *testing.B) {
 						res := p.run()
 						results[v.name] = append(results[v.name], res)
 						// To stdout, not b.Logf, which keeps only ten lines of a benchmark's log.
-						fmt.Printf("%s round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, load %s\n",
+						fmt.Printf("%s round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, %d deliveries, %d renewals, load %s\n",
 							b.Name(), r, v.name, res.cpuPerMsg(), res.n, res.rtPerMsg(), res.allocsPerMsg(), perMsg(res.allocBytes, res.allocN)/1024,
-							1000*perMsg(res.gcCycles, res.allocN), mb(res.vmHWM), mb(res.rssAnon), mb(res.rssFile), loadAverage())
+							1000*perMsg(res.gcCycles, res.allocN), mb(res.vmHWM), mb(res.rssAnon), mb(res.rssFile), res.delivered, res.renewed, loadAverage())
 					}
 				}
 				reportBinaryCPU(b, variants, results)
@@ -308,6 +308,9 @@ type binaryPhase struct {
 	rssFile     int64
 	goroutines  float64
 	probeActive bool
+	// The broker's counts over the whole phase: deliveries (more than
+	// the messages when some were redelivered) and lock renewals.
+	delivered, renewed int64
 }
 
 func (p binaryPhase) cpuPerMsg() float64 { return perMsg(float64(p.cpu)/1e3, p.n) }
@@ -477,9 +480,11 @@ func (r binaryPhaseRun) run() binaryPhase {
 	case <-time.After(time.Minute):
 		fail("still running a minute after SIGTERM")
 	}
-	if got := r.q.Counts(); got.Completed-base.Completed != int64(total) || got.DeadLettered != base.DeadLettered {
+	got := r.q.Counts()
+	if got.Completed-base.Completed != int64(total) || got.DeadLettered != base.DeadLettered {
 		fail("completed %d, dead-lettered %d of %d messages, want all completed", got.Completed-base.Completed, got.DeadLettered-base.DeadLettered, total)
 	}
+	res.delivered, res.renewed = got.Delivered-base.Delivered, got.Renewed-base.Renewed
 	return res
 }
 
