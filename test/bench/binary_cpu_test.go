@@ -204,8 +204,10 @@ func BenchmarkBinaryCPU(b *testing.B) {
 						}
 						res := p.run()
 						results[v.name] = append(results[v.name], res)
-						// To stdout, not b.Logf, which keeps only ten lines of a benchmark's log.
-						fmt.Printf("%s round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, %d deliveries, %d renewals, load %s\n",
+						// To stderr, not b.Logf, which keeps only ten lines of a
+						// benchmark's log, nor stdout, where the line would split
+						// the benchmark's name from its results.
+						fmt.Fprintf(os.Stderr, "%s round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, %d deliveries, %d renewals, load %s\n",
 							b.Name(), r, v.name, res.cpuPerMsg(), res.n, res.rtPerMsg(), res.allocsPerMsg(), perMsg(res.allocBytes, res.allocN)/1024,
 							1000*perMsg(res.gcCycles, res.allocN), mb(res.vmHWM), mb(res.rssAnon), mb(res.rssFile), res.delivered, res.renewed, loadAverage())
 					}
