@@ -134,7 +134,8 @@ func envInt(b *testing.B, name string, def int) int {
 // outside the CPU window). BINARY_CPU_PROBE=0 builds both without it.
 // BINARY_CPU_PROFILE=DIR writes a CPU profile of every window there
 // (profiling costs CPU of its own: read the figures of such a run for the
-// profile only). No figure is asserted.
+// profile only). Every phase is logged (all of them with -v; b.Log keeps
+// the first ten otherwise). No figure is asserted.
 func BenchmarkBinaryCPU(b *testing.B) {
 	if runtime.GOOS != "linux" {
 		b.Skip("reads the consumer's CPU time from /proc")
@@ -204,12 +205,18 @@ func BenchmarkBinaryCPU(b *testing.B) {
 						}
 						res := p.run()
 						results[v.name] = append(results[v.name], res)
-						// To stderr, not b.Logf, which keeps only ten lines of a
-						// benchmark's log, nor stdout, where the line would split
-						// the benchmark's name from its results.
-						fmt.Fprintf(os.Stderr, "%s round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, %d deliveries, %d renewals, load %s\n",
-							b.Name(), r, v.name, res.cpuPerMsg(), res.n, res.rtPerMsg(), res.allocsPerMsg(), perMsg(res.allocBytes, res.allocN)/1024,
+						line := fmt.Sprintf("round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, %d deliveries, %d renewals, load %s",
+							r, v.name, res.cpuPerMsg(), res.n, res.rtPerMsg(), res.allocsPerMsg(), perMsg(res.allocBytes, res.allocN)/1024,
 							1000*perMsg(res.gcCycles, res.allocN), mb(res.vmHWM), mb(res.rssAnon), mb(res.rssFile), res.delivered, res.renewed, loadAverage())
+						// b.Logf keeps only the first ten lines of a
+						// benchmark's log. With -v every line goes to
+						// stdout, where the benchmark's name has a line
+						// of its own and its results repeat it.
+						if testing.Verbose() {
+							fmt.Println(b.Name(), line)
+						} else {
+							b.Log(line)
+						}
 					}
 				}
 				reportBinaryCPU(b, variants, results)
