@@ -80,4 +80,20 @@
 // (getrusage) is the consumer's alone. It reports CPU µs and allocations
 // per settled message for both, their ratio, the difference (the project's
 // own code), and the peak resident set (VmHWM) of each.
+//
+// # The binaries (BenchmarkBinaryCPU)
+//
+// It builds the real orderworker binary and the bare-loop binary
+// (test/bench/cmd/bareloop, the same SDK calls with the worker's concurrency
+// semantics) and runs each as a process of its own against one test broker
+// and one cosmium, taking turns (AB BA AB …, BINARY_CPU_ROUNDS phases each,
+// at concurrency 1 and 16, 0 % and 50 % copies). A phase's CPU per message
+// is the process's utime + stime (/proc/PID/stat) over a window of b.N
+// completions after a warm-up, counted by the broker; a probe compiled in
+// with the build tag benchprobe (into orderworker as an overlay file) serves
+// runtime/metrics and CPU profiles from inside the process. It reports
+// min/median/max per consumer, the ratios, the project's own CPU and
+// allocations, round trips, heap, collections and resident set (VmHWM,
+// RssAnon, RssFile); BINARY_CPU_VARIANTS=all adds the worker at
+// LOG_LEVEL=warn and with telemetry exported to a no-op collector.
 package bench

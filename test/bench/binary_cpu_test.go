@@ -1,0 +1,624 @@
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/test/bench"
+	"github.com/idempotent-consumer/sbcosmos/test/bench/internal/bareloop"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
+)
+
+// The settings of BenchmarkBinaryCPU, from the environment (go test passes
+// its own environment on): how many phases each consumer runs, which
+// consumers, whether the probe is built in, and where CPU profiles go.
+const (
+	envBinaryRounds   = "BINARY_CPU_ROUNDS"   // phases per consumer, default 5
+	envBinaryVariants = "BINARY_CPU_VARIANTS" // comma-separated, default bare,worker; all = every variant
+	envBinaryProbe    = "BINARY_CPU_PROBE"    // 0: build without the probe (no allocations, no heap figures)
+	envBinaryProfile  = "BINARY_CPU_PROFILE"  // a directory: write a CPU profile of every window there
+	envBinaryWarmUp   = "BINARY_CPU_WARMUP"   // settlements before the window opens, default 300
+)
+
+// binaryVariant is one consumer process BenchmarkBinaryCPU runs.
+type binaryVariant struct {
+	name   string
+	binary string   // bareloop or orderworker
+	env    []string // added to the common environment
+	bare   bool     // seeds its copies' originals as the bare loop stores them
+}
+
+// binaryVariants returns the variants named by BINARY_CPU_VARIANTS; otlp is
+// the endpoint of the no-op collector the telemetry variant exports to.
+func binaryVariants(b *testing.B, otlp string) []binaryVariant {
+	all := []binaryVariant{
+		{name: "bare", binary: "bareloop", bare: true},
+		// Production defaults: LOG_FORMAT auto (JSON, stderr is not a
+		// terminal), LOG_LEVEL info, telemetry off, no health listener,
+		// the fact cache on.
+		{name: "worker", binary: "orderworker"},
+		{name: "worker-warn", binary: "orderworker", env: []string{"LOG_LEVEL=warn"}},
+		// Traces, metrics and logs exported over OTLP http/protobuf to a
+		// collector that answers every export with an empty 200.
+		{name: "worker-otel", binary: "orderworker", env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp}},
+	}
+	spec := os.Getenv(envBinaryVariants)
+	switch spec {
+	case "":
+		return all[:2]
+	case "all":
+		return all
+	}
+	var out []binaryVariant
+	for name := range strings.SplitSeq(spec, ",") {
+		i := slices.IndexFunc(all, func(v binaryVariant) bool { return v.name == strings.TrimSpace(name) })
+		if i < 0 {
+			b.Fatalf("%s: no variant %q (bare, worker, worker-warn, worker-otel, or all)", envBinaryVariants, name)
+		}
+		out = append(out, all[i])
+	}
+	return out
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return n
+}
+
+// BenchmarkBinaryCPU measures the real orderworker binary, as the tree
+// builds it, against the bare-loop binary (test/bench/cmd/bareloop: the same
+// receive → one transactional batch, on a conflict a point read and a hash
+// compare → complete, with the unmodified azservicebus and azcosmos SDKs
+// and the worker's concurrency semantics), both as processes of their own,
+// against the same test broker (in this process, package test/sbbroker) and
+// the same cosmium (a child process), through a counting proxy (this
+// process) that counts the Cosmos DB round trips.
+//
+// In each cell (concurrency 1 and 16, 0 % and 50 % copies) the consumers
+// take turns, BINARY_CPU_ROUNDS (5) phases each, in the order AB BA AB …
+// (with more variants ABC CBA …), so that a drift of the machine's load
+// weighs on all alike. A phase prefills the queue with warm-up + b.N +
+// 2·concurrency messages (the share of copies each of another order stored
+// before, the way that consumer stores it, so a copy is the first the
+// process sees of its order and the fact cache never answers it), starts
+// the consumer, and reads its CPU time (utime + stime of /proc/PID/stat,
+// every thread and the garbage collector, in 10 ms ticks) when the broker
+// has counted the warm-up's completions (BINARY_CPU_WARMUP, 300) and again
+// at warm-up + b.N: the window. Its CPU per message is the CPU between the
+// two reads divided by the completions between them (both read back to
+// back every millisecond, so the window is whatever lies between the two
+// reads, not an assumed count); start-up, the connection set-up, the first
+// messages and the shut-down lie outside it, and the 2·concurrency messages
+// behind it keep the handlers busy to its end. b.N is the window's length
+// in messages: run with -benchtime 2000x or more (b.N below 100, the
+// framework's first probing call, measures nothing).
+//
+// Metrics per consumer V: V-cpu-µs/msg (the median of its phases) with
+// V-min and V-max; for the workers V/bare (ratio of the medians), V-pair
+// (the median ratio of a phase to the adjacent bare phase of the same round)
+// and own-V-µs/msg (median minus the bare loop's median); V-rt/msg (Cosmos
+// DB round trips per message in the window); V-allocs/msg, V-alloc-KB/msg,
+// own-V-allocs/msg (minus the bare loop's), V-heap-MB (heap objects at the
+// window's end), V-gc/kmsg (collections per 1000 messages) and
+// V-goroutines (from the probe: runtime/metrics of the process); V-VmHWM-MB
+// (the process's peak resident set, highest of its phases) and V-anon-MB /
+// V-file-MB (RssAnon and RssFile at the window's end, median).
+//
+// The probe (test/bench/cmd/bareloop/probe.go) is compiled into both
+// binaries with the build tag benchprobe, into orderworker as a
+// go build -overlay file, so the tree is not touched; it only listens on a
+// loopback port and answers the two reads at the window's ends (made
+// outside the CPU window). BINARY_CPU_PROBE=0 builds both without it.
+// BINARY_CPU_PROFILE=DIR writes a CPU profile of every window there
+// (profiling costs CPU of its own: read the figures of such a run for the
+// profile only). Every phase is logged (all of them with -v; b.Log keeps
+// the first ten otherwise). No figure is asserted.
+func BenchmarkBinaryCPU(b *testing.B) {
+	if runtime.GOOS != "linux" {
+		b.Skip("reads the consumer's CPU time from /proc")
+	}
+	rounds := envInt(b, envBinaryRounds, 5)
+	warmUp := envInt(b, envBinaryWarmUp, 300)
+	probe := os.Getenv(envBinaryProbe) != "0"
+	profileDir := os.Getenv(envBinaryProfile)
+	bin := buildBinaries(b, probe)
+
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK) // an empty export response
+	}))
+	defer collector.Close()
+	variants := binaryVariants(b, collector.URL)
+
+	srv := cosmiumtest.Start(b)
+	c := newCosmos(b, srv, 0)
+	proxy, err := bench.NewLatencyProxy(srv.Endpoint, bench.ProxyOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer proxy.Close()
+
+	ns := sbqueue.NewNamespace(sbqueue.RealClock())
+	q, err := ns.CreateQueue(cpuQueue, sbqueue.QueueOptions{LockDuration: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	broker := sbbroker.New(ns, sbbroker.Options{})
+	if err := broker.Start("127.0.0.1:0"); err != nil {
+		b.Fatal(err)
+	}
+	defer broker.Close()
+
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + os.Getenv("HOME"),
+		"SERVICEBUS_CONNECTION_STRING=" + broker.ConnectionString(),
+		"SERVICEBUS_QUEUE=" + cpuQueue,
+		"COSMOS_ENDPOINT=" + proxy.Endpoint(),
+		"COSMOS_KEY=" + srv.Key,
+		"COSMOS_DATABASE=" + benchDatabase,
+		"COSMOS_CONTAINER=" + benchContainer,
+	}
+	for _, conc := range []int{1, 16} {
+		for _, dup := range []float64{0, 0.5} {
+			cell := fmt.Sprintf("conc=%d/dup=%d%%", conc, int(dup*100))
+			b.Run(cell, func(b *testing.B) {
+				if b.N < 100 {
+					return // the framework's probing call
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+				defer cancel()
+				b.StopTimer()
+				results := make(map[string][]binaryPhase)
+				for r, order := range alternation(len(variants), rounds) {
+					for _, i := range order {
+						v := variants[i]
+						p := binaryPhaseRun{
+							b: b, ctx: ctx, c: c, q: q, proxy: proxy, bin: bin, env: env, v: v,
+							conc: conc, dup: dup, warmUp: warmUp, n: b.N, probe: probe,
+						}
+						if profileDir != "" {
+							p.profile = filepath.Join(profileDir, fmt.Sprintf("c%d-d%d-%s-%d.pprof", conc, int(dup*100), v.name, r))
+						}
+						res := p.run()
+						results[v.name] = append(results[v.name], res)
+						line := fmt.Sprintf("round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, %d deliveries, %d renewals, load %s",
+							r, v.name, res.cpuPerMsg(), res.n, res.rtPerMsg(), res.allocsPerMsg(), perMsg(res.allocBytes, res.allocN)/1024,
+							1000*perMsg(res.gcCycles, res.allocN), mb(res.vmHWM), mb(res.rssAnon), mb(res.rssFile), res.delivered, res.renewed, loadAverage())
+						// b.Logf keeps only the first ten lines of a
+						// benchmark's log. With -v every line goes to
+						// stdout, where the benchmark's name has a line
+						// of its own and its results repeat it.
+						if testing.Verbose() {
+							fmt.Println(b.Name(), line)
+						} else {
+							b.Log(line)
+						}
+					}
+				}
+				reportBinaryCPU(b, variants, results)
+			})
+		}
+	}
+}
+
+// alternation returns the order of the variants in each of rounds rounds:
+// 0 1 … k−1 in even rounds, reversed in odd ones (AB BA AB …).
+func alternation(k, rounds int) [][]int {
+	out := make([][]int, rounds)
+	for r := range out {
+		out[r] = make([]int, k)
+		for i := range k {
+			out[r][i] = i
+			if r%2 == 1 {
+				out[r][i] = k - 1 - i
+			}
+		}
+	}
+	return out
+}
+
+// buildBinaries builds orderworker and bareloop into a temporary directory,
+// with the probe (build tag benchprobe, an overlay file for orderworker)
+// when probe is set.
+func buildBinaries(b *testing.B, probe bool) string {
+	b.Helper()
+	dir := b.TempDir()
+	root, err := moduleRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := []string{"build", "-o", dir}
+	if probe {
+		overlay := filepath.Join(dir, "overlay.json")
+		o := map[string]map[string]string{"Replace": {
+			filepath.Join(root, "cmd", "orderworker", "zz_benchprobe.go"): filepath.Join(root, "test", "bench", "cmd", "bareloop", "probe.go"),
+		}}
+		data, _ := json.Marshal(o)
+		if err := os.WriteFile(overlay, data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		args = append(args, "-tags", "benchprobe", "-overlay", overlay)
+	}
+	args = append(args, "github.com/idempotent-consumer/sbcosmos/cmd/orderworker", "github.com/idempotent-consumer/sbcosmos/test/bench/cmd/bareloop")
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return dir
+}
+
+// moduleRoot is the directory of the main module's go.mod.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// binaryPhaseRun is one phase: one consumer process on one prefilled
+// backlog.
+type binaryPhaseRun struct {
+	b       *testing.B
+	ctx     context.Context
+	c       *cosmos
+	q       *sbqueue.Queue
+	proxy   *bench.LatencyProxy
+	bin     string
+	env     []string
+	v       binaryVariant
+	conc    int
+	dup     float64
+	warmUp  int
+	n       int
+	probe   bool
+	profile string // a file for the window's CPU profile, or empty
+}
+
+// binaryPhase is what one phase measured. The window's ends are marks:
+// what was read at the first poll at which the broker had counted the
+// warm-up's completions, and at the first at warm-up + n.
+type binaryPhase struct {
+	n           int64 // completions between the CPU reads
+	cpu         time.Duration
+	requests    int64 // Cosmos DB round trips between the CPU reads
+	allocN      int64 // completions between the probe's reads
+	allocs      float64
+	allocBytes  float64
+	gcCycles    float64
+	heap        float64 // bytes of heap objects at the window's end
+	vmHWM       int64
+	rssAnon     int64
+	rssFile     int64
+	goroutines  float64
+	probeActive bool
+	// The broker's counts over the whole phase: deliveries (more than
+	// the messages when some were redelivered) and lock renewals.
+	delivered, renewed int64
+}
+
+func (p binaryPhase) cpuPerMsg() float64 { return perMsg(float64(p.cpu)/1e3, p.n) }
+func (p binaryPhase) rtPerMsg() float64  { return perMsg(float64(p.requests), p.n) }
+func (p binaryPhase) allocsPerMsg() float64 {
+	return perMsg(p.allocs, p.allocN)
+}
+
+func perMsg(x float64, n int64) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return x / float64(n)
+}
+
+func (r binaryPhaseRun) run() binaryPhase {
+	b := r.b
+	b.Helper()
+	prefix := uniquePrefix("bin" + strings.ReplaceAll(r.v.name, "-", ""))
+	total := r.warmUp + r.n + 2*r.conc
+	var pool []idempotent.Message
+	if r.dup > 0 {
+		pool = stream(prefix+"p", max(copiesOf(total, r.dup), 1), 0, nil)
+		h := processorHandler(newProcessor(r.c.store))
+		if r.v.bare {
+			h = func(ctx context.Context, m idempotent.Message) (outcome, error) {
+				_, err := bareloop.Handle(ctx, r.c.container, m.ID, m.Body)
+				return created, err
+			}
+		}
+		if err := drive(r.ctx, seedConcurrency, pool, h, &tally{}); err != nil {
+			b.Fatalf("%s: seed: %v", r.v.name, err)
+		}
+	}
+	msgs := stream(prefix, total, r.dup, pool)
+	for i := 0; i < len(msgs); i += 100 {
+		batch := make([]sbqueue.Message, 0, 100)
+		for _, m := range msgs[i:min(i+100, len(msgs))] {
+			batch = append(batch, sbqueue.Message{MessageID: m.ID, Body: m.Body})
+		}
+		if _, err := r.q.SendBatch(r.ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	base := r.q.Counts()
+	dir := b.TempDir()
+	env := append(slices.Clone(r.env), fmt.Sprintf("WORKER_CONCURRENCY=%d", r.conc))
+	env = append(env, r.v.env...)
+	probeFile := filepath.Join(dir, "probe")
+	if r.probe {
+		env = append(env, "BENCH_PROBE_FILE="+probeFile)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "output"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(filepath.Join(r.bin, r.v.binary))
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	killed := false
+	defer func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	fail := func(format string, args ...any) {
+		out, _ := os.ReadFile(logFile.Name())
+		b.Fatalf("%s: %s\noutput:\n%s", r.v.name, fmt.Sprintf(format, args...), tail(string(out), 4000))
+	}
+	pid := cmd.Process.Pid
+	done := func() int64 { return r.q.Counts().Completed - base.Completed }
+
+	var res binaryPhase
+	var probeAddr string
+	var m0 map[string]float64
+	var done0 int64
+	wait := func(what string, target int64) {
+		for done() < target {
+			select {
+			case err := <-exited:
+				exited <- err
+				fail("exited (%v) before %s: %d of %d completed", err, what, done(), total)
+			case <-r.ctx.Done():
+				fail("waiting for %s: %v (%d of %d completed)", what, r.ctx.Err(), done(), total)
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+
+	// The window opens: the probe's read first (its CPU is not counted),
+	// then the CPU and the broker's count, back to back.
+	wait("the warm-up", int64(r.warmUp))
+	if r.probe {
+		addr, err := os.ReadFile(probeFile)
+		if err != nil {
+			fail("the probe's address: %v", err)
+		}
+		probeAddr = string(addr)
+		if m0, err = probeMetrics(probeAddr); err != nil {
+			fail("%v", err)
+		}
+		done0 = done()
+		if r.profile != "" {
+			if err := probeGet(probeAddr, "/bench/cpuprofile/start?file="+r.profile); err != nil {
+				fail("%v", err)
+			}
+		}
+	}
+	cpu0, err := bench.ProcessCPU(pid)
+	if err != nil {
+		fail("%v", err)
+	}
+	n0, req0 := done(), r.proxy.Requests()
+
+	wait("the window's end", int64(r.warmUp+r.n))
+	cpu1, err := bench.ProcessCPU(pid)
+	if err != nil {
+		fail("%v", err)
+	}
+	n1, req1 := done(), r.proxy.Requests()
+	res.n, res.cpu, res.requests = n1-n0, cpu1-cpu0, req1-req0
+	st, err := procStatus(pid)
+	if err != nil {
+		fail("%v", err)
+	}
+	res.rssAnon, res.rssFile = st["RssAnon"], st["RssFile"]
+	if r.probe {
+		if r.profile != "" {
+			if err := probeGet(probeAddr, "/bench/cpuprofile/stop"); err != nil {
+				fail("%v", err)
+			}
+		}
+		m1, err := probeMetrics(probeAddr)
+		if err != nil {
+			fail("%v", err)
+		}
+		res.probeActive = true
+		res.allocN = done() - done0
+		res.allocs = m1["/gc/heap/allocs:objects"] - m0["/gc/heap/allocs:objects"]
+		res.allocBytes = m1["/gc/heap/allocs:bytes"] - m0["/gc/heap/allocs:bytes"]
+		res.gcCycles = m1["/gc/cycles/total:gc-cycles"] - m0["/gc/cycles/total:gc-cycles"]
+		res.heap = m1["/memory/classes/heap/objects:bytes"]
+		res.goroutines = m1["/sched/goroutines:goroutines"]
+	}
+
+	// The rest of the backlog, then a drain: SIGTERM, exit status 0.
+	wait("the whole backlog", int64(total))
+	if st, err = procStatus(pid); err == nil {
+		res.vmHWM = st["VmHWM"]
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		fail("SIGTERM: %v", err)
+	}
+	select {
+	case err := <-exited:
+		killed = true
+		if err != nil {
+			fail("after SIGTERM: %v", err)
+		}
+	case <-time.After(time.Minute):
+		fail("still running a minute after SIGTERM")
+	}
+	got := r.q.Counts()
+	if got.Completed-base.Completed != int64(total) || got.DeadLettered != base.DeadLettered {
+		fail("completed %d, dead-lettered %d of %d messages, want all completed", got.Completed-base.Completed, got.DeadLettered-base.DeadLettered, total)
+	}
+	res.delivered, res.renewed = got.Delivered-base.Delivered, got.Renewed-base.Renewed
+	return res
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+func mb(bytes int64) float64 { return float64(bytes) / (1 << 20) }
+
+// procStatus returns the kB fields of /proc/PID/status (VmHWM, VmRSS,
+// RssAnon, RssFile, …) in bytes.
+func procStatus(pid int) (map[string]int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64)
+	for line := range strings.SplitSeq(string(data), "\n") {
+		name, v, ok := strings.Cut(line, ":")
+		f := strings.Fields(v)
+		if !ok || len(f) != 2 || f[1] != "kB" {
+			continue
+		}
+		if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+			out[name] = kb << 10
+		}
+	}
+	return out, nil
+}
+
+func probeMetrics(addr string) (map[string]float64, error) {
+	resp, err := http.Get("http://" + addr + "/bench/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("the probe: %w", err)
+	}
+	defer resp.Body.Close()
+	var m map[string]float64
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		return nil, fmt.Errorf("the probe's metrics: %w", err)
+	}
+	return m, nil
+}
+
+func probeGet(addr, path string) error {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return fmt.Errorf("the probe: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the probe: %s: %s", path, resp.Status)
+	}
+	return nil
+}
+
+// loadAverage is the first field of /proc/loadavg, the 1-minute load.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(data))[0]
+}
+
+// spread is the median, minimum and maximum of some figures.
+type spread struct{ median, min, max float64 }
+
+func spreadOf(xs []float64) spread {
+	if len(xs) == 0 {
+		return spread{}
+	}
+	return spread{median: median(slices.Clone(xs)), min: slices.Min(xs), max: slices.Max(xs)}
+}
+
+// pairedRatios returns, for each round, the ratio of a's phase to b's phase
+// of the same round (adjacent in the alternation).
+func pairedRatios(a, b []float64) []float64 {
+	out := make([]float64, 0, min(len(a), len(b)))
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			out = append(out, a[i]/b[i])
+		}
+	}
+	return out
+}
+
+// reportBinaryCPU reports the metrics of BenchmarkBinaryCPU for one cell.
+func reportBinaryCPU(b *testing.B, variants []binaryVariant, results map[string][]binaryPhase) {
+	b.ReportMetric(0, "ns/op")
+	field := func(name string, f func(binaryPhase) float64) []float64 {
+		var xs []float64
+		for _, p := range results[name] {
+			xs = append(xs, f(p))
+		}
+		return xs
+	}
+	bare := field("bare", binaryPhase.cpuPerMsg)
+	for _, v := range variants {
+		cpu := spreadOf(field(v.name, binaryPhase.cpuPerMsg))
+		b.ReportMetric(cpu.median, v.name+"-cpu-µs/msg")
+		b.ReportMetric(cpu.min, v.name+"-min")
+		b.ReportMetric(cpu.max, v.name+"-max")
+		b.ReportMetric(spreadOf(field(v.name, binaryPhase.rtPerMsg)).median, v.name+"-rt/msg")
+		if v.name != "bare" && len(bare) > 0 {
+			floor := spreadOf(bare).median
+			b.ReportMetric(cpu.median/floor, v.name+"/bare")
+			b.ReportMetric(spreadOf(pairedRatios(field(v.name, binaryPhase.cpuPerMsg), bare)).median, v.name+"-pair")
+			b.ReportMetric(cpu.median-floor, "own-"+v.name+"-µs/msg")
+		}
+		if len(results[v.name]) > 0 && results[v.name][0].probeActive {
+			allocs := spreadOf(field(v.name, binaryPhase.allocsPerMsg)).median
+			b.ReportMetric(allocs, v.name+"-allocs/msg")
+			if v.name != "bare" && len(results["bare"]) > 0 && results["bare"][0].probeActive {
+				b.ReportMetric(allocs-spreadOf(field("bare", binaryPhase.allocsPerMsg)).median, "own-"+v.name+"-allocs/msg")
+			}
+			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return perMsg(p.allocBytes, p.allocN) / 1024 })).median, v.name+"-alloc-KB/msg")
+			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return p.heap / (1 << 20) })).median, v.name+"-heap-MB")
+			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return 1000 * perMsg(p.gcCycles, p.allocN) })).median, v.name+"-gc/kmsg")
+			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return p.goroutines })).median, v.name+"-goroutines")
+		}
+		b.ReportMetric(slices.Max(field(v.name, func(p binaryPhase) float64 { return mb(p.vmHWM) })), v.name+"-VmHWM-MB")
+		b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return mb(p.rssAnon) })).median, v.name+"-anon-MB")
+		b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return mb(p.rssFile) })).median, v.name+"-file-MB")
+	}
+}
