@@ -11,7 +11,6 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
-	"github.com/idempotent-consumer/sbcosmos/relay"
 )
 
 // The invariants' names, in the order a Report lists them.
@@ -33,10 +32,20 @@ func Names() []string {
 	return []string{OrderEvent, EventOrder, Payment, PaymentLedger, PaymentClaim, Status, Inbox, MarkerTTL, RelayLag, RelayLease}
 }
 
-// Feed is the change feed of the orders container in latest version mode:
-// the interface relay.ChangeFeed names, which cosmosstore.ChangeFeed and
-// memstore.ChangeFeed implement.
-type Feed = relay.ChangeFeed
+// Feed is the change feed of the orders container in latest version mode,
+// with the methods of relay.ChangeFeed (which cosmosstore.ChangeFeed and
+// memstore.ChangeFeed implement): the package does not import relay, which
+// links the Service Bus SDK.
+type Feed interface {
+	// FeedRanges returns the container's feed ranges, which together
+	// cover every partition key value once.
+	FeedRanges(ctx context.Context) ([]string, error)
+	// ReadChanges returns up to maxItems documents of feedRange changed
+	// after continuation ("" is the beginning of the feed), each in its
+	// latest version, and the continuation that follows them; no
+	// documents: nothing changed since continuation.
+	ReadChanges(ctx context.Context, feedRange, continuation string, maxItems int) (docs [][]byte, next string, err error)
+}
 
 // Container reads one container: a document by id and partition key value,
 // and every document of one partition key value. cosmosstore.Store and

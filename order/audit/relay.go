@@ -9,8 +9,33 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
-	"github.com/idempotent-consumer/sbcosmos/relay"
 )
+
+// The relay's lease documents, as package relay writes them (relay.Lease,
+// relay.Manifest, relay.LeaseID, relay.ManifestID; the package's tests
+// hold the two to the same format). They are restated here because relay
+// links the Service Bus SDK and this package links no Azure SDK.
+const (
+	typeLease = "lease"
+)
+
+func manifestID(name string) string         { return "lease:" + name }
+func leaseID(name, feedRange string) string { return "lease:" + name + ":" + feedRange }
+
+type manifestDoc struct {
+	FeedRanges []string `json:"feedRanges"`
+}
+
+type leaseDoc struct {
+	ID             string    `json:"id"`
+	Type           string    `json:"type"`
+	Relay          string    `json:"relay"`
+	FeedRange      string    `json:"feedRange"`
+	Owner          string    `json:"owner"`
+	ExpiresAt      time.Time `json:"expiresAt"`
+	Continuation   string    `json:"continuation"`
+	CheckpointedAt time.Time `json:"checkpointedAt"`
+}
 
 // checkRelays checks every configured relay's manifest and leases: each
 // feed range has a lease naming its relay and range, no range is held by
@@ -21,7 +46,7 @@ func (a *auditor) checkRelays(ctx context.Context) error {
 	type holder struct{ relay, lease string }
 	held := map[string]holder{} // feed range -> the relay holding it now
 	for _, name := range a.cfg.Relays {
-		id := relay.ManifestID(name)
+		id := manifestID(name)
 		body, _, err := a.cfg.Leases.ReadDocument(ctx, id, id)
 		switch {
 		case errors.Is(err, idempotent.ErrNotFound):
@@ -31,14 +56,14 @@ func (a *auditor) checkRelays(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("audit: read relay %s's manifest: %w", name, err)
 		}
-		var m relay.Manifest
+		var m manifestDoc
 		if err := json.Unmarshal(body, &m); err != nil || len(m.FeedRanges) == 0 {
 			a.checked(RelayLease)
 			a.violate(RelayLease, id, "relay %s's manifest is not one with feed ranges (%v)", name, err)
 			continue
 		}
 		for _, fr := range m.FeedRanges {
-			lid := relay.LeaseID(name, fr)
+			lid := leaseID(name, fr)
 			a.checked(RelayLease)
 			body, _, err := a.cfg.Leases.ReadDocument(ctx, lid, lid)
 			switch {
@@ -48,8 +73,8 @@ func (a *auditor) checkRelays(ctx context.Context) error {
 			case err != nil:
 				return fmt.Errorf("audit: read lease %s: %w", lid, err)
 			}
-			var l relay.Lease
-			if err := json.Unmarshal(body, &l); err != nil || l.Type != relay.TypeLease || l.Relay != name || l.FeedRange != fr {
+			var l leaseDoc
+			if err := json.Unmarshal(body, &l); err != nil || l.Type != typeLease || l.Relay != name || l.FeedRange != fr {
 				a.violate(RelayLease, lid, "lease does not decode as relay %s's lease of range %s (type %q, relay %q, range %q, %v)", name, fr, l.Type, l.Relay, l.FeedRange, err)
 				continue
 			}
@@ -70,7 +95,7 @@ func (a *auditor) checkRelays(ctx context.Context) error {
 
 // lag checks that the feed after lease l's checkpoint holds no event older
 // than MaxRelayLag.
-func (a *auditor) lag(ctx context.Context, l relay.Lease) error {
+func (a *auditor) lag(ctx context.Context, l leaseDoc) error {
 	a.checked(RelayLag)
 	token := l.Continuation
 	for {
