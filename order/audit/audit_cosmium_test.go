@@ -11,17 +11,21 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
 )
 
-// cosmiumStores returns a constructor of fresh containers on one cosmium
-// server, each read through a FeedProxy (cosmium has no change feed), with
-// cosmosstore's real adapters: its Store for reads and partition queries,
-// its low-priority ChangeFeed for the scan.
+// cosmiumStores returns a constructor of fresh containers, each on a
+// cosmium server of its own, read through a FeedProxy (cosmium has no
+// change feed), with cosmosstore's real adapters: its Store for reads and
+// partition queries, its low-priority ChangeFeed for the scan. (With one
+// server for every subtest, each subtest saw a proxied response from
+// cosmium cut off by a closed connection, whose cause was not found; the
+// SDK's retry of that request then raced with net/http's transport over
+// the request body, which -race reports. A server each has neither.)
 func cosmiumStores(t *testing.T) func(t *testing.T) (store, audit.Feed) {
 	if testing.Short() {
 		t.Skip("builds and runs cosmium; skipped with -short")
 	}
-	srv := cosmiumtest.Start(t)
 	var n atomic.Int64
 	return func(t *testing.T) (store, audit.Feed) {
+		srv := cosmiumtest.Start(t)
 		coll := fmt.Sprintf("orders%d", n.Add(1))
 		proxy := e2etest.StartFeedProxy(t, srv.Endpoint, srv.Key, "orders", coll)
 		c, err := cosmosstore.NewClientWithKey(proxy.Endpoint, srv.Key, nil)
