@@ -14,11 +14,12 @@ import (
 // cosmiumStores returns a constructor of fresh containers, each on a
 // cosmium server of its own, read through a FeedProxy (cosmium has no
 // change feed), with cosmosstore's real adapters: its Store for reads and
-// partition queries, its low-priority ChangeFeed for the scan. (With one
-// server for every subtest, each subtest saw a proxied response from
-// cosmium cut off by a closed connection, whose cause was not found; the
-// SDK's retry of that request then raced with net/http's transport over
-// the request body, which -race reports. A server each has neither.)
+// partition queries, its low-priority ChangeFeed for the scan. (A proxied
+// response from cosmium is sometimes cut off by a closed connection, cause
+// not found, and the SDK retries the request; under -race its retry of a
+// query can then be reported as racing with net/http's transport over the
+// request body, inside azcore. With one server for every subtest that
+// happened in most -race runs, with a server each in about one in three.)
 func cosmiumStores(t *testing.T) func(t *testing.T) (store, audit.Feed) {
 	if testing.Short() {
 		t.Skip("builds and runs cosmium; skipped with -short")
