@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -276,5 +277,40 @@ func TestCosmium_PatchConditionIgnored_CosmiumNotFaithful(t *testing.T) {
 	}
 	if err != nil || doc.Status != "paid" {
 		t.Errorf("patch with an unmet condition: %v, status %q; cosmium used to apply it regardless", err, doc.Status)
+	}
+}
+
+// TestCosmium_ReadPartitionReturnsOnlyThatPartition: ReadPartition returns
+// every document of one partition key value and none of another's, although
+// cosmium keys items by id alone (its filter on the partition key field
+// does the isolating there), and an empty slice for a partition with none.
+func TestCosmium_ReadPartitionReturnsOnlyThatPartition(t *testing.T) {
+	s, _ := cosmiumStore(t)
+	for _, id := range []string{"ord-1", "ord-2"} {
+		if _, err := order.WriteOrder(t.Context(), s, newWrite(id, "cust-1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	docs, err := s.ReadPartition(t.Context(), "ord-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, d := range docs {
+		var h struct {
+			ID      string `json:"id"`
+			OrderID string `json:"orderId"`
+		}
+		if err := json.Unmarshal(d, &h); err != nil || h.OrderID != "ord-1" {
+			t.Fatalf("document %s of another partition (%v)", d, err)
+		}
+		ids = append(ids, h.ID)
+	}
+	slices.Sort(ids)
+	if want := []string{"OrderAccepted:ord-1", "ord-1"}; !slices.Equal(ids, want) {
+		t.Fatalf("ReadPartition(ord-1) = %q, want %q", ids, want)
+	}
+	if docs, err := s.ReadPartition(t.Context(), "ord-none"); err != nil || docs == nil || len(docs) != 0 {
+		t.Fatalf("ReadPartition of an empty partition = %v, %v; want an empty slice", docs, err)
 	}
 }

@@ -87,12 +87,12 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
 		if len(args) == 0 {
-			return c, &cli.UsageError{Err: errors.New("no command: want dlq list|show|resubmit|purge")}
+			return c, &cli.UsageError{Err: errors.New("no command: want dlq list|show|resubmit|purge, plan or audit")}
 		}
 		return c, cli.ParseFlags(fs, args)
 	}
 	if args[0] != "dlq" {
-		return c, &cli.UsageError{Err: fmt.Errorf("unknown command %q: want dlq list|show|resubmit|purge", args[0])}
+		return c, &cli.UsageError{Err: fmt.Errorf("unknown command %q: want dlq list|show|resubmit|purge, plan or audit", args[0])}
 	}
 	if len(args) < 2 || !slices.Contains(verbs, args[1]) {
 		if len(args) >= 2 && (args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
@@ -149,6 +149,8 @@ func splitArgs(fs *flag.FlagSet, args []string) (flags, positional []string) {
 
 func usage(fs *flag.FlagSet) {
 	fmt.Fprint(fs.Output(), `Usage: orderctl dlq list|show|resubmit|purge [flags] [MESSAGE-ID...]
+       orderctl plan [flags]      the capacity plan of a rate (orderctl plan -h)
+       orderctl audit [flags]     checks the stored state's exactly-once invariants (orderctl audit -h)
 
 Works on the dead-letter queue of the orders queue (<queue>/$DeadLetterQueue),
 or with SERVICEBUS_TOPIC and SERVICEBUS_SUBSCRIPTION (-topic, -subscription) on

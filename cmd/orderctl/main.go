@@ -8,6 +8,7 @@
 //	orderctl dlq resubmit ID...|-reason R|-all [-yes] [-force-window] [-force]
 //	orderctl dlq purge ID...|-reason R|-all|-older-than D [-yes]
 //	orderctl plan [-rate N -duplicates S -payments ...]  the capacity plan of a rate (no Azure; docs/capacity.md)
+//	orderctl audit [flags]             checks the stored state's exactly-once invariants
 //
 // It reads the settings orderworker reads (SERVICEBUS_*, COSMOS_*,
 // WORKER_RESUBMISSION_HORIZON, WORKER_INBOX_*), each overridable by a flag,
@@ -18,7 +19,10 @@
 // and past the resubmission horizon, and prints exactly what it sent. On a
 // subscription, resubmit is refused: Service Bus can only send to the
 // topic, which would give the event to every subscription again. A
-// mistake on the command line exits 2, a refusal or failure 1.
+// mistake on the command line exits 2, a refusal or failure 1. audit
+// (audit.go, package order/audit) exits 0 when the store is clean, 1 on a
+// violation and 2 on a mistake in its settings or an audit that could not
+// complete.
 package main
 
 import (

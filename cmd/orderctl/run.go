@@ -28,6 +28,9 @@ func runAt(ctx context.Context, args []string, getenv func(string) string, stdou
 	if len(args) > 0 && args[0] == "plan" {
 		return runPlan(args[1:], getenv, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "audit" {
+		return runAudit(ctx, args[1:], getenv, stdout, stderr, now)
+	}
 	fs := flag.NewFlagSet("orderctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg, err := parseConfig(fs, args, getenv)

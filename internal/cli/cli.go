@@ -358,8 +358,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 // Exit returns the exit status for a command's result err, after writing
 // err to w: 0 for nil and flag.ErrHelp (the usage was asked for and
 // printed); 2 for a *UsageError, printed as "name: error" and a line that
-// points to "name -h"; 1 for anything else, printed as "name: error" with
-// one line per joined error. main is then os.Exit(cli.Exit(name, run(...),
+// points to "name -h"; the ExitCode of an ExitCoder in err's chain; 1 for
+// anything else, printed as "name: error" with one line per joined error. main is then os.Exit(cli.Exit(name, run(...),
 // os.Stderr)).
 func Exit(name string, err error, w io.Writer) int {
 	var ue *UsageError
@@ -375,7 +375,18 @@ func Exit(name string, err error, w io.Writer) int {
 		msg = "\n  " + strings.ReplaceAll(msg, "\n", "\n  ")
 	}
 	fmt.Fprintf(w, "%s: %s\n", name, msg)
+	var ec ExitCoder
+	if errors.As(err, &ec) && ec.ExitCode() > 0 {
+		return ec.ExitCode()
+	}
 	return 1
+}
+
+// ExitCoder is an error that chooses the exit status Exit returns for it
+// (a positive one; other values mean 1), printed as any other error.
+type ExitCoder interface {
+	error
+	ExitCode() int
 }
 
 // Logging is the logging part of a command's configuration.

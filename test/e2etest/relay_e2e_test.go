@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/order/audit"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
@@ -105,7 +106,7 @@ func (e *relayEnv) container(t *testing.T) *azcosmos.ContainerClient {
 // expires, goes on from the last checkpoint and so republishes the page,
 // whose copies the topic's duplicate detection drops. Every stored order's event must
 // reach both subscribers, each of which awards it exactly once with its own
-// marker.
+// marker, and orderctl audit finds the final store clean.
 //
 // cosmium has no change feed: the relay reads a latest-version feed that
 // e2etest.FeedProxy computes from cosmium's documents, and its leases live
@@ -275,6 +276,27 @@ func TestEndToEndRelaySurvivesSIGKILL(t *testing.T) {
 	if out := r2.Output(); !containsLog(out, "lease acquired", "relay-1") {
 		t.Errorf("relay 2 did not take the lease over from relay-1:\n%s", out)
 	}
+
+	// The run's final store audits clean with the real orderctl binary,
+	// which reads it at low priority through the same feed proxy, one page
+	// of 20 documents at a time.
+	auditEnv := append(append([]string(nil), e.baseEnv...), "COSMOS_ENDPOINT="+proxy.Endpoint, "RELAY_NAME=e2e",
+		"AUDIT_CONSUMERS=loyalty,audit", "AUDIT_SETTLE=1ms", "AUDIT_PAGE_SIZE=20", "AUDIT_FORMAT=json")
+	a := e2etest.Start(t, auditEnv, e.bin, "orderctl audit", "orderctl", "audit")
+	if err := a.Wait(ctx); err != nil {
+		t.Fatalf("orderctl audit of the final store: %v\n%s", err, a.Output())
+	}
+	var rep audit.Report
+	if err := json.Unmarshal([]byte(a.Output()), &rep); err != nil {
+		t.Fatalf("orderctl audit -format json: %v\n%s", err, a.Output())
+	}
+	for name, want := range map[string]int{audit.OrderEvent: count, audit.EventOrder: count, audit.Status: count,
+		audit.Inbox: 2 * 2 * count, audit.MarkerTTL: 2 * count, audit.RelayLag: 1, audit.RelayLease: 1} {
+		if r := rep.Result(name); r.Checked != want || r.Violations != 0 {
+			t.Errorf("orderctl audit: %s checked %d with %d violations %v, want %d checked, none violated", name, r.Checked, r.Violations, r.First, want)
+		}
+	}
+	t.Logf("orderctl audit of %d documents in %d pages: %d violations", rep.Documents, rep.Pages, rep.Violations())
 }
 
 // containsLog reports whether a JSON log line with message msg mentions

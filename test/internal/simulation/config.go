@@ -44,6 +44,10 @@ type Config struct {
 	DisableStatusChanges bool
 	DisableInbox         bool
 
+	// Audit runs orderctl audit's checks (package order/audit) on the final
+	// store and reports them in Report.Audit.
+	Audit bool
+
 	// OrderDelay, if positive, is how long the producer waits between the
 	// status changes it sends before an order (FaultRates.OutOfOrder) and
 	// the order itself. Longer than the abandons of MaxDeliveryCount

@@ -63,6 +63,9 @@ type Report struct {
 	InvariantsFailed []string      // names of the invariants with a violation
 
 	Violations []Violation
+	// Audit is what orderctl audit's checks found in the final store, with
+	// Config.Audit; nil otherwise.
+	Audit *AuditReport
 	// Timing is what the run measured of its own scheduling delay, and the
 	// breaches of its timing assumptions: see TimingBroken.
 	Timing TimingReport

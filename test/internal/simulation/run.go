@@ -298,6 +298,20 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 			rep.Payments.Charges = svc.Charges()
 		}
 	}
+	if cfg.Audit && err == nil {
+		queues := []sbqueue.Snapshot{state.Queue}
+		for _, sub := range state.Inbox {
+			queues = append(queues, sub.Queue)
+		}
+		excused := make(map[string]bool)
+		for id := range outages {
+			excused[id] = true
+		}
+		for id := range poisoned {
+			excused[id] = true
+		}
+		rep.Audit, err = auditStore(ctx, cfg, mem, svc, rr != nil, queues, excused)
+	}
 	rep.fill(&state, prod, subs, op)
 	rep.Elapsed = time.Since(start)
 	for _, id := range rep.OrderIDs(maxHistories) {

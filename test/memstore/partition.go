@@ -1,0 +1,33 @@
+package memstore
+
+import (
+	"context"
+	"sort"
+)
+
+// ReadPartition returns every live document whose partition key value is
+// pk, ordered by id, as a query of one logical partition in Cosmos DB
+// would ("SELECT * FROM c" with the partition key; its order is the
+// service's). Expired documents are not returned. It is safe for
+// concurrent use.
+func (s *Store) ReadPartition(ctx context.Context, pk string) ([][]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.parts[pk]))
+	for id := range s.parts[pk] {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make([][]byte, 0, len(ids))
+	for _, id := range ids {
+		it, ok := s.live(pk, id)
+		if !ok {
+			continue
+		}
+		out = append(out, append([]byte(nil), it.Body...))
+	}
+	return out, nil
+}
