@@ -7,7 +7,9 @@
 // subscriber (the worker in inbox mode). Application Insights receives the
 // programs' traces through the environment's OpenTelemetry agent, diagnostic
 // settings send Service Bus and Cosmos DB logs to Log Analytics, and metric
-// alerts watch dead letters, backlog, throttling and restarts.
+// alerts watch dead letters, backlog, throttling and restarts. The audit
+// (orderctl audit) runs as a scheduled job, and log alerts watch its failed
+// runs and its absence.
 //
 // It runs at subscription scope so that `azd up` can create the resource group.
 // Every identity authenticates with Microsoft Entra ID: local (key) auth is

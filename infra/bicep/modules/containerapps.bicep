@@ -3,7 +3,8 @@
 // manually triggered Container Apps job, the relay that publishes the orders
 // container's change feed to the order-events topic, and one subscriber app
 // per topic subscription (loyalty, shipping), each the worker in inbox mode
-// scaled by KEDA on its subscription's length.
+// scaled by KEDA on its subscription's length; orderctl as a manually
+// triggered job and orderctl audit as a scheduled one.
 //
 // Identities: the worker runs as the worker identity (selected with
 // AZURE_CLIENT_ID) and the producer as the producer identity. The KEDA rule
