@@ -951,18 +951,21 @@ var orderctlEnv = []string{
 	"LOG_FORMAT",
 }
 
-// auditEnv is what `orderctl audit` reads in Azure: the database and its
-// containers (orders, the relay's leases), and the queue's lock duration and
-// delivery count, which bound how long a claim may stay in progress. No
-// Service Bus namespace: the audit's identity holds no Service Bus role.
+// auditEnv is what `orderctl audit` reads in Azure (cmd/orderctl/audit.go):
+// the database and its containers (orders, the relay's leases, each inbox
+// consumer's markers through AUDIT_CONSUMERS), and the queue's timings, from
+// which it derives the redelivery horizon. No Service Bus namespace: the
+// audit's identity holds no Service Bus role.
 var auditEnv = []string{
 	"AZURE_CLIENT_ID",
 	"COSMOS_ENDPOINT",
 	"COSMOS_DATABASE",
 	"COSMOS_CONTAINER",
 	"COSMOS_LEASES_CONTAINER",
+	"AUDIT_CONSUMERS",
 	"SERVICEBUS_LOCK_DURATION",
-	"SERVICEBUS_MAX_DELIVERY_COUNT",
+	"SERVICEBUS_DUPLICATE_DETECTION_WINDOW",
+	"SERVICEBUS_MESSAGE_TTL",
 	"LOG_FORMAT",
 }
 

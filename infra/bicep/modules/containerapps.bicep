@@ -689,8 +689,14 @@ resource orderctl 'Microsoft.App/jobs@2025-01-01' = {
 // alert watches (alerts.bicep). No retries: a violation found once is found
 // again, and a retry would only repeat the alert. Its own identity may only
 // read the database (cosmos.bicep): the job holds no Service Bus role, so it
-// gets no SERVICEBUS_* settings except the queue's timings that bound how
-// long a claim may stay in progress.
+// gets no SERVICEBUS_* settings except the queue's timings, from which it
+// derives how long a claim may stay in progress (the redelivery horizon).
+// AUDIT_CONSUMERS names each subscriber's inbox consumer (its subscription's
+// name, as WORKER_INBOX_CONSUMER) and the container of its markers; both
+// subscriptions exist from the first deployment, before any event, so no
+// creation time is given. The audit bounds itself (AUDIT_TIMEOUT, 1 h by
+// default: it then prints what it found and its continuation and exits 2),
+// inside the replica's two hours.
 resource audit 'Microsoft.App/jobs@2025-01-01' = {
   name: auditName
   location: location
@@ -756,12 +762,20 @@ resource audit 'Microsoft.App/jobs@2025-01-01' = {
               value: cosmosLeasesContainerName
             }
             {
+              name: 'AUDIT_CONSUMERS'
+              value: '${loyaltySubscriptionName}=${cosmosLoyaltyContainerName},${shippingSubscriptionName}=${cosmosShippingContainerName}'
+            }
+            {
               name: 'SERVICEBUS_LOCK_DURATION'
               value: lockDuration
             }
             {
-              name: 'SERVICEBUS_MAX_DELIVERY_COUNT'
-              value: string(maxDeliveryCount)
+              name: 'SERVICEBUS_DUPLICATE_DETECTION_WINDOW'
+              value: duplicateDetectionWindow
+            }
+            {
+              name: 'SERVICEBUS_MESSAGE_TTL'
+              value: messageTimeToLive
             }
             {
               name: 'LOG_FORMAT'
