@@ -11,7 +11,7 @@ import (
 
 // grant is one role held by one principal at one kind of scope.
 type grant struct {
-	principal string // worker, producer, scaler, relay, loyalty, shipping, orderctl, developer
+	principal string // worker, producer, scaler, relay, loyalty, shipping, orderctl, audit, developer
 	role      string
 	scope     string // resource type (lower case), followed by the symbol for a topic subscription, or "database"/"account" or "container <param>" (the cosmos.bicep parameter naming it) for Cosmos data roles
 }
@@ -67,6 +67,11 @@ var wantGrants = []grant{
 	{"orderctl", "Azure Service Bus Data Receiver", shippingSubscriptionScope},
 	{"orderctl", "Cosmos DB Built-in Data Reader", "database"},
 	{"orderctl", "AcrPull", "microsoft.containerregistry/registries"},
+	// The scheduled audit: read every container of the database (orders,
+	// payment records, events, leases, inbox markers) and pull its image;
+	// nothing on Service Bus, no write anywhere.
+	{"audit", "Cosmos DB Built-in Data Reader", "database"},
+	{"audit", "AcrPull", "microsoft.containerregistry/registries"},
 }
 
 // The two subscriptions, told apart by their symbols in servicebus.bicep: a
@@ -170,6 +175,7 @@ var identityModules = map[string]string{
 	"loyaltyIdentity":  "loyalty",
 	"shippingIdentity": "shipping",
 	"orderctlIdentity": "orderctl",
+	"auditIdentity":    "audit",
 }
 
 var (

@@ -17,7 +17,7 @@ var relayRules = []rule{
 		check: bicepRule(checkOwnContainers),
 		mutations: []mutation{
 			{bicepDir + "modules/containerapps.bicep", "              value: cosmosShippingContainerName\n", "              value: cosmosContainerName\n"},
-			{bicepDir + "modules/containerapps.bicep", "              value: cosmosLeasesContainerName\n", "              value: cosmosContainerName\n"},
+			{bicepDir + "modules/containerapps.bicep", "              value: cosmosLeasesContainerName\n            }\n            {\n              name: 'LOG_FORMAT'", "              value: cosmosContainerName\n            }\n            {\n              name: 'LOG_FORMAT'"},
 			{mainFile, "    cosmosLoyaltyContainerName: cosmos.outputs.loyaltyContainerName\n", "    cosmosLoyaltyContainerName: cosmos.outputs.containerName\n"},
 		},
 	},

@@ -23,7 +23,7 @@ const ownerRoleID = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
 
 // allRules is every rule the tests run.
 func allRules() []rule {
-	return append(append(append(append(append(append([]rule(nil), rules...), deployRules...), opsRules...), operateRules...), productionRules...), relayRules...)
+	return append(append(append(append(append(append(append([]rule(nil), rules...), deployRules...), opsRules...), operateRules...), productionRules...), relayRules...), auditRules...)
 }
 
 var deployRules = []rule{

@@ -90,7 +90,7 @@ var opsRules = []rule{
 		mutations: []mutation{
 			{bicepDir + "modules/servicebus.bicep", "resource namespaceDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {\n  scope: namespace\n", "resource namespaceDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {\n  scope: queue\n"},
 			{bicepDir + "modules/cosmos.bicep", "        categoryGroup: 'allLogs'\n", "        categoryGroup: 'audit'\n"},
-			{mainFile, "    operatorPrincipalId: orderctlIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    profile: profile\n  }\n", "    operatorPrincipalId: orderctlIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: ''\n    developerPrincipalId: principalId\n    profile: profile\n  }\n"},
+			{mainFile, "    auditPrincipalId: auditIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: monitoring.outputs.id\n    developerPrincipalId: principalId\n    profile: profile\n  }\n", "    auditPrincipalId: auditIdentity.outputs.principalId\n    logAnalyticsWorkspaceId: ''\n    developerPrincipalId: principalId\n    profile: profile\n  }\n"},
 		},
 	},
 	{

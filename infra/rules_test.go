@@ -451,7 +451,7 @@ var rules = []rule{
 			// The scaler's identity receives in the worker's place.
 			{mainFile, "receiverPrincipalId: workerIdentity.outputs.principalId", "receiverPrincipalId: scalerIdentity.outputs.principalId"},
 			// The producer also gets AcrPull... and the scaler too.
-			{mainFile, "      orderctlIdentity.outputs.principalId\n    ]", "      orderctlIdentity.outputs.principalId\n      scalerIdentity.outputs.principalId\n    ]"},
+			{mainFile, "      auditIdentity.outputs.principalId\n    ]", "      auditIdentity.outputs.principalId\n      scalerIdentity.outputs.principalId\n    ]"},
 			// Cosmos data role at account scope.
 			{bicepDir + "modules/cosmos.bicep", "var dataScope = '${account.id}/dbs/${databaseName}'", "var dataScope = account.id"},
 			// Cosmos Data Reader instead of Data Contributor: the worker could not write.
@@ -578,6 +578,7 @@ var rules = []rule{
 				{"Microsoft.App/containerApps", "loyalty", "loyaltyIdentity", subscriberEnv},
 				{"Microsoft.App/containerApps", "shipping", "shippingIdentity", subscriberEnv},
 				{"Microsoft.App/jobs", "orderctl", "orderctlIdentity", orderctlEnv},
+				{"Microsoft.App/jobs", "audit", "auditIdentity", auditEnv},
 			} {
 				d, err := serviceResource(b, app.typ, app.service)
 				if err != nil {
@@ -781,7 +782,7 @@ var rules = []rule{
 			if !ok || !strings.Contains(token.Value, "uniqueString(subscription().id, environmentName, location)") {
 				return errors.New("main.bicep has no azd-style resourceToken")
 			}
-			for _, svc := range []string{"worker", "producer", "relay", "loyalty", "shipping", "orderctl"} {
+			for _, svc := range []string{"worker", "producer", "relay", "loyalty", "shipping", "orderctl", "audit"} {
 				if _, err := serviceResource(b, "", svc); err != nil {
 					return err
 				}
@@ -947,6 +948,24 @@ var orderctlEnv = []string{
 	"COSMOS_ENDPOINT",
 	"COSMOS_DATABASE",
 	"COSMOS_CONTAINER",
+	"LOG_FORMAT",
+}
+
+// auditEnv is what `orderctl audit` reads in Azure (cmd/orderctl/audit.go):
+// the database and its containers (orders, the relay's leases, each inbox
+// consumer's markers through AUDIT_CONSUMERS), and the queue's timings, from
+// which it derives the redelivery horizon. No Service Bus namespace: the
+// audit's identity holds no Service Bus role.
+var auditEnv = []string{
+	"AZURE_CLIENT_ID",
+	"COSMOS_ENDPOINT",
+	"COSMOS_DATABASE",
+	"COSMOS_CONTAINER",
+	"COSMOS_LEASES_CONTAINER",
+	"AUDIT_CONSUMERS",
+	"SERVICEBUS_LOCK_DURATION",
+	"SERVICEBUS_DUPLICATE_DETECTION_WINDOW",
+	"SERVICEBUS_MESSAGE_TTL",
 	"LOG_FORMAT",
 }
 
@@ -1142,6 +1161,9 @@ func checkAzureYAML(text string) error {
 		`(?m)^services:\n(?:  .*\n)*  loyalty:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderworker$`,
 		`(?m)^services:\n(?:  .*\n)*  shipping:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderworker$`,
 		`(?m)^services:\n(?:  .*\n)*  orderctl:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderctl$`,
+		// The audit job runs orderctl too, as a service of its own: azd sets
+		// the image of one resource per service.
+		`(?m)^services:\n(?:  .*\n)*  audit:\n(?:    .*\n)*?    host: containerapp\n(?:    .*\n)*?        - CMD=orderctl$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(text) {
 			return fmt.Errorf("azure.yaml does not match %s", re)

@@ -7,7 +7,9 @@
 // subscriber (the worker in inbox mode). Application Insights receives the
 // programs' traces through the environment's OpenTelemetry agent, diagnostic
 // settings send Service Bus and Cosmos DB logs to Log Analytics, and metric
-// alerts watch dead letters, backlog, throttling and restarts.
+// alerts watch dead letters, backlog, throttling and restarts. The audit
+// (orderctl audit) runs as a scheduled job, and log alerts watch its failed
+// runs and its absence.
 //
 // It runs at subscription scope so that `azd up` can create the resource group.
 // Every identity authenticates with Microsoft Entra ID: local (key) auth is
@@ -109,6 +111,14 @@ param loyaltyExists bool = false
 @description('Whether azd has already deployed the shipping subscriber (SERVICE_SHIPPING_RESOURCE_EXISTS).')
 param shippingExists bool = false
 
+@description('When the audit job (orderctl audit) runs: a five-field cron expression in UTC (AUDIT_SCHEDULE). Default: daily at 03:17.')
+param auditSchedule string = '17 3 * * *'
+
+@minValue(1)
+@maxValue(47)
+@description('Hours without a completed audit after which the audit-missing alert fires. The default, 26, suits the daily schedule: one missed run, with two hours for a long run and log ingestion. Change it with auditSchedule.')
+param auditMaxSilenceHours int = 26
+
 @minValue(0)
 @maxValue(30)
 @description('Fewest worker replicas. 0 lets KEDA scale the worker to zero when the queue is empty.')
@@ -205,6 +215,20 @@ module orderctlIdentity 'modules/identity.bicep' = {
   }
 }
 
+// The scheduled audit (orderctl audit) runs as an identity of its own that
+// may only read the Cosmos DB database: not orderctl's, which may also
+// receive, resubmit and purge dead letters, rights an unattended daily run
+// has no use for.
+module auditIdentity 'modules/identity.bicep' = {
+  name: 'audit-identity'
+  scope: rg
+  params: {
+    name: 'id-audit-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
 module serviceBus 'modules/servicebus.bicep' = {
   name: 'servicebus'
   scope: rg
@@ -251,6 +275,7 @@ module cosmos 'modules/cosmos.bicep' = {
     loyaltyPrincipalId: loyaltyIdentity.outputs.principalId
     shippingPrincipalId: shippingIdentity.outputs.principalId
     operatorPrincipalId: orderctlIdentity.outputs.principalId
+    auditPrincipalId: auditIdentity.outputs.principalId
     logAnalyticsWorkspaceId: monitoring.outputs.id
     developerPrincipalId: principalId
     profile: profile
@@ -308,6 +333,7 @@ module registry 'modules/registry.bicep' = {
       loyaltyIdentity.outputs.principalId
       shippingIdentity.outputs.principalId
       orderctlIdentity.outputs.principalId
+      auditIdentity.outputs.principalId
     ]
   }
 }
@@ -324,6 +350,7 @@ module apps 'modules/containerapps.bicep' = {
     loyaltyName: 'ca-loyalty-${resourceToken}'
     shippingName: 'ca-shipping-${resourceToken}'
     orderctlName: 'caj-orderctl-${resourceToken}'
+    auditName: 'caj-audit-${resourceToken}'
     location: location
     tags: tags
     logAnalyticsWorkspaceName: monitoring.outputs.name
@@ -346,6 +373,9 @@ module apps 'modules/containerapps.bicep' = {
     shippingClientId: shippingIdentity.outputs.clientId
     orderctlIdentityId: orderctlIdentity.outputs.id
     orderctlClientId: orderctlIdentity.outputs.clientId
+    auditIdentityId: auditIdentity.outputs.id
+    auditClientId: auditIdentity.outputs.clientId
+    auditSchedule: auditSchedule
     serviceBusNamespaceName: serviceBus.outputs.name
     serviceBusHost: serviceBus.outputs.host
     queueName: serviceBus.outputs.queueName
@@ -383,6 +413,9 @@ module alerts 'modules/alerts.bicep' = {
     logAnalyticsWorkspaceId: monitoring.outputs.id
     location: location
     backlogThreshold: backlogAlertThreshold
+    auditJobName: apps.outputs.auditName
+    auditImagePrefix: '${registry.outputs.loginServer}/'
+    auditMaxSilenceHours: auditMaxSilenceHours
   }
 }
 

@@ -17,6 +17,9 @@
 //     steady stream means the account is too small for the load.
 //   - restarts: a log alert on the platform's restart events of each app
 //     (RestartCount is cumulative, so a threshold on it never clears).
+//   - the audit: a log alert on each failed execution of the scheduled audit
+//     job (a violation of exactly-once, or an audit that could not run), and
+//     one when no audit has produced output for auditMaxSilenceHours.
 //
 // With alertEmail empty no action group exists and the alerts have no
 // actions: they still fire and show in the portal's alert list, but nobody is
@@ -50,6 +53,17 @@ param backlogThreshold int = 1000
 @minValue(0)
 @description('Throttled (429) Cosmos DB requests in 15 minutes above which the throttling alert fires.')
 param throttleThreshold int = 0
+
+@description('Name of the scheduled audit job (orderctl audit) whose executions the audit alerts watch.')
+param auditJobName string
+
+@description('Prefix of the images azd deploys, the registry\'s login server and a slash: only output of the audit container running such an image counts as an audit (the bootstrap image audits nothing).')
+param auditImagePrefix string
+
+@minValue(1)
+@maxValue(47)
+@description('Hours without output of a deployed audit after which the audit-missing alert fires (the query looks back over two days at most).')
+param auditMaxSilenceHours int = 26
 
 var notify = !empty(alertEmail)
 
@@ -310,6 +324,122 @@ resource mismatches 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
               ]
             }
           ]
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: logAlertActions
+  }
+}
+
+// The audit's result. Container Apps publishes a job metric, Executions, with
+// the dimensions state, jobName and executionName (Microsoft, "Supported
+// metrics for Microsoft.App/jobs",
+// https://learn.microsoft.com/azure/azure-monitor/reference/supported-metrics/microsoft-app-jobs-metrics),
+// but the values of state are not documented, and metric alerts on jobs are
+// an open feature request (microsoft/azure-container-apps #1352; #1027: "being
+// able to create alerts based on Jobs metrics" is being fixed). So both
+// audit alerts are log alerts on the workspace, like the restart alert.
+//
+// Failed: when an execution ends, the environment writes a line to
+// ContainerAppSystemLogs (columns JobName, Log, Reason: Microsoft's table
+// reference,
+// https://learn.microsoft.com/azure/azure-monitor/reference/tables/containerappsystemlogs)
+// whose Log reads "... has exited with status Failed" or "... Succeeded";
+// that text is not documented by Microsoft, it is what dotnet/dnceng's
+// production alert rule pcs-container-job-execution-failures matches
+// (src/Monitoring/Monitoring.DncEng/alertrules, over the _CL table's Log_s and
+// JobName_s). orderctl audit exits 1 on a violation and 2 when it cannot
+// audit; both fail the execution, as does the replica timeout. JobName is
+// matched by prefix, so it holds whether the column carries the job's name or
+// an execution's (<job>-<suffix>). The window is longer than the frequency so
+// a late-ingested line is still seen, and muteActionsDuration keeps the later
+// evaluations that see the same line from notifying again: one notification
+// per failed run. autoMitigate is off (muteActionsDuration requires it): a
+// violation is never resolved by time passing, only by a person.
+var auditFailedQuery = 'ContainerAppSystemLogs | where JobName startswith "${auditJobName}" and Log has "has exited with status Failed" | summarize failed = count()'
+
+resource auditFailed 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'orders-audit-failed'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders-audit-failed'
+    description: 'The scheduled audit (orderctl audit) failed: it found a violation of exactly-once on the real store (exit 1) or could not audit (exit 2). Its summary names the invariant and the first ids: ContainerAppConsoleLogs | where ContainerName == "audit" | order by TimeGenerated desc. Re-run it with az containerapp job start.'
+    severity: 1
+    enabled: true
+    scopes: [
+      logAnalyticsWorkspaceId
+    ]
+    evaluationFrequency: 'PT15M'
+    windowSize: 'PT1H'
+    muteActionsDuration: 'PT1H'
+    criteria: {
+      allOf: [
+        {
+          query: auditFailedQuery
+          timeAggregation: 'Total'
+          metricMeasureColumn: 'failed'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: false
+    actions: logAlertActions
+  }
+}
+
+// Missing: an audit that stops running raises no failure. This alert counts
+// the lines the audit container (ContainerName "audit", unique in the
+// environment) wrote to ContainerAppConsoleLogs (columns ContainerName,
+// ContainerImage: Microsoft's table reference,
+// https://learn.microsoft.com/azure/azure-monitor/reference/tables/containerappconsolelogs)
+// from an image of the deployment's registry in the last
+// auditMaxSilenceHours, and fires when there are none: the schedule stopped,
+// the job was deleted or disabled, its image cannot be pulled, or a bare
+// `azd provision` left it on the bootstrap image. Every run writes its
+// summary, so a run that errs counts as a run here (the failed alert covers
+// it). summarize without `by` yields one row even when nothing matched, so
+// the count is 0, not absent. The query looks back further than the window:
+// overrideQueryTimeRange widens its time range to two days, inside which its
+// own TimeGenerated filter applies. It resolves itself once an audit writes
+// again.
+var auditMissingQuery = 'ContainerAppConsoleLogs | where TimeGenerated > ago(${auditMaxSilenceHours}h) | where ContainerName == "audit" and ContainerImage startswith "${auditImagePrefix}" | summarize lines = count()'
+
+resource auditMissing 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'orders-audit-missing'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'orders-audit-missing'
+    description: 'No scheduled audit (orderctl audit) has run the deployed image in the last ${auditMaxSilenceHours} hours: check the audit job\'s schedule, its executions (az containerapp job execution list) and its image (azd deploy audit).'
+    severity: 2
+    enabled: true
+    scopes: [
+      logAnalyticsWorkspaceId
+    ]
+    evaluationFrequency: 'PT1H'
+    windowSize: 'PT1H'
+    overrideQueryTimeRange: 'P2D'
+    criteria: {
+      allOf: [
+        {
+          query: auditMissingQuery
+          timeAggregation: 'Total'
+          metricMeasureColumn: 'lines'
+          operator: 'LessThan'
+          threshold: 1
           failingPeriods: {
             numberOfEvaluationPeriods: 1
             minFailingPeriodsToAlert: 1

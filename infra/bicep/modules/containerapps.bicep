@@ -3,7 +3,8 @@
 // manually triggered Container Apps job, the relay that publishes the orders
 // container's change feed to the order-events topic, and one subscriber app
 // per topic subscription (loyalty, shipping), each the worker in inbox mode
-// scaled by KEDA on its subscription's length.
+// scaled by KEDA on its subscription's length; orderctl as a manually
+// triggered job and orderctl audit as a scheduled one.
 //
 // Identities: the worker runs as the worker identity (selected with
 // AZURE_CLIENT_ID) and the producer as the producer identity. The KEDA rule
@@ -70,6 +71,18 @@ param orderctlIdentityId string
 
 @description('Client id of the orderctl identity (its AZURE_CLIENT_ID).')
 param orderctlClientId string
+
+@description('Name of the audit job, orderctl audit on a schedule.')
+param auditName string
+
+@description('Resource id of the audit identity (Cosmos DB Data Reader on the database, nothing else).')
+param auditIdentityId string
+
+@description('Client id of the audit identity (its AZURE_CLIENT_ID).')
+param auditClientId string
+
+@description('When the audit runs: a five-field cron expression, in UTC.')
+param auditSchedule string = '17 3 * * *'
 
 @description('Loyalty subscriber container app name.')
 param loyaltyName string
@@ -360,6 +373,15 @@ var shippingImage = shippingExists ? existingShipping.properties.template.contai
 var producerImage = bootstrapProducerImage
 // The orderctl job, likewise: every `azd deploy` sets its real image.
 var orderctlImage = bootstrapProducerImage
+// The audit job, likewise. A scheduled run between a bare `azd provision`
+// and the next `azd deploy` runs the bootstrap image, which audits nothing;
+// the audit-missing alert (alerts.bicep) counts only output of an image from
+// the deployment's registry, so such a run does not hide a missing audit.
+var auditImage = bootstrapProducerImage
+
+// The audit pages through every container at low priority; two hours bound
+// a run (the audit-missing alert allows for them).
+var auditReplicaTimeout = 7200
 
 resource worker 'Microsoft.App/containerApps@2025-01-01' = {
   name: workerName
@@ -648,6 +670,112 @@ resource orderctl 'Microsoft.App/jobs@2025-01-01' = {
             {
               name: 'COSMOS_CONTAINER'
               value: cosmosContainerName
+            }
+            {
+              name: 'LOG_FORMAT'
+              value: 'json'
+            }
+          ]
+        }
+      ]
+    }
+  }
+}
+
+// The audit: `orderctl audit` on a schedule (auditSchedule, UTC), checking on
+// the real store the invariants the simulation checks on its model. It
+// exits 0 when the store is clean, 1 on a violation and 2 when it could not
+// audit; either non-zero exit fails the execution, which the audit-failed
+// alert watches (alerts.bicep). No retries: a violation found once is found
+// again, and a retry would only repeat the alert. Its own identity may only
+// read the database (cosmos.bicep): the job holds no Service Bus role, so it
+// gets no SERVICEBUS_* settings except the queue's timings, from which it
+// derives how long a claim may stay in progress (the redelivery horizon).
+// AUDIT_CONSUMERS names each subscriber's inbox consumer (its subscription's
+// name, as WORKER_INBOX_CONSUMER) and the container of its markers; both
+// subscriptions exist from the first deployment, before any event, so no
+// creation time is given. The audit bounds itself (AUDIT_TIMEOUT, 1 h by
+// default: it then prints what it found and its continuation and exits 2),
+// inside the replica's two hours.
+resource audit 'Microsoft.App/jobs@2025-01-01' = {
+  name: auditName
+  location: location
+  tags: union(tags, {
+    'azd-service-name': 'audit'
+  })
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${auditIdentityId}': {}
+    }
+  }
+  properties: {
+    environmentId: environment.id
+    workloadProfileName: 'Consumption'
+    configuration: {
+      triggerType: 'Schedule'
+      replicaTimeout: auditReplicaTimeout
+      replicaRetryLimit: 0
+      scheduleTriggerConfig: {
+        cronExpression: auditSchedule
+        parallelism: 1
+        replicaCompletionCount: 1
+      }
+      registries: [
+        {
+          server: registryServer
+          identity: auditIdentityId
+        }
+      ]
+    }
+    template: {
+      containers: [
+        {
+          name: 'audit'
+          image: auditImage
+          args: [
+            'audit'
+          ]
+          resources: {
+            cpu: json('0.25')
+            memory: '0.5Gi'
+          }
+          env: [
+            {
+              name: 'AZURE_CLIENT_ID'
+              value: auditClientId
+            }
+            {
+              name: 'COSMOS_ENDPOINT'
+              value: cosmosEndpoint
+            }
+            {
+              name: 'COSMOS_DATABASE'
+              value: cosmosDatabaseName
+            }
+            {
+              name: 'COSMOS_CONTAINER'
+              value: cosmosContainerName
+            }
+            {
+              name: 'COSMOS_LEASES_CONTAINER'
+              value: cosmosLeasesContainerName
+            }
+            {
+              name: 'AUDIT_CONSUMERS'
+              value: '${loyaltySubscriptionName}=${cosmosLoyaltyContainerName},${shippingSubscriptionName}=${cosmosShippingContainerName}'
+            }
+            {
+              name: 'SERVICEBUS_LOCK_DURATION'
+              value: lockDuration
+            }
+            {
+              name: 'SERVICEBUS_DUPLICATE_DETECTION_WINDOW'
+              value: duplicateDetectionWindow
+            }
+            {
+              name: 'SERVICEBUS_MESSAGE_TTL'
+              value: messageTimeToLive
             }
             {
               name: 'LOG_FORMAT'
@@ -1052,6 +1180,9 @@ output relayName string = relay.name
 
 @description('orderctl job name; start a run with `az containerapp job start`.')
 output orderctlName string = orderctl.name
+
+@description('Audit job name, for the audit alerts; start an extra run with `az containerapp job start`.')
+output auditName string = audit.name
 
 @description('Loyalty subscriber container app name.')
 output loyaltyName string = loyalty.name

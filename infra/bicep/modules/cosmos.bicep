@@ -54,6 +54,9 @@ param shippingPrincipalId string
 @description('Principal of the operator tool orderctl, which reads stored orders (dlq show compares a mismatch with the stored order).')
 param operatorPrincipalId string
 
+@description('Principal of the scheduled audit (orderctl audit), which reads every container of the database: orders, payment records, events, leases and inbox markers.')
+param auditPrincipalId string
+
 @description('Resource id of the Log Analytics workspace that receives the account\'s logs.')
 param logAnalyticsWorkspaceId string
 
@@ -291,7 +294,7 @@ resource metadataReaderRole 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefini
 // the containers, the role definitions and every role assignment are
 // chained: database -> container -> own containers -> roles -> worker ->
 // relay (metadata, orders, leases) -> loyalty (metadata, container) ->
-// shipping (metadata, container) -> orderctl -> developer.
+// shipping (metadata, container) -> orderctl -> audit -> developer.
 var dataScope = '${account.id}/dbs/${databaseName}'
 var ordersScope = '${dataScope}/colls/${containerName}'
 var leasesScope = '${dataScope}/colls/${leasesContainerName}'
@@ -415,6 +418,23 @@ resource operatorReadsOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssig
   ]
 }
 
+// The audit reads what the simulation's invariants are about: the orders
+// container (orders, payment records, events), the relay's leases and each
+// subscriber's inbox markers, so its read-only role is scoped to the
+// database. Data Reader cannot write, delete or change a container.
+resource auditReadsDatabase 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: account
+  name: guid(account.id, auditPrincipalId, dataReaderRoleId)
+  properties: {
+    roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataReaderRoleId}'
+    principalId: auditPrincipalId
+    scope: dataScope
+  }
+  dependsOn: [
+    operatorReadsOrders
+  ]
+}
+
 resource developerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = if (!empty(developerPrincipalId)) {
   parent: account
   name: guid(account.id, developerPrincipalId, dataContributorRoleId)
@@ -424,7 +444,7 @@ resource developerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRo
     scope: dataScope
   }
   dependsOn: [
-    operatorReadsOrders
+    auditReadsDatabase
   ]
 }
 
