@@ -89,7 +89,7 @@ var operateRules = []rule{
 		},
 	},
 	{
-		// No program queries the container (TestNothingQueriesTheStore), so
+		// Only the audit queries the container, one partition at a time (TestNothingQueriesTheStore), so
 		// indexing any path only adds write RUs: about 0.2 RU per indexed
 		// term (Microsoft, "Understand request units consumption").
 		name:  "the orders container indexes no path, since nothing queries it but the audit, one partition at a time",
