@@ -42,4 +42,12 @@ func TestDocsShowTheDeployedDefaults(t *testing.T) {
 			t.Errorf("docs/capacity.md does not show orderctl plan -profile %s as it prints now; paste:\n%s", tt.profile, want)
 		}
 	}
+	// "Is it exactly once?" shows the production profile's ceilings too.
+	b, err = os.ReadFile(filepath.Join("..", "..", "docs", "exactly-once.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "```text\n" + section(capacity.ProfileProduction, "Ceilings:") + "```"; !strings.Contains(string(b), want) {
+		t.Errorf("docs/exactly-once.md does not show orderctl plan -profile production's ceilings as it prints now; paste:\n%s", want)
+	}
 }
