@@ -116,10 +116,11 @@ func decodeOrder(body []byte) (o Order, orderID string, err error) {
 	// and its keys checked, in one pass; anything else goes to the
 	// strict decoder, which names what is wrong.
 	if len(body) > MaxBodySize || !decodePlain(body, &o) {
-		o = Order{}
-		if err := decodeStrict(body, &o, "order"); err != nil {
+		var strict Order // on the heap (decodeStrict takes an any): only on this path
+		if err := decodeStrict(body, &strict, "order"); err != nil {
 			return Order{}, "", err
 		}
+		o = strict
 	}
 	if checkOrderID("orderId", o.OrderID) == nil {
 		orderID = o.OrderID

@@ -169,7 +169,8 @@ func randomOrder(r *rand.Rand, wild bool) Order {
 		var b strings.Builder
 		for range r.IntN(n) + 1 {
 			if wild && r.IntN(8) == 0 {
-				b.WriteRune([]rune("é€\"\\\x00𝄞<")[r.IntN(7)])
+				odd := []string{"é", "€", `"`, `\\`, "\x00", "\x1f", "\x7f", "𝄞", "<", ">", "&", "\u2028", "\u2029", "\xff"}
+				b.WriteString(odd[r.IntN(len(odd))])
 				continue
 			}
 			b.WriteByte(alphabet[r.IntN(len(alphabet))])
@@ -232,4 +233,76 @@ func reshuffle(r *rand.Rand, o Order) []byte {
 	fields = append(fields, `"lines":`+ws()+"["+ws()+strings.Join(lines, ws()+","+ws())+ws()+"]")
 	r.Shuffle(len(fields), func(i, j int) { fields[i], fields[j] = fields[j], fields[i] })
 	return []byte(ws() + "{" + ws() + strings.Join(fields, ","+ws()) + ws() + "}" + ws())
+}
+
+// checkDocumentsMatchMarshal fails t unless w.Documents encodes the order
+// document and the event exactly as json.Marshal does.
+func checkDocumentsMatchMarshal(t *testing.T, w Write) {
+	t.Helper()
+	docs, err := w.Documents()
+	wantOrder, oerr := json.Marshal(w.Order)
+	wantEvent, eerr := json.Marshal(w.Event)
+	if oerr != nil || eerr != nil {
+		if err == nil {
+			t.Fatalf("Documents encoded %+v, which json.Marshal rejects: %v %v", w, oerr, eerr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("Documents(%+v): %v", w, err)
+	}
+	if got := string(docs[0].Body); got != string(wantOrder) {
+		t.Fatalf("order document:\n got %s\nwant %s", got, wantOrder)
+	}
+	if got := string(docs[1].Body); got != string(wantEvent) {
+		t.Fatalf("event:\n got %s\nwant %s", got, wantEvent)
+	}
+	// The two share a buffer: appending to the first must not change the second.
+	_ = append(docs[0].Body, "xxxxxxxx"...)
+	if string(docs[1].Body) != string(wantEvent) {
+		t.Fatal("appending to the order document changed the event")
+	}
+}
+
+// TestDocumentsMatchMarshal: over many writes, with strings encoding/json
+// escapes, nil and empty lines, status hashes, a status change time, zones
+// and years MarshalJSON rejects, Documents writes json.Marshal's bytes.
+func TestDocumentsMatchMarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 5000 {
+		o := randomOrder(r, i%2 == 0)
+		w := NewWrite(o, o.OrderID+"-m", referenceRequestHash(&o), o.PlacedAt.Add(time.Second))
+		switch r.IntN(8) {
+		case 0:
+			w.Order.Lines = nil
+		case 1:
+			w.Order.Lines = []Line{}
+		case 2:
+			w.Order.StatusHashes = map[int64]string{int64(r.IntN(20)): "h", 10: "x<"}
+		case 3:
+			w.Order.StatusHashes = nil
+		case 4:
+			at := o.PlacedAt
+			w.Order.StatusChangedAt, w.Order.Status, w.Order.Version, w.Order.StatusHashCount = &at, "paid", 2, 1
+		case 5:
+			w.Order.PlacedAt = time.Date(10000+r.IntN(5), 1, 1, 0, 0, 0, 0, time.UTC)
+		case 6:
+			w.Event.OccurredAt = time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 24*3600+r.IntN(3)*60))
+		case 7:
+			w.Order.ProcessedAt = time.Date(-r.IntN(3), 1, 1, 0, 0, 0, 0, time.FixedZone("", -r.IntN(3)*3600))
+		}
+		checkDocumentsMatchMarshal(t, w)
+	}
+}
+
+// FuzzDocumentsMatchMarshal is TestDocumentsMatchMarshal on the strings
+// and integers the fuzzer finds.
+func FuzzDocumentsMatchMarshal(f *testing.F) {
+	f.Add("ord-1", "cust-1", "EUR", "SKU-1", int64(2), int64(1999), int64(0), "m-1", "<&>\u2028\x00é\xff", int64(1))
+	f.Fuzz(func(t *testing.T, id, customer, currency, sku string, qty, price, nanos int64, messageID, hash string, unix int64) {
+		at := time.Unix(unix, nanos)
+		o := Order{OrderID: id, CustomerID: customer, Currency: currency, Lines: []Line{{SKU: sku, Quantity: qty, UnitPriceMinor: price}},
+			TotalMinor: qty * price, PlacedAt: at}
+		checkDocumentsMatchMarshal(t, NewWrite(o, messageID, hash, at.Add(time.Duration(nanos))))
+	})
 }
