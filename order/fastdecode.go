@@ -257,3 +257,155 @@ func (s *plainScanner) time(t *time.Time) bool {
 	}
 	return t.UnmarshalJSON(s.b[start:s.i]) == nil
 }
+
+// decodeStoredPlain decodes a stored order document into d in one pass,
+// when it is in the form the project writes it, with the system
+// properties Cosmos DB adds (keys that begin with an underscore, whose
+// values are strings or integers). It reports false for anything else
+// (another key, a repeated one, an escape in a field's string, a number
+// that is not a plain integer, null, trailing data), and d is then to be
+// discarded: json.Unmarshal decides such a body, as ReadOrder always did.
+// Whatever it accepts, json.Unmarshal accepts with an equal document
+// (FuzzDecodeStoredPlainAgrees).
+func decodeStoredPlain(body []byte, d *OrderDocument) bool {
+	s := plainScanner{b: body}
+	var seen uint32
+	field := func(key []byte) bool {
+		if len(key) > 0 && key[0] == '_' {
+			return s.skipSystem()
+		}
+		bit, ok := uint32(0), false
+		switch string(key) {
+		case "id":
+			bit = 1 << 0
+			d.ID, ok = s.str()
+		case "orderId":
+			bit = 1 << 1
+			d.OrderID, ok = s.str()
+		case "type":
+			bit = 1 << 2
+			d.Type, ok = s.str()
+		case "customerId":
+			bit = 1 << 3
+			d.CustomerID, ok = s.str()
+		case "currency":
+			bit = 1 << 4
+			d.Currency, ok = s.str()
+		case "lines":
+			bit = 1 << 5
+			d.Lines, ok = s.lines()
+		case "totalMinor":
+			bit = 1 << 6
+			d.TotalMinor, ok = s.integer()
+		case "placedAt":
+			bit = 1 << 7
+			ok = s.time(&d.PlacedAt)
+		case "status":
+			bit = 1 << 8
+			d.Status, ok = s.str()
+		case "version":
+			bit = 1 << 9
+			d.Version, ok = s.integer()
+		case "requestHash":
+			bit = 1 << 10
+			d.RequestHash, ok = s.str()
+		case "messageId":
+			bit = 1 << 11
+			d.MessageID, ok = s.str()
+		case "processedAt":
+			bit = 1 << 12
+			ok = s.time(&d.ProcessedAt)
+		case "statusChangedAt":
+			bit = 1 << 13
+			t := new(time.Time)
+			ok = s.time(t)
+			d.StatusChangedAt = t
+		case "statusHashes":
+			bit = 1 << 14
+			d.StatusHashes, ok = s.statusHashes()
+		case "statusHashCount":
+			bit = 1 << 15
+			var n int64
+			n, ok = s.integer()
+			d.StatusHashCount = int(n)
+		default:
+			return false
+		}
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		return ok
+	}
+	if !s.object(field) {
+		return false
+	}
+	s.space()
+	return s.i == len(s.b)
+}
+
+// statusHashes decodes the map of status hashes: keys of plain integers,
+// each once, values of plain strings.
+func (s *plainScanner) statusHashes() (map[int64]string, bool) {
+	m := map[int64]string{}
+	ok := s.object(func(key []byte) bool {
+		if len(key) == 0 || key[0] != '-' && (key[0] < '0' || key[0] > '9') {
+			return false // strconv.ParseInt takes no space or plus sign
+		}
+		k := plainScanner{b: key}
+		v, ok := k.integer()
+		if !ok || k.i != len(key) {
+			return false
+		}
+		if _, dup := m[v]; dup {
+			return false
+		}
+		m[v], ok = s.str()
+		return ok
+	})
+	return m, ok
+}
+
+// skipSystem skips the value of a system property: a string (escapes
+// allowed, and checked) or a plain integer.
+func (s *plainScanner) skipSystem() bool {
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] != '"' {
+		_, ok := s.integer()
+		return ok
+	}
+	s.i++ // '"'
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return true
+		case c < 0x20:
+			return false
+		case c == '\\':
+			if s.i+1 >= len(s.b) {
+				return false
+			}
+			switch s.b[s.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i += 2
+			case 'u':
+				if s.i+6 > len(s.b) {
+					return false
+				}
+				for _, h := range s.b[s.i+2 : s.i+6] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return false
+					}
+				}
+				s.i += 6
+			default:
+				return false
+			}
+			continue
+		}
+		s.i++
+	}
+	return false
+}

@@ -306,3 +306,87 @@ func FuzzDocumentsMatchMarshal(f *testing.F) {
 		checkDocumentsMatchMarshal(t, NewWrite(o, messageID, hash, at.Add(time.Duration(nanos))))
 	})
 }
+
+// checkStoredPlainAgrees fails t unless decodeStoredPlain's verdict on
+// body is one json.Unmarshal agrees with, and reports the verdict.
+func checkStoredPlainAgrees(t *testing.T, body []byte) bool {
+	t.Helper()
+	var plain OrderDocument
+	ok := decodeStoredPlain(body, &plain)
+	var std OrderDocument
+	err := json.Unmarshal(body, &std)
+	if !ok {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("decodeStoredPlain accepted %q, which json.Unmarshal rejects: %v", body, err)
+	}
+	if !reflect.DeepEqual(plain, std) {
+		t.Fatalf("decodeStoredPlain(%q) = %#v, json.Unmarshal = %#v", body, plain, std)
+	}
+	return true
+}
+
+// storedForm returns the order document of w as Cosmos DB returns it,
+// with its system properties appended.
+func storedForm(t *testing.T, w Write) []byte {
+	t.Helper()
+	docs, err := w.Documents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := docs[0].Body
+	return append(b[:len(b)-1:len(b)-1], `,"_rid":"Ab0=","_self":"dbs/x/colls/y/docs/Ab0=/","_etag":"\"0000d9b0-0000-0d00-0000-67a1b2c30000\"","_attachments":"attachments/","_ts":1732960800}`...)
+}
+
+// TestDecodeStoredPlainTakesWrittenDocuments: the one-pass decoder reads
+// the order documents this package writes, as the store returns them, and
+// whatever it reads agrees with json.Unmarshal; what it leaves to
+// json.Unmarshal is left.
+func TestDecodeStoredPlainTakesWrittenDocuments(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := range 2000 {
+		o := randomOrder(r, false)
+		w := NewWrite(o, o.OrderID, referenceRequestHash(&o), o.PlacedAt.Add(time.Second))
+		if i%3 == 0 {
+			at := o.PlacedAt.Add(time.Minute)
+			w.Order.StatusChangedAt, w.Order.Status, w.Order.Version = &at, "shipped", 3
+			w.Order.StatusHashes, w.Order.StatusHashCount = map[int64]string{2: "h2", 3: "h3"}, 2
+		}
+		body := storedForm(t, w)
+		if i%3 == 0 {
+			// Documents leaves a recorded map to json.Marshal: still the form written.
+			if b, err := json.Marshal(w.Order); err == nil {
+				body = b
+			}
+		}
+		if !checkStoredPlainAgrees(t, body) {
+			t.Fatalf("decodeStoredPlain rejected a written document %s", body)
+		}
+	}
+	for _, body := range []string{
+		`{"id":"a","id":"b"}`, `{"ID":"a"}`, `{"extra":1}`, `{"id":"\u0061"}`, `{"totalMinor":1.5}`, `{"id":null}`,
+		`{"statusHashes":{" 1":"a"}}`, `{"statusHashes":{"+1":"a"}}`, `{"statusHashes":{"01":"a"}}`, `{"statusHashes":{"1":"a","1":"b"}}`,
+		`{"_x":true}`, `{"_x":"\q"}`, `{"_x":{}}`, `{"id":"a"} x`, `{"statusHashCount":99999999999999999999}`,
+	} {
+		if checkStoredPlainAgrees(t, []byte(body)) {
+			t.Errorf("decodeStoredPlain accepted %s", body)
+		}
+	}
+}
+
+// FuzzDecodeStoredPlainAgrees: the one-pass decoder of stored order
+// documents never accepts what json.Unmarshal rejects, nor decodes another
+// document.
+func FuzzDecodeStoredPlainAgrees(f *testing.F) {
+	o := Order{OrderID: "ord-1", CustomerID: "c", Currency: "EUR", Lines: []Line{{SKU: "s", Quantity: 1, UnitPriceMinor: 5}}, TotalMinor: 5,
+		PlacedAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+	w := NewWrite(o, "ord-1", "hash", o.PlacedAt)
+	docs, _ := w.Documents()
+	f.Add(docs[0].Body)
+	f.Add([]byte(`{"statusHashes":{"2":"a","-3":"b"},"statusChangedAt":"2026-11-30T10:00:00+01:00","_ts":1,"_etag":"\"x\\u00e9\""}`))
+	f.Add([]byte(`{"lines":null,"statusHashes":null}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkStoredPlainAgrees(t, body)
+	})
+}
