@@ -131,10 +131,16 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []idempoten
 		StatusCodes: make([]int, len(resp.OperationResults)),
 		ActivityID:  resp.ActivityID,
 	}
+	failed := false
 	for i, res := range resp.OperationResults {
 		r.StatusCodes[i] = int(res.StatusCode)
+		failed = failed || !is2xx(r.StatusCodes[i])
 	}
-	r.SubStatuses = batchSubStatuses(resp.RawResponse)
+	if failed {
+		// Only a failed operation's error carries its sub-status: a batch
+		// that committed is not decoded a second time.
+		r.SubStatuses = batchSubStatuses(resp.RawResponse)
+	}
 	if err := interpretBatch(op, pk, len(docs), r); err != nil {
 		return nil, err
 	}

@@ -46,6 +46,12 @@
 // a key spelled other than its field ("OrderId"): encoding/json would take
 // the last one, or match it case-insensitively, where another JSON reader
 // may take the first or ignore it, and see another order in the same bytes.
+// A body in the plain form the project's producers send (every key exactly
+// a field's name and at most once, strings of printable ASCII without
+// escapes, integers as plain digits) is decoded and its keys checked in one
+// pass; any other body is decoded by encoding/json and its keys checked
+// after, which names what is wrong. Both accept the same bodies, with the
+// same order.
 //
 // # What an accepted order writes
 //

@@ -22,7 +22,10 @@ const hashVersion = "order-request/v1"
 // field does. Strings are length-prefixed, so no two different orders encode
 // to the same bytes.
 func (o *Order) RequestHash() string {
-	b := make([]byte, 0, 128+len(o.Lines)*48)
+	// The encoding of a typical order fits the buffer on the stack; a
+	// longer one grows onto the heap.
+	var buf [512]byte
+	b := buf[:0]
 	b = appendString(b, hashVersion)
 	b = appendString(b, o.OrderID)
 	b = appendString(b, o.CustomerID)
@@ -40,7 +43,9 @@ func (o *Order) RequestHash() string {
 	b = binary.BigEndian.AppendUint64(b, uint64(len(t)))
 	b = append(b, t...)
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
 }
 
 func appendString(b []byte, s string) []byte {

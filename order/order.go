@@ -112,8 +112,15 @@ func Decode(body []byte) (Order, error) {
 // still returns the order id if that id itself is valid, so that the
 // Invalid result and its log line can name the order.
 func decodeOrder(body []byte) (o Order, orderID string, err error) {
-	if err := decodeStrict(body, &o, "order"); err != nil {
-		return Order{}, "", err
+	// The plain form every producer of this project sends is decoded,
+	// and its keys checked, in one pass; anything else goes to the
+	// strict decoder, which names what is wrong.
+	if len(body) > MaxBodySize || !decodePlain(body, &o) {
+		var strict Order // on the heap (decodeStrict takes an any): only on this path
+		if err := decodeStrict(body, &strict, "order"); err != nil {
+			return Order{}, "", err
+		}
+		o = strict
 	}
 	if checkOrderID("orderId", o.OrderID) == nil {
 		orderID = o.OrderID

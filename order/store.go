@@ -35,9 +35,15 @@ func ReadOrder(ctx context.Context, s idempotent.Reader, orderID string) (OrderD
 	if err != nil {
 		return OrderDocument{}, err
 	}
+	// The form this package writes is decoded in one pass (fastdecode.go);
+	// anything else by encoding/json, which names what is wrong.
 	var doc OrderDocument
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return OrderDocument{}, fmt.Errorf("read order %q: %w", orderID, &StoredDocumentError{PartitionKey: orderID, ID: orderID, Err: err})
+	if !decodeStoredPlain(body, &doc) {
+		var strict OrderDocument // on the heap (Unmarshal takes an any): only on this path
+		if err := json.Unmarshal(body, &strict); err != nil {
+			return OrderDocument{}, fmt.Errorf("read order %q: %w", orderID, &StoredDocumentError{PartitionKey: orderID, ID: orderID, Err: err})
+		}
+		doc = strict
 	}
 	if doc.Type != TypeOrder || doc.OrderID != orderID {
 		err := fmt.Errorf("it is not the order (type %q, orderId %q)", doc.Type, doc.OrderID)

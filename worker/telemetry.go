@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"go.opentelemetry.io/otel/attribute"
@@ -62,6 +64,9 @@ type instruments struct {
 	inFlight, breakerOpen                                     metric.Int64UpDownCounter
 	processDuration                                           metric.Float64Histogram
 	baseOpt                                                   metric.MeasurementOption
+	resendOpt, redeliveryOpt, consumedOpt                     metric.MeasurementOption
+	outcomes                                                  sync.Map // outcomeKey -> outcomeOpts
+	cachedOutcomes                                            atomic.Int64
 
 	breakerWasOpen bool // guarded by the breaker's lock
 }
@@ -141,6 +146,9 @@ func (w *Worker) instrument() error {
 		return err
 	}
 	t.baseOpt = metric.WithAttributes(t.base...)
+	t.resendOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrDuplicateCause.String("resend"))...)
+	t.redeliveryOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrDuplicateCause.String("redelivery"))...)
+	t.consumedOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationName("receive"))...)
 	if len(observed) > 0 {
 		// Observed for as long as the MeterProvider lives: the sources
 		// are cumulative, and a worker runs once per process.
@@ -187,23 +195,18 @@ func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Repor
 	if !ok {
 		outcome = AttrOutcome.String(res.Outcome.String())
 	}
-	attrs := make([]attribute.KeyValue, 0, len(t.base)+2)
-	attrs = append(append(attrs, t.base...), outcome)
-	if res.Reason != "" {
-		attrs = append(attrs, AttrReason.String(res.Reason))
-	}
-	t.deliveries.Add(ctx, 1, metric.WithAttributes(attrs...))
-	t.processDuration.Record(ctx, rep.Duration.Seconds(), metric.WithAttributes(append(t.base[:len(t.base):len(t.base)],
-		semconv.MessagingOperationName("process"), outcome)...))
+	opts := t.deliveryOpts(res.Outcome, res.Reason, outcome)
+	t.deliveries.Add(ctx, 1, opts.deliveries)
+	t.processDuration.Record(ctx, rep.Duration.Seconds(), opts.duration)
 	switch res.Outcome {
 	case idempotent.Duplicate:
-		cause := "resend"
+		opt := t.resendOpt
 		if rep.DeliveryCount > 1 {
-			cause = "redelivery"
+			opt = t.redeliveryOpt
 		}
-		t.duplicates.Add(ctx, 1, metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrDuplicateCause.String(cause))...))
+		t.duplicates.Add(ctx, 1, opt)
 	case idempotent.Mismatch:
-		t.mismatches.Add(ctx, 1, metric.WithAttributes(t.base...))
+		t.mismatches.Add(ctx, 1, t.baseOpt)
 	}
 	if res.TakenOver {
 		t.takeovers.Add(ctx, 1, t.baseOpt)
@@ -235,6 +238,47 @@ func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Repor
 		}
 	}
 	span.End()
+}
+
+// outcomeOpts are the attribute sets of a delivery's metrics for one
+// outcome and reason: built once, since building a set sorts and copies
+// its attributes.
+type outcomeOpts struct {
+	deliveries, duration metric.MeasurementOption
+}
+
+// outcomeKey keys the cache of outcomeOpts.
+type outcomeKey struct {
+	outcome idempotent.Outcome
+	reason  string
+}
+
+// maxCachedOutcomes bounds the cache of outcomeOpts: the reasons are the
+// handlers' constants, but nothing stops a handler from making them up.
+const maxCachedOutcomes = 256
+
+// deliveryOpts returns the attribute sets of a delivery's metrics for
+// outcome (whose attribute is attr) and reason, from the cache when it
+// holds them. It is safe for concurrent use.
+func (t *instruments) deliveryOpts(outcome idempotent.Outcome, reason string, attr attribute.KeyValue) outcomeOpts {
+	key := outcomeKey{outcome, reason}
+	if o, ok := t.outcomes.Load(key); ok {
+		return o.(outcomeOpts)
+	}
+	attrs := make([]attribute.KeyValue, 0, len(t.base)+2)
+	attrs = append(append(attrs, t.base...), attr)
+	if reason != "" {
+		attrs = append(attrs, AttrReason.String(reason))
+	}
+	o := outcomeOpts{
+		deliveries: metric.WithAttributeSet(attribute.NewSet(attrs...)),
+		duration: metric.WithAttributeSet(attribute.NewSet(append(t.base[:len(t.base):len(t.base)],
+			semconv.MessagingOperationName("process"), attr)...)),
+	}
+	if t.cachedOutcomes.Add(1) <= maxCachedOutcomes {
+		t.outcomes.Store(key, o)
+	}
+	return o
 }
 
 // messageAttrs are the span attributes of m.
@@ -280,7 +324,7 @@ func (r *tracedReceiver) ReceiveMessages(ctx context.Context, n int, o *azservic
 		trace.WithAttributes(append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationTypeReceive, semconv.MessagingOperationName("receive"))...))
 	msgs, err := r.Receiver.ReceiveMessages(ctx, n, o)
 	if len(msgs) > 0 {
-		t.consumed.Add(ctx, int64(len(msgs)), metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationName("receive"))...))
+		t.consumed.Add(ctx, int64(len(msgs)), t.consumedOpt)
 	}
 	if span.IsRecording() {
 		span.SetAttributes(semconv.MessagingBatchMessageCount(len(msgs)))

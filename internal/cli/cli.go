@@ -298,9 +298,18 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 
 // durationAsString is a ReplaceAttr function that writes a time.Duration
 // as FormatDuration does: JSON handlers write raw nanoseconds otherwise.
+// It also hands a record's level over as the string it encodes to: with a
+// ReplaceAttr function, the JSON handler encodes the level of every record
+// through encoding/json (the level's MarshalJSON) unless it is a string;
+// the bytes are the same.
 func durationAsString(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindDuration {
+	switch a.Value.Kind() {
+	case slog.KindDuration:
 		return slog.String(a.Key, FormatDuration(a.Value.Duration()))
+	case slog.KindAny:
+		if lv, ok := a.Value.Any().(slog.Level); ok {
+			return slog.String(a.Key, lv.String())
+		}
 	}
 	return a
 }

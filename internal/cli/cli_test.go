@@ -257,6 +257,47 @@ func TestNewLoggerJSONWritesDurationsAsStrings(t *testing.T) {
 	}
 }
 
+// TestNewLoggerJSONWritesLevelsAsSlog checks that the JSON logger writes
+// a record's level, and a level logged as a value, as slog's JSON handler
+// does without a ReplaceAttr function.
+func TestNewLoggerJSONWritesLevelsAsSlog(t *testing.T) {
+	for _, lv := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError, slog.LevelInfo + 2, slog.LevelError + 4} {
+		var got, want strings.Builder
+		l, err := cli.NewLogger(&got, "json", "debug")
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := slog.New(slog.NewJSONHandler(&want, &slog.HandlerOptions{Level: slog.LevelDebug,
+			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			}}))
+		for _, log := range []*slog.Logger{l, plain} {
+			log.Log(t.Context(), lv, "hello", "as_value", lv, slog.Group("g", "level", lv))
+		}
+		_, line, _ := strings.Cut(got.String(), `,"level"`) // after the time
+		if line = `{"level"` + line; line != want.String() {
+			t.Errorf("level %v: logged %s, want %s", lv, line, want.String())
+		}
+	}
+}
+
+// BenchmarkNewLoggerJSON is the cost of one record like the worker's
+// per-delivery line, written to io.Discard.
+func BenchmarkNewLoggerJSON(b *testing.B) {
+	l, err := cli.NewLogger(io.Discard, "json", "info")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.LogAttrs(b.Context(), slog.LevelInfo, "processed", slog.String("order_id", "ord-1"), slog.String("message_id", "ord-1"),
+			slog.Uint64("delivery_count", 1), slog.String("outcome", "created"), slog.Int64("duration_ms", 3))
+	}
+}
+
 func TestServiceBusValidateNamesTheVariable(t *testing.T) {
 	tests := []struct {
 		name string
