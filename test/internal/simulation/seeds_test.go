@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // sweepSeeds returns the seeds TestSeededScenarios runs: 200 (20 with
@@ -78,6 +79,15 @@ func TestSeededScenariosWithoutRace(t *testing.T) {
 		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	args := []string{"test", "-race=false", "-count=1", "-v", "-run", "^TestSeededScenarios$"}
+	// The child gets this test's remaining time, less a margin for it to
+	// report its own timeout, instead of go test's default 10 minutes, which
+	// the sweep exceeds on a loaded machine although -timeout 30m was asked.
+	if deadline, ok := t.Deadline(); ok {
+		left := time.Until(deadline)
+		args = append(args, "-timeout", (left - left/20).Round(time.Second).String())
+	} else {
+		args = append(args, "-timeout", "0")
+	}
 	if testing.Short() {
 		args = append(args, "-short")
 	}
