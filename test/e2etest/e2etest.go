@@ -26,22 +26,6 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
-// BuildCommands builds orderworker, orderproducer, orderctl and orderrelay into a
-// temporary directory and returns it. The test fails if the build does.
-func BuildCommands(tb testing.TB) string {
-	tb.Helper()
-	dir := tb.TempDir()
-	build := exec.Command("go", "build", "-o", dir,
-		"github.com/idempotent-consumer/sbcosmos/cmd/orderworker",
-		"github.com/idempotent-consumer/sbcosmos/cmd/orderproducer",
-		"github.com/idempotent-consumer/sbcosmos/cmd/orderctl",
-		"github.com/idempotent-consumer/sbcosmos/cmd/orderrelay")
-	if out, err := build.CombinedOutput(); err != nil {
-		tb.Fatalf("building the binaries: %v\n%s", err, out)
-	}
-	return dir
-}
-
 // Process is a running binary with its captured output (stdout and stderr
 // together). The test's cleanup kills it if it is still running and, if the
 // test failed, logs its output.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
 )
 
 // TestLocalScript runs scripts/local.sh as the README tells a new user to:
@@ -47,6 +48,19 @@ func TestLocalScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	// The binaries up builds, linked from e2etest.BuildCommands (built
+	// once for every test that runs them): up still runs its go build,
+	// which finds them up to date and links none of them again.
+	prebuilt := e2etest.BuildCommands(t)
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range e2etest.Commands {
+		name := filepath.Base(c)
+		if err := os.Link(filepath.Join(prebuilt, name), filepath.Join(dir, "bin", name)); err != nil {
+			t.Logf("up builds %s itself: %v", name, err)
+		}
+	}
 	env := append(os.Environ(),
 		"LOCAL_DIR="+dir, "COSMIUM_BIN="+cosmium, "LOCAL_ORDERS=100", "LOCAL_SEED=3",
 		"LOCAL_BROKER_PORT="+freePort(t), "LOCAL_COSMOS_PORT="+freePort(t), "LOCAL_FEED_PORT="+freePort(t), "LOCAL_PAYMENTS_PORT="+freePort(t))

@@ -5,11 +5,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
 )
 
-// TestCommandsPrintVersion builds the commands as a user does and checks
+// TestCommandsPrintVersion builds the commands as a user does (go build
+// -buildvcs=auto, through e2etest.BuildCommands) and checks
 // that -version exits 0 and shows the module, the Go version and, when
 // the go command stamped one (`go version -m` shows it: a build in a git
 // checkout, not with GOFLAGS=-buildvcs=false, nor in a git worktree,
@@ -22,14 +26,14 @@ func TestCommandsPrintVersion(t *testing.T) {
 	// stack's tools: -version needs no configuration in any of them.
 	commands := []string{"cmd/orderworker", "cmd/orderproducer", "cmd/orderrelay", "cmd/orderctl",
 		"test/paymentservice/cmd/paymentservice", "test/sbbroker/cmd/sbbroker", "test/simulate"}
-	dir := t.TempDir()
-	args := []string{"build", "-buildvcs=auto", "-o", dir}
 	for _, c := range commands {
-		args = append(args, "github.com/idempotent-consumer/sbcosmos/"+c)
+		if !slices.Contains(e2etest.Commands, c) {
+			t.Fatalf("e2etest.Commands does not build %s", c)
+		}
 	}
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	// go build -buildvcs=auto of every command, shared with the other
+	// tests that run the binaries.
+	dir := e2etest.BuildCommands(t)
 	for _, c := range commands {
 		name := filepath.Base(c)
 		out, err := exec.Command(filepath.Join(dir, name), "-version").CombinedOutput()

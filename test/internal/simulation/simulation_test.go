@@ -18,7 +18,7 @@ import (
 // invariant holds. A failure names the seed; replay it with
 // go run ./test/simulate -seed N and the same sizes.
 //
-// Built with -race it runs the race-checked fifth of the seeds
+// Built with -race it runs the race-checked seeds
 // (raceChecked), which TestRaceCheckedSeedsCoverTheSweep keeps
 // representative, and TestSeededScenariosWithoutRace runs all of them in a
 // test binary without the race detector.
