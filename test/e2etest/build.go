@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idempotent-consumer/sbcosmos/test/internal/filelock"
 )
 
 // Commands are the module's commands that BuildCommands builds: the
@@ -85,9 +88,9 @@ func buildShared(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(shared, 0o755); err != nil {
 		return errNoSharedBuild
 	}
-	unlock, err := lockFile(ctx, filepath.Join(shared, ".lock"))
+	unlock, err := filelock.Lock(ctx, filepath.Join(shared, ".lock"))
 	if err != nil {
-		if err == errNoLock {
+		if errors.Is(err, filelock.ErrUnsupported) {
 			return errNoSharedBuild
 		}
 		return fmt.Errorf("lock %s: %w", shared, err)

@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package e2etest
+package filelock
 
 import (
 	"context"
@@ -10,15 +10,11 @@ import (
 	"time"
 )
 
-// errNoLock reports that lockFile cannot lock on this platform.
-var errNoLock = errors.New("no file locks on this platform")
-
-// lockFile takes an exclusive advisory lock on the file at path, creating it
+// Lock takes an exclusive advisory lock on the file at path, creating it
 // if needed, and returns the function that releases it. The operating system
 // releases the lock if the process dies, so a crashed build never leaves a
-// stale lock behind. It polls, so that ctx can end the wait. (As
-// test/cosmiumtest locks its build.)
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+// stale lock behind. It polls, so that ctx can end the wait.
+func Lock(ctx context.Context, path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
