@@ -5,13 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/capacity"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
 	"github.com/idempotent-consumer/sbcosmos/order"
-	"github.com/idempotent-consumer/sbcosmos/test/bench"
-	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
 
 // processorPaths names, for each path TestRoundTripsPerPath measures on the
@@ -112,25 +109,8 @@ func TestCapacityModelCoversEveryPath(t *testing.T) {
 // placements, which the consumer handles with the same requests as the
 // relay's OrderAccepted events (order TestInboxConsumer_RoundTrips).
 func TestInboxRoundTripsMatchCapacityModel(t *testing.T) {
-	srv := cosmiumtest.Start(t)
-	p, err := bench.NewLatencyProxy(srv.Endpoint, bench.ProxyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	client, err := cosmosstore.NewClientWithKey(p.Endpoint(), srv.Key, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	p, _, store := countedStore(t)
 	ctx := t.Context()
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, benchDatabase, benchContainer); err != nil {
-		t.Fatal(err)
-	}
-	store, err := cosmosstore.New(client, benchDatabase, benchContainer)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := func() time.Time { return time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC) }
 	consumer := func() *order.InboxConsumer {
 		return &order.InboxConsumer{Name: "loyalty", Store: store, MarkerTTL: time.Hour, Now: now}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
@@ -31,25 +33,8 @@ func (g *countingGateway) Capture(_ context.Context, key string, _ order.Capture
 // for. The table it logs is docs/cost.md's (round trips per path). A change of a
 // count fails here until the table is updated.
 func TestRoundTripsPerPath(t *testing.T) {
-	srv := cosmiumtest.Start(t)
-	p, err := bench.NewLatencyProxy(srv.Endpoint, bench.ProxyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	client, err := cosmosstore.NewClientWithKey(p.Endpoint(), srv.Key, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	p, client, store := countedStore(t)
 	ctx := t.Context()
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, benchDatabase, benchContainer); err != nil {
-		t.Fatal(err)
-	}
-	store, err := cosmosstore.New(client, benchDatabase, benchContainer)
-	if err != nil {
-		t.Fatal(err)
-	}
 	container, err := client.NewContainer(benchDatabase, benchContainer)
 	if err != nil {
 		t.Fatal(err)
@@ -184,4 +169,30 @@ func TestRoundTripsPerPath(t *testing.T) {
 	}
 	t.Logf("Cosmos DB round trips per message:\n%s", table.String())
 	checkCapacityModel(t, measured, processorPaths)
+}
+
+// countedStore starts a cosmium and returns a counting proxy in front of
+// it, a client through the proxy and a store of a new container on that
+// client; the test's cleanup closes them.
+func countedStore(t *testing.T) (*bench.LatencyProxy, *azcosmos.Client, *cosmosstore.Store) {
+	t.Helper()
+	srv := cosmiumtest.Start(t)
+	p, err := bench.NewLatencyProxy(srv.Endpoint, bench.ProxyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	client, err := cosmosstore.NewClientWithKey(p.Endpoint(), srv.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), client, benchDatabase, benchContainer); err != nil {
+		t.Fatal(err)
+	}
+	store, err := cosmosstore.New(client, benchDatabase, benchContainer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, client, store
 }
