@@ -10,6 +10,14 @@ import (
 // would ("SELECT * FROM c" with the partition key; its order is the
 // service's). Expired documents are not returned. It is safe for
 // concurrent use.
+//
+// It answers in one piece and fails only when ctx has ended, where Cosmos
+// DB pages the answer and may fail a page (a 429 beyond the SDK's retries,
+// a timeout). One order's partition holds a handful of documents, which
+// Cosmos DB returns in one page; the audit's handling of a failed read is
+// tested with a container that fails (order/audit's
+// TestAudit_AFailedReadStopsWithAContinuation), so this simplification
+// cannot hide it.
 func (s *Store) ReadPartition(ctx context.Context, pk string) ([][]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
