@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -230,6 +231,43 @@ func TestFactCache(t *testing.T) {
 	cache.Learn("x", "not-a-sha256", false)
 	if _, ok := cache.Get("x"); ok {
 		t.Errorf("a hash that is not hex SHA-256 was cached")
+	}
+}
+
+// TestFactCacheMemoryFollowsUse: a cache's memory grows with the entities
+// it learns, up to its size, and is not taken in full when it is made; once
+// full it evicts and keeps its size.
+func TestFactCacheMemoryFollowsUse(t *testing.T) {
+	allocated := func(f func()) uint64 {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		f()
+		runtime.ReadMemStats(&m1)
+		return m1.TotalAlloc - m0.TotalAlloc
+	}
+	var cache *idempotent.FactCache
+	// A full cache of a million entities would be more than 50 MB.
+	if n := allocated(func() { cache = idempotent.NewFactCache(1_000_000) }); n > 4<<10 {
+		t.Errorf("NewFactCache(1_000_000) allocated %d bytes, want at most 4 KB before anything is learned", n)
+	}
+	if st := cache.Stats(); st.Entries != 0 || st.Capacity != 1_000_000 {
+		t.Errorf("stats %+v, want 0 entries of 1000000", st)
+	}
+	const size = 300 // not a power of two: the last growth stops at size
+	cache = idempotent.NewFactCache(size)
+	hash := strings.Repeat("ab", 32)
+	for i := range 2 * size {
+		id := fmt.Sprintf("e%d", i)
+		cache.Learn(id, hash, false)
+		if _, ok := cache.Get(id); !ok {
+			t.Fatalf("%s not cached right after it was learned", id)
+		}
+		if st := cache.Stats(); st.Entries != min(i+1, size) {
+			t.Fatalf("after %d entities: %d entries, want %d", i+1, st.Entries, min(i+1, size))
+		}
+	}
+	if _, ok := cache.Get("e0"); ok {
+		t.Errorf("e0 still cached after %d more entities than the cache holds", size)
 	}
 }
 

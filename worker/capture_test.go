@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 )
 
 // captured is one log record, its attributes flattened with dotted group
@@ -13,6 +14,8 @@ type captured struct {
 	level slog.Level
 	msg   string
 	attrs map[string]slog.Value
+	time  time.Time
+	pc    uintptr // the record's program counter: 0 when it has none
 }
 
 // captureHandler is a slog.Handler that keeps every record at or above
@@ -31,7 +34,7 @@ func newCapture(level slog.Level) *captureHandler {
 func (h *captureHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
 
 func (h *captureHandler) Handle(_ context.Context, r slog.Record) error {
-	c := captured{level: r.Level, msg: r.Message, attrs: map[string]slog.Value{}}
+	c := captured{level: r.Level, msg: r.Message, attrs: map[string]slog.Value{}, time: r.Time, pc: r.PC}
 	for _, a := range h.pre {
 		flatten(c.attrs, "", a)
 	}

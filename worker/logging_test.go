@@ -104,6 +104,12 @@ func TestOutcomeLogs(t *testing.T) {
 					t.Errorf("record has %s: %+v", k, rec.attrs)
 				}
 			}
+			// A delivery's line carries its time and no program counter:
+			// finding one walks the stack on every message, for a source
+			// location no handler of the worker writes.
+			if rec.time.IsZero() || rec.pc != 0 {
+				t.Errorf("record time %v, pc %#x: want a time and no pc", rec.time, rec.pc)
+			}
 			if got := rec.attrs["outcome"].String(); got != tt.res.Outcome.String() {
 				t.Errorf("outcome = %q, want %q", got, tt.res.Outcome)
 			}

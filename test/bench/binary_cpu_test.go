@@ -54,6 +54,8 @@ func binaryVariants(b *testing.B, otlp string) []binaryVariant {
 		// the fact cache on.
 		{name: "worker", binary: "orderworker"},
 		{name: "worker-warn", binary: "orderworker", env: []string{"LOG_LEVEL=warn"}},
+		// The fact cache off: what its memory costs the collector.
+		{name: "worker-nocache", binary: "orderworker", env: []string{"WORKER_FACT_CACHE=0"}},
 		// Traces, metrics and logs exported over OTLP http/protobuf to a
 		// collector that answers every export with an empty 200.
 		{name: "worker-otel", binary: "orderworker", env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp}},
@@ -69,7 +71,7 @@ func binaryVariants(b *testing.B, otlp string) []binaryVariant {
 	for name := range strings.SplitSeq(spec, ",") {
 		i := slices.IndexFunc(all, func(v binaryVariant) bool { return v.name == strings.TrimSpace(name) })
 		if i < 0 {
-			b.Fatalf("%s: no variant %q (bare, worker, worker-warn, worker-otel, or all)", envBinaryVariants, name)
+			b.Fatalf("%s: no variant %q (bare, worker, worker-warn, worker-nocache, worker-otel, or all)", envBinaryVariants, name)
 		}
 		out = append(out, all[i])
 	}
@@ -122,7 +124,9 @@ func envInt(b *testing.B, name string, def int) int {
 // and own-V-µs/msg (median minus the bare loop's median); V-rt/msg (Cosmos
 // DB round trips per message in the window); V-allocs/msg, V-alloc-KB/msg,
 // own-V-allocs/msg (minus the bare loop's), V-heap-MB (heap objects at the
-// window's end), V-gc/kmsg (collections per 1000 messages) and
+// window's end), V-gc/kmsg (collections per 1000 messages), V-gc-µs/msg
+// (the CPU the runtime estimates its collector spent, a part of
+// V-cpu-µs/msg), V-live-MB (the heap the last collection found live) and
 // V-goroutines (from the probe: runtime/metrics of the process); V-VmHWM-MB
 // (the process's peak resident set, highest of its phases) and V-anon-MB /
 // V-file-MB (RssAnon and RssFile at the window's end, median).
@@ -132,9 +136,10 @@ func envInt(b *testing.B, name string, def int) int {
 // go build -overlay file, so the tree is not touched; it only listens on a
 // loopback port and answers the two reads at the window's ends (made
 // outside the CPU window). BINARY_CPU_PROBE=0 builds both without it.
-// BINARY_CPU_PROFILE=DIR writes a CPU profile of every window there
-// (profiling costs CPU of its own: read the figures of such a run for the
-// profile only). Every phase is logged (all of them with -v; b.Log keeps
+// BINARY_CPU_PROFILE=DIR writes a CPU profile of every window there, and
+// after it a heap profile of what was live at its end (NAME.heap.pprof;
+// profiling costs CPU of its own: read the figures of such a run for the
+// profiles only). Every phase is logged (all of them with -v; b.Log keeps
 // the first ten otherwise). No figure is asserted.
 func BenchmarkBinaryCPU(b *testing.B) {
 	if runtime.GOOS != "linux" {
@@ -205,9 +210,9 @@ func BenchmarkBinaryCPU(b *testing.B) {
 						}
 						res := p.run()
 						results[v.name] = append(results[v.name], res)
-						line := fmt.Sprintf("round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, %d deliveries, %d renewals, load %s",
+						line := fmt.Sprintf("round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, GC %.1f µs/msg, live heap %.2f MB, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, %d deliveries, %d renewals, load %s",
 							r, v.name, res.cpuPerMsg(), res.n, res.rtPerMsg(), res.allocsPerMsg(), perMsg(res.allocBytes, res.allocN)/1024,
-							1000*perMsg(res.gcCycles, res.allocN), mb(res.vmHWM), mb(res.rssAnon), mb(res.rssFile), res.delivered, res.renewed, loadAverage())
+							1000*perMsg(res.gcCycles, res.allocN), 1e6*perMsg(res.gcCPU, res.allocN), mb(int64(res.liveHeap)), mb(res.vmHWM), mb(res.rssAnon), mb(res.rssFile), res.delivered, res.renewed, loadAverage())
 						// b.Logf keeps only the first ten lines of a
 						// benchmark's log. With -v every line goes to
 						// stdout, where the benchmark's name has a line
@@ -311,7 +316,9 @@ type binaryPhase struct {
 	allocs      float64
 	allocBytes  float64
 	gcCycles    float64
+	gcCPU       float64 // seconds of CPU the runtime estimates its collector spent in the window
 	heap        float64 // bytes of heap objects at the window's end
+	liveHeap    float64 // bytes the last collection before the window's end found live
 	vmHWM       int64
 	rssAnon     int64
 	rssFile     int64
@@ -371,6 +378,9 @@ func (r binaryPhaseRun) run() binaryPhase {
 	probeFile := filepath.Join(dir, "probe")
 	if r.probe {
 		env = append(env, "BENCH_PROBE_FILE="+probeFile)
+		if r.profile != "" { // a heap profile that sees small holders too
+			env = append(env, "BENCH_PROBE_MEMPROFILERATE=4096")
+		}
 	}
 	logFile, err := os.Create(filepath.Join(dir, "output"))
 	if err != nil {
@@ -463,12 +473,20 @@ func (r binaryPhaseRun) run() binaryPhase {
 		if err != nil {
 			fail("%v", err)
 		}
+		if r.profile != "" { // after the metrics: it runs a collection
+			heap := strings.TrimSuffix(r.profile, ".pprof") + ".heap.pprof"
+			if err := probeGet(probeAddr, "/bench/heapprofile?file="+heap); err != nil {
+				fail("%v", err)
+			}
+		}
 		res.probeActive = true
 		res.allocN = done() - done0
 		res.allocs = m1["/gc/heap/allocs:objects"] - m0["/gc/heap/allocs:objects"]
 		res.allocBytes = m1["/gc/heap/allocs:bytes"] - m0["/gc/heap/allocs:bytes"]
 		res.gcCycles = m1["/gc/cycles/total:gc-cycles"] - m0["/gc/cycles/total:gc-cycles"]
+		res.gcCPU = m1["/cpu/classes/gc/total:cpu-seconds"] - m0["/cpu/classes/gc/total:cpu-seconds"]
 		res.heap = m1["/memory/classes/heap/objects:bytes"]
+		res.liveHeap = m1["/gc/heap/live:bytes"]
 		res.goroutines = m1["/sched/goroutines:goroutines"]
 	}
 
@@ -615,6 +633,8 @@ func reportBinaryCPU(b *testing.B, variants []binaryVariant, results map[string]
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return perMsg(p.allocBytes, p.allocN) / 1024 })).median, v.name+"-alloc-KB/msg")
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return p.heap / (1 << 20) })).median, v.name+"-heap-MB")
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return 1000 * perMsg(p.gcCycles, p.allocN) })).median, v.name+"-gc/kmsg")
+			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return 1e6 * perMsg(p.gcCPU, p.allocN) })).median, v.name+"-gc-µs/msg")
+			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return p.liveHeap / (1 << 20) })).median, v.name+"-live-MB")
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return p.goroutines })).median, v.name+"-goroutines")
 		}
 		b.ReportMetric(slices.Max(field(v.name, func(p binaryPhase) float64 { return mb(p.vmHWM) })), v.name+"-VmHWM-MB")

@@ -6,9 +6,10 @@
 // loopback port whose address it writes to that file, the process's
 // runtime/metrics as JSON (/bench/metrics) and a CPU profile started and
 // stopped on request (/bench/cpuprofile/start?file=…, /bench/cpuprofile/stop),
-// so that BenchmarkBinaryCPU can count allocations and profile a window of
-// a binary from outside. It uses the standard library only and declares
-// nothing but init, so that it compiles into any main package.
+// and a heap profile of what is live (/bench/heapprofile?file=…, after a
+// collection), so that BenchmarkBinaryCPU can count allocations and profile
+// a window of a binary from outside. It uses the standard library only and
+// declares nothing but init, so that it compiles into any main package.
 
 package main
 
@@ -17,8 +18,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 )
 
@@ -26,6 +29,11 @@ func init() {
 	file := os.Getenv("BENCH_PROBE_FILE")
 	if file == "" {
 		return
+	}
+	// Sample the heap finer than the default 512 KB for a heap profile
+	// (after the packages' init: what they allocated is sampled coarsely).
+	if rate, err := strconv.Atoi(os.Getenv("BENCH_PROBE_MEMPROFILERATE")); err == nil && rate > 0 {
+		runtime.MemProfileRate = rate
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -74,6 +82,21 @@ func init() {
 			pprof.StopCPUProfile()
 			prof.Close()
 			prof = nil
+		}
+	})
+	// A heap profile of what is live: after a collection, so that it shows
+	// the memory every collection marks.
+	mux.HandleFunc("/bench/heapprofile", func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Create(r.URL.Query().Get("file"))
+		if err == nil {
+			runtime.GC()
+			err = pprof.WriteHeapProfile(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})
 	go func() { _ = http.Serve(l, mux) }()
