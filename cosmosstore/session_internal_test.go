@@ -1,6 +1,10 @@
 package cosmosstore
 
-import "testing"
+import (
+	"fmt"
+	"runtime"
+	"testing"
+)
 
 // The store keeps one token per partition for the partitions used most
 // recently; an evicted partition's next read carries no token (and is
@@ -36,4 +40,42 @@ func TestSessionTokens_MergeAndEvict(t *testing.T) {
 	if got := st.get("d"); got != "0:-1#2" {
 		t.Errorf("d = %q", got)
 	}
+}
+
+// A partition whose token names several ranges, the first of them not the
+// lowest, is sent with its ranges sorted.
+func TestSessionTokens_RangesSorted(t *testing.T) {
+	st := newSessionTokens(8)
+	st.observe("e", "1:-1#3")
+	st.observe("e", "0:-1#9, 2:-1#1")
+	st.observe("e", "1:-1#2") // older than what range 1 has
+	if got, want := st.get("e"), "0:-1#9,1:-1#3,2:-1#1"; got != want {
+		t.Errorf("e = %q, want %q", got, want)
+	}
+}
+
+// The tokens of SessionTokenPartitions partitions of one range each take
+// well under a megabyte, so that the collector's work for them stays small.
+func TestSessionTokens_Memory(t *testing.T) {
+	pks := make([]string, SessionTokenPartitions)
+	toks := make([]string, SessionTokenPartitions)
+	for i := range pks {
+		pks[i] = fmt.Sprintf("order-%08d-0000-0000-0000-000000000000", i)
+		toks[i] = fmt.Sprintf("0:-1#%d", 1000+i)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	st := newSessionTokens(SessionTokenPartitions)
+	for i := range pks {
+		st.observe(pks[i], toks[i])
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	perEntry := float64(m1.HeapAlloc-m0.HeapAlloc) / SessionTokenPartitions
+	t.Logf("%.0f bytes per partition, %d partitions", perEntry, SessionTokenPartitions)
+	if perEntry > 240 {
+		t.Errorf("%.0f bytes per partition kept, want at most 240", perEntry)
+	}
+	runtime.KeepAlive(st)
 }

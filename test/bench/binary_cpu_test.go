@@ -378,8 +378,8 @@ func (r binaryPhaseRun) run() binaryPhase {
 	probeFile := filepath.Join(dir, "probe")
 	if r.probe {
 		env = append(env, "BENCH_PROBE_FILE="+probeFile)
-		if r.profile != "" { // a heap profile that sees small holders too
-			env = append(env, "BENCH_PROBE_MEMPROFILERATE=4096")
+		if r.profile != "" { // a heap profile that sees small holders too, from the packages' init on
+			env = append(env, "GODEBUG=memprofilerate=4096")
 		}
 	}
 	logFile, err := os.Create(filepath.Join(dir, "output"))

@@ -21,7 +21,6 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
-	"strconv"
 	"sync"
 )
 
@@ -29,11 +28,6 @@ func init() {
 	file := os.Getenv("BENCH_PROBE_FILE")
 	if file == "" {
 		return
-	}
-	// Sample the heap finer than the default 512 KB for a heap profile
-	// (after the packages' init: what they allocated is sampled coarsely).
-	if rate, err := strconv.Atoi(os.Getenv("BENCH_PROBE_MEMPROFILERATE")); err == nil && rate > 0 {
-		runtime.MemProfileRate = rate
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
