@@ -52,7 +52,6 @@ type sessionTokens struct {
 	lru   list.List                // front: used most recently
 }
 
-//
 // An entry keeps its partition's first range inline: a partition key lives
 // in one partition key range, so its token names one range until a split,
 // and the map of further ranges is made only then. An entry is then about

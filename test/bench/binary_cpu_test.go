@@ -34,6 +34,7 @@ const (
 	envBinaryProbe    = "BINARY_CPU_PROBE"    // 0: build without the probe (no allocations, no heap figures)
 	envBinaryProfile  = "BINARY_CPU_PROFILE"  // a directory: write a CPU profile of every window there
 	envBinaryWarmUp   = "BINARY_CPU_WARMUP"   // settlements before the window opens, default 300
+	envBinaryGOGC     = "BINARY_CPU_GOGC"     // GOGC of every consumer process; unset: the runtime's default (100)
 )
 
 // binaryVariant is one consumer process BenchmarkBinaryCPU runs.
@@ -136,6 +137,9 @@ func envInt(b *testing.B, name string, def int) int {
 // go build -overlay file, so the tree is not touched; it only listens on a
 // loopback port and answers the two reads at the window's ends (made
 // outside the CPU window). BINARY_CPU_PROBE=0 builds both without it.
+// BINARY_CPU_GOGC sets GOGC in both binaries alike, to see how much of
+// a difference is the collector's: at the runtime's 4 MB minimum heap
+// goal, a process with more live heap collects more often.
 // BINARY_CPU_PROFILE=DIR writes a CPU profile of every window there, and
 // after it a heap profile of what was live at its end (NAME.heap.pprof;
 // profiling costs CPU of its own: read the figures of such a run for the
@@ -186,6 +190,9 @@ func BenchmarkBinaryCPU(b *testing.B) {
 		"COSMOS_KEY=" + srv.Key,
 		"COSMOS_DATABASE=" + benchDatabase,
 		"COSMOS_CONTAINER=" + benchContainer,
+	}
+	if gogc := os.Getenv(envBinaryGOGC); gogc != "" {
+		env = append(env, "GOGC="+gogc)
 	}
 	for _, conc := range []int{1, 16} {
 		for _, dup := range []float64{0, 0.5} {
