@@ -52,7 +52,8 @@ type sessionTokens struct {
 	lru   list.List                // front: used most recently
 }
 
-// An entry keeps its partition's first range inline: a partition key lives
+// sessionEntry is the session token kept for one partition key. It keeps
+// the partition's first range inline: a partition key lives
 // in one partition key range, so its token names one range until a split,
 // and the map of further ranges is made only then. An entry is then about
 // 160 bytes with the LRU's element, the index and the token, instead of the
