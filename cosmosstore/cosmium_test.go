@@ -347,6 +347,44 @@ func BenchmarkCosmium_DuplicateCheck(b *testing.B) {
 	}
 }
 
+// BenchmarkCosmium_CopyRoundTrips measures, one by one, the two requests
+// that set the create-first and the read-first paths apart when half of
+// the first deliveries are copies (both cost 1.5 round trips a message
+// then): the create of a copy, which conflicts (409), and the read of a
+// new order, which finds nothing (404). Compare their allocations and
+// (with a CPU profile) their client CPU.
+func BenchmarkCosmium_CopyRoundTrips(b *testing.B) {
+	s := benchStore(b)
+	w := newWrite("ord-copy", "cust-1")
+	if _, err := order.WriteOrder(b.Context(), s, w); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("create=409", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := order.WriteOrder(b.Context(), s, w); !errors.Is(err, idempotent.ErrAlreadyExists) {
+				b.Fatalf("WriteOrder = %v, want ErrAlreadyExists", err)
+			}
+		}
+	})
+	b.Run("read=404", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := order.ReadOrder(b.Context(), s, "ord-missing"); !errors.Is(err, idempotent.ErrNotFound) {
+				b.Fatalf("ReadOrder = %v, want ErrNotFound", err)
+			}
+		}
+	})
+	b.Run("read=200", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := order.ReadOrder(b.Context(), s, "ord-copy"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 func benchStore(b *testing.B) *cosmosstore.Store {
 	b.Helper()
 	srv := cosmiumtest.Start(b)
