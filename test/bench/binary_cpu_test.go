@@ -35,6 +35,7 @@ const (
 	envBinaryProfile  = "BINARY_CPU_PROFILE"  // a directory: write a CPU profile of every window there
 	envBinaryWarmUp   = "BINARY_CPU_WARMUP"   // settlements before the window opens, default 300
 	envBinaryGOGC     = "BINARY_CPU_GOGC"     // GOGC of every consumer process; unset: the runtime's default (100)
+	envBinaryHeapRate = "BINARY_CPU_HEAPRATE" // with BINARY_CPU_PROFILE: bytes between heap profile samples (GODEBUG memprofilerate); unset: the runtime's 512 KB
 )
 
 // binaryVariant is one consumer process BenchmarkBinaryCPU runs.
@@ -141,9 +142,11 @@ func envInt(b *testing.B, name string, def int) int {
 // a difference is the collector's: at the runtime's 4 MB minimum heap
 // goal, a process with more live heap collects more often.
 // BINARY_CPU_PROFILE=DIR writes a CPU profile of every window there, and
-// after it a heap profile of what was live at its end (NAME.heap.pprof;
-// profiling costs CPU of its own: read the figures of such a run for the
-// profiles only). Every phase is logged (all of them with -v; b.Log keeps
+// after it a heap profile of what was live at its end (NAME.heap.pprof,
+// sampled every BINARY_CPU_HEAPRATE bytes, 4096 to see small holders;
+// profiling costs CPU of its own, and a fine heap sample changes how often
+// a process collects: read the figures of such a run for the profiles
+// only). Every phase is logged (all of them with -v; b.Log keeps
 // the first ten otherwise). No figure is asserted.
 func BenchmarkBinaryCPU(b *testing.B) {
 	if runtime.GOOS != "linux" {
@@ -385,8 +388,11 @@ func (r binaryPhaseRun) run() binaryPhase {
 	probeFile := filepath.Join(dir, "probe")
 	if r.probe {
 		env = append(env, "BENCH_PROBE_FILE="+probeFile)
-		if r.profile != "" { // a heap profile that sees small holders too, from the packages' init on
-			env = append(env, "GODEBUG=memprofilerate=4096")
+		if r.profile != "" && os.Getenv(envBinaryHeapRate) != "" {
+			// A heap profile that sees small holders too, from the
+			// packages' init on; its buckets are live heap of their own,
+			// which changes how often the process collects.
+			env = append(env, "GODEBUG=memprofilerate="+os.Getenv(envBinaryHeapRate))
 		}
 	}
 	logFile, err := os.Create(filepath.Join(dir, "output"))
