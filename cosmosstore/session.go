@@ -53,9 +53,9 @@ type sessionTokens struct {
 }
 
 // sessionEntry is the session token kept for one partition key. It keeps
-// the partition's first range inline: a partition key lives
-// in one partition key range, so its token names one range until a split,
-// and the map of further ranges is made only then. An entry is then about
+// the partition's first range inline: a partition key lives in one
+// partition key range, so its token names one range until a split, and the
+// map of further ranges is made only then. An entry is then about
 // 160 bytes with the LRU's element, the index and the token, instead of the
 // 450 that a map per entry took: 0.6 MB at SessionTokenPartitions entries
 // instead of 1.9 MB, memory that every garbage collection scans
@@ -102,7 +102,7 @@ func (t *sessionTokens) get(pk string) string {
 	}
 	t.lru.MoveToFront(el)
 	e := el.Value.(*sessionEntry)
-	if e.more == nil { // one range: the token as it is sent, built once
+	if e.more == nil { // one range: nothing to sort
 		return e.id + ":" + e.tok
 	}
 	ids := make([]string, 0, 1+len(e.more))

@@ -28,14 +28,7 @@ func TestAudit_Memstore_CatchesEveryPlantedViolation(t *testing.T) {
 // printed, reports the same violations and checks as one uninterrupted
 // audit.
 func TestAudit_Memstore_ResumesFromItsContinuation(t *testing.T) {
-	w := newWorld(t, newMemstore)
-	cfg := w.config()
-	for _, p := range plants {
-		if p.invariant == audit.RelayLag {
-			continue // it rewrites r1's leases, which another plant reads
-		}
-		p.plant(t, w, &cfg)
-	}
+	cfg := plantedMemstore(t)
 	cfg.PageSize = 100
 	whole := run(t, cfg)
 	if whole.Violations() == 0 {

@@ -34,14 +34,7 @@ func (f *failingPartitions) ReadPartition(ctx context.Context, pk string) ([][]b
 // it finds every violation the whole audit finds and ends clean of errors.
 // (orderctl prints such a report as incomplete and exits 2.)
 func TestAudit_AFailedReadStopsWithAContinuation(t *testing.T) {
-	w := newWorld(t, newMemstore)
-	cfg := w.config()
-	for _, p := range plants {
-		if p.invariant == audit.RelayLag {
-			continue // it rewrites r1's leases, which another plant reads
-		}
-		p.plant(t, w, &cfg)
-	}
+	cfg := plantedMemstore(t)
 	whole := run(t, cfg)
 	if whole.Violations() == 0 {
 		t.Fatal("the planted world audits clean")
