@@ -2,6 +2,7 @@ package cosmosstore
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 )
@@ -63,19 +64,24 @@ func TestSessionTokens_Memory(t *testing.T) {
 		pks[i] = fmt.Sprintf("order-%08d-0000-0000-0000-000000000000", i)
 		toks[i] = fmt.Sprintf("0:-1#%d", 1000+i)
 	}
-	var m0, m1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m0)
-	st := newSessionTokens(SessionTokenPartitions)
-	for i := range pks {
-		st.observe(pks[i], toks[i])
+	// The least of three fillings: the heap is the process's, and what
+	// another goroutine holds meanwhile only adds to it.
+	perEntry := math.Inf(1)
+	for range 3 {
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		st := newSessionTokens(SessionTokenPartitions)
+		for i := range pks {
+			st.observe(pks[i], toks[i])
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		perEntry = min(perEntry, (float64(m1.HeapAlloc)-float64(m0.HeapAlloc))/SessionTokenPartitions)
+		runtime.KeepAlive(st)
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&m1)
-	perEntry := float64(m1.HeapAlloc-m0.HeapAlloc) / SessionTokenPartitions
 	t.Logf("%.0f bytes per partition, %d partitions", perEntry, SessionTokenPartitions)
 	if perEntry > 240 {
 		t.Errorf("%.0f bytes per partition kept, want at most 240", perEntry)
 	}
-	runtime.KeepAlive(st)
 }

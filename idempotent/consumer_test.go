@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -246,8 +247,13 @@ func TestFactCacheMemoryFollowsUse(t *testing.T) {
 		return m1.TotalAlloc - m0.TotalAlloc
 	}
 	var cache *idempotent.FactCache
-	// A full cache of a million entities would be more than 50 MB.
-	if n := allocated(func() { cache = idempotent.NewFactCache(1_000_000) }); n > 4<<10 {
+	// A full cache of a million entities would be more than 50 MB. The
+	// least of three: what another goroutine allocates meanwhile only adds.
+	n := uint64(math.MaxUint64)
+	for range 3 {
+		n = min(n, allocated(func() { cache = idempotent.NewFactCache(1_000_000) }))
+	}
+	if n > 4<<10 {
 		t.Errorf("NewFactCache(1_000_000) allocated %d bytes, want at most 4 KB before anything is learned", n)
 	}
 	if st := cache.Stats(); st.Entries != 0 || st.Capacity != 1_000_000 {
