@@ -29,13 +29,16 @@ import (
 // its own environment on): how many phases each consumer runs, which
 // consumers, whether the probe is built in, and where CPU profiles go.
 const (
-	envBinaryRounds   = "BINARY_CPU_ROUNDS"   // phases per consumer, default 5
-	envBinaryVariants = "BINARY_CPU_VARIANTS" // comma-separated, default bare,worker; all = every variant
-	envBinaryProbe    = "BINARY_CPU_PROBE"    // 0: build without the probe (no allocations, no heap figures)
-	envBinaryProfile  = "BINARY_CPU_PROFILE"  // a directory: write a CPU profile of every window there
-	envBinaryWarmUp   = "BINARY_CPU_WARMUP"   // settlements before the window opens, default 300
-	envBinaryGOGC     = "BINARY_CPU_GOGC"     // GOGC of every consumer process; unset: the runtime's default (100)
-	envBinaryHeapRate = "BINARY_CPU_HEAPRATE" // with BINARY_CPU_PROFILE: bytes between heap profile samples (GODEBUG memprofilerate); unset: the runtime's 512 KB
+	envBinaryRounds   = "BINARY_CPU_ROUNDS"     // phases per consumer, default 5
+	envBinaryVariants = "BINARY_CPU_VARIANTS"   // comma-separated, default bare,worker; all = every variant
+	envBinaryProbe    = "BINARY_CPU_PROBE"      // 0: build without the probe (no allocations, no heap figures)
+	envBinaryProfile  = "BINARY_CPU_PROFILE"    // a directory: write a CPU profile of every window there
+	envBinaryWarmUp   = "BINARY_CPU_WARMUP"     // settlements before the window opens, default 300
+	envBinaryGOGC     = "BINARY_CPU_GOGC"       // GOGC of every consumer process; unset: the runtime's default (100)
+	envBinaryMemLimit = "BINARY_CPU_GOMEMLIMIT" // GOMEMLIMIT of every consumer process; unset: none
+	envBinaryHeapRate = "BINARY_CPU_HEAPRATE"   // with BINARY_CPU_PROFILE: bytes between heap profile samples (GODEBUG memprofilerate); unset: the runtime's 512 KB
+	envBinaryOther    = "BINARY_CPU_OTHER"      // the root of another checkout of this module: its orderworker runs as the variant "other"
+	envBinaryPerf     = "BINARY_CPU_PERF"       // a directory: record every window with Linux perf there (perf record -g, from outside the process)
 )
 
 // binaryVariant is one consumer process BenchmarkBinaryCPU runs.
@@ -49,6 +52,7 @@ type binaryVariant struct {
 // binaryVariants returns the variants named by BINARY_CPU_VARIANTS; otlp is
 // the endpoint of the no-op collector the telemetry variant exports to.
 func binaryVariants(b *testing.B, otlp string) []binaryVariant {
+	other := os.Getenv(envBinaryOther) != ""
 	all := []binaryVariant{
 		{name: "bare", binary: "bareloop", bare: true},
 		// Production defaults: LOG_FORMAT auto (JSON, stderr is not a
@@ -61,10 +65,19 @@ func binaryVariants(b *testing.B, otlp string) []binaryVariant {
 		// Traces, metrics and logs exported over OTLP http/protobuf to a
 		// collector that answers every export with an empty 200.
 		{name: "worker-otel", binary: "orderworker", env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp}},
+		// The orderworker of another checkout (BINARY_CPU_OTHER), at
+		// production defaults: a change against its base, side by side.
+		{name: "other", binary: filepath.Join("other", "orderworker")},
+	}
+	if !other {
+		all = all[:len(all)-1]
 	}
 	spec := os.Getenv(envBinaryVariants)
 	switch spec {
 	case "":
+		if other {
+			return []binaryVariant{all[0], all[1], all[len(all)-1]}
+		}
 		return all[:2]
 	case "all":
 		return all
@@ -73,7 +86,7 @@ func binaryVariants(b *testing.B, otlp string) []binaryVariant {
 	for name := range strings.SplitSeq(spec, ",") {
 		i := slices.IndexFunc(all, func(v binaryVariant) bool { return v.name == strings.TrimSpace(name) })
 		if i < 0 {
-			b.Fatalf("%s: no variant %q (bare, worker, worker-warn, worker-nocache, worker-otel, or all)", envBinaryVariants, name)
+			b.Fatalf("%s: no variant %q (bare, worker, worker-warn, worker-nocache, worker-otel, other with %s set, or all)", envBinaryVariants, name, envBinaryOther)
 		}
 		out = append(out, all[i])
 	}
@@ -138,15 +151,26 @@ func envInt(b *testing.B, name string, def int) int {
 // go build -overlay file, so the tree is not touched; it only listens on a
 // loopback port and answers the two reads at the window's ends (made
 // outside the CPU window). BINARY_CPU_PROBE=0 builds both without it.
-// BINARY_CPU_GOGC sets GOGC in both binaries alike, to see how much of
-// a difference is the collector's: at the runtime's 4 MB minimum heap
-// goal, a process with more live heap collects more often.
+// BINARY_CPU_OTHER=DIR, the root of another checkout of this module (a
+// git worktree of the base of a change, say), adds the variant "other":
+// that tree's orderworker, built with the same probe, alternated with this
+// tree's in the same run, so that a change is measured against its base
+// under the same load rather than across two runs.
+// BINARY_CPU_GOGC and BINARY_CPU_GOMEMLIMIT set GOGC and GOMEMLIMIT in
+// every binary alike, to see how much of a difference is the collector's:
+// at the runtime's 4 MB minimum heap goal, a process with more live heap
+// collects more often. (GOGC=off leaves the collector out of the window,
+// but every allocation then takes fresh memory from the kernel: on this
+// project's 2-core VM that raised both consumers' CPU by half.)
 // BINARY_CPU_PROFILE=DIR writes a CPU profile of every window there, and
 // after it a heap profile of what was live at its end (NAME.heap.pprof,
 // sampled every BINARY_CPU_HEAPRATE bytes, 4096 to see small holders;
 // profiling costs CPU of its own, and a fine heap sample changes how often
 // a process collects: read the figures of such a run for the profiles
-// only). Every phase is logged (all of them with -v; b.Log keeps
+// only). BINARY_CPU_PERF=DIR records every window with Linux perf (perf
+// record -g -p PID, 1999 samples a second, kernel time included) into
+// DIR/NAME.perf.data instead: a sampler outside the process, which leaves
+// its heap and its collector as they are. Every phase is logged (all of them with -v; b.Log keeps
 // the first ten otherwise). No figure is asserted.
 func BenchmarkBinaryCPU(b *testing.B) {
 	if runtime.GOOS != "linux" {
@@ -156,6 +180,12 @@ func BenchmarkBinaryCPU(b *testing.B) {
 	warmUp := envInt(b, envBinaryWarmUp, 300)
 	probe := os.Getenv(envBinaryProbe) != "0"
 	profileDir := os.Getenv(envBinaryProfile)
+	perfDir := os.Getenv(envBinaryPerf)
+	if perfDir != "" {
+		if _, err := exec.LookPath("perf"); err != nil {
+			b.Fatalf("%s is set, but perf is not installed: %v", envBinaryPerf, err)
+		}
+	}
 	bin := buildBinaries(b, probe)
 
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -197,6 +227,9 @@ func BenchmarkBinaryCPU(b *testing.B) {
 	if gogc := os.Getenv(envBinaryGOGC); gogc != "" {
 		env = append(env, "GOGC="+gogc)
 	}
+	if limit := os.Getenv(envBinaryMemLimit); limit != "" {
+		env = append(env, "GOMEMLIMIT="+limit)
+	}
 	for _, conc := range []int{1, 16} {
 		for _, dup := range []float64{0, 0.5} {
 			cell := fmt.Sprintf("conc=%d/dup=%d%%", conc, int(dup*100))
@@ -217,6 +250,9 @@ func BenchmarkBinaryCPU(b *testing.B) {
 						}
 						if profileDir != "" {
 							p.profile = filepath.Join(profileDir, fmt.Sprintf("c%d-d%d-%s-%d.pprof", conc, int(dup*100), v.name, r))
+						}
+						if perfDir != "" {
+							p.perf = filepath.Join(perfDir, fmt.Sprintf("c%d-d%d-%s-%d.perf.data", conc, int(dup*100), v.name, r))
 						}
 						res := p.run()
 						results[v.name] = append(results[v.name], res)
@@ -266,23 +302,35 @@ func buildBinaries(b *testing.B, probe bool) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	args := []string{"build", "-o", dir}
-	if probe {
-		overlay := filepath.Join(dir, "overlay.json")
-		o := map[string]map[string]string{"Replace": {
-			filepath.Join(root, "cmd", "orderworker", "zz_benchprobe.go"): filepath.Join(root, "test", "bench", "cmd", "bareloop", "probe.go"),
-		}}
-		data, _ := json.Marshal(o)
-		if err := os.WriteFile(overlay, data, 0o600); err != nil {
+	probeFile := filepath.Join(root, "test", "bench", "cmd", "bareloop", "probe.go")
+	build := func(tree, out string, pkgs ...string) {
+		args := []string{"build", "-o", out}
+		if probe {
+			overlay := filepath.Join(out, "overlay.json")
+			o := map[string]map[string]string{"Replace": {
+				filepath.Join(tree, "cmd", "orderworker", "zz_benchprobe.go"): probeFile,
+			}}
+			data, _ := json.Marshal(o)
+			if err := os.WriteFile(overlay, data, 0o600); err != nil {
+				b.Fatal(err)
+			}
+			args = append(args, "-tags", "benchprobe", "-overlay", overlay)
+		}
+		args = append(args, pkgs...)
+		cmd := exec.Command("go", args...)
+		cmd.Dir = tree
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s: go %s: %v\n%s", tree, strings.Join(args, " "), err, out)
+		}
+	}
+	build(root, dir, "github.com/idempotent-consumer/sbcosmos/cmd/orderworker", "github.com/idempotent-consumer/sbcosmos/test/bench/cmd/bareloop")
+	if other := os.Getenv(envBinaryOther); other != "" {
+		// The same probe file, so that both workers answer the same reads.
+		out := filepath.Join(dir, "other")
+		if err := os.Mkdir(out, 0o755); err != nil {
 			b.Fatal(err)
 		}
-		args = append(args, "-tags", "benchprobe", "-overlay", overlay)
-	}
-	args = append(args, "github.com/idempotent-consumer/sbcosmos/cmd/orderworker", "github.com/idempotent-consumer/sbcosmos/test/bench/cmd/bareloop")
-	cmd := exec.Command("go", args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		build(other, out, "./cmd/orderworker")
 	}
 	return dir
 }
@@ -313,6 +361,7 @@ type binaryPhaseRun struct {
 	n       int
 	probe   bool
 	profile string // a file for the window's CPU profile, or empty
+	perf    string // a file for the window's perf record, or empty
 }
 
 // binaryPhase is what one phase measured. The window's ends are marks:
@@ -458,6 +507,15 @@ func (r binaryPhaseRun) run() binaryPhase {
 			}
 		}
 	}
+	var perf *exec.Cmd
+	if r.perf != "" {
+		// Sampled from outside: the process's heap and collector are
+		// untouched, unlike with the runtime's profiler.
+		perf = exec.Command("perf", "record", "-q", "-F", "1999", "-g", "-p", strconv.Itoa(pid), "-o", r.perf)
+		if err := perf.Start(); err != nil {
+			fail("perf record: %v", err)
+		}
+	}
 	cpu0, err := bench.ProcessCPU(pid)
 	if err != nil {
 		fail("%v", err)
@@ -465,6 +523,13 @@ func (r binaryPhaseRun) run() binaryPhase {
 	n0, req0 := done(), r.proxy.Requests()
 
 	wait("the window's end", int64(r.warmUp+r.n))
+	if perf != nil {
+		// perf writes its file on SIGINT and then ends by the signal.
+		_ = perf.Process.Signal(os.Interrupt)
+		if err := perf.Wait(); err != nil && !interrupted(perf.ProcessState) {
+			fail("perf record: %v", err)
+		}
+	}
 	cpu1, err := bench.ProcessCPU(pid)
 	if err != nil {
 		fail("%v", err)
@@ -526,6 +591,12 @@ func (r binaryPhaseRun) run() binaryPhase {
 	}
 	res.delivered, res.renewed = got.Delivered-base.Delivered, got.Renewed-base.Renewed
 	return res
+}
+
+// interrupted reports whether a process ended by SIGINT.
+func interrupted(st *os.ProcessState) bool {
+	ws, ok := st.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGINT
 }
 
 func tail(s string, n int) string {
