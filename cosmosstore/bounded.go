@@ -2,6 +2,7 @@ package cosmosstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 )
@@ -29,10 +30,10 @@ func bounded[T any](ctx context.Context, f func(context.Context) (T, error)) (T,
 		err error
 	}
 	done := make(chan result, 1)
-	go func() {
+	sdkCalls.run(func() {
 		v, err := f(ctx)
 		done <- result{v, err}
-	}()
+	})
 	select {
 	case r := <-done:
 		return r.v, r.err
@@ -44,6 +45,58 @@ func bounded[T any](ctx context.Context, f func(context.Context) (T, error)) (T,
 		}
 		var zero T
 		return zero, context.Cause(ctx)
+	}
+}
+
+// sdkCalls runs the calls of bounded; a goroutine of it ends after 30 s
+// without a call.
+var sdkCalls = newCallPool(30 * time.Second)
+
+// callPool runs functions on goroutines that outlive them: one that is
+// idle takes the next function, and a function that finds none idle starts
+// a goroutine of its own. A call of the SDK goes some forty frames deep
+// (the azcore pipeline's policies, net/http), and a new goroutine's stack
+// starts at the average size the collector last found, far smaller: on a
+// fresh goroutine every call would grow its stack, copying it, three or
+// four times. A goroutine that stays keeps its grown stack until the
+// collector shrinks an idle one by half. A goroutine idle for the pool's
+// wait ends, so a burst of calls leaves no goroutines behind for long. It
+// is safe for concurrent use.
+type callPool struct {
+	idle chan func() // unbuffered: a send succeeds only when a goroutine waits
+	wait time.Duration
+}
+
+// newCallPool returns a callPool whose goroutines end after wait without a
+// function to run.
+func newCallPool(wait time.Duration) *callPool {
+	return &callPool{idle: make(chan func()), wait: wait}
+}
+
+// run runs f on a goroutine of the pool, at once: on an idle one, or on a
+// new one.
+func (p *callPool) run(f func()) {
+	select {
+	case p.idle <- f:
+	default:
+		go p.serve(f)
+	}
+}
+
+// serve runs f, then every function handed to it, until none comes for
+// p.wait.
+func (p *callPool) serve(f func()) {
+	t := time.NewTimer(p.wait)
+	defer t.Stop()
+	for {
+		f()
+		f = nil // hold nothing of the last call while idle
+		t.Reset(p.wait)
+		select {
+		case f = <-p.idle:
+		case <-t.C:
+			return
+		}
 	}
 }
 

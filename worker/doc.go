@@ -48,9 +48,13 @@
 // past the lock fails with a lost lock and the message comes back: a
 // duplicate the handler's idempotency absorbs.
 //
-// Per message the worker starts one goroutine, which runs both phases; lock
-// renewal uses a timer that starts a goroutine only when a renewal is due.
-// Observe is called on that goroutine after the settlement attempt.
+// One goroutine runs both phases of a message. It is a handler goroutine
+// that stays for the next message rather than a new one per message (a
+// fresh goroutine's small stack would be grown, by copying, several times
+// on every message), so there are never more of them than messages in
+// flight at once, and they end with Run; lock renewal uses a timer that
+// starts a goroutine only when a renewal is due. Observe is called on the
+// handler goroutine after the settlement attempt.
 //
 // # Delivery contract
 //

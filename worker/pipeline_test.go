@@ -3,7 +3,9 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -228,6 +230,57 @@ func TestShutdownSettlesWhatWaitsForASettlementSlot(t *testing.T) {
 		}
 		if s := w.Stats(); s.CutOff != 0 || s.Created != 2 {
 			t.Errorf("stats = %+v, want 2 created, none cut off", s)
+		}
+	})
+}
+
+// goroutineID returns the id of the calling goroutine, from the first line
+// of its stack trace ("goroutine 7 [running]:").
+func goroutineID() string {
+	var buf [64]byte
+	s := string(buf[:runtime.Stack(buf[:], false)])
+	s = strings.TrimPrefix(s, "goroutine ")
+	id, _, _ := strings.Cut(s, " ")
+	return id
+}
+
+// goroutineHandler completes every message and records on which goroutine
+// Process ran.
+type goroutineHandler struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (h *goroutineHandler) Process(_ context.Context, m idempotent.Message) idempotent.Result {
+	h.mu.Lock()
+	h.ids[goroutineID()] = true
+	h.mu.Unlock()
+	return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
+}
+
+// TestHandlerGoroutinesAreReused: deliveries are handled on goroutines
+// that stay for the next one, never more of them than deliveries in flight
+// at once (2*Concurrency), so that a message does not start on a fresh
+// stack that the SDK's calls must grow again.
+func TestHandlerGoroutinesAreReused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const c, total = 2, 40
+		r := newFakeReceiver(ids("m", total)...)
+		h := &goroutineHandler{ids: map[string]bool{}}
+		w := newWorker(t, r, h, worker.Options{Concurrency: c, SummaryInterval: -1})
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		synctest.Wait()
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if s := w.Stats(); s.Created != total {
+			t.Fatalf("created %d of %d", s.Created, total)
+		}
+		if n := len(h.ids); n > 2*c {
+			t.Errorf("%d messages were handled on %d goroutines, want at most %d (2*Concurrency)", total, n, 2*c)
 		}
 	})
 }

@@ -298,8 +298,19 @@ type pipeline struct {
 	// settling holds a token for every settlement in progress: at most
 	// Concurrency. A handler takes one before it gives up its slot.
 	settling chan struct{}
-	// inflight counts the handler goroutines; Run waits for them.
+	// inflight counts the deliveries being handled; Run waits for them.
 	inflight sync.WaitGroup
+	// idle hands a delivery to a handler goroutine that waits for one
+	// (unbuffered: a send succeeds only when one waits); closing over
+	// tells the waiting ones to end.
+	idle chan handoff
+	over chan struct{}
+}
+
+// handoff is a received message on its way to a handler goroutine.
+type handoff struct {
+	m     *azservicebus.ReceivedMessage
+	trial bool
 }
 
 // Run receives and handles messages until ctx is cancelled, then shuts down
@@ -316,7 +327,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		settleCtx:  context.WithoutCancel(ctx),
 		slots:      make(chan struct{}, w.opts.Concurrency),
 		settling:   make(chan struct{}, w.opts.Concurrency),
+		idle:       make(chan handoff),
+		over:       make(chan struct{}),
 	}
+	defer close(p.over)
 
 	// Receive calls outlive ctx by up to ReceiveDrain; without a drain
 	// they end with ctx itself, at once.
@@ -403,7 +417,7 @@ func (w *Worker) receiveLoop(ctx, rx context.Context, p *pipeline) error {
 			w.received.Add(1)
 			w.inFlight.Add(1)
 			p.inflight.Add(1)
-			go w.handle(p, m, grant.trial)
+			w.dispatch(p, handoff{m, grant.trial})
 		}
 		if err == nil || cancelledByBreaker {
 			if failures > 0 {
@@ -450,6 +464,35 @@ func tryAcquire(slots chan struct{}) bool {
 func fatalReceiveError(err error) bool {
 	var sbErr *azservicebus.Error
 	return errors.As(err, &sbErr) && (sbErr.Code == azservicebus.CodeUnauthorizedAccess || sbErr.Code == azservicebus.CodeNotFound)
+}
+
+// dispatch hands d to a handler goroutine that is idle, or starts one.
+// Handler goroutines stay for the next delivery instead of ending with
+// theirs: a delivery goes some fifty frames deep (the handler, the
+// settlement through azservicebus and go-amqp, the log line), and a new
+// goroutine's stack starts at the average size the collector last found,
+// far smaller, so a goroutine per delivery would grow its stack, copying
+// it, several times for every message. There are never more of them than
+// deliveries in flight at once, at most 2*Concurrency; they end with Run.
+func (w *Worker) dispatch(p *pipeline, d handoff) {
+	select {
+	case p.idle <- d:
+	default:
+		go w.handler(p, d)
+	}
+}
+
+// handler handles d, then every delivery handed to it, until Run ends.
+func (w *Worker) handler(p *pipeline, d handoff) {
+	for {
+		w.handle(p, d.m, d.trial)
+		d = handoff{} // hold nothing of the last delivery while idle
+		select {
+		case d = <-p.idle:
+		case <-p.over:
+			return
+		}
+	}
 }
 
 // handle runs one delivery through its two phases: process, holding a
