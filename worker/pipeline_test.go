@@ -234,14 +234,12 @@ func TestShutdownSettlesWhatWaitsForASettlementSlot(t *testing.T) {
 	})
 }
 
-// goroutineID returns the id of the calling goroutine, from the first line
-// of its stack trace ("goroutine 7 [running]:").
+// goroutineID returns the first line of the calling goroutine's stack
+// trace, "goroutine 7 [running]:", which names it.
 func goroutineID() string {
 	var buf [64]byte
-	s := string(buf[:runtime.Stack(buf[:], false)])
-	s = strings.TrimPrefix(s, "goroutine ")
-	id, _, _ := strings.Cut(s, " ")
-	return id
+	line, _, _ := strings.Cut(string(buf[:runtime.Stack(buf[:], false)]), "\n")
+	return line
 }
 
 // goroutineHandler completes every message and records on which goroutine
@@ -268,12 +266,9 @@ func TestHandlerGoroutinesAreReused(t *testing.T) {
 		r := newFakeReceiver(ids("m", total)...)
 		h := &goroutineHandler{ids: map[string]bool{}}
 		w := newWorker(t, r, h, worker.Options{Concurrency: c, SummaryInterval: -1})
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := start(t, w)
 		synctest.Wait()
-		cancel()
-		if err := <-errc; err != nil {
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 		if s := w.Stats(); s.Created != total {
