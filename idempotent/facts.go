@@ -3,6 +3,7 @@ package idempotent
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"sync"
 )
@@ -22,18 +23,25 @@ import (
 // slice of slots and a hand, no allocation per hit and one (the map's) per
 // insert. Its memory follows what it holds: the map and the slots grow as
 // entities are learned, up to the size it was made with, so an empty cache
-// of 10,000 entities is a few hundred bytes, and a full one 0.64 MB.
+// of 10,000 entities is a few hundred bytes, and a full one about 0.9 MB
+// (66 bytes a slot, and the index).
 // It holds no pointer, so the garbage collector never scans it: an entity
 // is known by the SHA-256 of its id, not by the id (a string, which the
 // collector would trace in the map and the slot, 10,000 times at every
 // collection). Two ids share an entry only if their SHA-256 collide, the
 // property the request hash that decides a duplicate relies on already.
+// The index is keyed by the first 8 bytes of that SHA-256 only, a third of
+// the memory of the whole 32, and the slot it points to holds all 32: a
+// lookup whose slot holds another key is a miss, and a new entity whose 8
+// bytes are taken replaces the entry that has them, so ids whose prefixes
+// collide (by chance once in 2^64 pairs, or made to by whoever picks the
+// ids) only evict each other, never answer for each other.
 // Hashes that are not hex SHA-256 are never cached. It is safe for
 // concurrent use.
 type FactCache struct {
 	mu     sync.Mutex
-	index  map[[sha256.Size]byte]int32 // factKey of the entity id -> slot
-	slots  []factEntry                 // grown up to size, then reused by the hand
+	index  map[uint64]int32 // prefix of the entity id's factKey -> slot
+	slots  []factEntry      // grown up to size, then reused by the hand
 	size   int
 	hand   int
 	hits   uint64
@@ -82,7 +90,7 @@ func (s CacheStats) HitRate() float64 {
 // NewFactCache returns a FactCache that remembers at most size entities
 // (size must be positive).
 func NewFactCache(size int) *FactCache {
-	return &FactCache{index: make(map[[sha256.Size]byte]int32), size: size}
+	return &FactCache{index: make(map[uint64]int32), size: size}
 }
 
 // decodeHash returns the SHA-256 a hex request hash encodes, or false if h
@@ -99,13 +107,16 @@ func decodeHash(h string) ([32]byte, bool) {
 // factKey is what the cache knows an entity id by.
 func factKey(id string) [sha256.Size]byte { return sha256.Sum256([]byte(id)) }
 
+// indexKey is the part of a factKey the index is keyed by.
+func indexKey(k [sha256.Size]byte) uint64 { return binary.LittleEndian.Uint64(k[:8]) }
+
 // Get returns the fact known for id, counting a hit or a miss.
 func (c *FactCache) Get(id string) (Fact, bool) {
 	k := factKey(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i, ok := c.index[k]
-	if !ok {
+	i, ok := c.index[indexKey(k)]
+	if !ok || c.slots[i].key != k {
 		c.misses++
 		return Fact{}, false
 	}
@@ -126,12 +137,18 @@ func (c *FactCache) Learn(id, hash string, done bool) {
 	k := factKey(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if i, ok := c.index[k]; ok {
+	ik := indexKey(k)
+	i, ok := c.index[ik]
+	switch {
+	case ok && c.slots[i].key == k:
 		e := &c.slots[i]
 		if e.hash == h {
 			e.Done = e.Done || done
 		}
 		e.used = true
+		return
+	case ok: // another entity with the same index key: it makes room
+		c.slots[i] = factEntry{key: k, Fact: Fact{hash: h, Done: done}}
 		return
 	}
 	f := Fact{hash: h, Done: done}
@@ -141,7 +158,7 @@ func (c *FactCache) Learn(id, hash string, done bool) {
 			copy(grown, c.slots)
 			c.slots = grown
 		}
-		c.index[k] = int32(len(c.slots))
+		c.index[ik] = int32(len(c.slots))
 		c.slots = append(c.slots, factEntry{key: k, Fact: f})
 		return
 	}
@@ -150,9 +167,9 @@ func (c *FactCache) Learn(id, hash string, done bool) {
 		c.slots[c.hand].used = false
 		c.hand = (c.hand + 1) % len(c.slots)
 	}
-	delete(c.index, c.slots[c.hand].key)
+	delete(c.index, indexKey(c.slots[c.hand].key))
 	c.slots[c.hand] = factEntry{key: k, Fact: f}
-	c.index[k] = int32(c.hand)
+	c.index[ik] = int32(c.hand)
 	c.hand = (c.hand + 1) % len(c.slots)
 }
 

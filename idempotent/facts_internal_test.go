@@ -39,3 +39,28 @@ func hasPointers(t reflect.Type) bool {
 		return true
 	}
 }
+
+// Two entities whose index keys collide (the first 8 bytes of their ids'
+// SHA-256, once in 2^64 pairs by chance, or made to collide) evict each
+// other and never answer for each other. The collision is planted: b's
+// index key is made to point at a's slot.
+func TestFactCacheIndexCollisionEvicts(t *testing.T) {
+	const hashA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	const hashB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	c := NewFactCache(4)
+	c.Learn("a", hashA, true)
+	c.index[indexKey(factKey("b"))] = c.index[indexKey(factKey("a"))]
+	if f, ok := c.Get("b"); ok {
+		t.Fatalf("b, colliding with a, was answered with a's fact %v", f.Hash())
+	}
+	c.Learn("b", hashB, false)
+	if f, ok := c.Get("b"); !ok || !f.Matches(hashB) || f.Done {
+		t.Errorf("b after it was learned: %v, %v; want its own hash, not done", f.Hash(), ok)
+	}
+	if f, ok := c.Get("a"); ok {
+		t.Errorf("a, replaced by b, was answered with %v", f.Hash())
+	}
+	if n := len(c.slots); n != 1 {
+		t.Errorf("%d slots after a collision, want 1: b took a's", n)
+	}
+}

@@ -229,7 +229,7 @@ func (c *config) Validate() error {
 			"which WORKER_HEALTH_ADDR (-health-addr) is not set to open: set it (such as :8080), or export over OTEL_EXPORTER_OTLP_ENDPOINT instead"))
 	}
 	if c.FactCache < 0 || c.FactCache > maxFactCache {
-		errs = append(errs, fmt.Errorf("WORKER_FACT_CACHE (-fact-cache) %d is not between 0 (no cache) and %d orders (a full cache takes about 64 bytes per order)", c.FactCache, maxFactCache))
+		errs = append(errs, fmt.Errorf("WORKER_FACT_CACHE (-fact-cache) %d is not between 0 (no cache) and %d orders (a full cache takes about 94 bytes per order)", c.FactCache, maxFactCache))
 	}
 	if c.ShutdownGrace <= 0 {
 		errs = append(errs, fmt.Errorf("WORKER_SHUTDOWN_GRACE (-shutdown-grace) %v must be positive", c.ShutdownGrace))
@@ -252,7 +252,7 @@ func (c *config) paymentsInInboxMode() error {
 }
 
 // maxFactCache bounds WORKER_FACT_CACHE: the cache grows as it learns, and
-// a full one of this size would hold about 640 MB.
+// a full one of this size would hold about 1 GB.
 const maxFactCache = 10_000_000
 
 // paymentOptions returns the payment step's options for gateway g: the
