@@ -52,7 +52,6 @@ type binaryVariant struct {
 // binaryVariants returns the variants named by BINARY_CPU_VARIANTS; otlp is
 // the endpoint of the no-op collector the telemetry variant exports to.
 func binaryVariants(b *testing.B, otlp string) []binaryVariant {
-	other := os.Getenv(envBinaryOther) != ""
 	all := []binaryVariant{
 		{name: "bare", binary: "bareloop", bare: true},
 		// Production defaults: LOG_FORMAT auto (JSON, stderr is not a
@@ -65,20 +64,19 @@ func binaryVariants(b *testing.B, otlp string) []binaryVariant {
 		// Traces, metrics and logs exported over OTLP http/protobuf to a
 		// collector that answers every export with an empty 200.
 		{name: "worker-otel", binary: "orderworker", env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp}},
-		// The orderworker of another checkout (BINARY_CPU_OTHER), at
-		// production defaults: a change against its base, side by side.
-		{name: "other", binary: filepath.Join("other", "orderworker")},
 	}
-	if !other {
-		all = all[:len(all)-1]
+	defaults := all[:2:2]
+	if os.Getenv(envBinaryOther) != "" {
+		// The orderworker of another checkout, at production defaults: a
+		// change against its base, side by side.
+		other := binaryVariant{name: "other", binary: filepath.Join("other", "orderworker")}
+		all = append(all, other)
+		defaults = append(defaults, other)
 	}
 	spec := os.Getenv(envBinaryVariants)
 	switch spec {
 	case "":
-		if other {
-			return []binaryVariant{all[0], all[1], all[len(all)-1]}
-		}
-		return all[:2]
+		return defaults
 	case "all":
 		return all
 	}
