@@ -139,7 +139,10 @@ func envInt(b *testing.B, name string, def int) int {
 // own-V-allocs/msg (minus the bare loop's), V-heap-MB (heap objects at the
 // window's end), V-gc/kmsg (collections per 1000 messages), V-gc-µs/msg
 // (the CPU the runtime estimates its collector spent, a part of
-// V-cpu-µs/msg), V-live-MB (the heap the last collection found live) and
+// V-cpu-µs/msg) and V-gcpause-µs/msg (the part of it that is the
+// stop-the-world pauses, which the runtime counts as GOMAXPROCS times their
+// wall time: a pause that waits for a thread the kernel has descheduled
+// counts in full although no CPU is spent), V-live-MB (the heap the last collection found live) and
 // V-goroutines (from the probe: runtime/metrics of the process); V-VmHWM-MB
 // (the process's peak resident set, highest of its phases) and V-anon-MB /
 // V-file-MB (RssAnon and RssFile at the window's end, median).
@@ -254,9 +257,9 @@ func BenchmarkBinaryCPU(b *testing.B) {
 						}
 						res := p.run()
 						results[v.name] = append(results[v.name], res)
-						line := fmt.Sprintf("round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, GC %.1f µs/msg, live heap %.2f MB, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, %d deliveries, %d renewals, load %s",
+						line := fmt.Sprintf("round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, GC %.1f µs/msg (pauses %.1f), live heap %.2f MB, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, %d deliveries, %d renewals, load %s",
 							r, v.name, res.cpuPerMsg(), res.n, res.rtPerMsg(), res.allocsPerMsg(), perMsg(res.allocBytes, res.allocN)/1024,
-							1000*perMsg(res.gcCycles, res.allocN), 1e6*perMsg(res.gcCPU, res.allocN), mb(int64(res.liveHeap)), mb(res.vmHWM), mb(res.rssAnon), mb(res.rssFile), res.delivered, res.renewed, loadAverage())
+							1000*perMsg(res.gcCycles, res.allocN), 1e6*perMsg(res.gcCPU, res.allocN), 1e6*perMsg(res.gcPause, res.allocN), mb(int64(res.liveHeap)), mb(res.vmHWM), mb(res.rssAnon), mb(res.rssFile), res.delivered, res.renewed, loadAverage())
 						// b.Logf keeps only the first ten lines of a
 						// benchmark's log. With -v every line goes to
 						// stdout, where the benchmark's name has a line
@@ -374,6 +377,7 @@ type binaryPhase struct {
 	allocBytes  float64
 	gcCycles    float64
 	gcCPU       float64 // seconds of CPU the runtime estimates its collector spent in the window
+	gcPause     float64 // the part of gcCPU that is stop-the-world pauses, counted as GOMAXPROCS × their wall time
 	heap        float64 // bytes of heap objects at the window's end
 	liveHeap    float64 // bytes the last collection before the window's end found live
 	vmHWM       int64
@@ -561,6 +565,7 @@ func (r binaryPhaseRun) run() binaryPhase {
 		res.allocBytes = m1["/gc/heap/allocs:bytes"] - m0["/gc/heap/allocs:bytes"]
 		res.gcCycles = m1["/gc/cycles/total:gc-cycles"] - m0["/gc/cycles/total:gc-cycles"]
 		res.gcCPU = m1["/cpu/classes/gc/total:cpu-seconds"] - m0["/cpu/classes/gc/total:cpu-seconds"]
+		res.gcPause = m1["/cpu/classes/gc/pause:cpu-seconds"] - m0["/cpu/classes/gc/pause:cpu-seconds"]
 		res.heap = m1["/memory/classes/heap/objects:bytes"]
 		res.liveHeap = m1["/gc/heap/live:bytes"]
 		res.goroutines = m1["/sched/goroutines:goroutines"]
@@ -716,6 +721,7 @@ func reportBinaryCPU(b *testing.B, variants []binaryVariant, results map[string]
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return p.heap / (1 << 20) })).median, v.name+"-heap-MB")
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return 1000 * perMsg(p.gcCycles, p.allocN) })).median, v.name+"-gc/kmsg")
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return 1e6 * perMsg(p.gcCPU, p.allocN) })).median, v.name+"-gc-µs/msg")
+			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return 1e6 * perMsg(p.gcPause, p.allocN) })).median, v.name+"-gcpause-µs/msg")
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return p.liveHeap / (1 << 20) })).median, v.name+"-live-MB")
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return p.goroutines })).median, v.name+"-goroutines")
 		}
