@@ -49,7 +49,12 @@ var errLostAck = errors.New("simulated lost acknowledgement: the batch was sent,
 // RelayReport sums up the relay's part of a run.
 type RelayReport struct {
 	Enabled   bool
-	Instances int // relay instances started: relaySlots plus one per crash or stop
+	Instances int // relay instances started: relaySlots plus one per instance a crash or stop ended
+	// Ended counts the instances a crash or a stop ended. One that got
+	// both (a SIGTERM while it sends, then a SIGKILL before it has
+	// finished, as a supervisor sends after the grace period) is counted
+	// once, and replaced once.
+	Ended int
 	// From the relay instances' own Stats, summed.
 	Published, Batches, Checkpoints, Acquired, Lost, Skipped, Unpublishable int64
 	// Sent counts the messages the relay sent to the topic, whether or not
@@ -249,6 +254,9 @@ func (rr *relayRun) runSlot(ctx context.Context, slot int) {
 		cancel()
 		st := r.Stats()
 		rr.mu.Lock()
+		if inst.ended.Load() {
+			rr.rep.Ended++
+		}
 		rr.rep.Published += st.Published
 		rr.rep.Batches += st.Batches
 		rr.rep.Checkpoints += st.Checkpoints
@@ -327,6 +335,7 @@ type relayInstance struct {
 	owner  string
 	cancel context.CancelFunc
 	killed atomic.Bool
+	ended  atomic.Bool // a crash or a stop struck it
 	reads  atomic.Uint64
 	sends  atomic.Uint64
 }
@@ -471,6 +480,7 @@ func (s *relaySender) SendBatch(ctx context.Context, b relay.Batch) error {
 	n := in.sends.Add(1)
 	if in.rr.strikes(faultRelayStop, in.owner, n) {
 		in.rr.hist.add("", "", "fault: relay %s gets SIGTERM while sending a batch of %d", in.owner, len(sb.ms))
+		in.ended.Store(true)
 		in.cancel()
 	}
 	if err := in.rr.out.send(ctx, in.owner, sb.ms); err != nil {
@@ -478,6 +488,7 @@ func (s *relaySender) SendBatch(ctx context.Context, b relay.Batch) error {
 	}
 	if in.rr.strikes(faultRelayCrash, in.owner, n) {
 		in.rr.hist.add("", "", "fault: relay %s is SIGKILLed after sending a batch of %d, before its checkpoint", in.owner, len(sb.ms))
+		in.ended.Store(true)
 		in.kill()
 		return errRelayKilled
 	}
