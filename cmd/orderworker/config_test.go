@@ -150,6 +150,13 @@ func TestConfig(t *testing.T) {
 		}},
 		{name: "negative fact cache", env: with("WORKER_FACT_CACHE", "-1"), wantErr: []string{"WORKER_FACT_CACHE (-fact-cache) -1"}},
 		{name: "fact cache beyond its bound", env: with("WORKER_FACT_CACHE", "2000000000"), wantErr: []string{"WORKER_FACT_CACHE (-fact-cache) 2000000000"}},
+		{name: "fact cache at its bound", env: with("WORKER_FACT_CACHE", "1000000"), check: func(t *testing.T, c config) {
+			if c.FactCache != 1_000_000 {
+				t.Errorf("FactCache = %d, want 1000000", c.FactCache)
+			}
+		}},
+		{name: "fact cache one above its bound (a full one would take about 94 MB)", env: with("WORKER_FACT_CACHE", "1000001"),
+			wantErr: []string{"WORKER_FACT_CACHE (-fact-cache) 1000001 is not between 0 (no cache) and 1000000 orders"}},
 		{name: "telemetry problems with the others", env: with("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", "WORKER_METRICS_PROMETHEUS", "yes please", "WORKER_CONCURRENCY", "0"),
 			wantErr: []string{"OTEL_EXPORTER_OTLP_ENDPOINT (-otlp-endpoint)", "WORKER_METRICS_PROMETHEUS", "WORKER_CONCURRENCY"}},
 		{name: "emulator connection string", env: with("SERVICEBUS_NAMESPACE", "", "SERVICEBUS_CONNECTION_STRING",
