@@ -198,7 +198,35 @@ func (p *FeedProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.servePartitionKeyRanges(w, r)
 		return
 	}
+	if err := bufferBody(r); err != nil {
+		http.Error(w, `{"code":"BadRequest","message":`+strconv.Quote("read the request body: "+err.Error())+`}`, http.StatusBadRequest)
+		return
+	}
 	p.forward.ServeHTTP(w, r)
+}
+
+// bufferBody reads r's body into memory, so that forwarding r reads a copy
+// and never the connection's. net/http's transport, once it has sent a
+// body of known length, reads once more to check that nothing is left;
+// cosmium may have answered by then, and once the reverse proxy writes
+// that answer's header, the server closes the incoming body (so that the
+// connection can serve the next request). That last read then fails, the
+// transport takes it for a failed write and closes its connection to
+// cosmium in the middle of the answer's body, and the client gets a cut
+// response: the SDK retried the query or batch, and under -race reported
+// a data race in azcore's rewind of the retried body. Cosmos DB request
+// bodies are at most 2 MB.
+func bufferBody(r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	b, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return err
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+	return nil
 }
 
 // Reads returns how many change feed reads the proxy answered, and how
