@@ -143,9 +143,10 @@ func envInt(b *testing.B, name string, def int) int {
 // stop-the-world pauses, which the runtime counts as GOMAXPROCS times their
 // wall time: a pause that waits for a thread the kernel has descheduled
 // counts in full although no CPU is spent), V-live-MB (the heap the last
-// collection found live) and V-goroutines (from the probe: runtime/metrics of the process); V-VmHWM-MB
-// (the process's peak resident set, highest of its phases) and V-anon-MB /
-// V-file-MB (RssAnon and RssFile at the window's end, median).
+// collection found live) and V-goroutines (from the probe: runtime/metrics
+// of the process); V-VmHWM-MB (the process's peak resident set, highest of
+// its phases) and V-anon-MB / V-file-MB (RssAnon and RssFile at the
+// window's end, median).
 //
 // The probe (test/bench/cmd/bareloop/probe.go) is compiled into both
 // binaries with the build tag benchprobe, into orderworker as a
