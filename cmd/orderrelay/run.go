@@ -124,12 +124,19 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, p pieces) error
 	if err != nil {
 		return err
 	}
+	// The shutdown line is written on a goroutine of its own; serve waits
+	// for it before it logs the stop, so that the two come in order and
+	// nothing is written after serve returns.
+	logged := make(chan struct{})
 	stopDrain := context.AfterFunc(ctx, func() {
+		defer close(logged)
 		logger.Warn("shutting down: finishing the page in flight, then releasing the leases; a second signal stops at once",
 			"cause", context.Cause(ctx).Error())
 	})
-	defer stopDrain()
 	err = cli.RunUntilForced(ctx, r.Run)
+	if !stopDrain() {
+		<-logged
+	}
 	st := r.Stats()
 	attrs := []any{"published", st.Published, "batches", st.Batches, "checkpoints", st.Checkpoints,
 		"skipped", st.Skipped, "unpublishable", st.Unpublishable, "leases_lost", st.Lost}

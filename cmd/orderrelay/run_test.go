@@ -214,6 +214,42 @@ func TestServe_PublishesThenReleasesItsLeasesAtTheFirstSignal(t *testing.T) {
 	}
 }
 
+// The shutdown line, logged on a goroutine of its own when the signal
+// comes, is in the log before the stop's line and before serve returns,
+// even when that goroutine is slow to get to it; before, it could come
+// after both, and a test reading the log raced with it.
+func TestServe_LogsTheShutdownBeforeTheStop(t *testing.T) {
+	s := memstore.New()
+	var logs bytes.Buffer
+	h := slowHandler{Handler: slog.NewJSONHandler(&logs, nil), slow: "shutting down", delay: 200 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := serve(ctx, testConfig(t), slog.New(h),
+		pieces{feed: s.ChangeFeed(memstore.ChangeFeedOptions{}), leases: s, sender: &topic{}}); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	down, stopped := strings.Index(out, "shutting down"), strings.Index(out, `"msg":"orderrelay stopped"`)
+	if down < 0 || stopped < 0 || down > stopped {
+		t.Errorf("want the shutdown line, then the stop's, when serve returns:\n%s", out)
+	}
+}
+
+// slowHandler waits delay before it handles a record whose message starts
+// with slow.
+type slowHandler struct {
+	slog.Handler
+	slow  string
+	delay time.Duration
+}
+
+func (h slowHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.slow) {
+		time.Sleep(h.delay)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
 // A second signal returns at once, even with a send in flight.
 func TestServe_SecondSignalStopsAtOnce(t *testing.T) {
 	s := memstore.New()
