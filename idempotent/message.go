@@ -111,10 +111,10 @@ type Result struct {
 	// scheduled copy, which uses none of the message's deliveries (see
 	// package worker); zero, or a worker that cannot, abandons it.
 	RetryAfter time.Duration
-	// TakenOver reports that this delivery took over a side effect's
-	// in-progress record that another delivery held (whose lock or lease
-	// had ended), and resumed it with the same idempotency key.
-	TakenOver bool
+	// Resumed reports that this delivery resumed a side effect whose
+	// in-progress record another delivery held (its lock or lease had
+	// ended), with the same idempotency key.
+	Resumed bool
 }
 
 // DependencyFailed reports whether r is a retry caused by a dependency

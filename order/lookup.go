@@ -69,11 +69,11 @@ func (p *Processor) fromCache(ctx context.Context, m idempotent.Message, o *Orde
 	// The hash is equal, so the amount and currency are the stored order's.
 	r, took := p.capturePayment(ctx, m, OrderDocument{ID: o.OrderID, OrderID: o.OrderID, TotalMinor: o.TotalMinor, Currency: o.Currency, RequestHash: hash})
 	if r != nil {
-		r.TakenOver = took
+		r.Resumed = took
 		return *r
 	}
 	p.learn(o.OrderID, hash, true)
-	res.TakenOver = took
+	res.Resumed = took
 	return res
 }
 

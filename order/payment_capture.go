@@ -14,7 +14,7 @@ import (
 // capturePayment makes sure the order's payment is captured exactly once.
 // It returns nil when the capture is completed (now or before) or when there
 // is nothing to capture, else the Result to settle with, and whether this
-// delivery took over a claim another delivery held (Result.TakenOver).
+// delivery took over a claim another delivery held (Result.Resumed).
 //
 // An order whose total is zero has nothing to capture: no record, no call.
 //

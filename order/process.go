@@ -197,11 +197,11 @@ func (p *Processor) fromStore(ctx context.Context, m idempotent.Message, o *Orde
 				p.learn(o.OrderID, hash, false)
 				r, took := p.continuePayment(ctx, m, rec, etag, p.now().UTC())
 				if r != nil {
-					r.TakenOver = took
+					r.Resumed = took
 					return *r, true
 				}
 				res.Description = fmt.Sprintf("order accepted earlier; its payment record %s is completed now", rec.ID)
-				res.TakenOver = took
+				res.Resumed = took
 			}
 			p.learn(o.OrderID, hash, true)
 			return res, true
@@ -226,11 +226,11 @@ func (p *Processor) fromStore(ctx context.Context, m idempotent.Message, o *Orde
 	// payment: the payment step runs for duplicates too.
 	r, took := p.capturePayment(ctx, m, stored)
 	if r != nil {
-		r.TakenOver = took
+		r.Resumed = took
 		return *r, true
 	}
 	p.learn(o.OrderID, hash, true)
-	res.TakenOver = took
+	res.Resumed = took
 	return res, true
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
-// TestPaymentTakenOver checks Result.TakenOver: set on the delivery
+// TestPaymentTakenOver checks Result.Resumed: set on the delivery
 // that took over a claim another delivery held (an earlier delivery of its
 // own copy, or a holder whose lease ran out), whatever that delivery's
 // outcome, and on no other: not on the first claim, not on a claim its
@@ -74,9 +74,9 @@ func TestPaymentTakenOver(t *testing.T) {
 					p = order.NewProcessor(s, clk.Now, order.WithDocuments(s), order.WithPayments(g, lease, "w2"), order.WithFactCache(0))
 				}
 				r := p.Process(ctx, st.m)
-				if r.Outcome != st.outcome || r.TakenOver != st.takeover {
-					t.Fatalf("step %d (seq %d, delivery %d): %v %q (%s), TakenOver %v; want %v, TakenOver %v",
-						i+1, st.m.SequenceNumber, st.m.DeliveryCount, r.Outcome, r.Reason, r.Description, r.TakenOver, st.outcome, st.takeover)
+				if r.Outcome != st.outcome || r.Resumed != st.takeover {
+					t.Fatalf("step %d (seq %d, delivery %d): %v %q (%s), Resumed %v; want %v, Resumed %v",
+						i+1, st.m.SequenceNumber, st.m.DeliveryCount, r.Outcome, r.Reason, r.Description, r.Resumed, st.outcome, st.takeover)
 				}
 			}
 			if g.total() != 1 {

@@ -31,7 +31,7 @@ func (w *Worker) record(ctx context.Context, m *azservicebus.ReceivedMessage, re
 	if res.Description != "" {
 		attrs = append(attrs, slog.String("description", res.Description))
 	}
-	if res.TakenOver {
+	if res.Resumed {
 		attrs = append(attrs, slog.Bool(logKeyTakenOver, true))
 	}
 	level, msg := slog.LevelInfo, "processed"

@@ -60,7 +60,7 @@ func TestOutcomeLogs(t *testing.T) {
 			func(s worker.Stats) int64 { return s.Created }},
 		{idempotent.Result{Outcome: idempotent.Duplicate, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"payment_taken_over"},
 			func(s worker.Stats) int64 { return s.Duplicate }},
-		{idempotent.Result{Outcome: idempotent.Duplicate, Key: "o1", TakenOver: true}, slog.LevelInfo, "processed", []string{"order_id", "payment_taken_over"}, nil,
+		{idempotent.Result{Outcome: idempotent.Duplicate, Key: "o1", Resumed: true}, slog.LevelInfo, "processed", []string{"order_id", "payment_taken_over"}, nil,
 			func(s worker.Stats) int64 { return s.Duplicate }},
 		{idempotent.Result{Outcome: idempotent.Applied, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
 			func(s worker.Stats) int64 { return s.Applied }},

@@ -12,7 +12,7 @@ import "go.opentelemetry.io/otel/attribute"
 // Log keys of the delivery log (see Logs in the package documentation).
 const (
 	logKeyID        = "order_id"           // Result.Key
-	logKeyTakenOver = "payment_taken_over" // Result.TakenOver
+	logKeyTakenOver = "payment_taken_over" // Result.Resumed
 	// Of a delivery retried by a scheduled copy: the copy's attempt and
 	// its delay.
 	logKeyRetryAttempt = "retry_attempt"
@@ -23,7 +23,7 @@ const (
 const (
 	attrLockLost  = "order.lock_lost"
 	attrCutOff    = "order.cut_off"
-	attrTakenOver = "order.payment.taken_over" // Result.TakenOver
+	attrTakenOver = "order.payment.taken_over" // Result.Resumed
 	// The attempt of the copy scheduled for a delayed retry.
 	attrRetryAttempt = "order.retry.attempt"
 )
@@ -74,7 +74,7 @@ const (
 	MetricCacheHits   = "orderworker.cache.hits"
 	MetricCacheMisses = "orderworker.cache.misses"
 	// MetricPaymentTakeovers counts deliveries that took over a payment
-	// claim another delivery held (idempotent.Result.PaymentTakenOver): an
+	// claim another delivery held (idempotent.Result.Resumed): an
 	// earlier delivery of the same copy whose lock ended, or a holder
 	// whose lease ran out. Each is a capture interrupted by a lost lock,
 	// a crash or a timeout, and resumed with the same idempotency key.

@@ -208,7 +208,7 @@ func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Repor
 	case idempotent.Mismatch:
 		t.mismatches.Add(ctx, 1, t.baseOpt)
 	}
-	if res.TakenOver {
+	if res.Resumed {
 		t.takeovers.Add(ctx, 1, t.baseOpt)
 	}
 
@@ -220,7 +220,7 @@ func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Repor
 		if res.Key != "" {
 			span.SetAttributes(AttrOrderID.String(res.Key))
 		}
-		if res.TakenOver {
+		if res.Resumed {
 			span.SetAttributes(attribute.Bool(attrTakenOver, true))
 		}
 		switch {

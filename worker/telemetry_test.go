@@ -77,7 +77,7 @@ func TestTelemetry(t *testing.T) {
 			return idempotent.Result{Outcome: idempotent.Duplicate, Key: m.ID}
 		case "redelivered":
 			// The redelivery resumed a capture its earlier delivery held.
-			return idempotent.Result{Outcome: idempotent.Duplicate, Key: m.ID, TakenOver: true}
+			return idempotent.Result{Outcome: idempotent.Duplicate, Key: m.ID, Resumed: true}
 		case "mismatch":
 			return idempotent.Result{Outcome: idempotent.Mismatch, Key: m.ID, Reason: order.ReasonOrderIDReused}
 		case "invalid":
