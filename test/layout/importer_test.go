@@ -82,11 +82,14 @@ func TestFourOutcomes(t *testing.T) {
 `
 
 // importerFigures is what importing some of this module costs a user's
-// module: the requirements its go.mod gains, the modules and the packages
-// outside the standard library its build links (go list -deps).
+// module: the requirements its go.mod gains, the module versions its
+// module graph names (go mod graph: the go.mod files the go command reads,
+// and go.sum holds, though it builds none of their code), and the modules
+// and the packages outside the standard library its build links
+// (go list -deps).
 type importerFigures struct {
-	requires, modules, packages int
-	modulePaths                 []string // the modules linked, this one included
+	requires, graph, modules, packages int
+	modulePaths                        []string // the modules linked, this one included
 }
 
 // importer writes a consumer module outside this module, in a temporary
@@ -172,6 +175,15 @@ func importerFiguresOf(t *testing.T, dir string, run func(...string) string) imp
 			f.requires++
 		}
 	}
+	graph := map[string]bool{}
+	for _, line := range strings.Split(run("mod", "graph"), "\n") {
+		for _, m := range strings.Fields(line) {
+			if !strings.HasPrefix(m, "example.com/consumer") && !strings.HasPrefix(m, "go@") && !strings.HasPrefix(m, "toolchain@") {
+				graph[m] = true
+			}
+		}
+	}
+	f.graph = len(graph)
 	mods := map[string]bool{}
 	for _, line := range strings.Split(run("list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}} {{with .Module}}{{.Path}}{{end}}{{end}}", "./..."), "\n") {
 		p, mod, ok := strings.Cut(line, " ")
@@ -192,9 +204,6 @@ func importerFiguresOf(t *testing.T, dir string, run func(...string) string) imp
 // checkout), and its own test passes the four outcomes through
 // idempotent.NewConsumer over memstore.
 func TestImportFromAnotherModule(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a module of its own")
-	}
 	_, run := importer(t, []string{"idempotent"}, map[string]string{"consumer_test.go": consumerTest})
 	out := run("test", "-count=1", "-v", "./...")
 	if !strings.Contains(out, "--- PASS: TestFourOutcomes") {
@@ -215,22 +224,27 @@ var importRows = []struct {
 // TestReadmeImporterFigures: README's figures of what an importer pulls in
 // are those of a consumer module built now.
 func TestReadmeImporterFigures(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds modules of their own")
-	}
 	table := readmeTable(t, "an importer that imports")
 	for _, r := range importRows {
 		t.Run(r.row, func(t *testing.T) {
 			f := measureImporter(t, r.pkgs)
-			t.Logf("importing %v: go.mod requires %d modules; the build links %d packages outside the standard library from %d modules: %v",
-				r.pkgs, f.requires, f.packages, f.modules, f.modulePaths)
+			t.Logf("importing %v: go.mod requires %d modules; its graph names %d module versions; the build links %d packages outside the standard library from %d modules: %v",
+				r.pkgs, f.requires, f.graph, f.packages, f.modules, f.modulePaths)
 			cells, ok := table[r.row]
 			if !ok {
 				t.Fatalf("README's importer table has no row %q", r.row)
 			}
-			for i, want := range []int{f.requires, f.modules, f.packages} {
-				if got := leadingNumber(cells, 1+i); got != want {
-					t.Errorf("README's importer row %q, column %d: %s, now %d", r.row, 2+i, cellOr(cells, 1+i), want)
+			for i, c := range []struct {
+				name string
+				want int
+			}{
+				{"modules its go.mod requires", f.requires},
+				{"module versions in its graph", f.graph},
+				{"modules its build links", f.modules},
+				{"packages outside the standard library", f.packages},
+			} {
+				if got := leadingNumber(cells, 1+i); got != c.want {
+					t.Errorf("README's importer row %q: %s %q, measured %d", r.row, c.name, cellOr(cells, 1+i), c.want)
 				}
 			}
 			if !slices.Contains(f.modulePaths, modulePath) {
