@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"go/ast"
+	"go/doc"
 	"go/doc/comment"
 	"go/parser"
 	"go/token"
@@ -32,16 +33,20 @@ func TestDocLinksResolve(t *testing.T) {
 		t.Fatalf("go list found %d packages for %v", len(pkgs), docLinkPackages)
 	}
 	l := &dirLoader{t: t, cache: map[string]*declSet{}}
-	checked := 0
+	links := 0
 	for _, p := range pkgs {
 		fset := token.NewFileSet()
 		files := parseFiles(t, fset, p.Dir, p.GoFiles)
-		for _, b := range brokenDocLinks(fset, p.ImportPath, p.Name, files, l.load) {
+		broken, n := brokenDocLinks(fset, p.ImportPath, p.Name, files, l.load)
+		for _, b := range broken {
 			t.Errorf("%s: %s", p.ImportPath, b)
 		}
-		checked++
+		links += n
 	}
-	t.Logf("checked the doc links of %d packages", checked)
+	if links == 0 {
+		t.Fatalf("no doc link in %d packages: the checker reads nothing", len(pkgs))
+	}
+	t.Logf("checked %d doc links in %d packages", links, len(pkgs))
 }
 
 // TestDocLinksCheckerFindsBrokenLinks: the checker fails on a planted
@@ -119,7 +124,8 @@ func F() {}
 				return declsOf(df.Name.Name, []*ast.File{df}), nil
 			}
 			var got []string
-			for _, b := range brokenDocLinks(fset, "example.com/p", "p", []*ast.File{f}, load) {
+			broken, _ := brokenDocLinks(fset, "example.com/p", "p", []*ast.File{f}, load)
+			for _, b := range broken {
 				got = append(got, b.Link)
 			}
 			if !slices.Equal(got, tt.want) {
@@ -233,7 +239,9 @@ func (b brokenLink) String() string {
 }
 
 // brokenDocLinks returns every doc link of the doc comments of files (one
-// package, importPath, named name) that does not resolve, in file order.
+// package, importPath, named name) that does not resolve, in file order:
+// one that names nothing, and one that go/doc's own parser (the package's
+// Parser) would not make a link.
 // load returns the declarations of an imported package by import path.
 //
 // A comment.Parser whose lookups accept every name (every identifier, for
@@ -241,7 +249,7 @@ func (b brokenLink) String() string {
 // resolved against the package's declarations and its imports, the way
 // go/doc's LookupPackage and LookupSym resolve them, and further: a link
 // into another package must name something that package declares.
-func brokenDocLinks(fset *token.FileSet, importPath, name string, files []*ast.File, load func(importPath string) (*declSet, error)) []brokenLink {
+func brokenDocLinks(fset *token.FileSet, importPath, name string, files []*ast.File, load func(importPath string) (*declSet, error)) (broken []brokenLink, links int) {
 	own := declsOf(name, files)
 	// Imports by name, over every file of the package, as go/doc takes
 	// them; "" marks a name two imports share.
@@ -298,6 +306,13 @@ func brokenDocLinks(fset *token.FileSet, importPath, name string, files []*ast.F
 			bad("%s declares no %s", target, strings.Join(nonEmpty(l.Recv, l.Name), "."))
 		}
 	}
+	// go/doc's own parser, whose lookups are the package's declarations
+	// and imports: a link it does not make, go doc renders as plain text.
+	dp, err := doc.NewFromFiles(fset, files, importPath, doc.AllDecls|doc.PreserveAST)
+	if err != nil {
+		return []brokenLink{{Link: "(package)", Reason: err.Error()}}, 0
+	}
+	godoc := dp.Parser()
 	p := &comment.Parser{
 		// A package is named by an identifier (a path with a slash the
 		// parser takes itself): "[a b]" or "[A-Z]" is no link.
@@ -307,12 +322,22 @@ func brokenDocLinks(fset *token.FileSet, importPath, name string, files []*ast.F
 	for _, f := range files {
 		for _, cg := range docComments(f) {
 			pos := fset.Position(cg.Pos())
-			for _, l := range docLinks(p.Parse(cg.Text())) {
+			text := cg.Text()
+			linked := map[string]bool{}
+			for _, l := range docLinks(godoc.Parse(text)) {
+				linked[plainText(l.Text)] = true
+			}
+			for _, l := range docLinks(p.Parse(text)) {
+				links++
+				n := len(out)
 				resolve(pos, l)
+				if len(out) == n && !linked[plainText(l.Text)] {
+					out = append(out, brokenLink{Pos: pos, Link: "[" + plainText(l.Text) + "]", Reason: "go doc does not link it"})
+				}
 			}
 		}
 	}
-	return out
+	return out, links
 }
 
 // isStandardPath reports whether a link's package, written as a full
@@ -367,6 +392,20 @@ func docComments(f *ast.File) []*ast.CommentGroup {
 		return true
 	})
 	return out
+}
+
+// plainText returns the text of a link as written.
+func plainText(ts []comment.Text) string {
+	var b strings.Builder
+	for _, t := range ts {
+		switch t := t.(type) {
+		case comment.Plain:
+			b.WriteString(string(t))
+		case comment.Italic:
+			b.WriteString(string(t))
+		}
+	}
+	return b.String()
 }
 
 // docLinks returns the doc links of a parsed doc comment, in order.
