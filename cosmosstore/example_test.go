@@ -27,7 +27,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	store, err := cosmosstore.New(client, "sales", "orders")
+	store, err := cosmosstore.New(client, "sales", "orders", order.PartitionKeyPath)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func ExampleCreateDatabaseAndContainer() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "sales", "orders"); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "sales", "orders", order.PartitionKeyPath); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -68,7 +68,7 @@ func ExampleStore_CreateBatch() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	store, err := cosmosstore.New(client, "sales", "orders")
+	store, err := cosmosstore.New(client, "sales", "orders", order.PartitionKeyPath)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func ExampleStore_ReplaceDocument() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	store, err := cosmosstore.New(client, "sales", "orders")
+	store, err := cosmosstore.New(client, "sales", "orders", order.PartitionKeyPath)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func ExampleStore_Check() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	store, err := cosmosstore.New(client, "orders", "orders")
+	store, err := cosmosstore.New(client, "orders", "orders", order.PartitionKeyPath)
 	if err != nil {
 		log.Fatal(err)
 	}
