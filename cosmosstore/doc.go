@@ -68,12 +68,13 @@
 //
 //   - [Store.CreateBatch] for the same ids may be called any number of
 //     times, concurrently: Cosmos DB's atomic batch writes them at most once,
-//     so at most one call returns nil, and every call after the write
-//     returns an error matching idempotent.ErrAlreadyExists. A call whose
-//     batch committed may still return a transient error (a timeout after
-//     the write): its retry then finds its own documents and returns
-//     idempotent.ErrAlreadyExists. Callers decide by reading what is stored,
-//     never by which call returned nil.
+//     so at most one call returns nil, and every other call writes nothing
+//     and returns an error: idempotent.ErrAlreadyExists once the documents
+//     exist, or a transient one. A call whose batch committed may itself
+//     return a transient error (a timeout after the write): its retry then
+//     finds its own documents and returns idempotent.ErrAlreadyExists, and
+//     no call returns nil. Callers decide by reading what is stored, never
+//     by which call returned nil.
 //   - Of concurrent [Store.ReplaceDocument] calls that pass the same ETag, at
 //     most one succeeds; the others return idempotent.ErrPreconditionFailed.
 //     An empty ETag replaces unconditionally: the last write wins.
