@@ -15,9 +15,9 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
-// The settings of the project's commands that Check's errors name, so that
-// an operator knows what to change. They are the environment variables of
-// cmd/orderworker; each also has a flag.
+// The settings that Check's errors name, so that an operator knows what to
+// change. They are the environment variables of this project's commands
+// (each also has a flag); a program of its own can use the same names.
 const (
 	SettingEndpoint  = "COSMOS_ENDPOINT"
 	SettingKey       = "COSMOS_KEY"
@@ -26,7 +26,7 @@ const (
 	SettingClientID  = "AZURE_CLIENT_ID"
 )
 
-// DataContributorRole is the Cosmos DB data-plane role the worker's identity
+// DataContributorRole is the Cosmos DB data-plane role a consumer's identity
 // needs: it may read and write items and read the account's metadata.
 const DataContributorRole = "Cosmos DB Built-in Data Contributor"
 
@@ -44,16 +44,16 @@ type CheckResult struct {
 	// ETagsHonoured reports whether a replace with an If-Match ETag that
 	// does not match fails with 412, as in Cosmos DB. False means an
 	// emulator that ignores If-Match, such as cosmium v0.1.20: every
-	// ETag-conditioned write there (status changes, payment claims) is
-	// unconditional, so concurrent deliveries can overwrite each other. A
-	// worker must refuse to start, or warn loudly, when it is false.
+	// ETag-conditioned write there (a claim taken over, a state replaced)
+	// is unconditional, so concurrent deliveries can overwrite each other.
+	// A consumer must refuse to start, or warn loudly, when it is false.
 	ETagsHonoured bool
 	// PatchConditionsHonoured reports whether a patch whose filter
 	// predicate is false fails with 412, as in Cosmos DB. False means an
 	// emulator that applies a patch whatever its condition, such as
-	// cosmium v0.1.20: a Processor there must apply status changes by read
-	// and replace (WithoutPatch), or a stale status change overwrites a
-	// newer one even without any concurrency.
+	// cosmium v0.1.20: a caller there must apply conditional changes by
+	// read and replace (WithoutPatch), or a stale change overwrites a newer
+	// one even without any concurrency.
 	PatchConditionsHonoured bool
 	// ProbeID is the id, and partition key value, of the document Check
 	// created in a partition of its own.
@@ -73,17 +73,17 @@ type CheckResult struct {
 
 // RequiredDefaultTTL is the container default time to live that Check
 // requires: TTL on, with no default expiry. A positive default would make
-// Cosmos DB delete every document without a "ttl" of its own (orders,
-// events, payment records, leases) that many seconds after its last write,
-// so that a late copy of a message would create its order again; TTL off
-// (no defaultTtl) would make Cosmos DB ignore the inbox markers' "ttl", so
-// that they never expire.
+// Cosmos DB delete every document without a "ttl" of its own (idempotency
+// markers, outbox events, effect records, leases) that many seconds after
+// its last write, so that a late copy of a message would be processed
+// again; TTL off (no defaultTtl) would make Cosmos DB ignore the "ttl" of
+// the documents that have one (inbox markers), so that they never expire.
 const RequiredDefaultTTL = -1
 
 // Check verifies, before the first message, that the store can work: that
 // the account answers, that the database and the container exist, that the
-// container is partitioned on the Store's partition key path (/orderId for
-// New) with the default time to live -1 (RequiredDefaultTTL), that the
+// container is partitioned on the Store's partition key path (the one New
+// was given) with the default time to live -1 (RequiredDefaultTTL), that the
 // identity may read and write items, and whether the server honours If-Match
 // ETags and patch conditions. It reads a missing item, reads the container's properties,
 // creates a probe document in a partition of its own (a random id with a
@@ -131,7 +131,7 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 		return res, fmt.Errorf("cosmosstore: check: read container %q in database %q: no properties in the response", res.Container, res.Database)
 	}
 	if paths := cresp.ContainerProperties.PartitionKeyDefinition.Paths; !slices.Equal(paths, []string{s.pkPath}) {
-		return res, fmt.Errorf("cosmosstore: check: container %q in database %q is partitioned on %q, not [%q], so Cosmos DB would refuse every write with 400: set %s to the container the Bicep template creates (partition key %s)",
+		return res, fmt.Errorf("cosmosstore: check: container %q in database %q is partitioned on %q, not [%q] as the Store was built for, so Cosmos DB would refuse every write with 400: set %s to a container partitioned on %s, or build the Store with the container's path",
 			res.Container, res.Database, paths, s.pkPath, SettingContainer, s.pkPath)
 	}
 	res.DefaultTTL = cresp.ContainerProperties.DefaultTimeToLive
@@ -190,7 +190,7 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 
 // ttlError explains a container whose default TTL is ttl, not -1.
 func (s *Store) ttlError(ttl int32) error {
-	what := fmt.Sprintf("Cosmos DB deletes every document without a ttl of its own (orders, events, payment records, leases) %d seconds after its last write, and a late copy of a message would then create its order again", ttl)
+	what := fmt.Sprintf("Cosmos DB deletes every document without a ttl of its own (idempotency markers, outbox events, effect records, leases) %d seconds after its last write, and a late copy of a message would then be processed again", ttl)
 	if ttl <= 0 {
 		what = "Cosmos DB accepts only -1 or a positive number there"
 	}
@@ -200,7 +200,7 @@ func (s *Store) ttlError(ttl int32) error {
 
 // ttlOffError explains a container with time to live off.
 func (s *Store) ttlOffError() error {
-	return fmt.Errorf("cosmosstore: check: container %q in database %q has time to live off (no defaultTtl): Cosmos DB ignores the documents' own ttl, so the inbox markers never expire. %s",
+	return fmt.Errorf("cosmosstore: check: container %q in database %q has time to live off (no defaultTtl): Cosmos DB ignores the documents' own ttl, so documents with a ttl of their own, such as inbox markers, never expire. %s",
 		s.container.ID(), s.database, s.ttlFix())
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
 
@@ -52,7 +53,7 @@ func TestCosmium_Check_MissingDatabaseOrContainer_NamesTheSetting(t *testing.T) 
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, testDatabase, testContainer); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, testDatabase, testContainer, order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -64,7 +65,7 @@ func TestCosmium_Check_MissingDatabaseOrContainer_NamesTheSetting(t *testing.T) 
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := cosmosstore.New(c, tt.database, tt.container)
+			s, err := cosmosstore.New(c, tt.database, tt.container, order.PartitionKeyPath)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -188,9 +188,9 @@ func TestCheck_FakeGateway_DefaultTTLMustBeMinusOne(t *testing.T) {
 		wantPass bool
 	}{
 		{name: "-1", field: `"defaultTtl":-1,`, etags: true, wantPass: true, wantTTL: ptr(int32(-1))},
-		{name: "absent: TTL off", etags: true, want: append([]string{"time to live off", "inbox markers never expire"}, fix...)},
+		{name: "absent: TTL off", etags: true, want: append([]string{"time to live off", "ttl of their own", "never expire"}, fix...)},
 		{name: "3600", field: `"defaultTtl":3600,`, etags: true, wantTTL: ptr(int32(3600)),
-			want: append([]string{"defaultTtl) 3600", "orders, events, payment records, leases", "3600 seconds"}, fix...)},
+			want: append([]string{"defaultTtl) 3600", "idempotency markers, outbox events, effect records, leases", "3600 seconds"}, fix...)},
 		{name: "3600 on a server that ignores If-Match", field: `"defaultTtl":3600,`, wantTTL: ptr(int32(3600)), want: fix},
 		// An emulator that ignores If-Match (cosmium) reports no TTL and
 		// applies none: reported, not refused.

@@ -50,7 +50,7 @@ func TestNewClientFromConnectionString(t *testing.T) {
 }
 
 func TestNew_Arguments(t *testing.T) {
-	if _, err := cosmosstore.New(nil, "db", "c"); err == nil {
+	if _, err := cosmosstore.New(nil, "db", "c", "/tenantId"); err == nil {
 		t.Error("New(nil, ...) succeeded")
 	}
 	c, err := cosmosstore.NewClientWithKey("http://127.0.0.1:8081/", cosmiumtest.Key, nil)
@@ -59,11 +59,58 @@ func TestNew_Arguments(t *testing.T) {
 	}
 	defer c.Close()
 	for _, names := range [][2]string{{"", "c"}, {"db", ""}} {
-		if _, err := cosmosstore.New(c, names[0], names[1]); err == nil {
-			t.Errorf("New(c, %q, %q) succeeded", names[0], names[1])
+		if _, err := cosmosstore.New(c, names[0], names[1], "/tenantId"); err == nil {
+			t.Errorf("New(c, %q, %q, ...) succeeded", names[0], names[1])
 		}
 	}
 	if _, err := cosmosstore.NewClient("https://acct.documents.azure.com:443/", nil, nil); err == nil {
 		t.Error("NewClient without a credential succeeded")
+	}
+}
+
+// The partition key path is required and must be one top-level field: the
+// store writes its name into ReadPartition's query and Check's probe.
+func TestNew_PartitionKeyPath(t *testing.T) {
+	c, err := cosmosstore.NewClientWithKey("http://127.0.0.1:8081/", cosmiumtest.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tests := []struct {
+		path string
+		want string // a part of the error; empty: accepted
+	}{
+		{path: "/tenantId"},
+		{path: "/pk"},
+		{path: "/a1"},
+		{path: "", want: "no partition key path"},
+		{path: "/", want: `"/"`},
+		{path: "tenantId", want: `"tenantId"`},
+		{path: "/a/b", want: `"/a/b"`},
+		{path: "/tenant-id", want: `"/tenant-id"`},
+		{path: "/1a", want: `"/1a"`},
+		{path: "/a b", want: `"/a b"`},
+		{path: "/a') OR true --", want: "top-level field"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			s, err := cosmosstore.New(c, "db", "c", tt.path)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("New(%q) = %v", tt.path, err)
+				}
+				if got := s.PartitionKeyPath(); got != tt.path {
+					t.Errorf("PartitionKeyPath() = %q, want %q", got, tt.path)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New(%q) = %v, want an error containing %q", tt.path, err, tt.want)
+			}
+			err = cosmosstore.CreateDatabaseAndContainer(t.Context(), c, "db", "c", tt.path)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("CreateDatabaseAndContainer(%q) = %v, want an error containing %q before any request", tt.path, err, tt.want)
+			}
+		})
 	}
 }

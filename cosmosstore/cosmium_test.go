@@ -35,10 +35,10 @@ func cosmiumStore(t *testing.T) (*cosmosstore.Store, *azcosmos.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, testDatabase, testContainer); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, testDatabase, testContainer, order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
-	s, err := cosmosstore.New(c, testDatabase, testContainer)
+	s, err := cosmosstore.New(c, testDatabase, testContainer, order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestCosmium_CreateDatabaseAndContainer_Idempotent(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	for i := range 2 { // idempotent
-		if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, testDatabase, testContainer); err != nil {
+		if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, testDatabase, testContainer, order.PartitionKeyPath); err != nil {
 			t.Fatalf("call %d: CreateDatabaseAndContainer = %v", i+1, err)
 		}
 	}
@@ -229,8 +229,8 @@ func TestCosmium_CreateDatabaseAndContainer_Idempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := resp.ContainerProperties
-	if got := p.PartitionKeyDefinition.Paths; len(got) != 1 || got[0] != cosmosstore.PartitionKeyPath {
-		t.Errorf("partition key paths = %q, want [%q]", got, cosmosstore.PartitionKeyPath)
+	if got := p.PartitionKeyDefinition.Paths; len(got) != 1 || got[0] != order.PartitionKeyPath {
+		t.Errorf("partition key paths = %q, want [%q]", got, order.PartitionKeyPath)
 	}
 	// Cosmium v0.1.20 ignores TTL and does not echo DefaultTimeToLive:
 	// TestCreateDatabaseAndContainer_FakeGateway_* checks what is sent.
@@ -256,7 +256,7 @@ func TestCosmium_CreateDatabaseAndContainer_RejectsOtherPartitionKey(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = cosmosstore.CreateDatabaseAndContainer(t.Context(), c, testDatabase, testContainer)
+	err = cosmosstore.CreateDatabaseAndContainer(t.Context(), c, testDatabase, testContainer, order.PartitionKeyPath)
 	if err == nil {
 		t.Fatal("CreateDatabaseAndContainer accepted a container partitioned by /customerId")
 	}
@@ -273,7 +273,7 @@ func TestCosmium_MissingContainer_IsPermanent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	s, err := cosmosstore.New(c, "no-such-db", "no-such-container")
+	s, err := cosmosstore.New(c, "no-such-db", "no-such-container", order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,10 +393,10 @@ func benchStore(b *testing.B) *cosmosstore.Store {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
-	if err := cosmosstore.CreateDatabaseAndContainer(b.Context(), c, testDatabase, testContainer); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(b.Context(), c, testDatabase, testContainer, order.PartitionKeyPath); err != nil {
 		b.Fatal(err)
 	}
-	s, err := cosmosstore.New(c, testDatabase, testContainer)
+	s, err := cosmosstore.New(c, testDatabase, testContainer, order.PartitionKeyPath)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,16 +29,15 @@ type Error struct {
 	// "check", "read container" and "ping".
 	Op string
 	// PartitionKey is the partition key value of every document the call
-	// addressed (an order's id, for the order example; for Check's "read
-	// container", the container).
+	// addressed (for Check's "read container", the container; for a change
+	// feed read, the feed range).
 	PartitionKey string
 	// ID is the document a single-document call (read document, replace
 	// document) addressed; empty for the other calls.
 	ID string
 	// Index is the transactional batch operation that failed, its position
-	// in the batch (for an order's batch 0 is the order document, 1 the
-	// OrderAccepted event), or -1 when the failure was not reported by one
-	// operation.
+	// in the batch (the position in the docs given to CreateBatch), or -1
+	// when the failure was not reported by one operation.
 	Index      int
 	StatusCode int    // HTTP status code of the failed operation or request; 0 when no response arrived
 	SubStatus  int    // Cosmos DB sub-status code (x-ms-substatus), or 0
@@ -125,12 +124,13 @@ const subStatusReadSessionNotAvailable = 1002
 //
 // A 400 is the request's content: the documents and ids the store sends come
 // from the message (an id Cosmos DB does not accept, two operations on one
-// id, a document whose orderId is not the batch's partition key value, a
-// "ttl" that is not -1 or a positive integer, more than 100 operations), and
-// the store sends no other input that could be malformed. A 413 is a
-// document or a batch over 2 MB. Both match idempotent.ErrRejected. A container
-// partitioned on another path than /orderId also answers every write with
-// 400 (sub-status 1001); Store.Check refuses such a container at start.
+// id, a document whose partition key field does not hold the batch's
+// partition key value, a "ttl" that is not -1 or a positive integer, more
+// than 100 operations), and the store sends no other input that could be
+// malformed. A 413 is a document or a batch over 2 MB. Both match
+// idempotent.ErrRejected. A container partitioned on another path than the
+// Store's also answers every write with 400 (sub-status 1001); Store.Check
+// refuses such a container at start.
 func kindOf(status, subStatus int, oneDocument bool) error {
 	switch status {
 	case http.StatusConflict:
@@ -163,13 +163,13 @@ func addressesOneDocument(op string) bool {
 }
 
 // classify turns an error from the azcosmos SDK into an *Error.
-func classify(op, orderID string, err error) error {
-	return classifyDocument(op, orderID, "", err)
+func classify(op, pk string, err error) error {
+	return classifyDocument(op, pk, "", err)
 }
 
 // classifyDocument is classify for a call that addressed document id.
-func classifyDocument(op, orderID, id string, err error) error {
-	e := &Error{Op: op, PartitionKey: orderID, ID: id, Index: -1, Err: err}
+func classifyDocument(op, pk, id string, err error) error {
+	e := &Error{Op: op, PartitionKey: pk, ID: id, Index: -1, Err: err}
 	var re *azcore.ResponseError
 	switch {
 	case errors.As(err, &re):
@@ -230,17 +230,17 @@ type batchResult struct {
 // 424, whatever Success says, so a response that claims success for a failed
 // operation is never taken as a commit. (Cosmos DB never sends one; cosmium
 // v0.1.20, whose batches are not atomic, does.)
-func interpretBatch(op, orderID string, ops int, r batchResult) error {
+func interpretBatch(op, pk string, ops int, r batchResult) error {
 	fail := func(index, status int) error {
 		var sub int
 		if index < len(r.SubStatuses) {
 			sub = r.SubStatuses[index]
 		}
-		return &Error{Op: op, PartitionKey: orderID, Index: index, StatusCode: status, SubStatus: sub,
+		return &Error{Op: op, PartitionKey: pk, Index: index, StatusCode: status, SubStatus: sub,
 			ActivityID: r.ActivityID, kind: kindOf(status, sub, false)}
 	}
 	if len(r.StatusCodes) != ops {
-		return &Error{Op: op, PartitionKey: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
+		return &Error{Op: op, PartitionKey: pk, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
 			Err: fmt.Errorf("transactional batch of %d operations returned %d results", ops, len(r.StatusCodes))}
 	}
 	for i, status := range r.StatusCodes {
@@ -255,7 +255,7 @@ func interpretBatch(op, orderID string, ops int, r batchResult) error {
 		}
 	}
 	if !r.Success {
-		return &Error{Op: op, PartitionKey: orderID, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
+		return &Error{Op: op, PartitionKey: pk, Index: -1, StatusCode: r.HTTPStatus, ActivityID: r.ActivityID,
 			Err: errors.New("transactional batch was not committed, yet every operation succeeded")}
 	}
 	return nil

@@ -27,7 +27,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	store, err := cosmosstore.New(client, "sales", "orders")
+	store, err := cosmosstore.New(client, "sales", "orders", order.PartitionKeyPath)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -42,6 +42,39 @@ func Example() {
 	fmt.Printf("%.2f RU\n", store.RequestCharge())
 }
 
+// A store serves a container partitioned on one top-level field, here
+// /tenantId: provisioning, the store and its check take the same path, and
+// every document written carries its partition key value in that field.
+func ExampleNew() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := cosmosstore.NewClientWithKey("http://localhost:8081/", "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	const path = "/tenantId"
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "saas", "requests", path); err != nil {
+		log.Fatal(err) // also when "requests" exists on another path
+	}
+	store, err := cosmosstore.New(client, "saas", "requests", path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := store.Check(ctx); err != nil {
+		log.Fatal(err) // names both paths when the container has another
+	}
+	marker := idempotent.Document{ID: "req-1", Body: []byte(`{"id":"req-1","tenantId":"t-1"}`)}
+	if _, err := store.CreateBatch(ctx, "t-1", []idempotent.Document{marker}); err != nil && !errors.Is(err, idempotent.ErrAlreadyExists) {
+		log.Fatal(err)
+	}
+	docs, err := store.ReadPartition(ctx, "t-1") // SELECT * FROM c WHERE c.tenantId = "t-1"
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(docs), "documents of tenant t-1")
+}
+
 // Against an emulator, connect with its connection string and create the
 // database and container first.
 func ExampleCreateDatabaseAndContainer() {
@@ -54,7 +87,7 @@ func ExampleCreateDatabaseAndContainer() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "sales", "orders"); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "sales", "orders", order.PartitionKeyPath); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -68,7 +101,7 @@ func ExampleStore_CreateBatch() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	store, err := cosmosstore.New(client, "sales", "orders")
+	store, err := cosmosstore.New(client, "sales", "orders", order.PartitionKeyPath)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -97,7 +130,7 @@ func ExampleStore_ReplaceDocument() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	store, err := cosmosstore.New(client, "sales", "orders")
+	store, err := cosmosstore.New(client, "sales", "orders", order.PartitionKeyPath)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -144,7 +177,7 @@ func ExampleStore_Check() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	store, err := cosmosstore.New(client, "orders", "orders")
+	store, err := cosmosstore.New(client, "orders", "orders", order.PartitionKeyPath)
 	if err != nil {
 		log.Fatal(err)
 	}

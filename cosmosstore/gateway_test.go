@@ -318,7 +318,7 @@ func storeFor(t *testing.T, endpoint string, o *cosmosstore.ClientOptions) *cosm
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	s, err := cosmosstore.New(c, "orders", "orders")
+	s, err := cosmosstore.New(c, "orders", "orders", order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -629,7 +629,7 @@ func TestCreateDatabaseAndContainer_FakeGateway_SendsPartitionKeyAndTTL_NotFaith
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, "orders", "orders"); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, "orders", "orders", "/tenantId"); err != nil {
 		t.Fatal(err)
 	}
 	g.mu.Lock()
@@ -649,8 +649,8 @@ func TestCreateDatabaseAndContainer_FakeGateway_SendsPartitionKeyAndTTL_NotFaith
 	}
 	pk := got.PartitionKey
 	if got.ID != "orders" || got.DefaultTTL == nil || *got.DefaultTTL != -1 ||
-		pk.Kind != "Hash" || pk.Version != 2 || len(pk.Paths) != 1 || pk.Paths[0] != "/orderId" {
-		t.Errorf("container create body = %s; want id orders, defaultTtl -1, partition key Hash v2 [/orderId]", body)
+		pk.Kind != "Hash" || pk.Version != 2 || len(pk.Paths) != 1 || pk.Paths[0] != "/tenantId" {
+		t.Errorf("container create body = %s; want id orders, defaultTtl -1, partition key Hash v2 [/tenantId], the path it was given", body)
 	}
 }
 
@@ -681,7 +681,7 @@ func TestCreateDatabaseAndContainer_FakeGateway_Errors(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(c.Close)
-			err = cosmosstore.CreateDatabaseAndContainer(t.Context(), c, "orders", "orders")
+			err = cosmosstore.CreateDatabaseAndContainer(t.Context(), c, "orders", "orders", order.PartitionKeyPath)
 			if (err != nil) != tt.wantErr {
 				t.Errorf("CreateDatabaseAndContainer = %v, want error: %v", err, tt.wantErr)
 			}

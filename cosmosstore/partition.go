@@ -13,15 +13,16 @@ const opReadPartition = "read partition"
 
 // ReadPartition returns every document whose partition key value is pk,
 // each a JSON object, in the order the service returns them: a query of
-// that one logical partition, SELECT * FROM c WHERE c.<partition key
-// field> = @pk, a page at a time. The filter repeats the partition key so
-// that an emulator that ignores the query's partition key (cosmium) gives
-// the same answer. The orders container indexes no path, so the query is
-// sent with EnableScanInQuery: it reads the partition's documents, which
-// are few (an order's documents), and uses no index. It reads at the
-// client's priority (ClientOptions.PriorityLevel; orderctl's is Low). It
-// is meant for audits, not for the worker's path, which only reads by id.
-// It is safe for concurrent use.
+// that one logical partition, SELECT * FROM c WHERE c.<field> = @pk, a
+// page at a time, where <field> is the Store's partition key path without
+// its slash (tenantId for "/tenantId"). The filter repeats the partition
+// key so that an emulator that ignores the query's partition key (cosmium)
+// gives the same answer. The query is sent with EnableScanInQuery, so that
+// it works on a container that indexes no path: it reads the partition's
+// documents, which are few (one entity's), and uses no index. It reads at
+// the client's priority (ClientOptions.PriorityLevel; an operator's tool
+// should set Low). It is meant for audits, not for a consumer's path,
+// which only reads by id. It is safe for concurrent use.
 func (s *Store) ReadPartition(ctx context.Context, pk string) ([][]byte, error) {
 	q := fmt.Sprintf("SELECT * FROM c WHERE c.%s = @pk", s.pkPath[1:])
 	o := &azcosmos.QueryOptions{EnableScanInQuery: true, QueryParameters: []azcosmos.QueryParameter{{Name: "@pk", Value: pk}}}

@@ -11,21 +11,30 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 )
 
-// CreateDatabaseAndContainer creates the database and the orders container
-// the Store needs, for the emulators only: in Azure, Bicep creates them, and
-// the worker's data-plane role could not.
+// CreateDatabaseAndContainer creates the database and a container
+// partitioned on partitionKeyPath, as New's Store on them needs, for the
+// emulators only: in Azure, Bicep creates them, and the worker's data-plane
+// role could not. partitionKeyPath is a top-level field, such as
+// "/tenantId", the same New takes.
 //
-// The container gets the partition key path /orderId (Hash, version 2) and a
-// default time to live of -1, which turns per-document TTL on without
-// expiring anything by default. The database gets no provisioned throughput.
+// The container gets the partition key path (Hash, version 2) and a default
+// time to live of -1, which turns per-document TTL on without expiring
+// anything by default. The database gets no provisioned throughput.
 //
-// It is idempotent: a database or container that exists already is left as it
-// is, but an existing container whose partition key path is not /orderId is
-// an error, because the store's documents could not share a partition in it,
-// and so is one that reports a default TTL other than -1 (see
-// RequiredDefaultTTL; one that reports none, such as cosmium's, is left to
-// Store.Check).
-func CreateDatabaseAndContainer(ctx context.Context, c *azcosmos.Client, database, container string) error {
+// It is idempotent: a database or container that exists already is left as
+// it is, but an existing container partitioned on another path is an error
+// naming both paths, because the store's documents could not share a
+// partition in it, and so is one that reports a default TTL other than -1
+// (see RequiredDefaultTTL; one that reports none, such as cosmium's, is left
+// to Store.Check). Concurrent calls for the same names are safe: one creates
+// each resource, the others find it.
+func CreateDatabaseAndContainer(ctx context.Context, c *azcosmos.Client, database, container, partitionKeyPath string) error {
+	if err := checkPartitionKeyPath(partitionKeyPath); err != nil {
+		return err
+	}
+	if c == nil {
+		return errors.New("cosmosstore: CreateDatabaseAndContainer needs a client")
+	}
 	if _, err := c.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: database}, nil); err != nil && !isStatus(err, http.StatusConflict) {
 		return fmt.Errorf("cosmosstore: create database %q: %w", database, err)
 	}
@@ -39,7 +48,7 @@ func CreateDatabaseAndContainer(ctx context.Context, c *azcosmos.Client, databas
 		DefaultTimeToLive: &ttl,
 		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
 			Kind:    azcosmos.PartitionKeyKindHash,
-			Paths:   []string{PartitionKeyPath},
+			Paths:   []string{partitionKeyPath},
 			Version: 2,
 		},
 	}
@@ -62,9 +71,9 @@ func CreateDatabaseAndContainer(ctx context.Context, c *azcosmos.Client, databas
 	if resp.ContainerProperties == nil {
 		return fmt.Errorf("cosmosstore: read container %q in database %q: no properties in the response", container, database)
 	}
-	if paths := resp.ContainerProperties.PartitionKeyDefinition.Paths; !slices.Equal(paths, []string{PartitionKeyPath}) {
+	if paths := resp.ContainerProperties.PartitionKeyDefinition.Paths; !slices.Equal(paths, []string{partitionKeyPath}) {
 		return fmt.Errorf("cosmosstore: container %q in database %q exists with partition key paths %q, want [%q]",
-			container, database, paths, PartitionKeyPath)
+			container, database, paths, partitionKeyPath)
 	}
 	if ttl := resp.ContainerProperties.DefaultTimeToLive; ttl != nil && *ttl != RequiredDefaultTTL {
 		return fmt.Errorf("cosmosstore: container %q in database %q exists with the default time to live (defaultTtl) %d, want %d: set it with az cosmosdb sql container update … --ttl %d (Store.Check refuses it too)",

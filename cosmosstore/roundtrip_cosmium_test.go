@@ -75,10 +75,10 @@ func countedCosmium(t *testing.T) (*cosmosstore.Store, *countingTransport) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, testDatabase, testContainer); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, testDatabase, testContainer, order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
-	s, err := cosmosstore.New(c, testDatabase, testContainer)
+	s, err := cosmosstore.New(c, testDatabase, testContainer, order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}

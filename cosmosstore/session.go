@@ -23,9 +23,9 @@ const headerSessionToken = "x-ms-session-token"
 // next read is sent without a token and is served at the account's
 // consistency alone, which for Session consistency means it may land on a
 // replica that has not yet applied this Store's latest writes to that
-// partition: a lagging read, as from another process. The order example
-// never acts destructively on one read (see order's OrderDocumentMissing),
-// so an eviction costs at most a retry.
+// partition: a lagging read, as from another process. A caller that never
+// acts destructively on one read that finds nothing (it confirms before it
+// dead-letters) pays at most a retry for an eviction.
 const SessionTokenPartitions = 4096
 
 // sessionTokens keeps, per partition key value, the latest session token

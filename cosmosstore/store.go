@@ -17,12 +17,6 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
-// PartitionKeyPath is the partition key path of the orders container that
-// the Bicep template deploys, and the one New expects: every document of an
-// order has the order id in its orderId field. NewWithPartitionKey names
-// another container's.
-const PartitionKeyPath = "/orderId"
-
 // The store calls, as Error.Op names them.
 const (
 	opCreateDocuments = "create documents"
@@ -67,20 +61,19 @@ var (
 	_ idempotent.Patcher       = (*Store)(nil)
 )
 
-// New returns a Store on the container named container in the database named
-// database. It makes no request: a missing database or container shows up as
-// a permanent error of the first call, unless Check is called first.
-func New(c *azcosmos.Client, database, container string) (*Store, error) {
-	return NewWithPartitionKey(c, database, container, PartitionKeyPath)
-}
-
-// NewWithPartitionKey is New for a container partitioned on path, a
-// top-level field such as "/invoiceId": every document the Store writes
-// must carry its partition key value in that field, and Check verifies that
-// the container is partitioned on it.
-func NewWithPartitionKey(c *azcosmos.Client, database, container, path string) (*Store, error) {
-	if len(path) < 2 || path[0] != '/' || !isIdentifier(path[1:]) {
-		return nil, fmt.Errorf("cosmosstore: partition key path %q: want a top-level field, such as %q", path, PartitionKeyPath)
+// New returns a Store on the container named container in the database
+// named database, partitioned on partitionKeyPath: a top-level field such as
+// "/tenantId", which every document the Store writes must carry with its
+// partition key value (the pk argument of each call). ReadPartition queries
+// that field, and Check verifies that the container is partitioned on it. A
+// path that is empty, nested ("/a/b") or not a plain name is an error.
+//
+// New makes no request: a missing database or container, or one partitioned
+// on another path, shows up as a permanent error of the first call, unless
+// Check is called first.
+func New(c *azcosmos.Client, database, container, partitionKeyPath string) (*Store, error) {
+	if err := checkPartitionKeyPath(partitionKeyPath); err != nil {
+		return nil, err
 	}
 	if c == nil {
 		return nil, errors.New("cosmosstore: New needs a client")
@@ -89,9 +82,26 @@ func NewWithPartitionKey(c *azcosmos.Client, database, container, path string) (
 	if err != nil {
 		return nil, fmt.Errorf("cosmosstore: container %q in database %q: %w", container, database, err)
 	}
-	return &Store{client: c, container: cc, database: database, endpoint: c.Endpoint(), pkPath: path,
+	return &Store{client: c, container: cc, database: database, endpoint: c.Endpoint(), pkPath: partitionKeyPath,
 		sessions: newSessionTokens(SessionTokenPartitions)}, nil
 }
+
+// checkPartitionKeyPath refuses a partition key path that is not one
+// top-level field with a plain name: the store writes the field's name into
+// ReadPartition's query and Check's probe document.
+func checkPartitionKeyPath(path string) error {
+	if path == "" {
+		return errors.New("cosmosstore: no partition key path: give the container's, a top-level field such as \"/tenantId\"")
+	}
+	if len(path) < 2 || path[0] != '/' || !isIdentifier(path[1:]) {
+		return fmt.Errorf("cosmosstore: partition key path %q: want a top-level field with a plain name, such as \"/tenantId\"", path)
+	}
+	return nil
+}
+
+// PartitionKeyPath returns the partition key path the Store was built for,
+// such as "/tenantId".
+func (s *Store) PartitionKeyPath() string { return s.pkPath }
 
 // CreateBatch implements idempotent.Store: it creates every document of
 // docs in partition pk in one transactional batch, all of them or none, and
@@ -100,12 +110,18 @@ func NewWithPartitionKey(c *azcosmos.Client, database, container, path string) (
 // conditional replace. If any of them exists it writes nothing and returns
 // an *Error that matches idempotent.ErrAlreadyExists, whose Index is the
 // conflicting document's position in docs. Each document's JSON must carry
-// pk in the container's partition key field (orderId in the orders
-// container); a "ttl" field (seconds) makes Cosmos DB delete the document
-// that long after the write (see Time to live in the package
-// documentation). Cosmos DB limits a batch to 100 operations and 2 MB; an
-// empty docs is an error, as it is for the SDK. Concurrent calls that
-// create the same id are safe: exactly one of them writes.
+// pk in the field the Store's partition key path names (see New); a "ttl"
+// field (seconds) makes Cosmos DB delete the document that long after the
+// write (see Time to live in the package documentation). Cosmos DB limits a
+// batch to 100 operations and 2 MB; an empty docs is an error, as it is for
+// the SDK.
+//
+// Concurrent calls that create the same id are safe: the batch is written
+// at most once, so at most one call returns nil and every other one returns
+// an error. A call whose batch committed may still return a transient error
+// (a timeout, a lost connection after the write), and its retry then
+// returns idempotent.ErrAlreadyExists for its own write: callers decide by
+// reading the document, never by which call returned nil.
 func (s *Store) CreateBatch(ctx context.Context, pk string, docs []idempotent.Document) ([]string, error) {
 	return s.createBatch(ctx, opCreateDocuments, pk, docs)
 }
@@ -256,13 +272,14 @@ func (s *Store) PatchDocument(ctx context.Context, pk, id string, p idempotent.P
 	return string(resp.ETag), nil
 }
 
-// WithoutPatch returns s as an idempotent.DocumentStore without PatchDocument, so
-// that a Processor given it (order.WithDocuments) applies status changes by
-// a read and an ETag-conditioned replace instead of a conditional patch. It
-// is for cosmium: cosmium v0.1.20 applies a patch whatever its condition
-// (api/handlers/documents.go, PatchDocument never reads it), so a stale
-// status change would overwrite a newer one. Cosmos DB and its official
-// emulators evaluate the condition; never use it there.
+// WithoutPatch returns s as an idempotent.DocumentStore without
+// PatchDocument, so that a caller that patches when its store is an
+// idempotent.Patcher applies its conditional changes by a read and an
+// ETag-conditioned replace instead. It is for cosmium: cosmium v0.1.20
+// applies a patch whatever its condition (api/handlers/documents.go,
+// PatchDocument never reads it), so a stale change would overwrite a newer
+// one. Cosmos DB and its official emulators evaluate the condition; never
+// use it there.
 func WithoutPatch(s *Store) idempotent.DocumentStore { return unpatched{s} }
 
 // unpatched hides PatchDocument (see WithoutPatch).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -47,9 +48,21 @@ func Example_azure() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := cosmosstore.New(cosmos, "billing", "invoices") // partitioned on /invoiceId
+	// The invoices container is partitioned on /invoiceId: the store is
+	// built for that path, and Check refuses a container partitioned on
+	// another before the first message.
+	store, err := cosmosstore.New(cosmos, "billing", "invoices", invoice.PartitionKeyPath)
 	if err != nil {
 		log.Fatal(err)
+	}
+	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	res, err := store.Check(checkCtx)
+	cancel()
+	if err != nil {
+		log.Fatal(err) // names the setting to fix, such as COSMOS_CONTAINER
+	}
+	if !res.ETagsHonoured {
+		log.Fatalf("%s ignores If-Match: not a Cosmos DB account", res.Endpoint)
 	}
 
 	// The decision: decode, look up, create, compare. The fact cache and

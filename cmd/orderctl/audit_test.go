@@ -58,10 +58,10 @@ func newAuditEnv(t *testing.T) *auditEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, "orders", "orders"); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), c, "orders", "orders", order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
-	if e.store, err = cosmosstore.New(c, "orders", "orders"); err != nil {
+	if e.store, err = cosmosstore.New(c, "orders", "orders", order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"ord-1", "ord-2", "ord-3"} {

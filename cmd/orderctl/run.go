@@ -11,6 +11,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/startup"
+	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
 // run is the whole program; main supplies the process's context, arguments,
@@ -81,5 +82,5 @@ func openStore(cfg config) (*cosmosstore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer)
+	return cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer, order.PartitionKeyPath)
 }

@@ -39,10 +39,10 @@ func newTopicStack(t *testing.T) *topicStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, cc, "orders", "orders"); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, cc, "orders", "orders", order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
-	store, err := cosmosstore.New(cc, "orders", "orders")
+	store, err := cosmosstore.New(cc, "orders", "orders", order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}

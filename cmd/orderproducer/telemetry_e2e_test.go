@@ -74,10 +74,10 @@ func TestTraceAcrossProducerWorkerStoreAndPayments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "orders", "orders"); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "orders", "orders", order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
-	store, err := cosmosstore.New(client, "orders", "orders")
+	store, err := cosmosstore.New(client, "orders", "orders", order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}

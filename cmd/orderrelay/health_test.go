@@ -76,11 +76,11 @@ func TestRunServesHealthAndExportsMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []string{"orders", "leases"} {
-		if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "orders", c); err != nil {
+		if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "orders", c, order.PartitionKeyPath); err != nil {
 			t.Fatal(err)
 		}
 	}
-	store, err := cosmosstore.New(client, "orders", "orders")
+	store, err := cosmosstore.New(client, "orders", "orders", order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestRunServesHealthAndExportsMetrics(t *testing.T) {
 		t.Error("the health listener is still open after run returned")
 	}
 	// The leases are in their own container, none in the orders container.
-	leases, err := cosmosstore.New(client, "orders", "leases")
+	leases, err := cosmosstore.New(client, "orders", "leases", order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/startup"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
+	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 )
 
@@ -220,13 +221,13 @@ func openStores(cfg config) (orders, leases *cosmosstore.Store, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if orders, err = cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer); err != nil {
+	if orders, err = cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer, order.PartitionKeyPath); err != nil {
 		return nil, nil, err
 	}
 	if cfg.leasesContainer() == cfg.CosmosContainer {
 		return orders, orders, nil
 	}
-	if leases, err = cosmosstore.New(client, cfg.CosmosDatabase, cfg.leasesContainer()); err != nil {
+	if leases, err = cosmosstore.New(client, cfg.CosmosDatabase, cfg.leasesContainer(), order.PartitionKeyPath); err != nil {
 		return nil, nil, fmt.Errorf("COSMOS_LEASES_CONTAINER (-cosmos-leases-container): %w", err)
 	}
 	return orders, leases, nil

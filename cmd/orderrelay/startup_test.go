@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
@@ -26,7 +27,7 @@ func TestRunNamesTheMissingTopic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "orders", "orders"); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, "orders", "orders", order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
 	feed := e2etest.StartFeedProxy(t, cosmium.Endpoint, cosmium.Key, "orders", "orders")

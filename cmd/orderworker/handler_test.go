@@ -16,7 +16,7 @@ func TestHandlerFactCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := cosmosstore.New(client, "orders", "orders")
+	store, err := cosmosstore.New(client, "orders", "orders", order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -279,13 +279,13 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Providers, logger
 		// a fresh emulator has none. Another name must exist, or be asked
 		// for, so that a misspelt one is not a new, empty store.
 		createDatabase := cfg.CosmosCreateDatabase || cfg.CosmosDatabase == defaultCosmosDatabase
-		created, err := cli.CreateCosmosContainer(ctx, client, cfg.CosmosEndpoint, cfg.CosmosDatabase, cfg.CosmosContainer, createDatabase)
+		created, err := cli.CreateCosmosContainer(ctx, client, cfg.CosmosEndpoint, cfg.CosmosDatabase, cfg.CosmosContainer, order.PartitionKeyPath, createDatabase)
 		if err != nil {
 			return nil, fmt.Errorf("COSMOS_CREATE_CONTAINER: %w", err)
 		}
 		logger.Info("the database and container are ready for the emulator", "database", cfg.CosmosDatabase, "container", cfg.CosmosContainer, "created_database", created)
 	}
-	return cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer)
+	return cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer, order.PartitionKeyPath)
 }
 
 // workerTelemetry returns the worker's telemetry options: the zero value,

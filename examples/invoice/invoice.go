@@ -18,8 +18,8 @@
 //
 // The consumer is a worker.Handler as it is: worker.New(receiver,
 // invoice.NewConsumer(store), logger, options) runs it on a Service Bus
-// queue, and cosmosstore.New on a container partitioned on /invoiceId is its
-// store.
+// queue, and cosmosstore.New(client, database, container, PartitionKeyPath),
+// on a container partitioned on /invoiceId, is its store.
 package invoice
 
 import (

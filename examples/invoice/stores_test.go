@@ -62,13 +62,13 @@ func cosmiumStore(t *testing.T) idempotent.Store {
 	if _, err := db.CreateContainer(ctx, props, nil); err != nil {
 		t.Fatalf("create container: %v", err)
 	}
-	// New would expect /orderId, the orders container's path: Check says so.
-	if s, err := cosmosstore.New(c, database, container); err != nil {
+	// A store built for another container's path (the orders'): Check says so.
+	if s, err := cosmosstore.New(c, database, container, "/orderId"); err != nil {
 		t.Fatal(err)
 	} else if _, err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), `not ["/orderId"]`) {
 		t.Errorf("Check of an invoices container on the orders' path = %v, want the partition key path named", err)
 	}
-	s, err := cosmosstore.NewWithPartitionKey(c, database, container, invoice.PartitionKeyPath)
+	s, err := cosmosstore.New(c, database, container, invoice.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}

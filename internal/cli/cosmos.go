@@ -16,7 +16,8 @@ import (
 
 // CreateCosmosContainer is what COSMOS_CREATE_CONTAINER=true does at start
 // on an emulator: it creates container in database when it is missing
-// (cosmosstore.CreateDatabaseAndContainer), partitioned as the store needs.
+// (cosmosstore.CreateDatabaseAndContainer), partitioned on partitionKeyPath
+// as the store needs.
 //
 // It creates a missing database only when createDatabase is true. Without
 // it, a missing database is an error naming COSMOS_DATABASE: most likely
@@ -25,7 +26,7 @@ import (
 // that cannot be reached are errors naming COSMOS_KEY and COSMOS_ENDPOINT,
 // with the status or the network error only, not the SDK's dump of the
 // response (explainCosmos). It reports whether it created the database.
-func CreateCosmosContainer(ctx context.Context, client *azcosmos.Client, endpoint, database, container string, createDatabase bool) (createdDatabase bool, err error) {
+func CreateCosmosContainer(ctx context.Context, client *azcosmos.Client, endpoint, database, container, partitionKeyPath string, createDatabase bool) (createdDatabase bool, err error) {
 	db, err := client.NewDatabase(database)
 	if err != nil {
 		return false, fmt.Errorf("COSMOS_DATABASE (-cosmos-database) %q: %w", database, err)
@@ -43,7 +44,7 @@ func CreateCosmosContainer(ctx context.Context, client *azcosmos.Client, endpoin
 	default:
 		return false, explainCosmos(err, endpoint, "read the database")
 	}
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, database, container); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, database, container, partitionKeyPath); err != nil {
 		return false, explainCosmos(err, endpoint, "create the database and container")
 	}
 	return createdDatabase, nil

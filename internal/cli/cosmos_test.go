@@ -13,6 +13,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
+	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
 
@@ -29,7 +30,7 @@ func TestCreateCosmosContainerOnCosmium(t *testing.T) {
 		t.Fatal(err)
 	}
 	create := func(database string, createDatabase bool) (bool, error) {
-		return cli.CreateCosmosContainer(ctx, client, srv.Endpoint, database, "orders", createDatabase)
+		return cli.CreateCosmosContainer(ctx, client, srv.Endpoint, database, "orders", order.PartitionKeyPath, createDatabase)
 	}
 	_, err = create("ordres", false)
 	for _, want := range []string{`database "ordres" does not exist at COSMOS_ENDPOINT=` + srv.Endpoint, "set COSMOS_DATABASE (-cosmos-database)", "COSMOS_CREATE_DATABASE=true"} {
@@ -46,7 +47,7 @@ func TestCreateCosmosContainerOnCosmium(t *testing.T) {
 	if created, err := create("orders", false); err != nil || created {
 		t.Fatalf("again: created %v, %v; want the database found", created, err)
 	}
-	store, err := cosmosstore.New(client, "orders", "orders")
+	store, err := cosmosstore.New(client, "orders", "orders", order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestCreateCosmosContainerOnCosmium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = cli.CreateCosmosContainer(ctx, wrong, srv.Endpoint, "orders", "orders", false)
+	_, err = cli.CreateCosmosContainer(ctx, wrong, srv.Endpoint, "orders", "orders", order.PartitionKeyPath, false)
 	checkExplained(t, "wrong key", err, []string{"COSMOS_KEY (-cosmos-key)", "COSMOS_ENDPOINT=" + srv.Endpoint, "401 Unauthorized"})
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) || re.StatusCode != http.StatusUnauthorized {
@@ -75,7 +76,7 @@ func TestCreateCosmosContainerOnCosmium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = cli.CreateCosmosContainer(ctx, unreachable, closed, "orders", "orders", false)
+	_, err = cli.CreateCosmosContainer(ctx, unreachable, closed, "orders", "orders", order.PartitionKeyPath, false)
 	checkExplained(t, "closed port", err, []string{"cannot reach Cosmos DB at COSMOS_ENDPOINT=" + closed, "connection refused"})
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
+	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/order/audit"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
@@ -38,14 +39,14 @@ func cosmiumStores(t *testing.T) func(t *testing.T) (store, audit.Feed) {
 			t.Fatal(err)
 		}
 		t.Cleanup(proxied.Close)
-		if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), direct, "orders", coll); err != nil {
+		if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), direct, "orders", coll, order.PartitionKeyPath); err != nil {
 			t.Fatal(err)
 		}
-		s, err := cosmosstore.New(direct, "orders", coll)
+		s, err := cosmosstore.New(direct, "orders", coll, order.PartitionKeyPath)
 		if err != nil {
 			t.Fatal(err)
 		}
-		feed, err := cosmosstore.New(proxied, "orders", coll)
+		feed, err := cosmosstore.New(proxied, "orders", coll, order.PartitionKeyPath)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -71,14 +71,14 @@ func newCosmos(tb testing.TB, srv *cosmiumtest.Server, latency time.Duration) *c
 	tb.Cleanup(client.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, benchDatabase, benchContainer); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, benchDatabase, benchContainer, order.PartitionKeyPath); err != nil {
 		tb.Fatal(err)
 	}
 	c.client = client
 	if c.container, err = client.NewContainer(benchDatabase, benchContainer); err != nil {
 		tb.Fatal(err)
 	}
-	if c.store, err = cosmosstore.New(client, benchDatabase, benchContainer); err != nil {
+	if c.store, err = cosmosstore.New(client, benchDatabase, benchContainer, order.PartitionKeyPath); err != nil {
 		tb.Fatal(err)
 	}
 	c.proc = newProcessor(c.store)

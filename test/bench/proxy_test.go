@@ -49,11 +49,11 @@ func TestLatencyProxyCarriesEverySDKRequest(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := t.Context()
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, c, "d", "c"); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, c, "d", "c", order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
 	before := p.Requests()
-	s, err := cosmosstore.New(c, "d", "c")
+	s, err := cosmosstore.New(c, "d", "c", order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,10 +187,10 @@ func countedStore(t *testing.T) (*bench.LatencyProxy, *azcosmos.Client, *cosmoss
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), client, benchDatabase, benchContainer); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(t.Context(), client, benchDatabase, benchContainer, order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
-	store, err := cosmosstore.New(client, benchDatabase, benchContainer)
+	store, err := cosmosstore.New(client, benchDatabase, benchContainer, order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,10 +37,10 @@ func TestFeedProxy_ChangeFeedThroughTheSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, c, "orders", "orders"); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, c, "orders", "orders", order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
-	s, err := cosmosstore.New(c, "orders", "orders")
+	s, err := cosmosstore.New(c, "orders", "orders", order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,10 +125,10 @@ func TestFeedProxy_ReadsIncrementally(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, c, "orders", "orders"); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, c, "orders", "orders", order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
-	s, err := cosmosstore.New(c, "orders", "orders")
+	s, err := cosmosstore.New(c, "orders", "orders", order.PartitionKeyPath)
 	if err != nil {
 		t.Fatal(err)
 	}

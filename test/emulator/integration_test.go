@@ -148,7 +148,7 @@ func TestEmulatorPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, e.database, e.container); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, e.database, e.container, order.PartitionKeyPath); err != nil {
 		t.Fatal(err)
 	}
 	cosmos, err := client.NewContainer(e.database, e.container)

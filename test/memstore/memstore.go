@@ -21,11 +21,11 @@
 //
 //   - an id that is empty, contains /, \, ? or #, or is longer than
 //     MaxIDLength characters: 400, on every call that names it;
-//   - a document that is not a JSON object, whose "orderId" (the partition
-//     key path /orderId) is not the request's partition key value (400,
-//     sub-status 1001), or whose "ttl" is not -1 or a whole number of
-//     seconds from 1 to MaxTTL (400; 0, null, fractions and strings
-//     included);
+//   - a document that is not a JSON object, whose partition key field
+//     ("orderId" for New, the field NewWithPartitionKey names) is not the
+//     request's partition key value (400, sub-status 1001), or whose
+//     "ttl" is not -1 or a whole number of seconds from 1 to MaxTTL (400;
+//     0, null, fractions and strings included);
 //   - a document over MaxDocumentBytes with the system properties Cosmos DB
 //     adds: 413;
 //   - a transactional batch with more than MaxBatchOperations operations
@@ -47,9 +47,11 @@
 //
 // # Simplifications
 //
-// The store stands for one container partitioned on /orderId with a default
-// TTL of -1, as the Bicep template creates it (SetDefaultTTL models another
-// default, which Check refuses); other containers are out of scope. Its own
+// The store stands for one container partitioned on one top-level field
+// (/orderId for New, another with NewWithPartitionKey) with a default TTL
+// of -1, as cosmosstore.CreateDatabaseAndContainer and the Bicep template
+// create it (SetDefaultTTL models another default, which Check refuses);
+// other containers are out of scope. Its own
 // reads are strongly consistent: they see every write that returned. The
 // replica-lag mode (SetReplicaLag, with Sessions from NewSession) models
 // Cosmos DB's Session consistency instead, under which a read without the

@@ -69,7 +69,7 @@ func (s *Store) PatchDocument(ctx context.Context, pk, id string, p idempotent.P
 		}
 	}
 	for i, op := range p.Ops {
-		if pr := applyPatchOp(doc, op); pr != nil {
+		if pr := applyPatchOp(doc, s.pkField, op); pr != nil {
 			pr.reason = fmt.Sprintf("operation %d (%s %s): %s", i, op.Op, op.Path, pr.reason)
 			return "", fail(pr)
 		}
@@ -96,13 +96,14 @@ func topLevel(path string) (string, bool) {
 	return f, ok && f != "" && !strings.Contains(f, "/")
 }
 
-// applyPatchOp applies op to doc, or says why Cosmos DB would refuse it.
-func applyPatchOp(doc map[string]any, op idempotent.PatchOp) *problem {
+// applyPatchOp applies op to doc, or says why Cosmos DB would refuse it;
+// pkField is the field the container's partition key path names.
+func applyPatchOp(doc map[string]any, pkField string, op idempotent.PatchOp) *problem {
 	segs := strings.Split(strings.TrimPrefix(op.Path, "/"), "/")
 	if !strings.HasPrefix(op.Path, "/") || slicesContain(segs, "") {
 		return badRequest("the path is not a JSON pointer")
 	}
-	if len(segs) == 1 && (segs[0] == "id" || segs[0] == "orderId") {
+	if len(segs) == 1 && (segs[0] == "id" || segs[0] == pkField) {
 		return badRequest("id and the partition key cannot be patched")
 	}
 	parent := doc

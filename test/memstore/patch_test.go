@@ -74,3 +74,30 @@ func TestPatchDocument(t *testing.T) {
 		t.Error("a 412 does not match idempotent.ErrPreconditionFailed")
 	}
 }
+
+// TestPatchDocument_PartitionKeyOfTheContainer: the field a patch may not
+// change is the one the store's partition key path names, not the orders
+// container's: in a container partitioned on /tenantId, /tenantId is
+// refused and an orderId field is an ordinary field.
+func TestPatchDocument_PartitionKeyOfTheContainer(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.NewWithPartitionKey("tenantId")
+	const body = `{"id":"a","tenantId":"t1","orderId":"o1"}`
+	if _, err := s.CreateBatch(ctx, "t1", []idempotent.Document{{ID: "a", Body: []byte(body)}}); err != nil {
+		t.Fatal(err)
+	}
+	set := func(path string, v any) idempotent.Patch {
+		return idempotent.Patch{Ops: []idempotent.PatchOp{{Op: idempotent.PatchSet, Path: path, Value: v}}}
+	}
+	var se *memstore.StatusError
+	if _, err := s.PatchDocument(ctx, "t1", "a", set("/tenantId", "t2")); !errors.As(err, &se) || se.StatusCode != http.StatusBadRequest {
+		t.Errorf("patch of the partition key /tenantId = %v, want a 400", err)
+	}
+	if _, err := s.PatchDocument(ctx, "t1", "a", set("/orderId", "o2")); err != nil {
+		t.Fatalf("patch of an ordinary field /orderId = %v", err)
+	}
+	got, _ := s.Get("t1", "a")
+	if want := `{"id":"a","orderId":"o2","tenantId":"t1"}`; string(got.Body) != want {
+		t.Errorf("patched body = %s, want %s", got.Body, want)
+	}
+}

@@ -390,10 +390,10 @@ func (e *e2eEnv) store(tb testing.TB, ctx context.Context) *cosmosstore.Store {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, e2eDatabase, e2eContainer); err != nil {
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, e2eDatabase, e2eContainer, order.PartitionKeyPath); err != nil {
 		tb.Fatal(err)
 	}
-	s, err := cosmosstore.New(client, e2eDatabase, e2eContainer)
+	s, err := cosmosstore.New(client, e2eDatabase, e2eContainer, order.PartitionKeyPath)
 	if err != nil {
 		tb.Fatal(err)
 	}
