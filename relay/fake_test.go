@@ -205,6 +205,20 @@ func (f *fixture) addOrders(n int) {
 	}
 }
 
+// orderEvents is the order example's outbox shape, as cmd/orderrelay passes
+// it.
+var orderEvents = relay.EventFormat{TypeField: order.OutboxTypeField, TypeValue: order.OutboxTypeValue, IDField: order.OutboxIDField,
+	SubjectField: order.OutboxSubjectField, PartitionKeyField: order.OutboxPartitionKeyField, TimeField: order.OutboxTimeField}
+
+// ordersOptions returns o set for the order example's container, as
+// cmd/orderrelay sets it: its events, and lease documents partitioned on
+// /orderId beside the orders.
+func ordersOptions(o relay.Options) relay.Options {
+	o.Events = orderEvents
+	o.LeasePartitionKeyPath = order.OutboxLeasePartitionKeyPath
+	return o
+}
+
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func (f *fixture) relay(owner string, now func() time.Time, mod func(*relay.Options)) *relay.Relay {
@@ -214,7 +228,7 @@ func (f *fixture) relay(owner string, now func() time.Time, mod func(*relay.Opti
 	if mod != nil {
 		mod(&o)
 	}
-	r, err := relay.New(f.feed, f.store, f.topic, o)
+	r, err := relay.New(f.feed, f.store, f.topic, ordersOptions(o))
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func benchOutbox(b *testing.B, fixed bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := relay.New(feed, store, topicSender{tp}, relay.Options{Name: "orderrelay", Owner: "bench", Logger: discard()})
+	r, err := relay.New(feed, store, topicSender{tp}, ordersOptions(relay.Options{Name: "orderrelay", Owner: "bench", Logger: discard()}))
 	if err != nil {
 		b.Fatal(err)
 	}
