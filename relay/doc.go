@@ -19,25 +19,12 @@
 //	}
 //	return r.Run(ctx) // until ctx ends; then it releases its leases
 //
+// The events flow so:
+//
 //	container ──change feed──▶ Relay ──MessageBatch──▶ topic ──▶ subscriptions ──▶ inbox consumers
 //	 (write + event, one batch)  │ lease + checkpoint per feed range
 //	                             ▼
 //	                      lease documents (idempotent.DocumentStore, ETag-guarded)
-//
-// # Which documents are events
-//
-// An EventFormat names, by exact top-level field names, the field and value
-// that mark a document as an event and the fields of its id, its subject,
-// its partition key value and its time. Its zero value reads a generic
-// shape ({"id", "type": "event", "eventType", "occurredAt"}), so a domain
-// that writes that shape sets nothing, and one whose documents use other
-// names passes them (ExampleEventFormat). The seam is a
-// description, not a function from document to message, because the
-// relay's guarantees hang on what it derives: MessageId = the event id,
-// which duplicate detection and the inbox markers key on, a body without
-// the store's system properties, and the accounting of what it skips or
-// cannot publish. Kept in the relay, those rules are written and tested
-// once; a user states field names and cannot break them.
 //
 // # Delivery contract
 //
@@ -53,9 +40,9 @@
 // consumer's business write) make it a duplicate. Documents that are not
 // events (the business documents, inbox markers, the relay's own lease
 // documents) are skipped and counted in Stats.Skipped. An event the relay
-// cannot publish at all (no id, an id over MaxMessageIDLength characters,
+// cannot publish at all (no id, an id over [MaxMessageIDLength] characters,
 // no subject, a message larger than the topic accepts) is logged at error
-// and counted in Stats.Unpublishable, not retried for ever: no retry could
+// and counted in [Stats].Unpublishable, not retried for ever: no retry could
 // send it.
 //
 // Nothing depends on the order of the feed across partition keys, which
@@ -66,7 +53,7 @@
 //
 // # Leases and checkpoints
 //
-// Each feed range has a lease document, id LeaseID(name, range), that
+// Each feed range has a lease document, id [LeaseID](name, range), that
 // records its owner, when the ownership expires and the continuation up to
 // which the range was published. A relay instance acquires a range whose
 // lease is free or expired with a create or an ETag-conditioned replace,
@@ -82,11 +69,26 @@
 // is safe only with a single instance.
 //
 // The list of feed ranges is fixed the first time a relay of a given name
-// runs, in a manifest document (ManifestID(name)), and never read again:
+// runs, in a manifest document ([ManifestID](name)), and never read again:
 // after a partition split Cosmos DB serves a parent feed range's changes
 // through the SDK's continuation of its children, so the same leases keep
 // covering the container, where re-reading the ranges would start new
 // leases from the beginning and republish everything.
+//
+// # Which documents are events
+//
+// An [EventFormat] names, by exact top-level field names, the field and value
+// that mark a document as an event and the fields of its id, its subject,
+// its partition key value and its time. Its zero value reads a generic
+// shape ({"id", "type": "event", "eventType", "occurredAt"}), so a domain
+// that writes that shape sets nothing, and one whose documents use other
+// names passes them (see the EventFormat example). The seam is a
+// description, not a function from document to message, because the
+// relay's guarantees hang on what it derives: MessageId = the event id,
+// which duplicate detection and the inbox markers key on, a body without
+// the store's system properties, and the accounting of what it skips or
+// cannot publish. Kept in the relay, those rules are written and tested
+// once; a user states field names and cannot break them.
 //
 // # Where the lease documents live
 //
@@ -94,15 +96,15 @@
 // the relay only reads the events' container, and no lease write appears in
 // the feed it reads), or the events' container itself (emulators, one
 // identity). A lease document's partition key value is its id,
-// "lease:<name>:<range>"; Options.LeasePartitionKeyPath names the field
+// "lease:<name>:<range>"; [Options].LeasePartitionKeyPath names the field
 // that carries it: /id by default, the path of a leases container of the
 // relay's own, or the shared container's path, such as /invoiceId. The id
 // contains ':', so in a shared container a lease never falls in a business
 // partition as long as the business partition key values refuse ':': a
-// consumer that reads only by its own keys never sees a lease. Lease writes in a shared container appear in its
-// change feed; the relay skips them, and it writes a lease only to publish
-// progress (after a page that held events), to renew or to release, so its
-// own writes never keep it busy.
+// consumer that reads only by its own keys never sees a lease. Lease writes
+// in a shared container appear in its change feed; the relay skips them,
+// and it writes a lease only to publish progress (after a page that held
+// events), to renew or to release, so its own writes never keep it busy.
 //
 // # Polling
 //

@@ -20,8 +20,8 @@ type Hooks struct {
 	// when the page was not full (the relay has read to the end of the feed
 	// as it stands, and publishes it now), else the age of the newest
 	// change in the full page (by its _ts, or its Options.Events.TimeField
-	// when the store sets no _ts): the backlog is at least that old. A full page
-	// whose documents carry neither time is not reported.
+	// when the store sets no _ts): the backlog is at least that old. A
+	// full page whose documents carry neither time is not reported.
 	Read func(feedRange string, lag time.Duration)
 	// Acquired is called when this instance acquires the lease of a feed
 	// range. previousOwner is the instance that held it last: "" for a
