@@ -108,7 +108,12 @@ func Example_orders() {
 	store := memstore.New() // partitioned on /orderId
 	o := order.Order{OrderID: "ord-1", CustomerID: "cust-1", Currency: "EUR",
 		Lines: []order.Line{{SKU: "SKU-1", Quantity: 1, UnitPriceMinor: 1000}}, TotalMinor: 1000, PlacedAt: time.Now()}
-	if _, err := order.WriteOrder(ctx, store, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())); err != nil {
+	w := order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()) // the order and its OrderAccepted event
+	docs, err := w.Documents()
+	if err != nil {
+		panic(err)
+	}
+	if _, err := store.CreateBatch(ctx, w.PartitionKey(), docs); err != nil { // in one transactional batch
 		panic(err)
 	}
 	r, err := relay.New(store.ChangeFeed(memstore.ChangeFeedOptions{}), store, printer{}, relay.Options{

@@ -194,7 +194,7 @@ func (f *fixture) addOrders(n int) {
 		id := fmt.Sprintf("ord-%04d", len(f.orders))
 		o := order.Order{OrderID: id, CustomerID: "cust-1", Currency: "EUR",
 			Lines: []order.Line{{SKU: "SKU-1", Quantity: 1, UnitPriceMinor: 500}}, TotalMinor: 500, PlacedAt: f.clock.Now()}
-		if _, err := order.WriteOrder(ctx, f.store, order.NewWrite(o, id, o.RequestHash(), f.clock.Now())); err != nil {
+		if err := writeOrder(ctx, f.store, o, f.clock.Now()); err != nil {
 			f.t.Fatal(err)
 		}
 		marker, _ := json.Marshal(order.InboxMarker{ID: order.InboxMarkerID("loyalty", id), OrderID: id, Type: order.TypeInboxMarker, TTL: -1})
@@ -217,6 +217,19 @@ func ordersOptions(o relay.Options) relay.Options {
 	o.Events = orderEvents
 	o.LeasePartitionKeyPath = order.OutboxLeasePartitionKeyPath
 	return o
+}
+
+// writeOrder writes an accepted order's documents as the order example
+// does: the order and its OrderAccepted event in one transactional batch.
+// The relay sees only the documents, so the test writes them itself.
+func writeOrder(ctx context.Context, s idempotent.Store, o order.Order, now time.Time) error {
+	w := order.NewWrite(o, o.OrderID, o.RequestHash(), now)
+	docs, err := w.Documents()
+	if err != nil {
+		return err
+	}
+	_, err = s.CreateBatch(ctx, w.PartitionKey(), docs)
+	return err
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

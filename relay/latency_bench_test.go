@@ -147,7 +147,7 @@ func benchOutbox(b *testing.B, fixed bool) {
 		mu.Lock()
 		created[id] = time.Now()
 		mu.Unlock()
-		if _, err := order.WriteOrder(ctx, store, order.NewWrite(o, id, o.RequestHash(), time.Now().UTC())); err != nil {
+		if err := writeOrder(ctx, store, o, time.Now().UTC()); err != nil {
 			b.Fatal(err)
 		}
 	}
