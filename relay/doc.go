@@ -1,75 +1,110 @@
-// Package relay publishes the transactional outbox: it reads the change feed
-// of the orders container and sends every outbox event document (type
-// "event", such as the OrderAccepted event that idempotent.Store.CreateOrder
-// writes in the same transactional batch as its order) to a Service Bus
-// topic, where each subscription's inbox consumer processes it once.
+// Package relay is the outbox publisher: it reads the change feed of a
+// container and sends every outbox event document, written in the same
+// transactional batch as the business write it announces, to a Service Bus
+// topic, where each subscription's consumer processes it once.
 //
-//	orders container ──change feed──▶ Relay ──MessageBatch──▶ topic ──▶ subscriptions ──▶ inbox consumers
-//	 (order + event, one batch)        │ lease + checkpoint per feed range
-//	                                   ▼
-//	                            lease documents (idempotent.DocumentStore, ETag-guarded)
+// Wire it with the container's change feed, a store for its lease documents,
+// a sender on the topic and the shape of the events:
+//
+//	store, _ := cosmosstore.NewWithPartitionKey(client, "db", "invoices", "/invoiceId")
+//	sender, _ := sbClient.NewSender("invoice-events", nil) // duplicate detection on
+//	r, err := relay.New(store.ChangeFeed(), store, relay.NewServiceBusSender(sender), relay.Options{
+//		Name:                  "invoicerelay", // shared by every instance
+//		Events:                relay.EventFormat{PartitionKeyField: "invoiceId"},
+//		LeasePartitionKeyPath: "/invoiceId", // the leases share the container
+//		Logger:                logger,
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	return r.Run(ctx) // until ctx ends; then it releases its leases
+//
+// The events flow so:
+//
+//	container ──change feed──▶ Relay ──MessageBatch──▶ topic ──▶ subscriptions ──▶ inbox consumers
+//	 (write + event, one batch)  │ lease + checkpoint per feed range
+//	                             ▼
+//	                      lease documents (idempotent.DocumentStore, ETag-guarded)
 //
 // # Delivery contract
 //
-// At least once, never lost. Each message has MessageId = the event id
-// (order.EventID), Subject = the event type and the event document, without
-// Cosmos DB's system properties, as its JSON body. The relay publishes a page
-// of changes before it checkpoints the page's continuation, so a crash
-// between the two republishes the page and loses nothing. A republish inside
-// the topic's duplicate-detection window is dropped by Service Bus (detection
-// applies at the topic, before the fan-out); a later one reaches the
-// subscribers again, whose inbox markers (order.InboxConsumer) make it a
-// duplicate. Documents that are not events (orders, payment records, inbox
-// markers, the relay's own lease documents) are skipped. An event the relay
-// cannot publish at all (no id, an id over 128 characters, no event type, a
-// message larger than the topic accepts) is logged at error and counted in
-// Stats.Unpublishable, not retried for ever: no retry could send it.
+// At least once, never lost. Each message has MessageId = the event id,
+// Subject = the event's subject field and the event document, without
+// Cosmos DB's system properties, as its JSON body. The relay publishes a
+// page of changes before it checkpoints the page's continuation, so a crash
+// between the two republishes the page and loses nothing. A republish
+// inside the topic's duplicate-detection window (MessageId = the event id)
+// is dropped by Service Bus (detection applies at the topic, before the
+// fan-out); a later one reaches the subscribers again, whose inbox markers
+// (a per-consumer marker keyed by the MessageId, written with the
+// consumer's business write) make it a duplicate. Documents that are not
+// events (the business documents, inbox markers, the relay's own lease
+// documents) are skipped and counted in Stats.Skipped. An event the relay
+// cannot publish at all (no id, an id over [MaxMessageIDLength] characters,
+// no subject, a message larger than the topic accepts) is logged at error
+// and counted in [Stats].Unpublishable, not retried for ever: no retry could
+// send it.
 //
 // Nothing depends on the order of the feed across partition keys, which
-// Cosmos DB does not promise: events of one order are published in the
-// order the feed returns them (Cosmos DB orders the changes of one partition
-// key value), events of different orders in any order.
+// Cosmos DB does not promise: the events of one partition key value are
+// published in the order the feed returns them (Cosmos DB orders the
+// changes of one partition key value), events of different values in any
+// order.
 //
 // # Leases and checkpoints
 //
-// Each feed range has a lease document, id LeaseID(name, range), that
+// Each feed range has a lease document, id [LeaseID](name, range), that
 // records its owner, when the ownership expires and the continuation up to
 // which the range was published. A relay instance acquires a range whose
 // lease is free or expired with a create or an ETag-conditioned replace,
 // renews it every LeaseDuration/3, checkpoints with an ETag-conditioned
 // replace and releases it at shutdown. Of two instances only one write on
 // an ETag succeeds, so two instances never both hold a range's lease: a
-// stale owner (one that paused past its expiry while another took over)
-// has its next renewal or checkpoint rejected with 412 and drops the range;
-// what it published meanwhile is a duplicate, which the topic and the
-// inboxes absorb. The clock only decides when a lease may be taken over; the
-// ETag, not the clock, fences the checkpoint. A store that ignores If-Match
-// (cosmium) cannot fence: the relay logs that once and runs, which is safe
-// only with a single instance.
+// stale owner (one that paused past its expiry while another reclaimed the
+// lease) has its next renewal or checkpoint rejected with 412 and drops the
+// range; what it published meanwhile is a duplicate, which the topic and
+// the inboxes absorb. The clock only decides when a lease may be reclaimed;
+// the ETag, not the clock, fences the checkpoint. A store that ignores
+// If-Match (cosmium) cannot fence: the relay logs that once and runs, which
+// is safe only with a single instance.
 //
 // The list of feed ranges is fixed the first time a relay of a given name
-// runs, in a manifest document (ManifestID(name)), and never read again:
+// runs, in a manifest document ([ManifestID](name)), and never read again:
 // after a partition split Cosmos DB serves a parent feed range's changes
 // through the SDK's continuation of its children, so the same leases keep
 // covering the container, where re-reading the ranges would start new
 // leases from the beginning and republish everything.
 //
+// # Which documents are events
+//
+// An [EventFormat] names, by exact top-level field names, the field and value
+// that mark a document as an event and the fields of its id, its subject,
+// its partition key value and its time. Its zero value reads a generic
+// shape ({"id", "type": "event", "eventType", "occurredAt"}), so a domain
+// that writes that shape sets nothing, and one whose documents use other
+// names passes them (see the EventFormat example). The seam is a
+// description, not a function from document to message, because the
+// relay's guarantees hang on what it derives: MessageId = the event id,
+// which duplicate detection and the inbox markers key on, a body without
+// the store's system properties, and the accounting of what it skips or
+// cannot publish. Kept in the relay, those rules are written and tested
+// once; a user states field names and cannot break them.
+//
 // # Where the lease documents live
 //
-// In any idempotent.DocumentStore. cmd/orderrelay keeps them in the
-// container COSMOS_LEASES_CONTAINER names (in Azure a leases container of
-// their own, so that the relay only reads the orders container), or, when
-// that is empty (emulators), in the orders container itself. A lease
-// document's partition key
-// value is its id, "lease:<name>:<range>", which contains ':' and so is never
-// an order id (order.ValidateOrderID refuses ':'): no order's partition
-// holds a lease, and the worker, which reads only by order id, never sees
-// one. Lease writes appear in the change feed of the container; the relay
-// skips them, and it writes a lease only to publish progress (after a page
-// that held events), to renew or to release, so its own writes never keep it
-// busy. A separate leases container, as Cosmos DB's change feed processor
-// uses, works the same: pass a store on it (no lease write then appears in
-// the feed the relay reads).
+// In any idempotent.DocumentStore: a leases container of their own (so that
+// the relay only reads the events' container, and no lease write appears in
+// the feed it reads), or the events' container itself (emulators, one
+// identity). A lease document's partition key value is its id,
+// "lease:<name>:<range>"; [Options].LeasePartitionKeyPath names the field
+// that carries it: /id by default, the path of a leases container of the
+// relay's own, or the shared container's path, such as /invoiceId. The id
+// contains ':', so in a shared container a lease never falls in a business
+// partition as long as the business partition key values refuse ':': a
+// consumer that reads only by its own keys never sees a lease. Lease writes
+// in a shared container appear in its change feed; the relay skips them,
+// and it writes a lease only to publish progress (after a page that held
+// events), to renew or to release, so its own writes never keep it busy.
 //
 // # Polling
 //

@@ -194,7 +194,7 @@ func (f *fixture) addOrders(n int) {
 		id := fmt.Sprintf("ord-%04d", len(f.orders))
 		o := order.Order{OrderID: id, CustomerID: "cust-1", Currency: "EUR",
 			Lines: []order.Line{{SKU: "SKU-1", Quantity: 1, UnitPriceMinor: 500}}, TotalMinor: 500, PlacedAt: f.clock.Now()}
-		if _, err := order.WriteOrder(ctx, f.store, order.NewWrite(o, id, o.RequestHash(), f.clock.Now())); err != nil {
+		if err := writeOrder(ctx, f.store, o, f.clock.Now()); err != nil {
 			f.t.Fatal(err)
 		}
 		marker, _ := json.Marshal(order.InboxMarker{ID: order.InboxMarkerID("loyalty", id), OrderID: id, Type: order.TypeInboxMarker, TTL: -1})
@@ -203,6 +203,33 @@ func (f *fixture) addOrders(n int) {
 		}
 		f.orders = append(f.orders, id)
 	}
+}
+
+// orderEvents is the order example's outbox shape, as cmd/orderrelay passes
+// it.
+var orderEvents = relay.EventFormat{TypeField: order.OutboxTypeField, TypeValue: order.OutboxTypeValue, IDField: order.OutboxIDField,
+	SubjectField: order.OutboxSubjectField, PartitionKeyField: order.OutboxPartitionKeyField, TimeField: order.OutboxTimeField}
+
+// ordersOptions returns o set for the order example's container, as
+// cmd/orderrelay sets it: its events, and lease documents partitioned on
+// /orderId beside the orders.
+func ordersOptions(o relay.Options) relay.Options {
+	o.Events = orderEvents
+	o.LeasePartitionKeyPath = order.OutboxLeasePartitionKeyPath
+	return o
+}
+
+// writeOrder writes an accepted order's documents as the order example
+// does: the order and its OrderAccepted event in one transactional batch.
+// The relay sees only the documents, so the test writes them itself.
+func writeOrder(ctx context.Context, s idempotent.Store, o order.Order, now time.Time) error {
+	w := order.NewWrite(o, o.OrderID, o.RequestHash(), now)
+	docs, err := w.Documents()
+	if err != nil {
+		return err
+	}
+	_, err = s.CreateBatch(ctx, w.PartitionKey(), docs)
+	return err
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -214,7 +241,7 @@ func (f *fixture) relay(owner string, now func() time.Time, mod func(*relay.Opti
 	if mod != nil {
 		mod(&o)
 	}
-	r, err := relay.New(f.feed, f.store, f.topic, o)
+	r, err := relay.New(f.feed, f.store, f.topic, ordersOptions(o))
 	if err != nil {
 		f.t.Fatal(err)
 	}

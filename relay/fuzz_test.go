@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
@@ -24,9 +23,11 @@ func (f *onePage) ReadChanges(_ context.Context, _, cont string, _ int) ([][]byt
 	return f.docs, "done", nil
 }
 
-// Whatever a change feed document holds, the relay does not panic, and it
-// publishes exactly the documents of type "event" with a usable id and
-// event type, with that id as MessageId and no system property in the body.
+// Whatever a change feed document holds, the relay with the generic event
+// shape (the zero EventFormat) does not panic, and it publishes exactly the
+// documents of type "event" with a usable id and event type, with that id as
+// MessageId and no system property in the body. Its leases live in a
+// container partitioned on /id, the default.
 func FuzzRelayDecodesChangeFeedDocuments(f *testing.F) {
 	f.Add([]byte(`{"id":"OrderAccepted:o","orderId":"o","type":"event","eventType":"OrderAccepted","_lsn":3}`))
 	f.Add([]byte(`{"id":"o","orderId":"o","type":"order"}`))
@@ -36,7 +37,7 @@ func FuzzRelayDecodesChangeFeedDocuments(f *testing.F) {
 	f.Add([]byte(`{"type":"event","eventType":"","id":"x"}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		tp := &topic{}
-		r, err := relay.New(&onePage{docs: [][]byte{doc}}, memstore.New(), tp,
+		r, err := relay.New(&onePage{docs: [][]byte{doc}}, memstore.NewWithPartitionKey("id"), tp,
 			relay.Options{Name: "fz", Owner: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -52,7 +53,7 @@ func FuzzRelayDecodesChangeFeedDocuments(f *testing.F) {
 			return v
 		}
 		id := str("id")
-		want := isObject && str("type") == order.TypeEvent && id != "" && len(id) <= order.MaxMessageIDLength && str("eventType") != ""
+		want := isObject && str("type") == "event" && id != "" && len(id) <= relay.MaxMessageIDLength && str("eventType") != ""
 		sent, total := tp.sent()
 		if want != (total == 1) || (want && sent[id] != 1) {
 			t.Fatalf("doc %s: sent %v; want published: %v", doc, sent, want)

@@ -19,17 +19,17 @@ type Hooks struct {
 	// instance holds, with how far the relay is behind the feed there: 0
 	// when the page was not full (the relay has read to the end of the feed
 	// as it stands, and publishes it now), else the age of the newest
-	// change in the full page (by its _ts, or an event's occurredAt when the
-	// store sets no _ts): the backlog is at least that old. A full page
-	// whose documents carry neither time is not reported.
+	// change in the full page (by its _ts, or its Options.Events.TimeField
+	// when the store sets no _ts): the backlog is at least that old. A
+	// full page whose documents carry neither time is not reported.
 	Read func(feedRange string, lag time.Duration)
 	// Acquired is called when this instance acquires the lease of a feed
 	// range. previousOwner is the instance that held it last: "" for a
 	// free lease (released at shutdown, or new), this instance's Owner for
-	// its own lease from an earlier run, another name for a takeover of a
-	// lease that expired (its owner crashed or stalled), which takenOver
-	// reports (and Stats.TakenOver counts).
-	Acquired func(feedRange, previousOwner string, takenOver bool)
+	// its own lease from an earlier run, another name for a lease
+	// reclaimed after it expired (its owner crashed or stalled), which
+	// reclaimed reports (and Stats.Reclaimed counts).
+	Acquired func(feedRange, previousOwner string, reclaimed bool)
 	// Lost is called when this instance finds that another holds a lease
 	// it held (counted in Stats.Lost).
 	Lost func(feedRange string)
@@ -54,31 +54,30 @@ type StepReport struct {
 }
 
 // changeTime is the time of a change feed document: its _ts (seconds, set
-// by Cosmos DB) or, failing that, an event's occurredAt.
-func changeTime(doc []byte) (time.Time, bool) {
-	var d struct {
-		TS         int64     `json:"_ts"`
-		OccurredAt time.Time `json:"occurredAt"`
-	}
-	if json.Unmarshal(doc, &d) != nil {
+// by Cosmos DB) or, failing that, its timeField (RFC 3339).
+func changeTime(doc []byte, timeField string) (time.Time, bool) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(doc, &fields) != nil {
 		return time.Time{}, false
 	}
-	switch {
-	case d.TS > 0:
-		return time.Unix(d.TS, 0), true
-	case !d.OccurredAt.IsZero():
-		return d.OccurredAt, true
+	var ts int64
+	if json.Unmarshal(fields["_ts"], &ts) == nil && ts > 0 {
+		return time.Unix(ts, 0), true
+	}
+	var at time.Time
+	if raw, ok := fields[timeField]; ok && json.Unmarshal(raw, &at) == nil && !at.IsZero() {
+		return at, true
 	}
 	return time.Time{}, false
 }
 
 // lag returns how long ago the newest of docs changed, by now; false when
 // none carries a time.
-func lag(docs [][]byte, now time.Time) (time.Duration, bool) {
+func lag(docs [][]byte, timeField string, now time.Time) (time.Duration, bool) {
 	var newest time.Time
 	found := false
 	for _, doc := range docs {
-		if t, ok := changeTime(doc); ok && (!found || t.After(newest)) {
+		if t, ok := changeTime(doc, timeField); ok && (!found || t.After(newest)) {
 			newest, found = t, true
 		}
 	}

@@ -24,9 +24,9 @@ func (h *hookLog) hooks() relay.Hooks {
 	return relay.Hooks{
 		Published: func(fr string, n int) { h.published[fr] += n },
 		Read:      func(fr string, lag time.Duration) { h.lags[fr] = lag },
-		Acquired: func(fr, prev string, takenOver bool) {
+		Acquired: func(fr, prev string, reclaimed bool) {
 			h.acquired[fr] = prev
-			if takenOver {
+			if reclaimed {
 				h.takeovers++
 			}
 		},
@@ -102,7 +102,7 @@ func TestRelay_HooksSeePublishesLagAndTakeovers(t *testing.T) {
 			t.Errorf("b acquired %s from %q, want a takeover from a", fr, prev)
 		}
 	}
-	if st := b.Stats(); st.TakenOver != 2 || st.Acquired != 2 || hb.takeovers != 2 || ha.takeovers != 0 {
+	if st := b.Stats(); st.Reclaimed != 2 || st.Acquired != 2 || hb.takeovers != 2 || ha.takeovers != 0 {
 		t.Errorf("b's stats %+v, want 2 acquired, both taken over", st)
 	}
 
@@ -121,7 +121,7 @@ func TestRelay_HooksSeePublishesLagAndTakeovers(t *testing.T) {
 func TestRelay_HooksSeeAFailedManifest(t *testing.T) {
 	f := newFixture(t, 1)
 	var h hookLog
-	r, err := relay.New(failingFeed{}, f.store, f.topic, relay.Options{Name: "orderrelay", Owner: "a", Logger: discard(), Hooks: h.hooks()})
+	r, err := relay.New(failingFeed{}, f.store, f.topic, ordersOptions(relay.Options{Name: "orderrelay", Owner: "a", Logger: discard(), Hooks: h.hooks()}))
 	if err != nil {
 		t.Fatal(err)
 	}

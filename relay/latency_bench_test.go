@@ -81,7 +81,7 @@ func benchOutbox(b *testing.B, fixed bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := relay.New(feed, store, topicSender{tp}, relay.Options{Name: "orderrelay", Owner: "bench", Logger: discard()})
+	r, err := relay.New(feed, store, topicSender{tp}, ordersOptions(relay.Options{Name: "orderrelay", Owner: "bench", Logger: discard()}))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func benchOutbox(b *testing.B, fixed bool) {
 		mu.Lock()
 		created[id] = time.Now()
 		mu.Unlock()
-		if _, err := order.WriteOrder(ctx, store, order.NewWrite(o, id, o.RequestHash(), time.Now().UTC())); err != nil {
+		if err := writeOrder(ctx, store, o, time.Now().UTC()); err != nil {
 			b.Fatal(err)
 		}
 	}

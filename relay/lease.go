@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
@@ -17,21 +19,21 @@ const (
 )
 
 // LeaseID returns the id of the lease document of a relay's feed range; it
-// is also the document's partition key value. It contains ':', so no order
-// id (see order.ValidateOrderID) can equal it.
+// is also the document's partition key value. It contains ':', so a
+// container shared with documents whose partition key values refuse ':'
+// never holds a lease in one of their partitions.
 func LeaseID(name, feedRange string) string { return "lease:" + name + ":" + feedRange }
 
 // ManifestID returns the id (and partition key value) of the document that
 // fixes a relay's feed ranges.
 func ManifestID(name string) string { return "lease:" + name }
 
-// Lease is the stored form of a feed range's lease. Its orderId field holds
-// the partition key value, its own id, because the container is partitioned
-// on /orderId.
+// Lease is the stored form of a feed range's lease. The stored document
+// also holds its id under the field of Options.LeasePartitionKeyPath, unless
+// that is /id: its partition key value is its id.
 type Lease struct {
-	ID           string    `json:"id"`      // LeaseID(Relay, FeedRange)
-	PartitionKey string    `json:"orderId"` // = ID
-	Type         string    `json:"type"`    // TypeLease
+	ID           string    `json:"id"`   // LeaseID(Relay, FeedRange)
+	Type         string    `json:"type"` // TypeLease
 	Relay        string    `json:"relay"`
 	FeedRange    string    `json:"feedRange"`
 	Owner        string    `json:"owner,omitempty"` // empty: free
@@ -42,13 +44,49 @@ type Lease struct {
 }
 
 // Manifest fixes the feed ranges a relay leases, the first time it runs.
+// Its stored document holds its id as a Lease's does.
 type Manifest struct {
-	ID           string    `json:"id"`      // ManifestID(Relay)
-	PartitionKey string    `json:"orderId"` // = ID
-	Type         string    `json:"type"`    // TypeManifest
-	Relay        string    `json:"relay"`
-	FeedRanges   []string  `json:"feedRanges"`
-	CreatedAt    time.Time `json:"createdAt"`
+	ID         string    `json:"id"`   // ManifestID(Relay)
+	Type       string    `json:"type"` // TypeManifest
+	Relay      string    `json:"relay"`
+	FeedRanges []string  `json:"feedRanges"`
+	CreatedAt  time.Time `json:"createdAt"`
+}
+
+// leaseFields are the fields of the lease and manifest documents, which
+// the partition key field must not be.
+var leaseFields = []string{"type", "relay", "feedRange", "owner", "expiresAt", "continuation", "checkpointedAt", "feedRanges", "createdAt"}
+
+// leaseKeyField returns the top-level field of a leases container's
+// partition key path, or an error naming what is wrong with path.
+func leaseKeyField(path string) (string, error) {
+	field, ok := strings.CutPrefix(path, "/")
+	switch {
+	case !ok || field == "" || strings.ContainsAny(field, "/[]\"") || field[0] == '_':
+		return "", fmt.Errorf("relay: lease partition key path %q: want a top-level field such as %q", path, DefaultLeasePartitionKeyPath)
+	case slices.Contains(leaseFields, field):
+		return "", fmt.Errorf("relay: lease partition key path %q is a field of the lease documents themselves", path)
+	}
+	return field, nil
+}
+
+// document returns the stored body of the lease or manifest v, whose id is
+// id: v's JSON with id also under the leases container's partition key
+// field.
+func (r *Relay) document(id string, v any) ([]byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil || r.leaseKey == "id" {
+		return body, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, err
+	}
+	fields[r.leaseKey], err = json.Marshal(id)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(fields)
 }
 
 // lease is a lease this instance holds.
@@ -99,8 +137,8 @@ func (r *Relay) loadManifest(ctx context.Context) error {
 				return err
 			}
 		}
-		m = Manifest{ID: id, PartitionKey: id, Type: TypeManifest, Relay: r.o.Name, FeedRanges: ranges, CreatedAt: r.o.Now().UTC()}
-		body, err = json.Marshal(m)
+		m = Manifest{ID: id, Type: TypeManifest, Relay: r.o.Name, FeedRanges: ranges, CreatedAt: r.o.Now().UTC()}
+		body, err = r.document(id, m)
 		if err != nil {
 			return err
 		}
@@ -151,8 +189,8 @@ func (r *Relay) readLease(ctx context.Context, fr string) (Lease, string, error)
 		if !errors.Is(err, idempotent.ErrNotFound) {
 			return Lease{}, "", fmt.Errorf("read lease: %w", err)
 		}
-		free := Lease{ID: id, PartitionKey: id, Type: TypeLease, Relay: r.o.Name, FeedRange: fr}
-		body, err = json.Marshal(free)
+		free := Lease{ID: id, Type: TypeLease, Relay: r.o.Name, FeedRange: fr}
+		body, err = r.document(id, free)
 		if err != nil {
 			return Lease{}, "", err
 		}
@@ -194,12 +232,12 @@ func (r *Relay) acquire(ctx context.Context, fr string) (*lease, error) {
 	}
 	l.renewAt = now.Add(r.o.LeaseDuration / 3)
 	r.acquired.Add(1)
-	takenOver := previous != "" && previous != r.o.Owner
-	if takenOver {
-		r.takenOver.Add(1)
+	reclaimed := previous != "" && previous != r.o.Owner
+	if reclaimed {
+		r.reclaimed.Add(1)
 	}
 	if r.o.Hooks.Acquired != nil {
-		r.o.Hooks.Acquired(fr, previous, takenOver)
+		r.o.Hooks.Acquired(fr, previous, reclaimed)
 	}
 	r.log.Info("lease acquired", "feed_range", fr, "previous_owner", previous, "expired_at", doc.ExpiresAt, "continuation_set", doc.Continuation != "")
 	return l, nil
@@ -265,7 +303,7 @@ func (r *Relay) drop(fr, during string) {
 func (r *Relay) write(ctx context.Context, l *lease, change func(*Lease)) error {
 	d := l.doc
 	change(&d)
-	body, err := json.Marshal(d)
+	body, err := r.document(d.ID, d)
 	if err != nil {
 		return err
 	}

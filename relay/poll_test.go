@@ -92,8 +92,8 @@ func startPolling(t *testing.T, ranges int, fixed bool, before func(*fixture)) *
 		before(f)
 	}
 	p := &polling{f: f, feed: &timedFeed{ChangeFeed: f.feed}, topic: &timedTopic{topic: f.topic, first: map[string]time.Time{}}}
-	r, err := relay.New(p.feed, f.store, p.topic, relay.Options{Name: "orderrelay", Owner: "a", LeaseDuration: 30 * time.Second,
-		CallTimeout: time.Second, PageSize: 50, Logger: discard()})
+	r, err := relay.New(p.feed, f.store, p.topic, ordersOptions(relay.Options{Name: "orderrelay", Owner: "a", LeaseDuration: 30 * time.Second,
+		CallTimeout: time.Second, PageSize: 50, Logger: discard()}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,8 +297,8 @@ func TestRun_FailedPollWaits(t *testing.T) {
 		f.addOrders(10)
 		feed := &timedFeed{ChangeFeed: f.feed}
 		tp := &poisonTopic{topic: f.topic, poison: order.EventID(f.orders[5])}
-		r, err := relay.New(feed, f.store, tp, relay.Options{Name: "orderrelay", Owner: "a", CallTimeout: time.Second,
-			MaxBatchMessages: 1, Logger: discard()})
+		r, err := relay.New(feed, f.store, tp, ordersOptions(relay.Options{Name: "orderrelay", Owner: "a", CallTimeout: time.Second,
+			MaxBatchMessages: 1, Logger: discard()}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
-	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
 // ChangeFeed is the change feed of a container, read one feed range at a
@@ -89,6 +87,9 @@ const (
 	DefaultPageSize         = 100
 	DefaultMaxBatchMessages = 100
 	DefaultCallTimeout      = 5 * time.Second
+	// DefaultLeasePartitionKeyPath is the partition key path of a
+	// leases container of the relay's own: the lease's id.
+	DefaultLeasePartitionKeyPath = "/id"
 )
 
 // Options configures a Relay. The zero value of every field but Name means
@@ -123,6 +124,17 @@ type Options struct {
 	// Hooks are called as the relay works, for metrics and health; the
 	// zero value calls nothing.
 	Hooks Hooks
+	// Events says which documents of the feed are events and how one
+	// becomes a message; the zero value reads the generic event shape
+	// (see EventFormat).
+	Events EventFormat
+	// LeasePartitionKeyPath is the partition key path of the container
+	// that holds the lease documents, a top-level field such as "/pk":
+	// every lease document carries its id, which is also its partition
+	// key value, in that field. "" means "/id", the path of a leases
+	// container of the relay's own (as Cosmos DB's change feed processor
+	// uses), where the id is the partition key and no field is added.
+	LeasePartitionKeyPath string
 }
 
 // Stats counts what a Relay did. Published counts every message sent,
@@ -135,7 +147,7 @@ type Stats struct {
 	Checkpoints   int64 // checkpoints written
 	Acquired      int64 // leases acquired
 	Lost          int64 // leases found taken by another instance (412 or another owner)
-	TakenOver     int64 // leases acquired after another instance's expired (of Acquired)
+	Reclaimed     int64 // leases acquired after another instance's expired (of Acquired)
 }
 
 // Relay publishes the outbox events of a change feed to a topic. Make one
@@ -150,11 +162,13 @@ type Relay struct {
 	// page, as earlier versions did; only tests set it, to compare.
 	fixedPoll bool
 
+	leaseKey string // the lease documents' partition key field; "id" adds none
+
 	ranges  []string          // from the manifest; nil until loaded
 	owned   map[string]*lease // feed range -> lease this instance holds
 	unfence bool              // the store returned an empty ETag: leases are not fenced
 
-	published, batches, skipped, unpublishable, checkpoints, acquired, lost, takenOver atomic.Int64
+	published, batches, skipped, unpublishable, checkpoints, acquired, lost, reclaimed atomic.Int64
 }
 
 // New returns a relay reading feed, keeping its leases in leases and
@@ -184,6 +198,10 @@ func New(feed ChangeFeed, leases idempotent.DocumentStore, sender Sender, o Opti
 	if o.Owner == "" {
 		o.Owner = defaultOwner()
 	}
+	o.Events = o.Events.withDefaults()
+	if o.LeasePartitionKeyPath == "" {
+		o.LeasePartitionKeyPath = DefaultLeasePartitionKeyPath
+	}
 	var errs []error
 	if feed == nil || leases == nil || sender == nil {
 		errs = append(errs, errors.New("relay: New needs a change feed, a lease store and a sender"))
@@ -199,11 +217,15 @@ func New(feed ChangeFeed, leases idempotent.DocumentStore, sender Sender, o Opti
 		errs = append(errs, fmt.Errorf("relay: lease duration %v is below 3 call timeouts (%v): a renewal could not finish before the lease expires",
 			o.LeaseDuration, 3*o.CallTimeout))
 	}
+	leaseKey, err := leaseKeyField(o.LeasePartitionKeyPath)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return &Relay{feed: feed, leases: leases, sender: sender, o: o, log: o.Logger.With("relay", o.Name, "owner", o.Owner),
-		owned: make(map[string]*lease)}, nil
+		leaseKey: leaseKey, owned: make(map[string]*lease)}, nil
 }
 
 // defaultOwner is the host name and a random suffix.
@@ -251,7 +273,7 @@ func (r *Relay) Owned() []string {
 // goroutine.
 func (r *Relay) Stats() Stats {
 	return Stats{Published: r.published.Load(), Batches: r.batches.Load(), Skipped: r.skipped.Load(),
-		Unpublishable: r.unpublishable.Load(), Checkpoints: r.checkpoints.Load(), Acquired: r.acquired.Load(), Lost: r.lost.Load(), TakenOver: r.takenOver.Load()}
+		Unpublishable: r.unpublishable.Load(), Checkpoints: r.checkpoints.Load(), Acquired: r.acquired.Load(), Lost: r.lost.Load(), Reclaimed: r.reclaimed.Load()}
 }
 
 // Run publishes until ctx ends, then finishes the page in flight (its
@@ -384,7 +406,7 @@ func (r *Relay) stepRange(ctx context.Context, fr string) (full bool, err error)
 	if r.o.Hooks.Read != nil {
 		if len(docs) < r.o.PageSize {
 			r.o.Hooks.Read(fr, 0)
-		} else if d, ok := lag(docs, r.o.Now()); ok {
+		} else if d, ok := lag(docs, r.o.Events.TimeField, r.o.Now()); ok {
 			r.o.Hooks.Read(fr, d)
 		}
 	}
@@ -417,9 +439,6 @@ func (r *Relay) readChanges(ctx context.Context, fr, continuation string) ([][]b
 	defer cancel()
 	return r.feed.ReadChanges(ctx, fr, continuation, r.o.PageSize)
 }
-
-// eventHead is what the relay reads of a changed document to decide.
-type eventHead struct{ ID, Type, EventType, OrderID string }
 
 // publish sends the events among docs in batches, in the order of docs, and
 // returns how many it sent. On error, some may have been sent.
@@ -477,7 +496,7 @@ func (r *Relay) publish(ctx context.Context, fr string, docs [][]byte) (int, err
 		}
 		if errors.Is(err, azservicebus.ErrMessageTooLarge) {
 			r.unpublishable.Add(1)
-			r.log.Error("event larger than the topic accepts: not published", "feed_range", fr, "order_id", head.OrderID,
+			r.log.Error("event larger than the topic accepts: not published", "feed_range", fr, "partition_key", head.Key,
 				"message_id", head.ID, "bytes", len(m.Body))
 			continue
 		}
@@ -491,51 +510,4 @@ func (r *Relay) publish(ctx context.Context, fr string, docs [][]byte) (int, err
 		}
 	}
 	return sent, flush()
-}
-
-// message returns the message of an event document, or false for a
-// document that is not an event (counted as skipped) or an event that cannot
-// be a message (counted as unpublishable and logged).
-func (r *Relay) message(fr string, doc []byte) (*azservicebus.Message, eventHead, bool) {
-	var head eventHead
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(doc, &fields); err != nil || fields == nil {
-		r.unpublishable.Add(1)
-		r.log.Error("change feed document is not a JSON object: not published", "feed_range", fr)
-		return nil, head, false
-	}
-	// Exact field names: encoding/json would match "Type" or "tYpe" too.
-	str := func(k string) string {
-		var v string
-		_ = json.Unmarshal(fields[k], &v) // absent or not a string: empty, refused below
-		return v
-	}
-	head = eventHead{ID: str("id"), Type: str("type"), EventType: str("eventType"), OrderID: str("orderId")}
-	if head.Type != order.TypeEvent {
-		r.skipped.Add(1)
-		return nil, head, false
-	}
-	if head.ID == "" || len(head.ID) > order.MaxMessageIDLength || head.EventType == "" {
-		r.unpublishable.Add(1)
-		r.log.Error("event without a usable id (1 to 128 characters) or event type: not published", "feed_range", fr,
-			"order_id", head.OrderID, "message_id", head.ID, "event_type", head.EventType)
-		return nil, head, false
-	}
-	for k := range fields {
-		if len(k) > 0 && k[0] == '_' { // Cosmos DB's system properties: _rid, _self, _etag, _attachments, _ts, _lsn
-			delete(fields, k)
-		}
-	}
-	body, err := json.Marshal(fields)
-	if err != nil {
-		r.unpublishable.Add(1)
-		r.log.Error("cannot encode event: not published", "message_id", head.ID, "error", err)
-		return nil, head, false
-	}
-	id, subject, ct := head.ID, head.EventType, "application/json"
-	m := &azservicebus.Message{MessageID: &id, Subject: &subject, ContentType: &ct, Body: body}
-	if head.OrderID != "" {
-		m.ApplicationProperties = map[string]any{"orderId": head.OrderID}
-	}
-	return m, head, true
 }

@@ -52,8 +52,8 @@ func TestServiceBusSender_RealSDKAndTestBroker_RepublishIsDroppedInsideTheWindow
 
 	f := newFixture(t, 2)
 	f.addOrders(30)
-	a, err := relay.New(f.feed, f.store, relay.NewServiceBusSender(sender), relay.Options{Name: "orderrelay", Owner: "a",
-		Now: f.clock.Now, PageSize: 500, MaxBatchMessages: 7, CallTimeout: 5 * time.Second, Logger: discard()})
+	a, err := relay.New(f.feed, f.store, relay.NewServiceBusSender(sender), ordersOptions(relay.Options{Name: "orderrelay", Owner: "a",
+		Now: f.clock.Now, PageSize: 500, MaxBatchMessages: 7, CallTimeout: 5 * time.Second, Logger: discard()}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +66,8 @@ func TestServiceBusSender_RealSDKAndTestBroker_RepublishIsDroppedInsideTheWindow
 	_ = a.Step(ctx)
 	f.store.setFailReplace(nil)
 	f.clock.Advance(time.Minute) // a is gone; b takes over and republishes
-	b, err := relay.New(f.feed, f.store, relay.NewServiceBusSender(sender), relay.Options{Name: "orderrelay", Owner: "b",
-		Now: f.clock.Now, PageSize: 500, MaxBatchMessages: 7, CallTimeout: 5 * time.Second, Logger: discard()})
+	b, err := relay.New(f.feed, f.store, relay.NewServiceBusSender(sender), ordersOptions(relay.Options{Name: "orderrelay", Owner: "b",
+		Now: f.clock.Now, PageSize: 500, MaxBatchMessages: 7, CallTimeout: 5 * time.Second, Logger: discard()}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
+	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 )
 
@@ -166,10 +167,24 @@ func (c *config) leasesContainer() string {
 	return c.CosmosLeasesContainer
 }
 
-// options returns the relay's options.
+// orderEvents is the shape of the order example's outbox events, as
+// package order names it.
+var orderEvents = relay.EventFormat{
+	TypeField:         order.OutboxTypeField,
+	TypeValue:         order.OutboxTypeValue,
+	IDField:           order.OutboxIDField,
+	SubjectField:      order.OutboxSubjectField,
+	PartitionKeyField: order.OutboxPartitionKeyField,
+	TimeField:         order.OutboxTimeField,
+}
+
+// options returns the relay's options: the order example's events, and
+// lease documents partitioned as the orders container is (the leases
+// container the Bicep template creates is too).
 func (c *config) options(logger *slog.Logger, hooks relay.Hooks) relay.Options {
 	return relay.Options{Name: c.Name, Owner: c.Owner, LeaseDuration: c.LeaseDuration, PollInterval: c.PollInterval,
-		PageSize: c.PageSize, MaxBatchMessages: c.MaxBatchMessages, CallTimeout: c.CallTimeout, Logger: logger, Hooks: hooks}
+		PageSize: c.PageSize, MaxBatchMessages: c.MaxBatchMessages, CallTimeout: c.CallTimeout, Logger: logger, Hooks: hooks,
+		Events: orderEvents, LeasePartitionKeyPath: order.OutboxLeasePartitionKeyPath}
 }
 
 // LogValue logs the configuration once at start-up, with secrets masked.

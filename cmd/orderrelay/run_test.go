@@ -117,6 +117,7 @@ func TestRun_HelpAndRefusals(t *testing.T) {
 type topic struct {
 	mu    sync.Mutex
 	ids   []string
+	msgs  []*azservicebus.Message
 	block chan struct{}
 }
 
@@ -141,6 +142,7 @@ func (t *topic) SendBatch(ctx context.Context, b relay.Batch) error {
 	defer t.mu.Unlock()
 	for _, m := range b.(*batch).msgs {
 		t.ids = append(t.ids, *m.MessageID)
+		t.msgs = append(t.msgs, m)
 	}
 	return nil
 }
@@ -211,6 +213,47 @@ func TestServe_PublishesThenReleasesItsLeasesAtTheFirstSignal(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"published":25`) {
 		t.Errorf("the stop is not logged with the count:\n%s", logs.String())
+	}
+}
+
+// The relay's options are the order example's outbox: each OrderAccepted
+// event is published with MessageId = its event id, Subject = its event
+// type and the order id as the orderId property, and the lease documents,
+// beside the orders, carry their id under orderId, the container's
+// partition key path.
+func TestOptions_PublishTheOrderExamplesOutbox(t *testing.T) {
+	s := memstore.New() // partitioned on /orderId, as the orders container
+	feed := s.ChangeFeed(memstore.ChangeFeedOptions{Ranges: 2})
+	writeOrders(t, s, 5)
+	tp := &topic{}
+	cfg := testConfig(t)
+	r, err := relay.New(feed, s, tp, cfg.options(slog.New(slog.DiscardHandler), relay.Hooks{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := r.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := r.Stats(); st.Published != 5 || st.Unpublishable != 0 || len(tp.msgs) != 5 {
+		t.Fatalf("stats %+v, %d messages; want the 5 events published", st, len(tp.msgs))
+	}
+	for _, m := range tp.msgs {
+		id, _ := m.ApplicationProperties["orderId"].(string)
+		if id == "" || *m.MessageID != order.EventID(id) || *m.Subject != order.EventOrderAccepted {
+			t.Errorf("message %s, subject %s, properties %v; want an OrderAccepted event with its order id", *m.MessageID, *m.Subject, m.ApplicationProperties)
+		}
+	}
+	ranges, _ := feed.FeedRanges(context.Background())
+	for _, id := range []string{relay.ManifestID("orderrelay"), relay.LeaseID("orderrelay", ranges[0])} {
+		body, _, err := s.ReadDocument(context.Background(), id, id)
+		var doc struct {
+			OrderID string `json:"orderId"`
+		}
+		if err != nil || json.Unmarshal(body, &doc) != nil || doc.OrderID != id {
+			t.Errorf("%s: %s, %v; want its id under orderId", id, body, err)
+		}
 	}
 }
 

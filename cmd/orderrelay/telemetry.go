@@ -92,8 +92,8 @@ func (t *relayTelemetry) hooks() relay.Hooks {
 	ctx := context.Background()
 	return relay.Hooks{
 		Published: func(_ string, n int) { t.sent.Add(ctx, int64(n), t.sendOpt) },
-		Acquired: func(_, _ string, takenOver bool) {
-			if takenOver {
+		Acquired: func(_, _ string, reclaimed bool) {
+			if reclaimed {
 				t.takeovers.Add(ctx, 1, t.base)
 			}
 		},

@@ -94,8 +94,8 @@ func TestTelemetry_PublishesLagAndTakeovers(t *testing.T) {
 	if err := b.r.Step(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := telemetrytest.Collect(t, b.reader).Int(MetricLeaseTakeovers, topicAttr); got != 3 || b.r.Stats().TakenOver != 3 {
-		t.Errorf("%s of b = %d, Stats.TakenOver %d, want 3", MetricLeaseTakeovers, got, b.r.Stats().TakenOver)
+	if got := telemetrytest.Collect(t, b.reader).Int(MetricLeaseTakeovers, topicAttr); got != 3 || b.r.Stats().Reclaimed != 3 {
+		t.Errorf("%s of b = %d, Stats.Reclaimed %d, want 3", MetricLeaseTakeovers, got, b.r.Stats().Reclaimed)
 	}
 	writeOrdersAt(t, s, 3, clock.Now())
 	_ = a.r.Step(ctx) // fails: the leases are b's

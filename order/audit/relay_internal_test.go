@@ -22,7 +22,7 @@ func TestLeaseFormatIsTheRelays(t *testing.T) {
 		t.Errorf("typeLease = %q, relay's %q", typeLease, relay.TypeLease)
 	}
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	l := relay.Lease{ID: "lease:r:00-FF", PartitionKey: "lease:r:00-FF", Type: relay.TypeLease, Relay: "r", FeedRange: "00-FF",
+	l := relay.Lease{ID: "lease:r:00-FF", Type: relay.TypeLease, Relay: "r", FeedRange: "00-FF",
 		Owner: "o", ExpiresAt: at, Continuation: "c", CheckpointedAt: at.Add(time.Second)}
 	b, _ := json.Marshal(l)
 	var got leaseDoc

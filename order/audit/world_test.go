@@ -145,17 +145,31 @@ func head(t *testing.T, feed audit.Feed, fr string) string {
 	}
 }
 
+// keyedLease and keyedManifest are the relay's documents as it stores them
+// in the orders container (relay.Options.LeasePartitionKeyPath /orderId):
+// with their id, their partition key value, under orderId.
+type (
+	keyedLease struct {
+		relay.Lease
+		OrderID string `json:"orderId"`
+	}
+	keyedManifest struct {
+		relay.Manifest
+		OrderID string `json:"orderId"`
+	}
+)
+
 // writeRelay writes relay name's manifest and a lease per range, owned,
 // checkpointed at the head of the feed.
 func (w *world) writeRelay(t *testing.T, name string) {
 	t.Helper()
-	m := relay.Manifest{ID: relay.ManifestID(name), PartitionKey: relay.ManifestID(name), Type: relay.TypeManifest, Relay: name, FeedRanges: w.ranges, CreatedAt: w.now}
-	createDoc(t, w.s, m.ID, m.ID, m)
+	m := relay.Manifest{ID: relay.ManifestID(name), Type: relay.TypeManifest, Relay: name, FeedRanges: w.ranges, CreatedAt: w.now}
+	createDoc(t, w.s, m.ID, m.ID, keyedManifest{m, m.ID})
 	for _, fr := range w.ranges {
 		id := relay.LeaseID(name, fr)
-		l := relay.Lease{ID: id, PartitionKey: id, Type: relay.TypeLease, Relay: name, FeedRange: fr, Owner: name + "-a",
+		l := relay.Lease{ID: id, Type: relay.TypeLease, Relay: name, FeedRange: fr, Owner: name + "-a",
 			ExpiresAt: w.now.Add(time.Minute), Continuation: head(t, w.feed, fr), CheckpointedAt: w.now}
-		createDoc(t, w.s, id, id, l)
+		createDoc(t, w.s, id, id, keyedLease{l, id})
 	}
 }
 
@@ -337,7 +351,7 @@ var plants = []plant{
 				t.Fatal(err)
 			}
 			l.Continuation = ""
-			replaceDoc(t, w.s, id, id, l)
+			replaceDoc(t, w.s, id, id, keyedLease{l, id})
 			if rangeHasEvents(t, w.feed, fr) {
 				want = append(want, id)
 			}

@@ -10,7 +10,7 @@ import (
 )
 
 // TestCoreCompilesOnItsOwn lifts the core out as a user would: the non-test
-// files of idempotent/, worker/ and cosmosstore/ copied into a new module
+// files of idempotent/, worker/, cosmosstore/ and relay/ copied into a new module
 // of another path, with this module's go.mod requirements and go.sum, and
 // nothing else. It must build, and its package graph must hold nothing of
 // this module. The build runs offline (GOPROXY=off): the modules it needs

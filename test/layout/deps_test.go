@@ -22,11 +22,11 @@ const modulePath = "github.com/idempotent-consumer/sbcosmos"
 // The package groups the rules speak of.
 var (
 	// core is what a user copies for the pattern: the generic consumer,
-	// the PeekLock loop and the Cosmos DB adapter.
-	core = []string{"idempotent", "worker", "cosmosstore"}
+	// the PeekLock loop, the Cosmos DB adapter and the outbox publisher.
+	core = []string{"idempotent", "worker", "cosmosstore", "relay"}
 	// exampleDomain is the order example built on the core, which the core
 	// must not know.
-	exampleDomain = []string{"order", "payments", "relay", "examples"}
+	exampleDomain = []string{"order", "payments", "examples"}
 	// binaries are the production binaries, deployed as they are built.
 	binaries = []string{"cmd/orderworker", "cmd/orderrelay", "cmd/orderproducer", "cmd/orderctl"}
 	// commandLayerAllowed are product packages outside cmd/ and internal/
@@ -365,15 +365,15 @@ var layoutAsIntended = []string{
 	"worker: idempotent github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus go.opentelemetry.io/otel/trace",
 	"order: idempotent",
 	"payments: order net/http",
-	"relay: order",
-	"order/audit: order relay",
+	"relay: idempotent github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus",
+	"order/audit: order idempotent", // it restates the relay's lease format: relay links the Service Bus SDK
 	"internal/cli: cosmosstore flag",
 	"internal/health: net/http",
 	"internal/telemetry: internal/cli worker",
 	"internal/ordergen: order",
 	"infra: internal/cli",
 	"cmd/orderworker: worker cosmosstore order payments internal/cli internal/health internal/telemetry",
-	"cmd/orderrelay: relay cosmosstore internal/cli internal/telemetry",
+	"cmd/orderrelay: relay cosmosstore order internal/cli internal/telemetry",
 	"cmd/orderproducer: internal/ordergen internal/cli internal/telemetry",
 	"cmd/orderctl: cosmosstore order order/audit payments internal/cli",
 	"examples/invoice: idempotent",
@@ -435,8 +435,12 @@ func TestCheck_ReportsEachViolation(t *testing.T) {
 			violation{Rule: rules[2].name, Pkg: "cosmosstore", Dep: "order"}},
 		{"the worker imports an internal package", "worker: internal/health",
 			violation{Rule: rules[2].name, Pkg: "worker", Dep: "internal/health"}},
-		{"cosmosstore imports the relay", "cosmosstore: relay",
-			violation{Rule: rules[2].name, Pkg: "cosmosstore", Dep: "relay"}},
+		{"the relay imports order", "relay: order",
+			violation{Rule: rules[2].name, Pkg: "relay", Dep: "order"}},
+		{"the relay imports an internal package", "relay: internal/health",
+			violation{Rule: rules[2].name, Pkg: "relay", Dep: "internal/health"}},
+		{"a core package is missing: the relay", "-relay",
+			violation{Rule: "a package the rules name is missing", Pkg: "relay"}},
 		{"the worker imports the example", "worker: examples/invoice",
 			violation{Rule: rules[2].name, Pkg: "worker", Dep: "examples/invoice"}},
 		{"idempotent imports any internal package", "idempotent: internal/strictjson",

@@ -37,6 +37,11 @@ const (
 	maxBatchBytes = 256 << 10
 )
 
+// orderEvents is the shape of the order example's outbox events, as
+// cmd/orderrelay passes it to the relay.
+var orderEvents = relay.EventFormat{TypeField: order.OutboxTypeField, TypeValue: order.OutboxTypeValue, IDField: order.OutboxIDField,
+	SubjectField: order.OutboxSubjectField, PartitionKeyField: order.OutboxPartitionKeyField, TimeField: order.OutboxTimeField}
+
 // errRelayKilled is what every call of a killed relay instance returns: a
 // SIGKILLed process makes no further call, and the feed, the store and
 // the topic see the same.
@@ -238,6 +243,7 @@ func (rr *relayRun) runSlot(ctx context.Context, slot int) {
 			Name: relayName, Owner: inst.owner,
 			LeaseDuration: rr.cfg.RelayLeaseDuration, PollInterval: rr.cfg.RelayPollInterval, CallTimeout: rr.cfg.RelayCallTimeout,
 			Now: time.Now, Logger: rr.logger.With("component", "relay"),
+			Events: orderEvents, LeasePartitionKeyPath: order.OutboxLeasePartitionKeyPath,
 		})
 		if err != nil {
 			rr.mu.Lock()
