@@ -6,7 +6,7 @@
 // Wire it with the container's change feed, a store for its lease documents,
 // a sender on the topic and the shape of the events:
 //
-//	store, _ := cosmosstore.NewWithPartitionKey(client, "db", "invoices", "/invoiceId")
+//	store, _ := cosmosstore.New(client, "db", "invoices", "/invoiceId")
 //	sender, _ := sbClient.NewSender("invoice-events", nil) // duplicate detection on
 //	r, err := relay.New(store.ChangeFeed(), store, relay.NewServiceBusSender(sender), relay.Options{
 //		Name:                  "invoicerelay", // shared by every instance
