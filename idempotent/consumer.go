@@ -29,18 +29,18 @@ type Kind[T any] interface {
 }
 
 // ReasonNamer is implemented by a Kind that names the dead-letter reason of
-// an id reused for other content for its domain ("OrderIdReused"); other
+// an id reused for other content for its domain ("InvoiceIdReused"); other
 // Kinds get ReasonIDReused.
 type ReasonNamer interface{ ReusedReason() string }
 
 // MissingNamer is implemented by a Kind that names the dead-letter reason
 // of a marker missing while a companion of its batch exists for its domain
-// ("OrderDocumentMissing"); other Kinds get ReasonMarkerMissing.
+// ("InvoiceDocumentMissing"); other Kinds get ReasonMarkerMissing.
 type MissingNamer interface{ MissingReason() string }
 
 // EffectKind is implemented by a Kind whose accepted messages have a side
 // effect (see Effect and WithEffect): EffectRequest returns the effect's
-// request for v, a JSON object, or false when v has none (an order with
+// request for v, a JSON object, or false when v has none (an invoice with
 // nothing to pay). A Kind that does not implement it, given an Effect, has
 // the effect for every message, with the request {}.
 type EffectKind[T any] interface {

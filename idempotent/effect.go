@@ -101,7 +101,7 @@ const (
 )
 
 // EffectReasons names the results of an Effect for a domain
-// ("PaymentInProgress"); an empty field keeps the core's reason.
+// ("ReceiptInProgress"); an empty field keeps the core's reason.
 type EffectReasons struct {
 	InProgress, Unavailable, Rejected, NeedsReconciliation string
 }
