@@ -141,8 +141,9 @@ type EffectOptions struct {
 	// A claim whose key was first sent longer ago than KeyRetention minus
 	// (Lease + ClockSkew) is never called blindly: the effect is looked up
 	// instead. Zero means DefaultKeyRetention. Check it at start against
-	// the redelivery horizon: below it, late redeliveries need a lookup,
-	// and a downstream without one dead-letters them for reconciliation.
+	// the redelivery horizon (RedeliveryHorizon.CheckRetentionOf): below
+	// it, late redeliveries need a lookup, and a downstream without one
+	// dead-letters them for reconciliation.
 	KeyRetention time.Duration
 	// WriteTimeout bounds every record write made with a context of its
 	// own, after the handler's context may have ended: the completed mark
