@@ -208,12 +208,6 @@ func (o PaymentOptions) BlindRetryAge() time.Duration {
 	return o.KeyRetention - o.Lease - PaymentClockSkew
 }
 
-// payments is the configuration of the payment step.
-type payments struct {
-	PaymentOptions
-	err error // from Validate: every capture fails with it
-}
-
 // WithPaymentOptions makes the Processor capture each accepted order's
 // payment through o.Gateway, recording it in the order's partition with a
 // fenced two-phase record. The Processor needs a DocumentStore
@@ -221,7 +215,7 @@ type payments struct {
 // payment step a retry that names the problem; validate them at start.
 func WithPaymentOptions(o PaymentOptions) Option {
 	o = o.withDefaults()
-	return func(p *Processor) { p.payments = &payments{PaymentOptions: o, err: o.Validate()} }
+	return func(p *Processor) { p.payments = &o }
 }
 
 // WithPayments is WithPaymentOptions with the default key retention and

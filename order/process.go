@@ -24,7 +24,7 @@ type Processor struct {
 	store    idempotent.Store
 	now      func() time.Time
 	docs     idempotent.DocumentStore // status changes and payment records; nil: neither
-	payments *payments                // nil: no payment step
+	payments *PaymentOptions          // nil: no payment step
 	facts    *idempotent.FactCache    // nil: no fact cache (see WithFactCache)
 	copies   *idempotent.CopyShare    // nil: create first on every first delivery (see WithAdaptiveReadFirst)
 	// readFirst is copies, or without it idempotent.RedeliveriesFirst.
@@ -61,7 +61,7 @@ func NewProcessor(s idempotent.Store, now func() time.Time, opts ...Option) *Pro
 		idempotent.WithFactCache(p.facts),
 	}
 	if p.payments != nil {
-		copts = append(copts, idempotent.WithEffect(idempotent.NewEffect(p.docs, paymentEffectOptions(p.payments.PaymentOptions, now))))
+		copts = append(copts, idempotent.WithEffect(idempotent.NewEffect(p.docs, paymentEffectOptions(*p.payments, now))))
 	}
 	p.placements = idempotent.NewConsumer[Order](placement{now: now}, s, copts...)
 	return p
