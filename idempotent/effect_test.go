@@ -453,3 +453,32 @@ func TestEffectAlone(t *testing.T) {
 		t.Errorf("misconfigured run: %v %v", r.Outcome, done)
 	}
 }
+
+// TestEffectResumedFromTheFactCache: the cache knows the entity's hash but
+// not that its effect completed (the call failed after the create), so a
+// copy it answers makes the effect, and only then is it a Duplicate that
+// costs nothing.
+func TestEffectResumedFromTheFactCache(t *testing.T) {
+	s := &trips{Store: memstore.NewWithPartitionKey("invoiceId")}
+	m := newMailer()
+	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := newReceipts(s, m, clk, idempotent.WithFactCache(idempotent.NewFactCache(16)))
+	m.fail = fmt.Errorf("mail server down: %w", idempotent.ErrTransient)
+	if r := c.Process(t.Context(), delivery("inv-1", "a@x", 1, 1)); r.Outcome != idempotent.Transient || r.Reason != idempotent.ReasonEffectUnavailable || !r.DependencyFailed() {
+		t.Fatalf("first delivery: %v %q %s, want a retry for the downstream", r.Outcome, r.Reason, r.Description)
+	}
+	m.fail = nil
+	if r := c.Process(t.Context(), delivery("inv-1", "a@x", 2, 1)); r.Outcome != idempotent.Duplicate {
+		t.Fatalf("copy: %v %q %s", r.Outcome, r.Reason, r.Description)
+	}
+	if _, effects := m.calls(); effects != 1 {
+		t.Fatalf("%d effects after the copy, want 1", effects)
+	}
+	s.roundTrips()
+	if r := c.Process(t.Context(), delivery("inv-1", "a@x", 3, 1)); r.Outcome != idempotent.Duplicate {
+		t.Errorf("another copy: %v %s", r.Outcome, r.Description)
+	}
+	if n := s.roundTrips(); n != 0 {
+		t.Errorf("a copy after the effect completed cost %d round trips, want 0", n)
+	}
+}
