@@ -3,6 +3,7 @@ package cosmosstore_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -138,12 +139,12 @@ func TestRoundTrips_FakeGateway(t *testing.T) {
 	}
 }
 
-// TestWriteOrder_FakeGateway_ReturnsTheBatchETags: WriteOrder sends the order,
+// TestCreateBatch_FakeGateway_ReturnsTheBatchETags: an order's create sends the order,
 // its event and the payment claim in one batch, and returns the ETag the
 // response reports for each operation (cosmium sends none, so only the
 // gateway can show it); the claim's ETag is what the completed mark is
 // conditioned on, without a read.
-func TestWriteOrder_FakeGateway_ReturnsTheBatchETags(t *testing.T) {
+func TestCreateBatch_FakeGateway_ReturnsTheBatchETags(t *testing.T) {
 	g := newGateway(t, false)
 	s := storeFor(t, g.endpoint(), noRetries())
 	ops := []map[string]any{
@@ -155,22 +156,29 @@ func TestWriteOrder_FakeGateway_ReturnsTheBatchETags(t *testing.T) {
 	g.setBatch(reply{status: 200, body: string(b)})
 	w := newWrite("ord-1", "cust-1")
 	now := time.Date(2026, 11, 30, 10, 0, 1, 0, time.UTC)
-	w.Payment = &order.PaymentRecord{ID: order.PaymentRecordID("ord-1"), OrderID: "ord-1", Type: order.TypePayment,
+	claim, err := json.Marshal(order.PaymentRecord{ID: order.PaymentRecordID("ord-1"), OrderID: "ord-1", Type: order.TypePayment,
 		State: order.PaymentInProgress, IdempotencyKey: order.PaymentKey("ord-1"), AmountMinor: 3998, Currency: "EUR",
-		RequestHash: w.Order.RequestHash, Epoch: 1, ClaimedAt: now, FirstAttemptAt: &now, Attempts: 1}
-	etags, err := order.WriteOrder(t.Context(), s, w)
+		RequestHash: w.Order.RequestHash, Epoch: 1, ClaimedAt: now, FirstAttemptAt: &now, Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (order.WriteETags{Order: `"e-order"`, Event: `"e-event"`, Payment: `"e-claim"`}); etags != want {
-		t.Errorf("WriteOrder = %+v, want %+v", etags, want)
+	docs, err := w.Documents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	etags, err := s.CreateBatch(t.Context(), w.PartitionKey(), append(docs, idempotent.Document{ID: order.PaymentRecordID("ord-1"), Body: claim}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{`"e-order"`, `"e-event"`, `"e-claim"`}; !slices.Equal(etags, want) {
+		t.Errorf("CreateBatch = %q, want %q", etags, want)
 	}
 	sent := g.sentBatches()
 	if len(sent) != 1 || len(sent[0].ops) != 3 || sent[0].partitionKey != `["ord-1"]` {
 		t.Fatalf("sent %+v, want one batch of 3 operations in partition ord-1", sent)
 	}
-	var claim order.PaymentRecord
-	if err := json.Unmarshal(sent[0].ops[2].ResourceBody, &claim); err != nil || claim.ID != order.PaymentRecordID("ord-1") || claim.State != order.PaymentInProgress {
+	var sentClaim order.PaymentRecord
+	if err := json.Unmarshal(sent[0].ops[2].ResourceBody, &sentClaim); err != nil || sentClaim.ID != order.PaymentRecordID("ord-1") || sentClaim.State != order.PaymentInProgress {
 		t.Errorf("third operation = %s (%v), want the in-progress claim", sent[0].ops[2].ResourceBody, err)
 	}
 }

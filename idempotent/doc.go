@@ -11,10 +11,10 @@
 //	   │
 //	look up (on a redelivery: read first) ──found──► compare
 //	   │ not found
-//	create marker + companions in one batch
-//	   ├─ created ────────────────────────────────► Created    (complete)
-//	   ├─ conflict ─► read the marker ─► compare
-//	   │                same hash ────────────────► Duplicate  (complete)
+//	create marker + companions (+ the effect's claim) in one batch
+//	   ├─ created ─► (effect: call, mark completed) ─► Created    (complete)
+//	   ├─ conflict ─► read the marker (or the effect record) ─► compare
+//	   │                same hash ─► (effect not done: resume it) ─► Duplicate  (complete)
 //	   │                other hash ───────────────► Mismatch   (dead-letter, alert)
 //	   └─ store failed ───────────────────────────► Transient  (abandon, redelivered)
 //
@@ -40,18 +40,53 @@
 // [ErrNotFound], [ErrTransient], [ErrPreconditionFailed], [ErrRejected]) so
 // that the decision uses errors.Is and never reads a status code.
 //
-// Optimizations are decorators of the [Lookup] seam, in files of their own
-// ([FactCache], [CopyShare]): none changes an outcome, only the round trips.
+// Optimizations are decorators of the [Lookup] seam and options, in files
+// of their own ([FactCache] through [WithFactCache], [CopyShare] through
+// [WithReadFirst]): none changes an outcome, only the round trips.
 //
-// A domain with more to do than the create (package order: status changes,
-// a payment captured once through in-progress/completed records, inbox
-// consumers) builds its decision from the same parts: [Message], [Result],
-// [Compare], [StoreFailure] and the sentinel errors.
+// Why a Kind beside the message type, not methods on it: the message type
+// is often not the user's to extend (generated from a schema, or owned by
+// another package), one struct may be consumed by two Kinds (a consumer
+// and an HTTP handler that read it differently), and a Kind can carry what
+// its Documents need (a clock, a configuration) without putting it into
+// every message. [Consumer] is generic over the decoded type, so nothing
+// is type-asserted per message. Optional behaviour is an optional second
+// interface on the Kind, found once by NewConsumer: [ReasonNamer] and
+// [MissingNamer] name reasons for a domain, [EffectKind] gives a message's
+// side-effect request.
+//
+// # Effect-once
+//
+// A side effect that cannot join the store's transaction (a payment, an
+// e-mail, a webhook) is an [Effect]: an in-progress record in the entity's
+// partition, claimed before the call and completed after it, ETag-fenced,
+// with an idempotency key stable per entity and step passed to the
+// [Downstream]. Given to a Consumer ([WithEffect]) its first claim joins the
+// create's batch, so a new entity costs the batch, the call and the
+// completed mark: two round trips and one call. A duplicate whose effect is
+// not known done (the [FactCache] remembers completions) resumes it: takes
+// over a claim of an earlier delivery of the same copy at once, of another
+// copy after the lease, and a claim whose key the downstream may have
+// forgotten is resolved through its ledger ([Finder]) or dead-lettered for
+// reconciliation, never called blindly. The seam is the downstream's call
+// with a key ([Downstream], one method; [Finder] optional) and the effect's
+// request as a JSON object: the record stores it beside its own fields, so
+// that what was asked for is readable in the store, and any domain's
+// request fits without a type parameter on the Consumer.
+//
+// A domain with more to do than the create builds its decision from the
+// same parts: [Message], [Result], [Compare], [StoreFailure] and the
+// sentinel errors.
 //
 // # Idempotency contract
 //
 // [Consumer.Process] may be called any number of times, concurrently, for
-// deliveries of the same message: exactly one call returns [Created] and
-// every other call with the same content returns [Duplicate]. A duplicate
-// never changes a stored document.
+// deliveries of the same message. At most one call returns [Created]; every
+// other call with the same content returns [Duplicate] or [Transient]. After
+// an ambiguous write (a create that commits but reports a failure, so that
+// no delivery returns Created) every delivery returns Duplicate or
+// Transient, and the effect, if any, still happens once: a Duplicate whose
+// effect is not known done makes it. A duplicate never changes a stored
+// marker or companion; it may only claim, take over or complete the
+// effect's record.
 package idempotent

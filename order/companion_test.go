@@ -61,10 +61,12 @@ func TestConflictOnTheCompanionOnly(t *testing.T) {
 			s := memstore.New()
 			return order.NewProcessor(conflictingStore{s}, fixedNow), s
 		}, idempotent.Transient, idempotent.ReasonConcurrentUpdate},
-		{"no store that can read the event", func() (*order.Processor, *memstore.Store) {
+		// The core reads the companion through the Store's ReadDocument,
+		// which every Store has: no DocumentStore is needed to tell.
+		{"event left, a Store alone", func() (*order.Processor, *memstore.Store) {
 			s := eventOnly()
 			return order.NewProcessor(storeOnly{s}, fixedNow), s
-		}, idempotent.Transient, idempotent.ReasonStoreError},
+		}, idempotent.Invalid, order.ReasonOrderDocumentMissing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

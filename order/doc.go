@@ -6,12 +6,14 @@
 // version order, a payment captured exactly once through in-progress and
 // completed records, and inbox consumers of the OrderAccepted event.
 //
-// A message type that needs only the create uses idempotent.Consumer with
-// a Kind of its own (see examples/invoice). The order's decision is its
-// own, [Processor.Process], built from the core's parts: its Message,
-// Result, outcomes, sentinel errors, Compare and StoreFailure, and its
-// FactCache and CopyShare behind one lookup seam (lookup.go). The decision
-// reads decode, look up, create, compare, effect (process.go).
+// An order placement runs the core: [Processor.Process] hands it to an
+// idempotent.Consumer whose Kind is the order's schema, validation, hash
+// and documents (process.go), with the payment as its idempotent.Effect
+// (payment_capture.go adapts the [PaymentGateway] onto the core's
+// Downstream) and the core's FactCache and CopyShare (lookup.go). The
+// package makes no store write or conflict decision of its own for a
+// placement; status changes and inbox consumers are the pieces of
+// status.go and inbox.go.
 //
 // The package has no Azure imports. It talks to storage through the core's
 // port ([idempotent.Store], [idempotent.DocumentStore]); storage adapters (package cosmosstore for
@@ -69,10 +71,9 @@
 //
 // Because both ids are derived from the order id, a second attempt to write the
 // same order conflicts on the order document, and the batch fails as a whole.
-// With a payment step, the batch also holds the payment record's first claim
-// ([Write.Payment]), and [Store.WriteOrder] returns the ETags the batch
-// response reports, so the capture needs no write of its own before it calls
-// the payments service.
+// With a payment step, the core effect adds the payment record's first claim
+// to the batch and takes its ETag from the batch's response, so the capture
+// needs no write of its own before it calls the payments service.
 //
 // # Round trips
 //
@@ -92,8 +93,11 @@
 // # Idempotency contract
 //
 // [Processor.Process] may be called any number of times, concurrently, for
-// deliveries of the same message; the store's atomic create makes exactly one
-// call return [idempotent.Created] and every other call with the same content return
-// [idempotent.Duplicate]. A duplicate never changes a stored document (the payment step
-// of a duplicate may complete the order's payment record).
+// deliveries of the same message; the store's atomic create makes at most
+// one call return [idempotent.Created] and every other call with the same
+// content return [idempotent.Duplicate] or [idempotent.Transient]. After an
+// ambiguous write (a create that committed but reported a failure) every
+// delivery returns Duplicate or Transient, and the payment is still
+// captured once. A duplicate never changes a stored document (the payment
+// step of a duplicate may claim or complete the order's payment record).
 package order

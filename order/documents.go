@@ -76,22 +76,14 @@ func EventID(orderID string) string { return EventOrderAccepted + ":" + orderID 
 type Write struct {
 	Order OrderDocument
 	Event AcceptedEvent
-	// Payment, when not nil, is the in-progress claim of the order's payment
-	// record, written in the same batch so that the payment step needs no
-	// write of its own before it calls the payments service. Nil: no
-	// payment step, or an order with nothing to capture.
-	Payment *PaymentRecord
 }
 
-// WriteETags are the ETags of the documents a Store.WriteOrder created, as
-// its response reported them: what a conditional replace of one of them
-// passes as ifMatch without reading it first. An ETag is empty when the
-// store reports none (cosmium sends none), or for a document the Write did
-// not hold.
+// WriteETags are the ETags of the documents WriteOrder created, as its
+// response reported them. An ETag is empty when the store reports none
+// (cosmium sends none).
 type WriteETags struct {
-	Order   string
-	Event   string
-	Payment string
+	Order string
+	Event string
 }
 
 // NewWrite builds the documents for an accepted order.
@@ -118,7 +110,8 @@ func (w Write) PartitionKey() string { return w.Order.OrderID }
 
 // Documents returns the documents of w in batch order: the order document
 // first, so that a conflicting batch reports the conflict on operation 0,
-// then the event, then the payment claim if w has one.
+// then the event (with a payment step, the core effect appends the
+// payment's first claim to the batch).
 func (w Write) Documents() ([]idempotent.Document, error) {
 	// The order document and the event are encoded by hand into one
 	// buffer (encode.go), or by json.Marshal where the hand encoding does
@@ -140,14 +133,7 @@ func (w Write) Documents() ([]idempotent.Document, error) {
 			return nil, err
 		}
 	}
-	if w.Payment == nil {
-		return []idempotent.Document{{ID: w.Order.ID, Body: ob}, {ID: w.Event.ID, Body: eb}}, nil
-	}
-	pb, err := json.Marshal(w.Payment)
-	if err != nil {
-		return nil, err
-	}
-	return []idempotent.Document{{ID: w.Order.ID, Body: ob}, {ID: w.Event.ID, Body: eb}, {ID: w.Payment.ID, Body: pb}}, nil
+	return []idempotent.Document{{ID: w.Order.ID, Body: ob}, {ID: w.Event.ID, Body: eb}}, nil
 }
 
 // ETags returns the WriteETags of w's documents from the ETags a store
@@ -159,9 +145,6 @@ func (w Write) ETags(etags []string) WriteETags {
 	}
 	if len(etags) > 1 {
 		e.Event = etags[1]
-	}
-	if len(etags) > 2 && w.Payment != nil {
-		e.Payment = etags[2]
 	}
 	return e
 }

@@ -1,14 +1,10 @@
 package order
 
-import (
-	"context"
-	"fmt"
+import "github.com/idempotent-consumer/sbcosmos/idempotent"
 
-	"github.com/idempotent-consumer/sbcosmos/idempotent"
-)
-
-// The lookup before the create: the seam of the order decision's
-// optimizations. Neither changes an outcome, only the round trips:
+// The lookup before the create is the core consumer's (see
+// idempotent.Consumer.Process), and so are its optimizations. Neither
+// changes an outcome, only the round trips:
 //
 //   - the fact cache (idempotent.FactCache, WithFactCache) answers a
 //     delivery of an order whose facts the store confirmed earlier with no
@@ -16,66 +12,6 @@ import (
 //   - the read-first policy (idempotent.CopyShare, WithAdaptiveReadFirst)
 //     reads before it creates on a redelivery, and on a first delivery while
 //     most first deliveries turn out to be copies.
-
-// lookUp decides a delivery of o (hash) without a create, if it can: from
-// the fact cache, or, when the read-first policy says a duplicate is
-// likely, from what the store holds. found is false when the create must
-// decide.
-func (p *Processor) lookUp(ctx context.Context, m idempotent.Message, o *Order, hash string) (res idempotent.Result, found bool) {
-	if p.facts != nil {
-		if f, ok := p.facts.Get(o.OrderID); ok {
-			return p.fromCache(ctx, m, o, hash, f), true
-		}
-	}
-	if !p.readFirst.ReadFirst(m) {
-		return idempotent.Result{}, false
-	}
-	res, found = p.fromStore(ctx, m, o, hash, false)
-	if found && foundStored(res) {
-		p.readFirst.Observe(m, true)
-	}
-	return res, found
-}
-
-// foundStored reports whether res, decided by fromStore without a create,
-// comes from finding the order stored, rather than from a failed read.
-// A failure of the payment step after the read found the order counts as
-// not found too: the finding is then merely not recorded, which costs the
-// estimate one observation and cannot change an outcome.
-func foundStored(res idempotent.Result) bool {
-	return !res.DependencyFailed() && res.Reason != idempotent.ReasonStoreRejected
-}
-
-// learn records confirmed facts in the cache, if there is one.
-func (p *Processor) learn(orderID, hash string, paid bool) {
-	if p.facts != nil {
-		p.facts.Learn(orderID, hash, paid)
-	}
-}
-
-// fromCache decides a delivery of o (hash) from f, what the cache knows of
-// its order: a Mismatch or a Duplicate without a round trip, or, when the
-// payment is not known completed, the payment step without the order read.
-func (p *Processor) fromCache(ctx context.Context, m idempotent.Message, o *Order, hash string, f idempotent.Fact) idempotent.Result {
-	if !f.Matches(hash) {
-		return idempotent.Result{Outcome: idempotent.Mismatch, Key: o.OrderID, Reason: ReasonOrderIDReused,
-			Description: fmt.Sprintf("order %s exists with request hash %s (confirmed by the store earlier and remembered by this worker; the store was not read again); this message has request hash %s",
-				o.OrderID, f.Hash(), hash)}
-	}
-	res := idempotent.Result{Outcome: idempotent.Duplicate, Key: o.OrderID, Description: "order accepted earlier (confirmed by the store and remembered by this worker; the store was not read again)"}
-	if f.Done || p.payments == nil || o.TotalMinor == 0 {
-		return res
-	}
-	// The hash is equal, so the amount and currency are the stored order's.
-	r, took := p.capturePayment(ctx, m, OrderDocument{ID: o.OrderID, OrderID: o.OrderID, TotalMinor: o.TotalMinor, Currency: o.Currency, RequestHash: hash})
-	if r != nil {
-		r.Resumed = took
-		return *r
-	}
-	p.learn(o.OrderID, hash, true)
-	res.Resumed = took
-	return res
-}
 
 // WithAdaptiveReadFirst turns the adaptive choice of the first store call
 // for a first delivery on (the default) or off. On, the Processor estimates

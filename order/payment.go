@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // TypePayment is the document type of payment records.
@@ -25,44 +27,21 @@ func PaymentRecordID(orderID string) string { return "Payment:" + orderID }
 // as it remembers the key (see PaymentOptions.KeyRetention).
 func PaymentKey(orderID string) string { return "capture:" + orderID }
 
-// PaymentClaim names the delivery that holds a payment claim. Service Bus
-// hands a copy of a message (one SequenceNumber) to a new receiver only after
-// the previous delivery's lock ended, with a higher DeliveryCount, so a
-// claim held by an earlier delivery of the same copy belongs to a delivery
-// that can no longer settle: it may be taken over at once.
-type PaymentClaim struct {
-	Worker         string `json:"worker"`         // PaymentOptions.Owner of the claiming worker
-	MessageID      string `json:"messageId"`      // the message's MessageId
-	SequenceNumber int64  `json:"sequenceNumber"` // the copy's broker sequence number; 0: unknown (or above MaxSafeInteger, see claimSequence)
-	DeliveryCount  uint32 `json:"deliveryCount"`  // the delivery of that copy
-}
+// PaymentClaim names the delivery that holds a payment claim: the core
+// effect's claim (see idempotent.EffectClaim for why a claim of an earlier
+// delivery of the same copy may be taken over at once).
+type PaymentClaim = idempotent.EffectClaim
 
-// claimSequence returns the sequence number a claim records for a copy
-// with broker sequence number seq: seq itself, or 0 ("unknown") above
-// MaxSafeInteger. Service Bus puts a partition's id in the top 16 bits of
-// a partitioned entity's sequence numbers, so they may exceed 2^53-1, and a
-// store that keeps numbers as float64 would round two copies' numbers to
-// one, taking a claim of another copy for one of this copy's earlier
-// deliveries. An unknown sequence number is never this copy's: its claim
-// is taken over only after the lease.
-func claimSequence(seq int64) int64 {
-	if seq > MaxSafeInteger {
-		return 0
-	}
-	return seq
-}
-
-// String names the claim in logs and in PaymentRecord.Owner.
-func (c PaymentClaim) String() string {
-	return fmt.Sprintf("%s/%s/seq %d/delivery %d", c.Worker, c.MessageID, c.SequenceNumber, c.DeliveryCount)
-}
-
-// PaymentRecord is the two-phase record of a payment capture, stored in the
-// order's partition. A delivery claims it (in progress, with its identity,
-// a new epoch and the time) before it calls the payments service, and
-// completes it afterwards. Every write after the first is conditioned on the
-// ETag the writer read or wrote last, so a claim that was taken over is
-// fenced: its holder's later writes fail with 412 and change nothing.
+// PaymentRecord is the stored form of a payment capture's two-phase record,
+// for its readers (the audit, operators, tests): the core effect's record
+// (idempotent.EffectRecord) of the step "Payment", with the partition key
+// in "orderId", the capture's amount and currency beside the record's own
+// fields and the payment id in "paymentId". A delivery claims it (in
+// progress, with its identity, a new epoch and the time) before it calls
+// the payments service, and completes it afterwards. Every write after the
+// first is conditioned on the ETag the writer read or wrote last, so a
+// claim that was taken over is fenced: its holder's later writes fail with
+// 412 and change nothing.
 type PaymentRecord struct {
 	ID             string `json:"id"`      // PaymentRecordID(OrderID)
 	OrderID        string `json:"orderId"` // the partition key
@@ -229,12 +208,6 @@ func (o PaymentOptions) BlindRetryAge() time.Duration {
 	return o.KeyRetention - o.Lease - PaymentClockSkew
 }
 
-// payments is the configuration of the payment step.
-type payments struct {
-	PaymentOptions
-	err error // from Validate: every capture fails with it
-}
-
 // WithPaymentOptions makes the Processor capture each accepted order's
 // payment through o.Gateway, recording it in the order's partition with a
 // fenced two-phase record. The Processor needs a DocumentStore
@@ -242,7 +215,7 @@ type payments struct {
 // payment step a retry that names the problem; validate them at start.
 func WithPaymentOptions(o PaymentOptions) Option {
 	o = o.withDefaults()
-	return func(p *Processor) { p.payments = &payments{PaymentOptions: o, err: o.Validate()} }
+	return func(p *Processor) { p.payments = &o }
 }
 
 // WithPayments is WithPaymentOptions with the default key retention and

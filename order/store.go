@@ -53,8 +53,8 @@ func ReadOrder(ctx context.Context, s idempotent.Reader, orderID string) (OrderD
 }
 
 // ErrStoredDocumentUnreadable is what a *StoredDocumentError matches with
-// errors.Is.
-var ErrStoredDocumentUnreadable = errors.New("stored document cannot be decoded")
+// errors.Is: the core's idempotent.ErrUnreadable.
+var ErrStoredDocumentUnreadable = idempotent.ErrUnreadable
 
 // StoredDocumentError reports a stored document of this package (an order
 // document, a payment record, an inbox marker) that cannot be decoded as
@@ -63,22 +63,8 @@ var ErrStoredDocumentUnreadable = errors.New("stored document cannot be decoded"
 // MaxSafeInteger, stored before messages were bounded). Every delivery
 // would read the same bytes, so a message that needs the document is
 // dead-lettered at its first delivery with ReasonStoredDocumentUnreadable,
-// not retried.
-type StoredDocumentError struct {
-	PartitionKey string
-	ID           string
-	Err          error // the decoding error
-}
-
-func (e *StoredDocumentError) Error() string {
-	return fmt.Sprintf("stored document %q in partition %q cannot be decoded: %v", e.ID, e.PartitionKey, e.Err)
-}
-
-// Unwrap returns the decoding error.
-func (e *StoredDocumentError) Unwrap() error { return e.Err }
-
-// Is reports whether target is ErrStoredDocumentUnreadable.
-func (e *StoredDocumentError) Is(target error) bool { return target == ErrStoredDocumentUnreadable }
+// not retried. It is the core's idempotent.UnreadableError.
+type StoredDocumentError = idempotent.UnreadableError
 
 // unreadable returns the Invalid result for err, from operation op on the
 // documents of orderID, when err reports a stored document that cannot be

@@ -82,9 +82,22 @@ func newWrite(id string, total int64, at time.Time) order.Write {
 	return order.NewWrite(o, id, o.RequestHash(), at)
 }
 
-func mustWrite(t *testing.T, s idempotent.Store, w order.Write) {
+// mustWrite writes w's documents, and the payment record pay if not nil,
+// in one batch, as the worker's create does.
+func mustWrite(t *testing.T, s idempotent.Store, w order.Write, pay ...*order.PaymentRecord) {
 	t.Helper()
-	if _, err := order.WriteOrder(context.Background(), s, w); err != nil {
+	docs, err := w.Documents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pay {
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, idempotent.Document{ID: p.ID, Body: b})
+	}
+	if _, err := s.CreateBatch(context.Background(), w.PartitionKey(), docs); err != nil {
 		t.Fatalf("write order %s: %v", w.Order.OrderID, err)
 	}
 }
@@ -187,13 +200,13 @@ func newWorld(t *testing.T, newStore func(*testing.T) (store, audit.Feed)) *worl
 	for i := range worldOrders {
 		id := fmt.Sprintf("ord-%d", i)
 		wr := newWrite(id, int64(1000+i), accepted)
-		wr.Payment = completed(wr, accepted)
+		pay := completed(wr, accepted)
 		if i == worldOrders-1 {
-			wr.Payment.State, wr.Payment.PaymentID, wr.Payment.CompletedAt = order.PaymentInProgress, "", nil
+			pay.State, pay.PaymentID, pay.CompletedAt = order.PaymentInProgress, "", nil
 		}
-		mustWrite(t, s, wr)
-		if wr.Payment.State == order.PaymentCompleted {
-			w.ledger.charge(id, order.CapturedPayment{PaymentID: wr.Payment.PaymentID, AmountMinor: wr.Order.TotalMinor, Currency: wr.Order.Currency})
+		mustWrite(t, s, wr, pay)
+		if pay.State == order.PaymentCompleted {
+			w.ledger.charge(id, order.CapturedPayment{PaymentID: pay.PaymentID, AmountMinor: wr.Order.TotalMinor, Currency: wr.Order.Currency})
 		}
 		for _, c := range consumers {
 			consume(t, s, c, wr.Event, accepted.Add(time.Minute))
@@ -275,9 +288,9 @@ var plants = []plant{
 	}},
 	{"payment for another amount", audit.Payment, func(t *testing.T, w *world, cfg *audit.Config) []string {
 		wr := newWrite("short", 500, w.now)
-		wr.Payment = completed(wr, w.now)
-		wr.Payment.AmountMinor = 400
-		mustWrite(t, w.s, wr)
+		pay := completed(wr, w.now)
+		pay.AmountMinor = 400
+		mustWrite(t, w.s, wr, pay)
 		return []string{"short"}
 	}},
 	{"old order never paid", audit.Payment, func(t *testing.T, w *world, cfg *audit.Config) []string {
@@ -291,9 +304,9 @@ var plants = []plant{
 	{"claim in progress beyond the horizon", audit.PaymentClaim, func(t *testing.T, w *world, cfg *audit.Config) []string {
 		at := w.now.Add(-48 * time.Hour)
 		wr := newWrite("stuck", 500, at)
-		wr.Payment = completed(wr, at)
-		wr.Payment.State, wr.Payment.PaymentID, wr.Payment.CompletedAt = order.PaymentInProgress, "", nil
-		mustWrite(t, w.s, wr)
+		pay := completed(wr, at)
+		pay.State, pay.PaymentID, pay.CompletedAt = order.PaymentInProgress, "", nil
+		mustWrite(t, w.s, wr, pay)
 		return []string{"stuck"}
 	}},
 	{"status hash of other content", audit.Status, func(t *testing.T, w *world, cfg *audit.Config) []string {

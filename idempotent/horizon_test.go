@@ -1,4 +1,4 @@
-package order_test
+package idempotent_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // arrival is one redelivery path: the events a copy of a message went
@@ -39,7 +39,7 @@ type arrival struct {
 // A resubmission inside the window of an earlier copy is dropped by the
 // broker's duplicate detection; the enumeration ignores that, so it can
 // only find more paths, never miss one.
-func redeliveryPaths(h order.RedeliveryHorizon, maxResubmissions int) []arrival {
+func redeliveryPaths(h idempotent.RedeliveryHorizon, maxResubmissions int) []arrival {
 	t, d, w, hz := h.MessageTimeToLive, h.LockDuration, h.DuplicateDetectionWindow, h.ResubmissionHorizon
 	var out []arrival
 	// visit explores the copy enqueued at enq. chainEnd is the latest
@@ -79,7 +79,7 @@ func redeliveryPaths(h order.RedeliveryHorizon, maxResubmissions int) []arrival 
 // they arrive no later than one.
 func TestMinRetentionCoversEveryRedeliveryPath(t *testing.T) {
 	const day = 24 * time.Hour
-	horizons := []order.RedeliveryHorizon{
+	horizons := []idempotent.RedeliveryHorizon{
 		{LockDuration: time.Minute, MaxDeliveryCount: 10, MessageTimeToLive: 14 * day, DuplicateDetectionWindow: 10 * time.Minute, ResubmissionHorizon: 7 * day},
 		{LockDuration: 5 * time.Minute, MaxDeliveryCount: 2, MessageTimeToLive: time.Minute, DuplicateDetectionWindow: time.Hour},
 		{LockDuration: time.Second, MaxDeliveryCount: 1, MessageTimeToLive: time.Second, DuplicateDetectionWindow: 20 * time.Second},
@@ -87,7 +87,7 @@ func TestMinRetentionCoversEveryRedeliveryPath(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 200 {
-		horizons = append(horizons, order.RedeliveryHorizon{
+		horizons = append(horizons, idempotent.RedeliveryHorizon{
 			LockDuration:             time.Duration(rng.Int64N(int64(5*time.Minute))) + time.Second,
 			MaxDeliveryCount:         rng.IntN(10) + 1,
 			MessageTimeToLive:        time.Duration(rng.Int64N(int64(30*day))) + time.Second,
@@ -133,7 +133,7 @@ func maxAt(as []arrival) time.Duration {
 // producer retry just after the window that is itself dead-lettered and
 // resubmitted, arrives after W + 2T + H.
 func TestMinRetentionTheIssuesPath(t *testing.T) {
-	h := order.RedeliveryHorizon{LockDuration: time.Minute, MaxDeliveryCount: 10, MessageTimeToLive: 14 * 24 * time.Hour,
+	h := idempotent.RedeliveryHorizon{LockDuration: time.Minute, MaxDeliveryCount: 10, MessageTimeToLive: 14 * 24 * time.Hour,
 		DuplicateDetectionWindow: 10 * time.Minute, ResubmissionHorizon: 7 * 24 * time.Hour}
 	arrives := h.DuplicateDetectionWindow + 2*h.MessageTimeToLive + h.ResubmissionHorizon
 	if got, why := h.MinRetention(); got < arrives {
@@ -146,17 +146,17 @@ func TestMinRetentionTheIssuesPath(t *testing.T) {
 // nothing. No finite retention passes, the refusal says how to fix it, and
 // only a retention for ever passes.
 func TestUnlimitedTTLHasNoSafeRetention(t *testing.T) {
-	h := order.RedeliveryHorizon{LockDuration: time.Minute, MaxDeliveryCount: 10, DuplicateDetectionWindow: 10 * time.Minute, ResubmissionHorizon: time.Hour}
-	if got, why := h.MinRetention(); got != order.UnboundedRetention || !strings.Contains(why, "unlimited") {
+	h := idempotent.RedeliveryHorizon{LockDuration: time.Minute, MaxDeliveryCount: 10, DuplicateDetectionWindow: 10 * time.Minute, ResubmissionHorizon: time.Hour}
+	if got, why := h.MinRetention(); got != idempotent.UnboundedRetention || !strings.Contains(why, "unlimited") {
 		t.Errorf("MinRetention = %v (%s), want UnboundedRetention", got, why)
 	}
-	for _, d := range []time.Duration{time.Hour, 100 * 365 * 24 * time.Hour, order.UnboundedRetention - 1} {
+	for _, d := range []time.Duration{time.Hour, 100 * 365 * 24 * time.Hour, idempotent.UnboundedRetention - 1} {
 		err := h.CheckRetentionOf("inbox markers", d)
 		if err == nil || !strings.Contains(err.Error(), "retention of inbox markers") || !strings.Contains(err.Error(), "set a default message TTL") {
 			t.Errorf("CheckRetentionOf(inbox markers, %v) = %v, want a refusal that says to set a message TTL", d, err)
 		}
 	}
-	if err := h.CheckRetention(order.UnboundedRetention); err != nil {
+	if err := h.CheckRetention(idempotent.UnboundedRetention); err != nil {
 		t.Errorf("CheckRetention(UnboundedRetention) = %v, want markers kept for ever to pass", err)
 	}
 }
@@ -164,7 +164,7 @@ func TestUnlimitedTTLHasNoSafeRetention(t *testing.T) {
 // TestCheckRetentionOfNamesWhat: the check is generic, for payment
 // idempotency keys as for markers.
 func TestCheckRetentionOfNamesWhat(t *testing.T) {
-	h := order.RedeliveryHorizon{LockDuration: time.Minute, MaxDeliveryCount: 10, MessageTimeToLive: 14 * 24 * time.Hour,
+	h := idempotent.RedeliveryHorizon{LockDuration: time.Minute, MaxDeliveryCount: 10, MessageTimeToLive: 14 * 24 * time.Hour,
 		DuplicateDetectionWindow: 10 * time.Minute, ResubmissionHorizon: 7 * 24 * time.Hour}
 	err := h.CheckRetentionOf("payment idempotency keys", 24*time.Hour)
 	if err == nil || !strings.Contains(err.Error(), "retention of payment idempotency keys 24h0m0s") {
@@ -173,7 +173,7 @@ func TestCheckRetentionOfNamesWhat(t *testing.T) {
 	if err := h.CheckRetention(time.Hour); err == nil || !strings.Contains(err.Error(), "retention of deduplication markers") {
 		t.Errorf("CheckRetention = %v, want a refusal naming the markers", err)
 	}
-	if got, _ := (order.RedeliveryHorizon{MessageTimeToLive: order.UnboundedRetention - 1, ResubmissionHorizon: time.Hour}).MinRetention(); got != order.UnboundedRetention {
+	if got, _ := (idempotent.RedeliveryHorizon{MessageTimeToLive: idempotent.UnboundedRetention - 1, ResubmissionHorizon: time.Hour}).MinRetention(); got != idempotent.UnboundedRetention {
 		t.Errorf("an overflowing minimum is %v, want UnboundedRetention", got)
 	}
 }
