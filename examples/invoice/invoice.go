@@ -56,8 +56,9 @@ type Invoice struct {
 type Kind struct{}
 
 var (
-	_ idempotent.Kind[Invoice] = Kind{}
-	_ idempotent.ReasonNamer   = Kind{}
+	_ idempotent.Kind[Invoice]       = Kind{}
+	_ idempotent.ReasonNamer         = Kind{}
+	_ idempotent.EffectKind[Invoice] = Kind{}
 )
 
 // NewConsumer returns the idempotent consumer of invoice messages over store.
@@ -116,7 +117,13 @@ func (Kind) RequestHash(v Invoice) string {
 
 // Documents returns the invoice marker and its InvoiceIssued outbox event.
 func (Kind) Documents(m idempotent.Message, v Invoice, hash string) ([]idempotent.Document, error) {
-	marker, err := json.Marshal(document{ID: v.InvoiceID, Type: "invoice", Invoice: v, RequestHash: hash, MessageID: m.ID})
+	return documents(m, v, hash, nil)
+}
+
+// documents returns the invoice marker, holding resp if not nil, and its
+// InvoiceIssued outbox event.
+func documents(m idempotent.Message, v Invoice, hash string, resp *storedResponse) ([]idempotent.Document, error) {
+	marker, err := json.Marshal(document{ID: v.InvoiceID, Type: "invoice", Invoice: v, RequestHash: hash, MessageID: m.ID, Response: resp})
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +147,9 @@ type document struct {
 	Invoice
 	RequestHash string `json:"requestHash"`
 	MessageID   string `json:"messageId"`
+	// Response is the HTTP response of an invoice created by a Handler,
+	// replayed to a repeated request.
+	Response *storedResponse `json:"response,omitempty"`
 }
 
 func appendString(b []byte, s string) []byte {
