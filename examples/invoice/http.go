@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -123,11 +124,14 @@ func NewHandler(store idempotent.DocumentStore, o HandlerOptions) (*Handler, err
 }
 
 // storedResponse is the response a Handler stores with the invoice it
-// creates, in the marker, and replays.
+// creates, in the marker, and replays. The body is a JSON string, not a
+// nested object: a store that re-encodes documents (Cosmos DB returns its
+// own key order and spacing) would change an object, and a replay must be
+// the first response byte for byte.
 type storedResponse struct {
-	Status   int             `json:"status"`
-	Location string          `json:"location,omitempty"`
-	Body     json.RawMessage `json:"body"`
+	Status   int    `json:"status"`
+	Location string `json:"location,omitempty"`
+	Body     string `json:"body"`
 }
 
 // httpKind is the Kind of invoices posted to a Handler: an invoice message's
@@ -148,7 +152,7 @@ func (k httpKind) Documents(m idempotent.Message, v Invoice, hash string) ([]ide
 // created returns the 201 that creating v answers.
 func (k httpKind) created(v Invoice) (storedResponse, error) {
 	body, err := json.Marshal(v)
-	return storedResponse{Status: http.StatusCreated, Location: k.location + v.InvoiceID, Body: body}, err
+	return storedResponse{Status: http.StatusCreated, Location: k.location + v.InvoiceID, Body: string(body)}, err
 }
 
 // ServeHTTP decides one POST: see Handler.
@@ -235,7 +239,7 @@ func (h *Handler) replay(ctx context.Context, w http.ResponseWriter, r *http.Req
 			h.problem(w, r, http.StatusInternalServerError, "stored invoice unreadable", err.Error(), nil)
 			return
 		}
-		h.respond(w, storedResponse{Status: http.StatusOK, Location: h.o.Location + key, Body: b}, false)
+		h.respond(w, storedResponse{Status: http.StatusOK, Location: h.o.Location + key, Body: string(b)}, false)
 		return
 	}
 	h.respond(w, *d.Response, true)
@@ -251,7 +255,7 @@ func (h *Handler) respond(w http.ResponseWriter, resp storedResponse, replayed b
 		hd.Set(HeaderReplayed, "true")
 	}
 	w.WriteHeader(resp.Status)
-	_, _ = w.Write(resp.Body)
+	_, _ = io.WriteString(w, resp.Body)
 }
 
 // problem answers an error as an RFC 9457 problem document; retry, if not

@@ -45,6 +45,11 @@ type Mail struct {
 // idempotent.ErrEffectRejected is a refusal for good; any other error is
 // retried. Implementations must be safe for concurrent use and must pass
 // key to the service unchanged (as an Idempotency-Key header, say).
+//
+// The Mailer has no lookup of the mails sent (see idempotent.Finder): a
+// claim whose key the service may have forgotten (older than
+// MailOptions.KeyRetention, less a lease and the clock skew) is never sent
+// blindly but dead-lettered with ReasonMailNeedsReconciliation.
 type Mailer interface {
 	SendInvoice(ctx context.Context, key string, m Mail) (messageID string, err error)
 }
