@@ -198,18 +198,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.replay(ctx, w, r, key)
 	default:
 		status, title := failureStatus(res)
-		if status >= 500 || status == http.StatusConflict {
-			h.o.Logger.LogAttrs(r.Context(), slog.LevelWarn, "invoice request failed", slog.String("key", key),
+		detail := res.Reason + ": " + res.Description
+		if status >= 500 {
+			// The dependency's own words are for the log, not the client.
+			detail = res.Reason
+		}
+		if level := slog.LevelInfo; status >= 500 || status == http.StatusConflict {
+			if status >= 500 {
+				level = slog.LevelWarn
+			}
+			h.o.Logger.LogAttrs(r.Context(), level, "invoice request not done", slog.String("key", key),
 				slog.Int("status", status), slog.String("outcome", res.Outcome.String()), slog.String("reason", res.Reason),
 				slog.String("description", res.Description))
 		}
 		var retry *time.Duration
 		if status == http.StatusConflict || status == http.StatusServiceUnavailable {
 			retry = &h.o.RetryAfter
-		}
-		detail := res.Description
-		if res.Reason != "" {
-			detail = res.Reason + ": " + detail
 		}
 		h.problem(w, r, status, title, detail, retry)
 	}

@@ -27,6 +27,7 @@ type request struct {
 	createErr error
 	mailErr   error
 	crash     bool // the process crashes right after the mail service answered
+	down      bool // every store call fails transiently
 	status    int
 	replayed  bool // answered with the stored response and Idempotent-Replayed: true
 	retry     bool // a Retry-After header
@@ -93,6 +94,9 @@ func TestHandler(t *testing.T) {
 			{mailErr: transient, status: http.StatusServiceUnavailable, retry: true, calls: 1},
 			{status: http.StatusCreated, replayed: true, calls: 2, mails: 1},
 			{status: http.StatusCreated, replayed: true, calls: 2, mails: 1}}},
+		{"the store is down for a repeated request: 503, never 500", []request{created,
+			{down: true, status: http.StatusServiceUnavailable, retry: true, calls: 1, mails: 1},
+			{status: http.StatusCreated, replayed: true, calls: 1, mails: 1}}},
 		{"the mail service refuses the mail: 502", []request{
 			{mailErr: refused, status: http.StatusBadGateway, calls: 1}}},
 		{"a crash between the mail and its completed record: 409 until the lease ends, then the mail resumed with the same key and the 201 replayed", []request{
@@ -116,7 +120,7 @@ func TestHandler(t *testing.T) {
 					var first string // the body of the first 201
 					for n, rq := range tt.requests {
 						clk.Add(rq.later)
-						store.down.Store(false)
+						store.down.Store(rq.down)
 						store.setCreateErr(rq.createErr)
 						svc.mu.Lock()
 						svc.fail, svc.afterSend = rq.mailErr, nil
