@@ -1,25 +1,67 @@
-// Package invoice is a second, deliberately small domain built on package
-// idempotent. It exists to prove that the core is separable from the order
-// example: it imports nothing of the project but the core, and nothing in the
-// core was changed for it. It is an example to read, not part of the
-// product; copy it as the starting point of your own message type.
+// Package invoice is the Idempotent Consumer pattern applied to a second,
+// small domain: an invoice is created once and mailed to its customer once,
+// whether it arrives as a Service Bus message or as an HTTP request, on the
+// same core (package idempotent) and the same store. It imports nothing of
+// the project but the core, and the core knows nothing of it. It is an
+// example to read and to copy as the start of your own message type.
+//
+// On a queue, the consumer is a worker.Handler as it is:
+//
+//	mail := invoice.NewMailEffect(store, invoice.MailOptions{
+//		Mailer: mailClient, Lease: lockDuration, Owner: hostname})
+//	consumer := invoice.NewConsumer(store, idempotent.WithEffect(mail))
+//	// worker.New(receiver, consumer, logger, options) runs it.
+//
+// Over HTTP, on the same store and mail:
+//
+//	h, err := invoice.NewHandler(store, invoice.HandlerOptions{Mail: mail, Timeout: 10 * time.Second})
+//	mux.Handle("POST /invoices", h)
+//
+// store is cosmosstore.New(client, database, container, PartitionKeyPath), a
+// store on a container whose partition key path is [PartitionKeyPath] (or
+// test/memstore's model of one, in tests);
+// mailClient is your mail service's client as a [Mailer]. Without the mail,
+// NewConsumer(store) is create-once alone.
+//
+// # The message
 //
 // An invoice message is a JSON object whose MessageId is its invoiceId:
 //
 //	{"invoiceId": "inv-1", "customerId": "cust-42", "currency": "EUR",
 //	 "amountMinor": 1999, "issuedAt": "2026-11-30T10:00:00Z"}
 //
-// An accepted invoice writes two documents in one transactional batch under
-// partition key value invoiceId (container partition key path
-// [PartitionKeyPath]): the invoice marker, whose id is the invoice id and
-// which records the request hash, and the "InvoiceIssued:<invoiceId>" outbox
-// event. A redelivery is a Duplicate; the same invoiceId with other content
-// is a Mismatch dead-lettered as "InvoiceIdReused".
+// An accepted invoice writes, in one transactional batch under partition
+// key value invoiceId, the invoice marker (its id is the invoice id; it
+// records the request hash), the "InvoiceIssued:<invoiceId>" outbox event
+// and, with the mail, the mail's first claim. A redelivery is a Duplicate;
+// the same invoiceId with other content is a Mismatch dead-lettered as
+// "InvoiceIdReused".
 //
-// The consumer is a worker.Handler as it is: worker.New(receiver,
-// invoice.NewConsumer(store), logger, options) runs it on a Service Bus
-// queue, and cosmosstore.New(client, database, container, PartitionKeyPath),
-// on a container partitioned on /invoiceId, is its store.
+// # Create-once and effect-once
+//
+// The mail is an idempotent.Effect ([NewMailEffect]): its record
+// "InvoiceMail:<invoiceId>" is claimed in the create's batch, the
+// [Mailer] is called with the idempotency key "InvoiceMail:<invoiceId>",
+// stable per invoice, and the record is marked completed with the mail's
+// id. A delivery that finds the mail not done (the mail service failed, or
+// the process ended between the call and the completed record) resumes it
+// with the same key, so the mail service, which deduplicates on the key,
+// sends one mail per invoice whatever is redelivered. The example makes no
+// store write or conflict decision of its own: the Kind says what an
+// invoice is, writes and asks for, the core decides.
+//
+// # The HTTP endpoint
+//
+// [Handler] follows the IETF draft "The Idempotency-Key HTTP Header Field"
+// (draft-ietf-httpapi-idempotency-key-header, HTTPAPI working group): the
+// key is required (400 without it), a repeated request is answered with the
+// stored response (marked Idempotent-Replayed: true), the key reused for
+// another body is a 422, a request whose key is in progress a 409 with
+// Retry-After. The key is the invoiceId, as the MessageId is on the
+// queue, so that both inputs converge on one invoice and one mail: a key
+// of its own per request would let two keys create one invoice twice. The
+// response is stored in the marker, written in the create's batch, so that
+// it exists exactly when the invoice does.
 package invoice
 
 import (
@@ -56,8 +98,9 @@ type Invoice struct {
 type Kind struct{}
 
 var (
-	_ idempotent.Kind[Invoice] = Kind{}
-	_ idempotent.ReasonNamer   = Kind{}
+	_ idempotent.Kind[Invoice]       = Kind{}
+	_ idempotent.ReasonNamer         = Kind{}
+	_ idempotent.EffectKind[Invoice] = Kind{}
 )
 
 // NewConsumer returns the idempotent consumer of invoice messages over store.
@@ -116,7 +159,13 @@ func (Kind) RequestHash(v Invoice) string {
 
 // Documents returns the invoice marker and its InvoiceIssued outbox event.
 func (Kind) Documents(m idempotent.Message, v Invoice, hash string) ([]idempotent.Document, error) {
-	marker, err := json.Marshal(document{ID: v.InvoiceID, Type: "invoice", Invoice: v, RequestHash: hash, MessageID: m.ID})
+	return documents(m, v, hash, nil)
+}
+
+// documents returns the invoice marker, holding resp if not nil, and its
+// InvoiceIssued outbox event.
+func documents(m idempotent.Message, v Invoice, hash string, resp *storedResponse) ([]idempotent.Document, error) {
+	marker, err := json.Marshal(document{ID: v.InvoiceID, Type: "invoice", Invoice: v, RequestHash: hash, MessageID: m.ID, Response: resp})
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +189,9 @@ type document struct {
 	Invoice
 	RequestHash string `json:"requestHash"`
 	MessageID   string `json:"messageId"`
+	// Response is the HTTP response of an invoice created by a Handler,
+	// replayed to a repeated request.
+	Response *storedResponse `json:"response,omitempty"`
 }
 
 func appendString(b []byte, s string) []byte {

@@ -19,7 +19,7 @@ type backend struct {
 	name string
 	// open returns a store for one subtest. Cosmium's stores share one
 	// container, so subtests must use invoice ids of their own.
-	open func(t *testing.T) idempotent.Store
+	open func(t *testing.T) idempotent.DocumentStore
 	// atomicBatch reports whether the store's transactional batch is
 	// atomic. Cosmium's is not (see package cosmiumtest): each operation
 	// is an atomic create of its own.
@@ -32,15 +32,15 @@ type backend struct {
 func backends(t *testing.T) []backend {
 	t.Helper()
 	mem := backend{name: "memstore", atomicBatch: true,
-		open: func(*testing.T) idempotent.Store { return memstore.NewWithPartitionKey("invoiceId") }}
+		open: func(*testing.T) idempotent.DocumentStore { return memstore.NewWithPartitionKey("invoiceId") }}
 	cs := cosmiumStore(t)
-	cosmium := backend{name: "cosmium", open: func(*testing.T) idempotent.Store { return cs }}
+	cosmium := backend{name: "cosmium", open: func(*testing.T) idempotent.DocumentStore { return cs }}
 	return []backend{mem, cosmium}
 }
 
 // cosmiumStore starts cosmium for t and returns a cosmosstore on an
 // invoices container partitioned on /invoiceId.
-func cosmiumStore(t *testing.T) idempotent.Store {
+func cosmiumStore(t *testing.T) *cosmosstore.Store {
 	t.Helper()
 	srv := cosmiumtest.Start(t)
 	c, err := cosmosstore.NewClientFromConnectionString(srv.ConnectionString(), nil)
