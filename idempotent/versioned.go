@@ -128,9 +128,11 @@ type VersionedChange[D VersionedDocument] struct {
 	What string
 	// Patch is the change as patch operations, for a store that is a
 	// Patcher, without the version: the piece prepends the condition
-	// Below{VersionPath, Version} and appends the set of the version. Its
-	// own conditions name documents the patch cannot keep correct; one
-	// that fails them is read and replaced instead. No Ops: no patch.
+	// Below{VersionPath, Version} and appends the set of the version, so
+	// it holds at most MaxPatchOps-1 operations. Its own conditions name
+	// documents the patch cannot keep correct; one that fails them is read
+	// and replaced instead. No Ops, or too many: no patch, every delivery
+	// reads and replaces.
 	Patch Patch
 	// Decode decodes a stored body. An error is a Failure.
 	Decode func(body []byte) (D, error)
