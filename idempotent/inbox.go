@@ -10,16 +10,11 @@ import (
 	"time"
 )
 
-// Inbox is the dedicated-marker ("inbox") technique, for a consumer whose
-// business write is not keyed by the message (an entry with a random id
-// appended to a ledger, a counter moved), or for several consumers of the
-// same messages that share one store. It records that consumer processed a
-// message in a marker document written in the same transactional batch as
-// the consumer's business documents: both are written, or neither. The
-// create of the marker is the duplicate check, so the business write
-// happens once per consumer and message however often it is delivered.
-//
-// Use it from a handler, after decoding and validating the message:
+// Inbox is the dedicated-marker ("inbox") technique: it records that a
+// named consumer processed a message in a marker document written in the
+// same transactional batch as the consumer's business documents. Build one
+// per consumer with NewInbox, and call Process from the handler, after
+// decoding and validating the message:
 //
 //	inbox, err := idempotent.NewInbox(store, idempotent.InboxConfig{
 //		Consumer: "loyalty", PartitionKeyField: "customerId",
@@ -30,6 +25,13 @@ import (
 //		return []idempotent.Document{entry(ev, at)}, nil
 //	})
 //
+// It serves a consumer whose business write is not keyed by the message (an
+// entry with a random id appended to a ledger, a counter moved), and
+// several consumers of the same messages that share one store. The marker
+// and the business documents are written together or not at all, and the
+// create of the marker is the duplicate check, so the business write
+// happens once per consumer and message however often it is delivered.
+//
 // # The seam
 //
 // The caller keeps its schema: it names the partition, hashes the content
@@ -37,7 +39,8 @@ import (
 // marker (its id, its fields, its TTL), the store calls and the decision.
 // Documents come from a function rather than a slice so that a delivery
 // decided by the read before the batch builds none, and so that they can
-// carry the marker's processing time.
+// carry the marker's processing time. The store is only a Store (a batch
+// create and a read).
 //
 // # Concurrency and idempotency
 //

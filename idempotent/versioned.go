@@ -7,18 +7,10 @@ import (
 	"time"
 )
 
-// Versioned is the versioned-state technique, for messages that carry
-// absolute state (event-carried state transfer: "the status is now
-// shipped, version 7") rather than a command. Applying absolute state
-// twice leaves the same state, so the only danger is an older change
-// overwriting a newer one: each change carries a version that grows with
-// every change of the entity, and the stored document is written only if
-// its version is below the change's. A newer change is Applied, an older
-// or equal one is Stale (nothing written), and an equal version whose
-// content differs from what was applied under it is Mismatch: the version
-// was reused for other content.
-//
-// Use it from a handler, after decoding and validating the change:
+// Versioned is the versioned-state technique: it applies a change of
+// absolute state to a document under a version guard. Build one per
+// document type with NewVersioned, and call Apply from the handler, after
+// decoding and validating the change:
 //
 //	v := idempotent.NewVersioned[*account](store, idempotent.VersionedConfig{
 //		MissingReason: "AccountNotYetOpened", MissingRetryAfter: 5 * time.Second,
@@ -30,6 +22,17 @@ import (
 //		Decode: decodeAccount,
 //		Apply:  func(a *account) ([]byte, error) { a.Limit, a.Version = c.Limit, c.Version; return json.Marshal(a) },
 //	})
+//
+// It serves messages that carry absolute state (event-carried state
+// transfer: "the status is now shipped, version 7") rather than a command.
+// Applying absolute state twice leaves the same state, so the only danger
+// is an older change overwriting a newer one: each change carries a version
+// that grows with every change of the entity, and the stored document is
+// written only if its version is below the change's. A newer change is
+// Applied, an older or equal one is Stale (nothing written), and an equal
+// version whose content differs from what was applied under it is
+// Mismatch: the version was reused for other content. A change whose
+// document does not exist yet is Transient with RetryAfter.
 //
 // # The seam
 //
