@@ -87,8 +87,10 @@
 // copies (see [WithAdaptiveReadFirst] and [Processor.CopyShare]). A
 // bounded cache of facts the store confirmed (see [WithFactCache]) answers a
 // duplicate or a reused id it knows with none. The create stays the arbiter
-// of every race. A status change applies in one conditional patch on its
-// first delivery (see [idempotent.Patcher]).
+// of every race. A status change applies through the core's versioned
+// state ([idempotent.Versioned]), in one conditional patch on its first
+// delivery (see [idempotent.Patcher]); an inbox consumer records what it
+// processed through the core's inbox ([idempotent.Inbox]).
 //
 // # Idempotency contract
 //

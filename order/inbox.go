@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -14,16 +13,19 @@ import (
 )
 
 // TypeInboxMarker and TypeLoyaltyEntry are the document types the inbox
-// variant writes.
+// variant writes: the core's inbox marker, and the loyalty entry.
 const (
-	TypeInboxMarker  = "inbox"
+	TypeInboxMarker  = idempotent.TypeInboxMarker
 	TypeLoyaltyEntry = "loyalty"
 )
 
-// InboxMarkerID returns the id of consumer's inbox marker for a message.
-// For a consumer name that ValidateConsumerName accepts and a MessageId of
-// at most MaxMessageIDLength characters it is a legal Cosmos DB id.
-func InboxMarkerID(consumer, messageID string) string { return "inbox:" + consumer + ":" + messageID }
+// InboxMarkerID returns the id of consumer's inbox marker for a message
+// (idempotent.InboxMarkerID). For a consumer name that ValidateConsumerName
+// accepts and a MessageId of at most MaxMessageIDLength characters it is a
+// legal Cosmos DB id.
+func InboxMarkerID(consumer, messageID string) string {
+	return idempotent.InboxMarkerID(consumer, messageID)
+}
 
 // Limits of an inbox marker id, "inbox:<consumer>:<messageId>".
 const (
@@ -31,38 +33,20 @@ const (
 	MaxDocumentIDLength = 255
 	// MaxConsumerNameLength is the longest consumer name: the marker id of
 	// the longest MessageId Service Bus accepts is then still a legal id.
-	MaxConsumerNameLength = MaxDocumentIDLength - len("inbox:") - len(":") - MaxMessageIDLength
-	// maxMarkerTTL is the longest per-item ttl Cosmos DB accepts, in seconds.
-	maxMarkerTTL = math.MaxInt32
+	MaxConsumerNameLength = idempotent.MaxConsumerNameLength
 )
 
-// ValidateConsumerName reports whether name can name an inbox consumer: 1 to
-// MaxConsumerNameLength characters from [A-Za-z0-9._-]. Cosmos DB rejects
-// ids with '/', '\', '?' or '#' and ids over 255 characters with a 400, so a
-// name outside these rules would make the marker id of every message
-// illegal; ':' is excluded too, because it separates the parts of the
-// marker id ("a:b" with MessageId "c" would share a marker with "a" and
-// MessageId "b:c"). A worker checks the name when it starts.
-func ValidateConsumerName(name string) error {
-	if name == "" {
-		return errors.New("inbox consumer name is empty")
-	}
-	if len(name) > MaxConsumerNameLength {
-		return fmt.Errorf("inbox consumer name of %d characters exceeds the limit of %d (its marker ids, %q + name + \":\" + a MessageId of up to %d characters, must fit Cosmos DB's %d)",
-			len(name), MaxConsumerNameLength, "inbox:", MaxMessageIDLength, MaxDocumentIDLength)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("inbox consumer name %q: character %q at offset %d is not one of A-Z a-z 0-9 . _ - (Cosmos DB ids forbid / \\ ? #, and ':' separates the parts of a marker id)", name, c, i)
-		}
-	}
-	return nil
-}
+// ValidateConsumerName reports whether name can name an inbox consumer, as
+// idempotent.ValidateConsumerName says: 1 to MaxConsumerNameLength
+// characters from [A-Za-z0-9._-]. A worker checks the name when it starts.
+func ValidateConsumerName(name string) error { return idempotent.ValidateConsumerName(name) }
 
-// InboxMarker records that a named consumer processed a message. It lives in
-// the partition of the message's order, is written in the same transactional
-// batch as the consumer's business write, and expires after TTL seconds.
+// InboxMarker is an inbox marker of this example's consumers as the core's
+// inbox piece (idempotent.Inbox) writes it, with "orderId" as the partition
+// key field: it records that a named consumer processed a message, lives in
+// the partition of the message's order, is written in the same
+// transactional batch as the consumer's business write, and expires after
+// TTL seconds. The audit reads markers with it.
 type InboxMarker struct {
 	ID          string    `json:"id"`      // InboxMarkerID(Consumer, MessageID)
 	OrderID     string    `json:"orderId"` // the partition key
@@ -89,17 +73,20 @@ type LoyaltyEntry struct {
 
 // InboxConsumer is the dedicated-marker ("inbox") variant of the idempotent
 // consumer, for consumers whose business write is not naturally keyed by the
-// message, or several consumers that share one store. Each consumer has a
-// name; it writes a marker keyed by its name and the MessageId together with
-// its business write, in one transactional batch. Two differently named
+// message, or several consumers that share one store: a composition of the
+// core's inbox piece (idempotent.Inbox), which writes a marker keyed by the
+// consumer's name and the MessageId together with its business write, in
+// one transactional batch, and decides a conflict. Two differently named
 // consumers of the same message each process it once; one never suppresses
-// the other. Its business write here awards loyalty points.
+// the other. Its business write here awards loyalty points; this package
+// keeps the decoding, the hash and the loyalty entry.
 //
 // An InboxConsumer is safe for concurrent use and implements the worker's
 // Handler. MarkerTTL must be at least RedeliveryHorizon.MinRetention of the
-// queue it consumes, or a late copy would be processed twice; with
-// UnboundedRetention the markers never expire (ttl -1), the only safe choice
-// for a queue whose messages never expire.
+// queue it consumes, or a late copy would be processed twice: set Horizon
+// and the consumer refuses a shorter TTL. With UnboundedRetention the
+// markers never expire (ttl -1), the only safe choice for a queue whose
+// messages never expire.
 //
 // Build one with NewInboxConsumer, which refuses an illegal name or TTL. A
 // consumer built as a struct literal checks the same on every message and,
@@ -109,15 +96,19 @@ type LoyaltyEntry struct {
 // fault.
 type InboxConsumer struct {
 	Name      string
-	Store     idempotent.DocumentStore
+	Store     idempotent.Store
 	MarkerTTL time.Duration
 	Now       func() time.Time // nil means time.Now
+	// Horizon, if not nil, is the redelivery horizon of the queue or
+	// subscription the consumer reads (a RedeliveryHorizon): a MarkerTTL
+	// below its minimum retention is refused.
+	Horizon idempotent.RetentionHorizon
 }
 
 // NewInboxConsumer returns the inbox consumer name writing to store, or an
 // error if name or markerTTL is not one Cosmos DB accepts (see Validate).
 // now nil means time.Now.
-func NewInboxConsumer(name string, store idempotent.DocumentStore, markerTTL time.Duration, now func() time.Time) (*InboxConsumer, error) {
+func NewInboxConsumer(name string, store idempotent.Store, markerTTL time.Duration, now func() time.Time) (*InboxConsumer, error) {
 	c := &InboxConsumer{Name: name, Store: store, MarkerTTL: markerTTL, Now: now}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -126,31 +117,32 @@ func NewInboxConsumer(name string, store idempotent.DocumentStore, markerTTL tim
 }
 
 // Validate reports whether c can write legal markers: its name passes
-// ValidateConsumerName, it has a store, and its MarkerTTL is
-// UnboundedRetention or from 1 second to 2147483647 seconds (Cosmos DB
-// rejects a ttl of 0 or beyond that with a 400). It does not check the TTL
-// against a redelivery horizon: RedeliveryHorizon.CheckRetention does.
+// ValidateConsumerName, it has a store, its MarkerTTL is UnboundedRetention
+// or from 1 second to 2147483647 seconds (Cosmos DB rejects a ttl of 0 or
+// beyond that with a 400) and, with a Horizon, not below its minimum
+// retention (see idempotent.NewInbox).
 func (c *InboxConsumer) Validate() error {
-	if err := ValidateConsumerName(c.Name); err != nil {
-		return err
-	}
-	if c.Store == nil {
-		return fmt.Errorf("inbox consumer %s has no store", c.Name)
-	}
-	if c.MarkerTTL != UnboundedRetention && (c.MarkerTTL < time.Second || c.MarkerTTL > maxMarkerTTL*time.Second) {
-		return fmt.Errorf("inbox consumer %s: marker TTL %v is not between 1s and %v (Cosmos DB's largest ttl), nor order.UnboundedRetention", c.Name, c.MarkerTTL, maxMarkerTTL*time.Second)
-	}
-	return nil
+	_, err := c.inbox()
+	return err
 }
 
-// ttlSeconds returns the marker's ttl field: -1 (never expires) for
-// UnboundedRetention, else MarkerTTL in whole seconds, rounded up so that a
-// marker never expires before MarkerTTL has passed.
-func (c *InboxConsumer) ttlSeconds() int {
-	if c.MarkerTTL == UnboundedRetention {
-		return -1
+// inbox returns the core's inbox for c's configuration, or why there is
+// none.
+func (c *InboxConsumer) inbox() (*idempotent.Inbox, error) {
+	return idempotent.NewInbox(c.Store, idempotent.InboxConfig{
+		Consumer: c.Name, PartitionKeyField: "orderId", MarkerTTL: c.MarkerTTL, Horizon: c.Horizon, Now: c.Now,
+		ReusedReason: ReasonOrderIDReused, Failure: inboxFailure,
+	})
+}
+
+// inboxFailure is storeFailure for the inbox piece: a stored marker that
+// cannot be decoded is a *StoredDocumentError, dead-lettered at once.
+func inboxFailure(orderID, op string, err error) idempotent.Result {
+	var me *idempotent.MarkerError
+	if errors.As(err, &me) {
+		err = &StoredDocumentError{PartitionKey: me.PartitionKey, ID: me.ID, Err: me.Err}
 	}
-	return int((c.MarkerTTL + time.Second - 1) / time.Second)
+	return storeFailure(orderID, op, err)
 }
 
 // Process decides by the message's Subject. An order placement is decoded,
@@ -171,14 +163,15 @@ func (c *InboxConsumer) Process(ctx context.Context, m idempotent.Message) idemp
 }
 
 func (c *InboxConsumer) process(ctx context.Context, m idempotent.Message) idempotent.Result {
-	if err := c.Validate(); err != nil {
+	inbox, err := c.inbox()
+	if err != nil {
 		return idempotent.Result{Outcome: idempotent.Transient, Reason: ReasonConsumerMisconfigured, Description: err.Error(), Err: err}
 	}
 	switch m.Subject {
 	case "", SubjectOrderPlaced:
-		return c.placeOrder(ctx, m)
+		return c.placeOrder(ctx, inbox, m)
 	case EventOrderAccepted:
-		return c.acceptedEvent(ctx, m)
+		return c.acceptedEvent(ctx, inbox, m)
 	case SubjectOrderStatusChanged:
 		// Named by its MessageId only: the body is not this consumer's
 		// business, so it is not decoded.
@@ -195,12 +188,12 @@ func (c *InboxConsumer) process(ctx context.Context, m idempotent.Message) idemp
 }
 
 // placeOrder is Process for an order placement.
-func (c *InboxConsumer) placeOrder(ctx context.Context, m idempotent.Message) idempotent.Result {
+func (c *InboxConsumer) placeOrder(ctx context.Context, inbox *idempotent.Inbox, m idempotent.Message) idempotent.Result {
 	o, invalid := decodeOrderMessage(m)
 	if invalid != nil {
 		return *invalid
 	}
-	return c.award(ctx, m, o.OrderID, o.CustomerID, o.TotalMinor, o.RequestHash())
+	return c.award(ctx, inbox, m, o.OrderID, o.CustomerID, o.TotalMinor, o.RequestHash())
 }
 
 func randomID() string {

@@ -177,7 +177,7 @@ func isRequestHash(s string) bool {
 // Duplicate; an event id that arrives with another request hash is a
 // Mismatch. A malformed event, or one whose id is not its MessageId, is
 // Invalid at its first delivery: no redelivery can change its bytes.
-func (c *InboxConsumer) acceptedEvent(ctx context.Context, m idempotent.Message) idempotent.Result {
+func (c *InboxConsumer) acceptedEvent(ctx context.Context, inbox *idempotent.Inbox, m idempotent.Message) idempotent.Result {
 	ev, orderID, err := DecodeAcceptedEvent(m.Body)
 	if err != nil {
 		return idempotent.Result{Outcome: idempotent.Invalid, Key: orderID, Reason: idempotent.ReasonInvalidMessage, Description: "OrderAccepted event: " + err.Error(), Err: err}
@@ -186,68 +186,28 @@ func (c *InboxConsumer) acceptedEvent(ctx context.Context, m idempotent.Message)
 		err := &FieldError{Field: "id", Problem: fmt.Sprintf("%q does not equal the MessageId %q", ev.ID, m.ID)}
 		return idempotent.Result{Outcome: idempotent.Invalid, Key: ev.OrderID, Reason: idempotent.ReasonMessageIDMismatch, Description: err.Error(), Err: err}
 	}
-	return c.award(ctx, m, ev.OrderID, ev.CustomerID, ev.TotalMinor, ev.RequestHash)
+	return c.award(ctx, inbox, m, ev.OrderID, ev.CustomerID, ev.TotalMinor, ev.RequestHash)
 }
 
-// award writes c's marker for message m and the loyalty entry of the order
-// in one transactional batch in the order's partition, and decides a
-// conflict on the marker: Duplicate for the same request hash, Mismatch for
+// award records c's processing of message m with the loyalty entry of the
+// order, through the core's inbox: the marker and the entry in one
+// transactional batch in the order's partition; a conflict on the marker is
+// Duplicate for the same request hash, Mismatch (ReasonOrderIDReused) for
 // another. A redelivery reads the marker first (idempotent.RedeliveriesFirst)
-// and decides from it without the batch when it is there; when it is not,
-// the batch decides as for a first delivery.
-func (c *InboxConsumer) award(ctx context.Context, m idempotent.Message, orderID, customerID string, totalMinor int64, hash string) idempotent.Result {
-	markerID := InboxMarkerID(c.Name, m.ID)
-	if (idempotent.RedeliveriesFirst{}).ReadFirst(m) {
-		var stored InboxMarker
-		_, err := readJSON(ctx, c.Store, orderID, markerID, &stored)
-		switch {
-		case err == nil:
-			return c.decideStored(m.ID, orderID, hash, stored)
-		case !errors.Is(err, idempotent.ErrNotFound):
-			return storeFailure(orderID, "read inbox marker of a redelivery", err)
-		}
-		// No marker: the earlier delivery wrote nothing (or its marker
-		// expired); the batch below decides.
-	}
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
-	at := now().UTC()
-	marker := InboxMarker{ID: markerID, OrderID: orderID, Type: TypeInboxMarker, Consumer: c.Name,
-		MessageID: m.ID, RequestHash: hash, ProcessedAt: at, TTL: c.ttlSeconds()}
+// and decides from it without the batch when it is there.
+func (c *InboxConsumer) award(ctx context.Context, inbox *idempotent.Inbox, m idempotent.Message, orderID, customerID string, totalMinor int64, hash string) idempotent.Result {
 	entry := LoyaltyEntry{ID: randomID(), OrderID: orderID, Type: TypeLoyaltyEntry, Consumer: c.Name,
-		CustomerID: customerID, Points: totalMinor / 100, AwardedAt: at}
-	mb, err := json.Marshal(marker)
-	if err != nil {
-		return storeFailure(orderID, "encode inbox marker", err)
+		CustomerID: customerID, Points: totalMinor / 100}
+	r := inbox.Process(ctx, m, orderID, hash, func(at time.Time) ([]idempotent.Document, error) {
+		entry.AwardedAt = at
+		b, err := json.Marshal(entry)
+		if err != nil {
+			return nil, err
+		}
+		return []idempotent.Document{{ID: entry.ID, Body: b}}, nil
+	})
+	if r.Outcome == idempotent.Created {
+		r.Description = fmt.Sprintf("%d points awarded by %s", entry.Points, c.Name)
 	}
-	eb, err := json.Marshal(entry)
-	if err != nil {
-		return storeFailure(orderID, "encode loyalty entry", err)
-	}
-	_, err = c.Store.CreateBatch(ctx, orderID, []idempotent.Document{{ID: marker.ID, Body: mb}, {ID: entry.ID, Body: eb}})
-	switch {
-	case err == nil:
-		return idempotent.Result{Outcome: idempotent.Created, Key: orderID, Description: fmt.Sprintf("%d points awarded by %s", entry.Points, c.Name)}
-	case !errors.Is(err, idempotent.ErrAlreadyExists):
-		return storeFailure(orderID, "create inbox marker and loyalty entry", err)
-	}
-	var stored InboxMarker
-	if _, err := readJSON(ctx, c.Store, orderID, marker.ID, &stored); err != nil {
-		return storeFailure(orderID, "read inbox marker after conflict", err)
-	}
-	return c.decideStored(m.ID, orderID, hash, stored)
-}
-
-// decideStored decides a message whose marker, stored, c found: Duplicate
-// for the same request hash, Mismatch for another.
-func (c *InboxConsumer) decideStored(messageID, orderID, hash string, stored InboxMarker) idempotent.Result {
-	if stored.RequestHash != hash {
-		return idempotent.Result{Outcome: idempotent.Mismatch, Key: orderID, Reason: ReasonOrderIDReused,
-			Description: fmt.Sprintf("consumer %s processed message %s with request hash %s; this message has request hash %s",
-				c.Name, messageID, stored.RequestHash, hash)}
-	}
-	return idempotent.Result{Outcome: idempotent.Duplicate, Key: orderID,
-		Description: fmt.Sprintf("consumer %s processed it at %s", c.Name, stored.ProcessedAt.Format(time.RFC3339))}
+	return r
 }

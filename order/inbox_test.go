@@ -133,3 +133,51 @@ func TestInboxMarkerTTL(t *testing.T) {
 		}
 	}
 }
+
+// TestInboxMarkerShape: the marker the core's inbox writes for this
+// package's consumers is the documented InboxMarker, every field set, in
+// the order's partition (the audit reads it so), and UnboundedRetention is
+// the core's NeverExpires.
+func TestInboxMarkerShape(t *testing.T) {
+	if order.UnboundedRetention != idempotent.NeverExpires {
+		t.Fatalf("UnboundedRetention %v is not idempotent.NeverExpires %v", order.UnboundedRetention, idempotent.NeverExpires)
+	}
+	s := memstore.New()
+	c, err := order.NewInboxConsumer("loyalty", s, time.Hour, fixedNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Process(context.Background(), msg(validBody)); r.Outcome != idempotent.Created {
+		t.Fatalf("%v (%s)", r.Outcome, r.Description)
+	}
+	it, ok := s.Get("ord-1", order.InboxMarkerID("loyalty", "ord-1"))
+	var m order.InboxMarker
+	if !ok || json.Unmarshal(it.Body, &m) != nil {
+		t.Fatalf("no marker that decodes as an InboxMarker: %s", it.Body)
+	}
+	want := order.InboxMarker{ID: "inbox:loyalty:ord-1", OrderID: "ord-1", Type: order.TypeInboxMarker, Consumer: "loyalty", MessageID: "ord-1",
+		RequestHash: m.RequestHash, ProcessedAt: fixedNow().UTC(), TTL: 3600}
+	if m != want || len(m.RequestHash) != 64 {
+		t.Errorf("marker %+v, want %+v with a request hash", m, want)
+	}
+}
+
+// TestInboxConsumerRefusesATTLBelowItsHorizon: with a Horizon, a marker TTL
+// below the queue's minimum retention is refused, and a consumer that
+// would forget its markers too early writes nothing and retries.
+func TestInboxConsumerRefusesATTLBelowItsHorizon(t *testing.T) {
+	h := order.RedeliveryHorizon{LockDuration: time.Minute, MaxDeliveryCount: 6, MessageTimeToLive: time.Hour, DuplicateDetectionWindow: 10 * time.Minute}
+	min, _ := h.MinRetention()
+	s := memstore.New()
+	short := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: min - time.Second, Now: fixedNow, Horizon: h}
+	if err := short.Validate(); err == nil || !strings.Contains(err.Error(), "minimum retention") {
+		t.Errorf("Validate = %v, want the horizon's refusal", err)
+	}
+	if r := short.Process(context.Background(), msg(validBody)); r.Outcome != idempotent.Transient || r.Reason != order.ReasonConsumerMisconfigured || len(s.Items()) != 0 {
+		t.Errorf("%v %q, %d documents: want a retry that wrote nothing", r.Outcome, r.Reason, len(s.Items()))
+	}
+	enough := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: min, Now: fixedNow, Horizon: h}
+	if r := enough.Process(context.Background(), msg(validBody)); r.Outcome != idempotent.Created {
+		t.Errorf("TTL at the minimum: %v (%s)", r.Outcome, r.Description)
+	}
+}

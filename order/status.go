@@ -102,15 +102,17 @@ func (c *StatusChange) validate() error {
 	return nil
 }
 
-// maxReplaceAttempts bounds the read-compare-replace loop when concurrent
-// changes keep moving the ETag.
-const maxReplaceAttempts = 3
-
 // applyStatus applies a status change if it is newer than the stored
-// version: on a first delivery with one conditional patch (when the store
-// is a Patcher), else, and when the patch's condition fails, by reading the
+// version, through the core's versioned-state piece (idempotent.Versioned):
+// on a first delivery with one conditional patch (when the store is a
+// Patcher), else, and when the patch's condition fails, by reading the
 // order and replacing it ETag-conditioned. An older or equal version is a
-// no-op; a change for an order that does not exist yet is retried, not lost.
+// no-op (Stale), an equal version with other content a Mismatch
+// (ReasonStatusVersionReused); a change for an order that does not exist
+// yet is retried after StatusRetryAfter (ReasonOrderNotYetCreated), not
+// lost. This package supplies the order document's schema: how to decode
+// it, the versions' recorded hashes (statusState), the patch (statusPatch)
+// and the replace's mutation.
 //
 // Round trips: a change applied on its first delivery costs one (the
 // patch); a redelivery of an applied change one (the read). A stale change
@@ -132,67 +134,66 @@ func (p *Processor) applyStatus(ctx context.Context, m idempotent.Message) idemp
 		return idempotent.Result{Outcome: idempotent.Invalid, Key: c.OrderID, Reason: idempotent.ReasonUnsupportedMessage, Description: err.Error(), Err: err}
 	}
 	hash := c.ContentHash()
-	// A first delivery is most likely new: apply it in one conditional
-	// patch. A patch that fails its condition carries no document, so a
-	// stale change, a reused version and a document the patch cannot keep
-	// (see statusPatch) are told apart by the read below. A redelivery is
-	// most likely applied already: it reads first.
-	if pt, ok := p.docs.(idempotent.Patcher); ok && m.DeliveryCount <= 1 {
-		_, err := pt.PatchDocument(ctx, c.OrderID, c.OrderID, statusPatch(&c, hash))
-		switch {
-		case err == nil:
-			return idempotent.Result{Outcome: idempotent.Applied, Key: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
-		case errors.Is(err, idempotent.ErrNotFound):
-			return orderNotYetCreated(c, err)
-		case !errors.Is(err, idempotent.ErrPreconditionFailed):
-			return storeFailure(c.OrderID, "patch for status change", err)
-		}
+	v := idempotent.NewVersioned[*statusState](p.docs, statusConfig)
+	return v.Apply(ctx, m, idempotent.VersionedChange[*statusState]{
+		PartitionKey: c.OrderID, ID: c.OrderID, Version: c.Version, Hash: hash,
+		What:  fmt.Sprintf("status %s, changed at %s", c.Status, c.ChangedAt.UTC().Format(time.RFC3339Nano)),
+		Patch: statusPatch(&c, hash),
+		Decode: func(body []byte) (*statusState, error) {
+			s := new(statusState)
+			if err := json.Unmarshal(body, &s.doc); err != nil {
+				return nil, &StoredDocumentError{PartitionKey: c.OrderID, ID: c.OrderID, Err: err}
+			}
+			return s, nil
+		},
+		Apply: func(s *statusState) ([]byte, error) {
+			changedAt := c.ChangedAt.UTC()
+			s.doc.Status, s.doc.Version, s.doc.StatusChangedAt = c.Status, c.Version, &changedAt
+			s.doc.recordStatusHash(c.Version, hash)
+			return json.Marshal(s.doc)
+		},
+	})
+}
+
+// statusConfig is how status changes use the versioned-state piece: the
+// order's version is "/version" (1 at its creation), and the order's
+// reasons name a reused version and a change that came before its order.
+var statusConfig = idempotent.VersionedConfig{
+	VersionPath:       "/version",
+	ReusedReason:      ReasonStatusVersionReused,
+	MissingReason:     ReasonOrderNotYetCreated,
+	MissingRetryAfter: StatusRetryAfter,
+	Failure:           storeFailure,
+}
+
+// statusState is the order document as the versioned-state piece sees it.
+type statusState struct{ doc OrderDocument }
+
+var _ idempotent.VersionedDocument = (*statusState)(nil)
+
+// StateVersion returns the order's version.
+func (s *statusState) StateVersion() int64 { return s.doc.Version }
+
+// AppliedHash returns the content hash recorded for version v. The current
+// version is always comparable, from the stored status and changedAt, even
+// in a document written before hashes were recorded. A version that was
+// never applied (skipped because a newer one arrived first) or was applied
+// too long ago to be among the MaxStatusHashes recorded ones is not.
+func (s *statusState) AppliedHash(v int64) (string, bool) {
+	if h, ok := s.doc.StatusHashes[v]; ok {
+		return h, true
 	}
-	for range maxReplaceAttempts {
-		var doc OrderDocument
-		etag, err := readJSON(ctx, p.docs, c.OrderID, c.OrderID, &doc)
-		switch {
-		case errors.Is(err, idempotent.ErrNotFound):
-			return orderNotYetCreated(c, err)
-		case err != nil:
-			return storeFailure(c.OrderID, "read for status change", err)
-		case doc.Version >= c.Version:
-			return staleOrReused(doc, c, hash)
-		}
-		changedAt := c.ChangedAt.UTC()
-		doc.Status, doc.Version, doc.StatusChangedAt = c.Status, c.Version, &changedAt
-		doc.recordStatusHash(c.Version, hash)
-		body, err := json.Marshal(doc)
-		if err != nil {
-			return storeFailure(c.OrderID, "encode status change", err)
-		}
-		_, err = p.docs.ReplaceDocument(ctx, c.OrderID, idempotent.Document{ID: doc.ID, Body: body}, etag)
-		switch {
-		case err == nil:
-			return idempotent.Result{Outcome: idempotent.Applied, Key: c.OrderID, Description: fmt.Sprintf("status %s, version %d", c.Status, c.Version)}
-		case errors.Is(err, idempotent.ErrPreconditionFailed):
-			continue // changed since the read: read again and decide again
-		default:
-			return storeFailure(c.OrderID, "replace for status change", err)
-		}
+	if v == s.doc.Version && s.doc.StatusChangedAt != nil {
+		cur := StatusChange{OrderID: s.doc.OrderID, Status: s.doc.Status, Version: s.doc.Version, ChangedAt: *s.doc.StatusChangedAt}
+		return cur.ContentHash(), true
 	}
-	return idempotent.Result{Outcome: idempotent.Transient, Key: c.OrderID, Reason: idempotent.ReasonConcurrentUpdate,
-		Description: fmt.Sprintf("the order changed during %d attempts to apply version %d", maxReplaceAttempts, c.Version)}
+	return "", false
 }
 
 // StatusRetryAfter is how long a status change that arrived before its
 // order waits at least before it is tried again: the order is usually in
 // the queue already, a few deliveries behind.
 const StatusRetryAfter = 5 * time.Second
-
-// orderNotYetCreated is the result of a status change c for an order that
-// does not exist yet: retried later (RetryAfter), not lost; time, not a
-// dependency, resolves it.
-func orderNotYetCreated(c StatusChange, err error) idempotent.Result {
-	return idempotent.Result{Outcome: idempotent.Transient, Key: c.OrderID, Reason: ReasonOrderNotYetCreated,
-		Description: fmt.Sprintf("status %s (version %d) arrived before the order; retrying", c.Status, c.Version), Err: err,
-		RetryAfter: StatusRetryAfter}
-}
 
 // statusHashVersion names the canonical encoding of a status change's
 // content; changing the encoding must change it.
@@ -232,37 +233,9 @@ func (d *OrderDocument) recordStatusHash(v int64, hash string) {
 	d.StatusHashCount = len(d.StatusHashes)
 }
 
-// staleOrReused decides a change c (content hash) that is not newer than
-// the stored version. A version whose applied content is recorded is
-// compared with it: the same hash is a duplicate (Stale), another hash is
-// a version reused for other content (Mismatch). The current version is
-// always comparable, from the stored status and changedAt, even in a
-// document written before hashes were recorded. A version that was never
-// applied (skipped because a newer one arrived first) or was applied too
-// long ago to be among the MaxStatusHashes recorded ones cannot be
-// compared: it is Stale, and its description says so.
-func staleOrReused(doc OrderDocument, c StatusChange, hash string) idempotent.Result {
-	stored, ok := doc.StatusHashes[c.Version]
-	if !ok && c.Version == doc.Version && doc.StatusChangedAt != nil {
-		cur := StatusChange{OrderID: doc.OrderID, Status: doc.Status, Version: doc.Version, ChangedAt: *doc.StatusChangedAt}
-		stored, ok = cur.ContentHash(), true
-	}
-	switch {
-	case !ok:
-		return idempotent.Result{Outcome: idempotent.Stale, Key: c.OrderID,
-			Description: fmt.Sprintf("stored version %d (%s) is newer than version %d (%s), whose content was never applied or is no longer recorded: nothing to do",
-				doc.Version, doc.Status, c.Version, c.Status)}
-	case stored == hash:
-		return idempotent.Result{Outcome: idempotent.Stale, Key: c.OrderID,
-			Description: fmt.Sprintf("version %d (%s) was applied already with the same content (stored version %d, %s): nothing to do", c.Version, c.Status, doc.Version, doc.Status)}
-	}
-	return idempotent.Result{Outcome: idempotent.Mismatch, Key: c.OrderID, Reason: ReasonStatusVersionReused,
-		Description: fmt.Sprintf("version %d of order %s was applied with content hash %s; this change (status %s, changed at %s) has content hash %s",
-			c.Version, c.OrderID, stored, c.Status, c.ChangedAt.UTC().Format(time.RFC3339Nano), hash)}
-}
-
 // readJSON reads document id of partition pk into v and returns its ETag.
-// A document that does not decode into v is a *StoredDocumentError.
+// A document that does not decode into v is a *StoredDocumentError. The
+// payment records' code reads with it.
 func readJSON(ctx context.Context, s idempotent.DocumentStore, pk, id string, v any) (string, error) {
 	body, etag, err := s.ReadDocument(ctx, pk, id)
 	if err != nil {

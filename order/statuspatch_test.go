@@ -125,8 +125,14 @@ func TestStatusPatch_FullOrLegacyDocumentIsReplaced(t *testing.T) {
 func TestStatusPatch_OrderNotYetCreated(t *testing.T) {
 	s := memstore.New()
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
-	r := p.Process(context.Background(), statusDelivery(2, "paid", 1))
-	if r.Outcome != idempotent.Transient || r.Reason != order.ReasonOrderNotYetCreated {
-		t.Errorf("%v %q, want a retry: %s", r.Outcome, r.Reason, fmt.Sprint(r.Err))
+	for _, dc := range []uint32{1, 2} { // the patch's path, the read's
+		r := p.Process(context.Background(), statusDelivery(2, "paid", dc))
+		if r.Outcome != idempotent.Transient || r.Reason != order.ReasonOrderNotYetCreated || r.RetryAfter != order.StatusRetryAfter || r.DependencyFailed() {
+			t.Errorf("delivery %d: %v %q after %v, want a retry after %v that is not a dependency failure: %s",
+				dc, r.Outcome, r.Reason, r.RetryAfter, order.StatusRetryAfter, fmt.Sprint(r.Err))
+		}
+	}
+	if n := len(s.Items()); n != 0 {
+		t.Errorf("%d documents written", n)
 	}
 }

@@ -214,6 +214,9 @@ const breakerThreshold = 5
 func newHandler(cfg config, store *cosmosstore.Store, patchConditions bool, tel *telemetry.Providers) (worker.Handler, func(context.Context) error, error) {
 	if cfg.InboxConsumer != "" {
 		c, err := order.NewInboxConsumer(cfg.InboxConsumer, store, cfg.InboxTTL, nil)
+		if c != nil {
+			c.Horizon = cfg.horizon() // the inbox refuses markers that expire before the last copy
+		}
 		return c, store.Ping, err
 	}
 	opts := []order.Option{order.WithDocuments(store), order.WithFactCache(cfg.FactCache)}
