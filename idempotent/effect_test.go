@@ -185,7 +185,7 @@ func newReceipts(s *trips, d idempotent.Downstream, clk *clock, opts ...idempote
 	return idempotent.NewConsumer[receipt](receiptKind{}, s, append([]idempotent.Option{idempotent.WithEffect(e)}, opts...)...)
 }
 
-func delivery(id, to string, seq int64, count uint32) idempotent.Message {
+func mailDelivery(id, to string, seq int64, count uint32) idempotent.Message {
 	return idempotent.Message{ID: id, Body: []byte(fmt.Sprintf(`{"invoiceId":%q,"to":%q}`, id, to)), SequenceNumber: seq, DeliveryCount: count}
 }
 
@@ -197,7 +197,7 @@ func TestEffectOnce(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	c := newReceipts(s, m, clk, idempotent.WithFactCache(idempotent.NewFactCache(16)))
 
-	if r := c.Process(t.Context(), delivery("inv-1", "a@x", 1, 1)); r.Outcome != idempotent.Created {
+	if r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 1, 1)); r.Outcome != idempotent.Created {
 		t.Fatalf("first delivery: %v %s", r.Outcome, r.Description)
 	}
 	if n := s.roundTrips(); n != 2 {
@@ -215,7 +215,7 @@ func TestEffectOnce(t *testing.T) {
 		t.Errorf("record %s", it.Body)
 	}
 	// A hot duplicate: no round trip, no call.
-	if r := c.Process(t.Context(), delivery("inv-1", "a@x", 2, 1)); r.Outcome != idempotent.Duplicate {
+	if r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 2, 1)); r.Outcome != idempotent.Duplicate {
 		t.Errorf("copy: %v %s", r.Outcome, r.Description)
 	}
 	if n := s.roundTrips(); n != 0 {
@@ -223,14 +223,14 @@ func TestEffectOnce(t *testing.T) {
 	}
 	// A cold duplicate (another worker): one read, of the record.
 	c2 := newReceipts(s, m, clk)
-	if r := c2.Process(t.Context(), delivery("inv-1", "a@x", 1, 2)); r.Outcome != idempotent.Duplicate {
+	if r := c2.Process(t.Context(), mailDelivery("inv-1", "a@x", 1, 2)); r.Outcome != idempotent.Duplicate {
 		t.Errorf("redelivery: %v %s", r.Outcome, r.Description)
 	}
 	if n := s.roundTrips(); n != 1 {
 		t.Errorf("a redelivery cost %d round trips, want 1", n)
 	}
 	// The id reused: the record's hash tells it.
-	if r := c2.Process(t.Context(), delivery("inv-1", "b@x", 1, 3)); r.Outcome != idempotent.Mismatch || r.Reason != idempotent.ReasonIDReused {
+	if r := c2.Process(t.Context(), mailDelivery("inv-1", "b@x", 1, 3)); r.Outcome != idempotent.Mismatch || r.Reason != idempotent.ReasonIDReused {
 		t.Errorf("reused: %v %q %s", r.Outcome, r.Reason, r.Description)
 	}
 	if calls, effects := m.calls(); calls != 1 || effects != 1 {
@@ -252,7 +252,7 @@ func TestEffectAfterAnAmbiguousWrite(t *testing.T) {
 	c := newReceipts(s, m, clk, idempotent.WithFactCache(idempotent.NewFactCache(16)))
 	want := []idempotent.Outcome{idempotent.Transient, idempotent.Duplicate, idempotent.Duplicate, idempotent.Duplicate}
 	for i, w := range want {
-		r := c.Process(t.Context(), delivery("inv-1", "a@x", 7, uint32(i+1)))
+		r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 7, uint32(i+1)))
 		if r.Outcome != w {
 			t.Fatalf("delivery %d: %v %q %s, want %v", i+1, r.Outcome, r.Reason, r.Description, w)
 		}
@@ -274,16 +274,16 @@ func TestEffectCrashBeforeTheCompletedMark(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	c := newReceipts(s, m, clk)
 	s.replaceErr = fmt.Errorf("connection reset: %w", idempotent.ErrTransient)
-	if r := c.Process(t.Context(), delivery("inv-1", "a@x", 3, 1)); r.Outcome != idempotent.Transient || !r.DependencyFailed() {
+	if r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 3, 1)); r.Outcome != idempotent.Transient || !r.DependencyFailed() {
 		t.Fatalf("first delivery: %v %q %s, want a retry for the store", r.Outcome, r.Reason, r.Description)
 	}
 	s.replaceErr = nil
 	// Another copy within the lease waits: the claim may be calling.
-	if r := c.Process(t.Context(), delivery("inv-1", "a@x", 4, 1)); r.Outcome != idempotent.Transient || r.Reason != idempotent.ReasonEffectInProgress {
+	if r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 4, 1)); r.Outcome != idempotent.Transient || r.Reason != idempotent.ReasonEffectInProgress {
 		t.Fatalf("another copy: %v %q %s, want in progress", r.Outcome, r.Reason, r.Description)
 	}
 	// The same copy's next delivery takes the claim over at once.
-	r := c.Process(t.Context(), delivery("inv-1", "a@x", 3, 2))
+	r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 3, 2))
 	if r.Outcome != idempotent.Duplicate || !r.Resumed {
 		t.Fatalf("redelivery: %v %q %s resumed %v", r.Outcome, r.Reason, r.Description, r.Resumed)
 	}
@@ -319,10 +319,10 @@ func TestEffectLeaseAndStaleClaims(t *testing.T) {
 			clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 			c := newReceipts(s, d, clk)
 			s.replaceErr = fmt.Errorf("unavailable: %w", idempotent.ErrTransient) // the claim stays held
-			c.Process(t.Context(), delivery("inv-1", "a@x", 1, 1))
+			c.Process(t.Context(), mailDelivery("inv-1", "a@x", 1, 1))
 			s.replaceErr = nil
 			clk.Add(tt.age)
-			r := c.Process(t.Context(), delivery("inv-1", "a@x", 2, 1))
+			r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 2, 1))
 			if r.Outcome != tt.want || r.Reason != tt.wantReason {
 				t.Fatalf("%v %q %s, want %v %q", r.Outcome, r.Reason, r.Description, tt.want, tt.wantReason)
 			}
@@ -346,7 +346,7 @@ func TestEffectConcurrentDeliveries(t *testing.T) {
 	var wg sync.WaitGroup
 	results := make([]idempotent.Result, 32)
 	for i := range results {
-		wg.Go(func() { results[i] = c.Process(t.Context(), delivery("inv-1", "a@x", int64(i%4+1), uint32(i/4+1))) })
+		wg.Go(func() { results[i] = c.Process(t.Context(), mailDelivery("inv-1", "a@x", int64(i%4+1), uint32(i/4+1))) })
 	}
 	wg.Wait()
 	created := 0
@@ -361,7 +361,7 @@ func TestEffectConcurrentDeliveries(t *testing.T) {
 	}
 	// Whatever was left in progress completes on a later delivery.
 	clk.Add(2 * time.Minute)
-	if r := c.Process(t.Context(), delivery("inv-1", "a@x", 9, 1)); r.Outcome != idempotent.Duplicate {
+	if r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 9, 1)); r.Outcome != idempotent.Duplicate {
 		t.Errorf("late copy: %v %s", r.Outcome, r.Description)
 	}
 	if created > 1 {
@@ -394,7 +394,7 @@ func TestMarkerMissing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := memstore.NewWithPartitionKey("invoiceId")
 			c := idempotent.NewConsumer[receipt](receiptKind{}, s)
-			if r := c.Process(t.Context(), delivery("inv-1", "a@x", 1, 1)); r.Outcome != idempotent.Created {
+			if r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 1, 1)); r.Outcome != idempotent.Created {
 				t.Fatal(r)
 			}
 			s.Delete("inv-1", "inv-1")
@@ -408,7 +408,7 @@ func TestMarkerMissing(t *testing.T) {
 				s2 := &deleteAfterConflict{Store: s}
 				c = idempotent.NewConsumer[receipt](receiptKind{}, s2)
 			}
-			r := c.Process(t.Context(), delivery("inv-1", "a@x", 1, 1))
+			r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 1, 1))
 			if r.Outcome != tt.want || r.Reason != tt.wantReason || r.Key != "inv-1" {
 				t.Fatalf("%v %q %s, want %v %q", r.Outcome, r.Reason, r.Description, tt.want, tt.wantReason)
 			}
@@ -437,7 +437,7 @@ func TestEffectAlone(t *testing.T) {
 	m := newMailer()
 	e := idempotent.NewEffect(s, idempotent.EffectOptions{Name: "Receipt", PartitionKeyField: "invoiceId", Downstream: m, Lease: time.Minute})
 	for i := range 3 {
-		r, done := e.Run(t.Context(), delivery("inv-9", "a@x", 1, uint32(i+1)), "inv-9", "", []byte(`{"to":"a@x"}`))
+		r, done := e.Run(t.Context(), mailDelivery("inv-9", "a@x", 1, uint32(i+1)), "inv-9", "", []byte(`{"to":"a@x"}`))
 		if !done {
 			t.Fatalf("run %d: %v %s", i, r.Outcome, r.Description)
 		}
@@ -449,7 +449,7 @@ func TestEffectAlone(t *testing.T) {
 	if err := bad.Err(); err == nil || !strings.Contains(err.Error(), "lease") || !strings.Contains(err.Error(), "partition key field") {
 		t.Errorf("Err = %v, want the lease and the field named", err)
 	}
-	if r, done := bad.Run(t.Context(), delivery("inv-9", "a@x", 1, 1), "inv-9", "", []byte(`{}`)); done || r.Outcome != idempotent.Transient || !r.DependencyFailed() {
+	if r, done := bad.Run(t.Context(), mailDelivery("inv-9", "a@x", 1, 1), "inv-9", "", []byte(`{}`)); done || r.Outcome != idempotent.Transient || !r.DependencyFailed() {
 		t.Errorf("misconfigured run: %v %v", r.Outcome, done)
 	}
 }
@@ -464,18 +464,18 @@ func TestEffectResumedFromTheFactCache(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	c := newReceipts(s, m, clk, idempotent.WithFactCache(idempotent.NewFactCache(16)))
 	m.fail = fmt.Errorf("mail server down: %w", idempotent.ErrTransient)
-	if r := c.Process(t.Context(), delivery("inv-1", "a@x", 1, 1)); r.Outcome != idempotent.Transient || r.Reason != idempotent.ReasonEffectUnavailable || !r.DependencyFailed() {
+	if r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 1, 1)); r.Outcome != idempotent.Transient || r.Reason != idempotent.ReasonEffectUnavailable || !r.DependencyFailed() {
 		t.Fatalf("first delivery: %v %q %s, want a retry for the downstream", r.Outcome, r.Reason, r.Description)
 	}
 	m.fail = nil
-	if r := c.Process(t.Context(), delivery("inv-1", "a@x", 2, 1)); r.Outcome != idempotent.Duplicate {
+	if r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 2, 1)); r.Outcome != idempotent.Duplicate {
 		t.Fatalf("copy: %v %q %s", r.Outcome, r.Reason, r.Description)
 	}
 	if _, effects := m.calls(); effects != 1 {
 		t.Fatalf("%d effects after the copy, want 1", effects)
 	}
 	s.roundTrips()
-	if r := c.Process(t.Context(), delivery("inv-1", "a@x", 3, 1)); r.Outcome != idempotent.Duplicate {
+	if r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 3, 1)); r.Outcome != idempotent.Duplicate {
 		t.Errorf("another copy: %v %s", r.Outcome, r.Description)
 	}
 	if n := s.roundTrips(); n != 0 {

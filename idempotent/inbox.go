@@ -80,7 +80,7 @@ type InboxConfig struct {
 	// carries the partition key value in it.
 	PartitionKeyField string
 	// MarkerTTL is how long a marker is kept: from 1 second to
-	// MaxMarkerTTL, or NeverExpires. A store that honours a per-document
+	// MaxMarkerTTL, or UnboundedRetention. A store that honours a per-document
 	// "ttl" field (Cosmos DB with a default TTL set on the container)
 	// deletes the marker after it.
 	MarkerTTL time.Duration
@@ -109,15 +109,10 @@ type InboxConfig struct {
 // another copy of it can still be delivered.
 type RetentionHorizon interface {
 	// MinRetention returns the shortest safe retention of a deduplication
-	// marker, or NeverExpires if no finite one is safe, and how it was
+	// marker, or UnboundedRetention if no finite one is safe, and how it was
 	// computed, for the error that refuses a shorter one.
 	MinRetention() (time.Duration, string)
 }
-
-// NeverExpires, as a MarkerTTL, keeps markers for ever (ttl -1): the only
-// safe choice for a queue whose messages never expire. It is the largest
-// Duration, so it passes every horizon.
-const NeverExpires = time.Duration(math.MaxInt64)
 
 // Limits of inbox markers.
 const (
@@ -199,8 +194,8 @@ func NewInbox(store Store, cfg InboxConfig) (*Inbox, error) {
 		}
 	}
 	ttl := cfg.MarkerTTL
-	if ttl != NeverExpires && (ttl < time.Second || ttl > MaxMarkerTTL) {
-		return nil, fmt.Errorf("inbox consumer %s: marker TTL %v is not between 1s and %v (Cosmos DB's largest ttl), nor idempotent.NeverExpires", cfg.Consumer, ttl, MaxMarkerTTL)
+	if ttl != UnboundedRetention && (ttl < time.Second || ttl > MaxMarkerTTL) {
+		return nil, fmt.Errorf("inbox consumer %s: marker TTL %v is not between 1s and %v (Cosmos DB's largest ttl), nor idempotent.UnboundedRetention", cfg.Consumer, ttl, MaxMarkerTTL)
 	}
 	if cfg.Horizon != nil {
 		min, why := cfg.Horizon.MinRetention()
@@ -211,7 +206,7 @@ func NewInbox(store Store, cfg InboxConfig) (*Inbox, error) {
 	}
 	in := &Inbox{consumer: cfg.Consumer, store: store, pkField: field, ttl: -1, now: cfg.Now, policy: cfg.ReadFirst,
 		reused: nonEmpty(cfg.ReusedReason, ReasonIDReused), failure: cfg.Failure}
-	if ttl != NeverExpires {
+	if ttl != UnboundedRetention {
 		// Rounded up, so that a marker never expires before MarkerTTL.
 		in.ttl = int((ttl + time.Second - 1) / time.Second)
 	}

@@ -158,12 +158,12 @@ func TestInbox_RoundTrips(t *testing.T) {
 
 // TestInbox_MarkerShape: the marker is the document the package documents,
 // with the partition key value under the configured field, and the TTL
-// rounded up to whole seconds (-1 for NeverExpires).
+// rounded up to whole seconds (-1 for UnboundedRetention).
 func TestInbox_MarkerShape(t *testing.T) {
 	for _, tt := range []struct {
 		ttl  time.Duration
 		want int
-	}{{time.Hour, 3600}, {1500 * time.Millisecond, 2}, {idempotent.NeverExpires, -1}} {
+	}{{time.Hour, 3600}, {1500 * time.Millisecond, 2}, {idempotent.UnboundedRetention, -1}} {
 		s := memstore.NewWithPartitionKey("tenantId")
 		in, err := idempotent.NewInbox(s, idempotent.InboxConfig{Consumer: "audit", PartitionKeyField: "tenantId", MarkerTTL: tt.ttl, Now: inboxNow})
 		if err != nil {
@@ -329,7 +329,7 @@ func TestNewInbox_RefusesABadConfiguration(t *testing.T) {
 		{"TTL below a second", func(c *idempotent.InboxConfig) { c.MarkerTTL = 500 * time.Millisecond }, "not between 1s"},
 		{"TTL beyond Cosmos DB's", func(c *idempotent.InboxConfig) { c.MarkerTTL = idempotent.MaxMarkerTTL + time.Second }, "not between 1s"},
 		{"TTL below the horizon", func(c *idempotent.InboxConfig) { c.MarkerTTL = 2*time.Hour - time.Second }, "below the redelivery horizon's minimum retention 2h0m0s"},
-		{"finite TTL, unbounded horizon", func(c *idempotent.InboxConfig) { c.Horizon = horizon(idempotent.NeverExpires) }, "the test's horizon"},
+		{"finite TTL, unbounded horizon", func(c *idempotent.InboxConfig) { c.Horizon = horizon(idempotent.UnboundedRetention) }, "the test's horizon"},
 	} {
 		cfg := ok
 		tt.edit(&cfg)
@@ -341,9 +341,9 @@ func TestNewInbox_RefusesABadConfiguration(t *testing.T) {
 		t.Error("NewInbox without a store accepted")
 	}
 	forever := ok
-	forever.MarkerTTL, forever.Horizon = idempotent.NeverExpires, horizon(idempotent.NeverExpires)
+	forever.MarkerTTL, forever.Horizon = idempotent.UnboundedRetention, horizon(idempotent.UnboundedRetention)
 	if _, err := idempotent.NewInbox(s, forever); err != nil {
-		t.Errorf("NeverExpires under an unbounded horizon: %v", err)
+		t.Errorf("UnboundedRetention under an unbounded horizon: %v", err)
 	}
 }
 

@@ -137,10 +137,10 @@ func TestInboxMarkerTTL(t *testing.T) {
 // TestInboxMarkerShape: the marker the core's inbox writes for this
 // package's consumers is the documented InboxMarker, every field set, in
 // the order's partition (the audit reads it so), and UnboundedRetention is
-// the core's NeverExpires.
+// the core's UnboundedRetention.
 func TestInboxMarkerShape(t *testing.T) {
-	if order.UnboundedRetention != idempotent.NeverExpires {
-		t.Fatalf("UnboundedRetention %v is not idempotent.NeverExpires %v", order.UnboundedRetention, idempotent.NeverExpires)
+	if order.UnboundedRetention != idempotent.UnboundedRetention {
+		t.Fatalf("UnboundedRetention %v is not idempotent.UnboundedRetention %v", order.UnboundedRetention, idempotent.UnboundedRetention)
 	}
 	s := memstore.New()
 	c, err := order.NewInboxConsumer("loyalty", s, time.Hour, fixedNow)
