@@ -70,9 +70,11 @@ type Options struct {
 	// closes stays locked until its lock expires, a counted delivery. With
 	// a backlog the call returns within milliseconds; only on an idle queue
 	// does it wait out the window. Default 1s when the Receiver is an
-	// *azservicebus.Receiver, which has link credit; for any other Receiver
-	// (a fake, the queue model, a wrapper: set it explicitly when it models
-	// credit) the default is no window. Negative cancels the call at once.
+	// *azservicebus.Receiver, which has link credit, or wraps one and says
+	// so with a method Unwrap() Receiver (as otelworker's does); for any
+	// other Receiver (a fake, the queue model: set it explicitly when it
+	// models credit) the default is no window. Negative cancels the call at
+	// once.
 	// No new receive is ever started after Run's context has ended.
 	ReceiveDrain time.Duration
 	// Gate, if set, is asked before every receive and told every result:

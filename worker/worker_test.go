@@ -403,3 +403,33 @@ func TestShutdownDrainsTheReceiveInProgress(t *testing.T) {
 		t.Errorf("ReceiveMessages called %d times with a done context", r.callsDone)
 	}
 }
+
+// unwrapping wraps a Receiver and says so, as a decorator does.
+type unwrapping struct{ worker.Receiver }
+
+func (u unwrapping) Unwrap() worker.Receiver { return u.Receiver }
+
+// opaque wraps a Receiver without saying so.
+type opaque struct{ worker.Receiver }
+
+// TestReceiveDrainDefaultSeesThroughWrappers: the drain window's default
+// follows the SDK's receiver through decorators that unwrap (the
+// telemetry's), so wrapping the receiver changes no shutdown behaviour.
+func TestReceiveDrainDefaultSeesThroughWrappers(t *testing.T) {
+	sdk := &azservicebus.Receiver{}
+	for _, tt := range []struct {
+		name string
+		r    worker.Receiver
+		want bool
+	}{
+		{"the SDK's receiver", sdk, true},
+		{"wrapped twice, unwrapping", unwrapping{unwrapping{sdk}}, true},
+		{"wrapped without Unwrap", opaque{sdk}, false},
+		{"a fake", newFakeReceiver(), false},
+		{"a wrapped fake", unwrapping{newFakeReceiver()}, false},
+	} {
+		if got := worker.HasLinkCredit(tt.r); got != tt.want {
+			t.Errorf("%s: HasLinkCredit = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

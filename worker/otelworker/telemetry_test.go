@@ -253,3 +253,18 @@ func TestTelemetry(t *testing.T) {
 		t.Errorf("receive spans link %d messages' creation contexts, want 8", links)
 	}
 }
+
+// TestReceiverUnwraps: the telemetry's receiver says what it wraps, so that
+// the worker's defaults (the drain window of the SDK's receiver) see
+// through it.
+func TestReceiverUnwraps(t *testing.T) {
+	tel, err := otelworker.New(otelworker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := newFakeReceiver()
+	u, ok := tel.Receiver(inner).(interface{ Unwrap() worker.Receiver })
+	if !ok || u.Unwrap() != worker.Receiver(inner) {
+		t.Errorf("Telemetry.Receiver(r) does not unwrap to r")
+	}
+}
