@@ -83,6 +83,9 @@ func TestSettlementFollowsOutcome(t *testing.T) {
 		{idempotent.Transient, settlement{kind: "abandon"}},
 		{idempotent.Applied, settlement{kind: "complete"}},
 		{idempotent.Stale, settlement{kind: "complete"}},
+		{idempotent.Ignored, settlement{kind: "complete"}},
+		// An outcome the worker does not know: retried, never lost.
+		{idempotent.Outcome(42), settlement{kind: "abandon"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.outcome.String(), func(t *testing.T) {
