@@ -117,69 +117,8 @@ type Options struct {
 	ResumedAttr string
 }
 
-// Gate decides when the receive loop may receive, from the results of the
-// deliveries: a circuit breaker is one (package worker/breaker). The
-// receive loop calls Admit from one goroutine; handlers call Record
-// concurrently with it and with each other.
-type Gate interface {
-	// Admit blocks until the loop may receive, and returns the context of
-	// that receive (derived from rx; the gate may cancel it to cut the
-	// receive short) and the Admission. It returns ok false, at once or
-	// when it ends its wait, once ctx has ended.
-	Admit(ctx, rx context.Context) (rctx context.Context, a Admission, ok bool)
-	// Record takes the decision of one delivery, at the end of its Process
-	// phase and before its settlement.
-	Record(d Decision)
-}
-
-// Admission is a Gate's answer to Admit.
-type Admission struct {
-	// Max bounds the messages of the receive, if positive and below what
-	// the loop could take.
-	Max int
-	// Trial marks the receive's deliveries as trials (a half-open
-	// breaker's): their Decision has Trial set.
-	Trial bool
-	// Done, if set, is called once the receive has returned, with the
-	// number of messages it returned.
-	Done func(received int)
-}
-
-// Decision is what a Gate learns of one delivery.
-type Decision struct {
-	Result idempotent.Result
-	// Trial reports that the delivery was received under an Admission
-	// with Trial set.
-	Trial bool
-	// Telling is false when the result says nothing about the handler's
-	// dependencies: the shutdown grace cut the handler off, or its lock
-	// was lost.
-	Telling bool
-}
-
-// Hook sees every delivery: tracing and metrics hang on it (package
-// worker/otelworker). Its methods are called on the handler goroutines,
-// concurrently.
-type Hook interface {
-	// Start is called when the handling of m begins. The context it
-	// returns is the handler's, and, without its cancellation, the parent
-	// of the settlement's and the delivery log line's.
-	Start(ctx context.Context, m *azservicebus.ReceivedMessage) context.Context
-	// End is called after the settlement attempt, with Start's context
-	// and the delivery's report.
-	End(ctx context.Context, rep Report)
-}
-
-// Summarizer is implemented by a Gate or Hook that adds to the worker's
-// summary lines (see Logs in the package documentation).
-type Summarizer interface {
-	// Summary returns the attributes to add to a summary, and whether they
-	// show trouble: since the previous call, or, when final is set, over
-	// the whole run. It is called from one goroutine at a time.
-	Summary(final bool) (attrs []slog.Attr, trouble bool)
-}
-
-// Report describes the handling of one delivery, for Options.Observe.
+// Report describes the handling of one delivery, for Options.Observe and
+// Hook.End.
 type Report struct {
 	MessageID     string
 	DeliveryCount uint32
@@ -196,37 +135,6 @@ type Report struct {
 	RetryAttempt int
 	RetryDelay   time.Duration
 	ScheduleErr  error
-}
-
-// Stats counts what a Worker has done. Outcomes counts the deliveries
-// handled by outcome (every outcome a handler returns, known or not);
-// DeadLettered and Retried count those whose outcome settles by a
-// dead-letter and by an abandon (idempotent.Outcome.Settlement), Retried
-// including CutOff, the deliveries the shutdown grace cancelled, and
-// Scheduled, those retried by a scheduled copy rather than abandoned
-// (ScheduleFailed counts the schedulings that failed: abandoned).
-// LockLost counts deliveries whose lock was lost during handling or
-// settlement; SettleFailed counts settlements that failed for any reason.
-// Renewed and RenewFailed count lock renewals that succeeded and that
-// failed for another reason than a lost lock. ReceiveFailed counts failed
-// receive calls.
-type Stats struct {
-	Received                            int64
-	Outcomes                            map[idempotent.Outcome]int64
-	DeadLettered, Retried, CutOff       int64
-	LockLost, SettleFailed              int64
-	Renewed, RenewFailed, ReceiveFailed int64
-	Scheduled, ScheduleFailed           int64
-}
-
-// Processed returns the number of deliveries whose handling ended,
-// whatever the outcome.
-func (s Stats) Processed() int64 {
-	var n int64
-	for _, c := range s.Outcomes {
-		n += c
-	}
-	return n
 }
 
 // Worker is a PeekLock consumer. Create it with New; a Worker runs once.
@@ -318,53 +226,6 @@ func hasLinkCredit(r Receiver) bool {
 			return false
 		}
 	}
-}
-
-// Stats returns the counts so far. It is safe to call while Run runs.
-func (w *Worker) Stats() Stats {
-	return Stats{
-		Received: w.received.Load(), Outcomes: w.outcomes.snapshot(),
-		DeadLettered: w.deadLettered.Load(), Retried: w.retried.Load(), CutOff: w.cutOff.Load(),
-		LockLost: w.lockLost.Load(), SettleFailed: w.settleFailed.Load(),
-		Renewed: w.renewed.Load(), RenewFailed: w.renewFailed.Load(), ReceiveFailed: w.receiveFailed.Load(),
-		Scheduled: w.scheduled.Load(), ScheduleFailed: w.scheduleFailed.Load(),
-	}
-}
-
-// outcomeCounts counts deliveries by outcome: the outcomes of the
-// idempotent package in an array of atomics, any other in a map.
-type outcomeCounts struct {
-	small [32]atomic.Int64
-	mu    sync.Mutex
-	other map[idempotent.Outcome]int64
-}
-
-func (c *outcomeCounts) add(o idempotent.Outcome) {
-	if o >= 0 && int(o) < len(c.small) {
-		c.small[o].Add(1)
-		return
-	}
-	c.mu.Lock()
-	if c.other == nil {
-		c.other = make(map[idempotent.Outcome]int64)
-	}
-	c.other[o]++
-	c.mu.Unlock()
-}
-
-func (c *outcomeCounts) snapshot() map[idempotent.Outcome]int64 {
-	m := make(map[idempotent.Outcome]int64)
-	for i := range c.small {
-		if n := c.small[i].Load(); n != 0 {
-			m[idempotent.Outcome(i)] = n
-		}
-	}
-	c.mu.Lock()
-	for o, n := range c.other {
-		m[o] = n
-	}
-	c.mu.Unlock()
-	return m
 }
 
 // errGraceOver is the cause of the handlers' context when the shutdown grace
