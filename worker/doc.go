@@ -23,6 +23,25 @@
 // of their own that plug into two seams the worker defines and calls (see
 // Options below).
 //
+// # Delivery contract
+//
+// Service Bus delivers at least once, so every message may be handled more
+// than once, by this worker or another. The worker never relies on a
+// settlement succeeding: when a complete, abandon or dead-letter fails (the
+// lock was lost, the link dropped), the message comes back and the handler's
+// idempotency turns the redelivery into a harmless duplicate.
+//
+// # Settlement
+//
+// An outcome is settled by what it means (idempotent.Outcome.Settlement):
+// Complete (created, duplicate, applied, stale, ignored) completes the
+// message, DeadLetter (mismatch, invalid) dead-letters it with the result's
+// Reason and Description, and Abandon (transient, and any outcome the
+// worker does not know, so a new outcome is retried rather than lost)
+// abandons it after the retry backoff, or schedules a copy (see Delayed
+// retries). Stats counts the deliveries by outcome, whatever the outcomes
+// are, so a new outcome needs no edit to the worker.
+//
 // # Pipeline
 //
 // Each delivery passes through three stages; the bounds are per Worker, with
@@ -75,14 +94,6 @@
 // starts a goroutine only when a renewal is due. Observe is called on the
 // handler goroutine after the settlement attempt.
 //
-// # Delivery contract
-//
-// Service Bus delivers at least once, so every message may be handled more
-// than once, by this worker or another. The worker never relies on a
-// settlement succeeding: when a complete, abandon or dead-letter fails (the
-// lock was lost, the link dropped), the message comes back and the handler's
-// idempotency turns the redelivery into a harmless duplicate.
-//
 // # Lock renewal
 //
 // A handler's lock is renewed when half of the time left until the
@@ -91,17 +102,6 @@
 // lock is shorter than the configured one does not lose every long handler's
 // lock. The first time the lock the broker grants disagrees with
 // Options.LockDuration the worker logs a warning naming both.
-//
-// # Settlement
-//
-// An outcome is settled by what it means (idempotent.Outcome.Settlement):
-// Complete (created, duplicate, applied, stale, ignored) completes the
-// message, DeadLetter (mismatch, invalid) dead-letters it with the result's
-// Reason and Description, and Abandon (transient, and any outcome the
-// worker does not know, so a new outcome is retried rather than lost)
-// abandons it after the retry backoff, or schedules a copy (see Delayed
-// retries). Stats counts the deliveries by outcome, whatever the outcomes
-// are, so a new outcome needs no edit to the worker.
 //
 // # Options: the Gate and the Hook
 //
