@@ -67,6 +67,48 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
+// Settlement is what a worker does with a delivery once it is decided: the
+// meaning of an Outcome for the broker.
+type Settlement int
+
+// The settlements of a delivery.
+const (
+	// Abandon gives the message back for redelivery (a worker that can
+	// schedule messages may instead retry it by a scheduled copy when the
+	// result has RetryAfter set). The zero value: an outcome nobody knows
+	// is retried, never lost.
+	Abandon Settlement = iota
+	// Complete removes the message: it is done, whether or not this
+	// delivery wrote anything.
+	Complete
+	// DeadLetter moves the message to the dead-letter queue: no
+	// redelivery can make it succeed.
+	DeadLetter
+)
+
+var settlementNames = [...]string{Abandon: "abandon", Complete: "complete", DeadLetter: "dead_letter"}
+
+func (s Settlement) String() string {
+	if s >= 0 && int(s) < len(settlementNames) {
+		return settlementNames[s]
+	}
+	return fmt.Sprintf("Settlement(%d)", int(s))
+}
+
+// Settlement returns how a delivery with outcome o is settled: Created,
+// Duplicate, Applied, Stale and Ignored complete it, Mismatch and Invalid
+// dead-letter it, and Transient, like any outcome not listed, abandons it.
+func (o Outcome) Settlement() Settlement {
+	switch o {
+	case Created, Duplicate, Applied, Stale, Ignored:
+		return Complete
+	case Mismatch, Invalid:
+		return DeadLetter
+	default:
+		return Abandon
+	}
+}
+
 // Dead-letter and retry reasons of the pattern itself, short and stable so
 // that operators can group dead-lettered messages by them. A domain adds
 // its own.

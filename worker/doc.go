@@ -1,8 +1,46 @@
-// Package worker runs the PeekLock receive loop of the idempotent order
-// consumer: one goroutine receives from Service Bus, a bounded number of
-// handlers process messages concurrently, each under its own deadline and with
-// its lock renewed while it runs, and every result is settled by one switch
-// over the outcome.
+// Package worker runs the PeekLock receive loop of an idempotent consumer
+// on Azure Service Bus. Wire it from a receiver, a handler, a logger and
+// options, and Run it until the context ends:
+//
+//	receiver, err := client.NewReceiverForQueue("invoices", nil) // PeekLock
+//	if err != nil { ... }
+//	consumer := idempotent.NewConsumer(invoiceKind, store)       // a worker.Handler
+//	w, err := worker.New(receiver, consumer, logger, worker.Options{
+//		Concurrency:  16,
+//		LockDuration: time.Minute, // the queue's lockDuration
+//		KeyAttr:      "invoice_id",
+//	})
+//	if err != nil { ... }
+//	err = w.Run(ctx) // returns after a graceful drain once ctx ends
+//
+// One goroutine receives, a bounded number of handlers process messages
+// concurrently, each under its own deadline and with its lock renewed from
+// the message's LockedUntil while it runs, and every result is settled by
+// one switch over what its outcome means
+// (idempotent.Outcome.Settlement): complete, dead-letter or abandon, or,
+// for a retry that can only succeed later, a scheduled copy. The loop
+// imports neither OpenTelemetry nor a circuit breaker: those are options
+// of their own that plug into two seams the worker defines and calls (see
+// Options below).
+//
+// # Delivery contract
+//
+// Service Bus delivers at least once, so every message may be handled more
+// than once, by this worker or another. The worker never relies on a
+// settlement succeeding: when a complete, abandon or dead-letter fails (the
+// lock was lost, the link dropped), the message comes back and the handler's
+// idempotency turns the redelivery into a harmless duplicate.
+//
+// # Settlement
+//
+// An outcome is settled by what it means (idempotent.Outcome.Settlement):
+// Complete (created, duplicate, applied, stale, ignored) completes the
+// message, DeadLetter (mismatch, invalid) dead-letters it with the result's
+// Reason and Description, and Abandon (transient, and any outcome the
+// worker does not know, so a new outcome is retried rather than lost)
+// abandons it after the retry backoff, or schedules a copy (see Delayed
+// retries). Stats counts the deliveries by outcome, whatever the outcomes
+// are, so a new outcome needs no edit to the worker.
 //
 // # Pipeline
 //
@@ -26,7 +64,7 @@
 //     without a handler ever having seen it.
 //   - Process: at most c messages. A handler slot is held from the receive
 //     call to the end of the Process phase: Process under MessageTimeout,
-//     the breaker's record, and the retry backoff of a transient failure.
+//     the Gate's Record, and the retry backoff of a retried outcome.
 //     The slot is then given back, before the settlement, so the next
 //     receive's round trip overlaps this message's settlement.
 //   - Settle: at most c settlements run at once. A handler takes a
@@ -56,14 +94,6 @@
 // starts a goroutine only when a renewal is due. Observe is called on the
 // handler goroutine after the settlement attempt.
 //
-// # Delivery contract
-//
-// Service Bus delivers at least once, so every message may be handled more
-// than once, by this worker or another. The worker never relies on a
-// settlement succeeding: when a complete, abandon or dead-letter fails (the
-// lock was lost, the link dropped), the message comes back and the handler's
-// idempotency turns the redelivery into a harmless duplicate.
-//
 // # Lock renewal
 //
 // A handler's lock is renewed when half of the time left until the
@@ -73,31 +103,23 @@
 // lock. The first time the lock the broker grants disagrees with
 // Options.LockDuration the worker logs a warning naming both.
 //
-// # Circuit breaker
+// # Options: the Gate and the Hook
 //
-// When Options.Breaker.Threshold (zero disables it) consecutive deliveries fail because a
-// dependency failed (idempotent.Result.DependencyFailed: the store or the payments
-// service), the breaker asks Options.Breaker.Probe whether the dependency
-// answers, receiving nothing meanwhile. If the probe fails (or there is no
-// probe), the breaker opens: the receive loop cancels the receive in
-// progress and asks for no more messages, so an outage costs the deliveries
-// already in flight, never the backlog. After a backoff it calls
-// the probe until it succeeds, or, without a probe, lets one
-// message through; a delivery that does not fail for a dependency closes it.
-// Worker.BreakerOpen and Stats report its state.
+// Two seams keep the loop plain while a deployment adds what it needs:
 //
-// The breaker opens only on evidence that the dependency fails, never
-// because the same few messages keep failing (poison messages: a document
-// or a partition that always fails, which only their entity meets). If the
-// probe succeeds when the threshold is reached, the failures are the
-// messages' own: the breaker stays closed and the entities of those
-// failures (idempotent.Result.Key) are excused, and so are the entities
-// that failed while it was open once the probe or a delivery closes it. An
-// excused entity's failures no longer count, until one of its deliveries
-// succeeds; its messages are abandoned as before, and the broker
-// dead-letters them at MaxDeliveryCount, while the others flow. Without a
-// probe the breaker cannot tell poison messages from an outage before a
-// delivery succeeds: configure one.
+//   - Options.Gate is asked before every receive (Admit) and told every
+//     result (Record): package worker/breaker is a circuit breaker that
+//     stops receiving while a dependency fails, and tells poison messages
+//     from an outage with a probe.
+//   - Options.Hook sees every delivery begin (Start, whose context the
+//     handler, the settlement and the log line inherit) and end (End, with
+//     the Report): package worker/otelworker records OpenTelemetry spans and
+//     metrics through it, and wraps the Receiver for the receive,
+//     settlement and renewal spans.
+//
+// A Gate or Hook that implements Summarizer adds its attributes to the
+// summaries. Options.Observe is the simplest hook: a function called with
+// every Report.
 //
 // # Delayed retries
 //
@@ -151,31 +173,28 @@
 //
 // # Logs
 //
-// Every delivery is logged once with the keys order_id, message_id,
-// delivery_count, outcome, duration_ms (and reason, description, error and
-// payment_taken_over when set): at INFO with the message "processed" when it was completed, at INFO
-// "scheduled for a delayed retry" (with retry_attempt and retry_delay_ms) when a copy was scheduled, at WARN
-// "dead-lettered" for an invalid message, at ERROR "dead-lettered" for a
-// reused order id, at WARN "abandoned for redelivery" for a transient
-// failure and at WARN "cut off by shutdown: abandoned" when the shutdown
-// grace cancelled it. Durations are strings (grace, backoff) or integer
+// Every delivery is logged once with the keys message_id, delivery_count,
+// outcome, duration_ms, the entity's key under Options.KeyAttr (default
+// entity_key) when the result has one, and reason, description, error and
+// Options.ResumedAttr (default effect_resumed) when set: at INFO with the
+// message "processed" when it was completed, at INFO "scheduled for a
+// delayed retry" (with retry_attempt and retry_delay_ms) when a copy was
+// scheduled, at WARN "dead-lettered" for an invalid message, at ERROR
+// "dead-lettered" for an id reused for other content (a mismatch), at WARN
+// "abandoned for redelivery" for a retried outcome and at WARN "cut off by
+// shutdown: abandoned" when the shutdown grace cancelled it. Durations are strings (grace, backoff) or integer
 // milliseconds (keys ending in _ms), never nanoseconds.
 //
-// A summary is logged every Options.SummaryInterval with the totals, the
-// counts and rates of the interval (received_per_s, processed_per_s), the
-// number in flight, lock renewals and the breaker's state, and, with
+// A summary is logged every Options.SummaryInterval with the totals (one
+// key per outcome, under its name: created, duplicate, ...), the counts
+// and rates of the interval (received_per_s, processed_per_s), the number
+// in flight, lock renewals, what a Summarizer adds (a breaker's state),
+// and, with
 // Options.CacheStats, the cache's cumulative hits, misses and hit rate
 // (cache.hits, cache.misses, cache.hit_rate). It is logged at
 // INFO when the interval went well and at WARN when it saw retries,
-// dead-letters, lost locks, failed renewals, settlements or receives, or a
-// breaker that is not closed, so LOG_LEVEL=warn still shows every interval
+// dead-letters, lost locks, failed renewals, settlements or receives, or
+// trouble a Summarizer reports, so a WARN level still shows every interval
 // in which something went wrong. The final summary uses the same rule over
 // the whole run.
-//
-// # Telemetry
-//
-// Options.Telemetry switches on OpenTelemetry spans and metrics (see
-// Telemetry for the spans and the Metric constants for the metrics). Its
-// zero value records nothing, and then the worker makes no telemetry call:
-// the receiver is not wrapped and every hook returns at a nil check.
 package worker

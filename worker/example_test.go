@@ -4,43 +4,42 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"time"
+	"log/slog"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
-// ExampleBreakerOptions runs a worker whose circuit breaker probes the
-// store while it is open. Here the store answers, so every message is
-// processed and the breaker stays closed; see the package documentation
-// for what happens during an outage.
-func ExampleBreakerOptions() {
-	q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("orders", sbqueue.QueueOptions{})
+// Example wires a worker: a receiver (here the test kit's queue model; in
+// production an *azservicebus.Receiver in PeekLock mode), a handler (here a
+// function; in production an *idempotent.Consumer), a logger and options,
+// then Run until the context ends. Every message is settled by what its
+// outcome means: created ones completed, the invalid one dead-lettered.
+func Example() {
+	q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("invoices", sbqueue.QueueOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, id := range []string{"o-1", "o-2", "o-3"} {
+	for _, id := range []string{"i-1", "i-2", "bad"} {
 		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: id}); err != nil {
 			log.Fatal(err)
 		}
 	}
-	ping := func(ctx context.Context) error { return nil } // e.g. a cheap read of the store
+	handler := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+		if m.ID == "bad" {
+			return idempotent.Result{Outcome: idempotent.Invalid, Reason: idempotent.ReasonInvalidMessage, Description: "not an invoice"}
+		}
+		return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	var w *worker.Worker
-	w, err = worker.New(q.NewReceiver(), worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
-		return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
-	}), nil, worker.Options{
-		Concurrency:     2,
+	w, err = worker.New(q.NewReceiver(), handler, slog.New(slog.DiscardHandler), worker.Options{
+		Concurrency:     4,
 		SummaryInterval: -1,
-		Breaker: worker.BreakerOptions{
-			Threshold:  5,
-			Probe:      ping,
-			MinBackoff: time.Second,
-			MaxBackoff: time.Minute,
-		},
+		KeyAttr:         "invoice_id",
 		Observe: func(worker.Report) {
-			if w.Stats().Created == 3 {
+			if w.Stats().Processed() == 3 {
 				cancel()
 			}
 		},
@@ -52,7 +51,10 @@ func ExampleBreakerOptions() {
 		log.Fatal(err)
 	}
 	s := w.Stats()
-	fmt.Println("created:", s.Created, "breaker:", s.BreakerState, "open:", w.BreakerOpen())
+	fmt.Println("created:", s.Outcomes[idempotent.Created], "dead-lettered:", s.DeadLettered)
+	snap := q.Snapshot()
+	fmt.Println("queue: completed", snap.Completed, "dead-lettered", snap.DeadLettered)
 	// Output:
-	// created: 3 breaker: closed open: false
+	// created: 2 dead-lettered: 1
+	// queue: completed 2 dead-lettered 1
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,16 +14,16 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
-// record counts and logs one delivery with the project's stable keys (see
-// the package documentation), under ctx, which carries the delivery's
-// process span when there is one.
+// record counts and logs one delivery with the worker's keys (see Logs in
+// the package documentation), under ctx, which carries what the Hook's
+// Start put in it, if there is a Hook.
 func (w *Worker) record(ctx context.Context, m *azservicebus.ReceivedMessage, rep Report) {
 	res := rep.Result
 	// slog.Attr values on the stack: a disabled level costs no allocation.
 	var buf [10]slog.Attr
 	attrs := buf[:0]
 	if res.Key != "" {
-		attrs = append(attrs, slog.String(logKeyID, res.Key))
+		attrs = append(attrs, slog.String(w.opts.KeyAttr, res.Key))
 	}
 	attrs = append(attrs, slog.String("message_id", m.MessageID), slog.Uint64("delivery_count", uint64(m.DeliveryCount)),
 		slog.String("outcome", res.Outcome.String()), slog.Int64("duration_ms", rep.Duration.Milliseconds()))
@@ -32,26 +34,19 @@ func (w *Worker) record(ctx context.Context, m *azservicebus.ReceivedMessage, re
 		attrs = append(attrs, slog.String("description", res.Description))
 	}
 	if res.Resumed {
-		attrs = append(attrs, slog.Bool(logKeyTakenOver, true))
+		attrs = append(attrs, slog.Bool(w.opts.ResumedAttr, true))
 	}
+	w.outcomes.add(res.Outcome)
 	level, msg := slog.LevelInfo, "processed"
-	switch res.Outcome {
-	case idempotent.Created:
-		w.created.Add(1)
-	case idempotent.Duplicate:
-		w.duplicate.Add(1)
-	case idempotent.Applied:
-		w.applied.Add(1)
-	case idempotent.Stale:
-		w.stale.Add(1)
-	case idempotent.Ignored:
-		w.ignored.Add(1)
-	case idempotent.Mismatch:
-		w.mismatch.Add(1)
-		level, msg = slog.LevelError, "dead-lettered"
-	case idempotent.Invalid:
-		w.invalid.Add(1)
+	switch res.Outcome.Settlement() {
+	case idempotent.Complete:
+	case idempotent.DeadLetter:
+		w.deadLettered.Add(1)
 		level, msg = slog.LevelWarn, "dead-lettered"
+		if res.Outcome == idempotent.Mismatch {
+			// An id reused for other content is the producer's bug: alert.
+			level = slog.LevelError
+		}
 	default:
 		w.retried.Add(1)
 		level, msg = slog.LevelWarn, "abandoned for redelivery"
@@ -67,7 +62,7 @@ func (w *Worker) record(ctx context.Context, m *azservicebus.ReceivedMessage, re
 			w.scheduleFailed.Add(1)
 			msg = "scheduling a delayed retry failed: abandoned for redelivery"
 			attrs = append(attrs, slog.String("error", rep.ScheduleErr.Error()))
-		case w.retryExhausted(res) && !rep.LockLost:
+		case w.wantsRetry(res) && !rep.LockLost:
 			msg = "delayed retries exhausted: abandoned for redelivery"
 		}
 		if !rep.CutOff && rep.ScheduleErr == nil && res.Err != nil {
@@ -88,6 +83,13 @@ func (w *Worker) record(ctx context.Context, m *azservicebus.ReceivedMessage, re
 		w.logLine(ctx, slog.LevelWarn, "settlement failed; the message will be redelivered and must then be a duplicate", append(attrs, slog.String("error", rep.SettleErr.Error())))
 	}
 }
+
+// Log keys of a delivery retried by a scheduled copy: the copy's attempt
+// and its delay.
+const (
+	logKeyRetryAttempt = "retry_attempt"
+	logKeyRetryDelay   = "retry_delay_ms"
+)
 
 // logLine logs one delivery's line as Logger.LogAttrs does, except that the
 // record carries no program counter: LogAttrs walks the stack for one
@@ -126,7 +128,7 @@ func (w *Worker) startSummary() (stop func()) {
 					return
 				case now := <-t.C:
 					s := w.Stats()
-					w.logSummary("summary", prev, s, now.Sub(prevAt))
+					w.logSummary("summary", prev, s, now.Sub(prevAt), false)
 					prev, prevAt = s, now
 				}
 			}
@@ -135,43 +137,61 @@ func (w *Worker) startSummary() (stop func()) {
 	return func() {
 		close(done)
 		wg.Wait()
-		w.logSummary("final summary", Stats{}, w.Stats(), time.Since(start))
+		w.logSummary("final summary", Stats{}, w.Stats(), time.Since(start), true)
 	}
 }
 
-// processed counts the deliveries whose handling ended, whatever the outcome.
-func (s Stats) processed() int64 {
-	return s.Created + s.Duplicate + s.Mismatch + s.Invalid + s.Retried + s.Applied + s.Stale + s.Ignored
+// outcomeAttrs are the counts by outcome of a summary: every outcome of
+// package idempotent, counted or not, under its name, and any other outcome
+// counted.
+func outcomeAttrs(counts map[idempotent.Outcome]int64) []any {
+	var attrs []any
+	for o := idempotent.Outcome(1); o < 32; o++ {
+		name := o.String()
+		if n, ok := counts[o]; ok || !strings.HasPrefix(name, "Outcome(") {
+			attrs = append(attrs, name, n)
+		}
+	}
+	others := make([]idempotent.Outcome, 0)
+	for o := range counts {
+		if o < 1 || o >= 32 {
+			others = append(others, o)
+		}
+	}
+	slices.Sort(others)
+	for _, o := range others {
+		attrs = append(attrs, o.String(), counts[o])
+	}
+	return attrs
 }
 
 // logSummary logs the totals in cur and what changed since prev, over d.
 // It logs at WARN when the change shows trouble, else at INFO.
-func (w *Worker) logSummary(msg string, prev, cur Stats, d time.Duration) {
+func (w *Worker) logSummary(msg string, prev, cur Stats, d time.Duration, final bool) {
 	delta := Stats{
 		Received: cur.Received - prev.Received, Retried: cur.Retried - prev.Retried,
-		Mismatch: cur.Mismatch - prev.Mismatch, Invalid: cur.Invalid - prev.Invalid,
-		LockLost: cur.LockLost - prev.LockLost, SettleFailed: cur.SettleFailed - prev.SettleFailed,
+		DeadLettered: cur.DeadLettered - prev.DeadLettered,
+		LockLost:     cur.LockLost - prev.LockLost, SettleFailed: cur.SettleFailed - prev.SettleFailed,
 		Renewed: cur.Renewed - prev.Renewed, RenewFailed: cur.RenewFailed - prev.RenewFailed,
-		ReceiveFailed: cur.ReceiveFailed - prev.ReceiveFailed, BreakerOpened: cur.BreakerOpened - prev.BreakerOpened,
+		ReceiveFailed: cur.ReceiveFailed - prev.ReceiveFailed,
 	}
-	processed := cur.processed() - prev.processed()
+	processed := cur.Processed() - prev.Processed()
 	secs := max(d.Seconds(), 1e-3)
-	attrs := []any{
-		"received", cur.Received, "created", cur.Created, "duplicate", cur.Duplicate, "mismatch", cur.Mismatch,
-		"invalid", cur.Invalid, "retried", cur.Retried, "lock_lost", cur.LockLost, "settle_failed", cur.SettleFailed,
-		"applied", cur.Applied, "stale", cur.Stale, "ignored", cur.Ignored, "cut_off", cur.CutOff,
-		"renewed", cur.Renewed, "renew_failed", cur.RenewFailed, "receive_failed", cur.ReceiveFailed,
-		"breaker_opened", cur.BreakerOpened, "breaker", cur.BreakerState,
+	attrs := []any{"received", cur.Received}
+	attrs = append(attrs, outcomeAttrs(cur.Outcomes)...)
+	attrs = append(attrs,
+		"dead_lettered", cur.DeadLettered, "retried", cur.Retried, "lock_lost", cur.LockLost, "settle_failed", cur.SettleFailed,
+		"cut_off", cur.CutOff, "renewed", cur.Renewed, "renew_failed", cur.RenewFailed, "receive_failed", cur.ReceiveFailed,
 		"scheduled", cur.Scheduled, "schedule_failed", cur.ScheduleFailed,
 		"in_flight", w.inFlight.Load(),
 		slog.Group("interval",
 			"length", d.Round(time.Millisecond).String(),
 			"received", delta.Received, "processed", processed,
 			"received_per_s", round1(float64(delta.Received)/secs), "processed_per_s", round1(float64(processed)/secs),
-			"retried", delta.Retried, "dead_lettered", delta.Mismatch+delta.Invalid, "lock_lost", delta.LockLost,
+			"retried", delta.Retried, "dead_lettered", delta.DeadLettered, "lock_lost", delta.LockLost,
 			"renewed", delta.Renewed, "renew_failed", delta.RenewFailed, "settle_failed", delta.SettleFailed,
 			"receive_failed", delta.ReceiveFailed),
-	}
+	)
 	if w.opts.RequestCharge != nil {
 		attrs = append(attrs, "request_units", w.opts.RequestCharge())
 	}
@@ -180,9 +200,18 @@ func (w *Worker) logSummary(msg string, prev, cur Stats, d time.Duration) {
 		cs := w.opts.CacheStats()
 		attrs = append(attrs, slog.Group("cache", "hits", cs.Hits, "misses", cs.Misses, "hit_rate", round3(cs.HitRate()), "entries", cs.Entries))
 	}
+	trouble := delta.Retried+delta.DeadLettered+delta.LockLost+delta.RenewFailed+delta.SettleFailed+delta.ReceiveFailed > 0
+	for _, x := range []any{w.gate, w.opts.Hook} {
+		if s, ok := x.(Summarizer); ok {
+			more, bad := s.Summary(final)
+			for _, a := range more {
+				attrs = append(attrs, a)
+			}
+			trouble = trouble || bad
+		}
+	}
 	level := slog.LevelInfo
-	if delta.Retried+delta.Mismatch+delta.Invalid+delta.LockLost+delta.RenewFailed+delta.SettleFailed+delta.ReceiveFailed+delta.BreakerOpened > 0 ||
-		cur.BreakerState != breakerClosed.String() {
+	if trouble {
 		level = slog.LevelWarn
 	}
 	w.log.Log(context.Background(), level, msg, attrs...)

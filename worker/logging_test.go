@@ -56,24 +56,28 @@ func TestOutcomeLogs(t *testing.T) {
 		without []string
 		stat    func(worker.Stats) int64
 	}{
-		{idempotent.Result{Outcome: idempotent.Created, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"error", "reason"},
-			func(s worker.Stats) int64 { return s.Created }},
-		{idempotent.Result{Outcome: idempotent.Duplicate, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, []string{"payment_taken_over"},
-			func(s worker.Stats) int64 { return s.Duplicate }},
-		{idempotent.Result{Outcome: idempotent.Duplicate, Key: "o1", Resumed: true}, slog.LevelInfo, "processed", []string{"order_id", "payment_taken_over"}, nil,
-			func(s worker.Stats) int64 { return s.Duplicate }},
-		{idempotent.Result{Outcome: idempotent.Applied, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
-			func(s worker.Stats) int64 { return s.Applied }},
-		{idempotent.Result{Outcome: idempotent.Stale, Key: "o1"}, slog.LevelInfo, "processed", []string{"order_id"}, nil,
-			func(s worker.Stats) int64 { return s.Stale }},
-		{idempotent.Result{Outcome: idempotent.Ignored, Key: "o1", Reason: idempotent.ReasonUnsupportedMessage}, slog.LevelInfo, "processed", []string{"order_id", "reason"}, []string{"error"},
-			func(s worker.Stats) int64 { return s.Ignored }},
+		{idempotent.Result{Outcome: idempotent.Created, Key: "o1"}, slog.LevelInfo, "processed", []string{"entity_key"}, []string{"error", "reason"},
+			func(s worker.Stats) int64 { return s.Outcomes[idempotent.Created] }},
+		{idempotent.Result{Outcome: idempotent.Duplicate, Key: "o1"}, slog.LevelInfo, "processed", []string{"entity_key"}, []string{"effect_resumed"},
+			func(s worker.Stats) int64 { return s.Outcomes[idempotent.Duplicate] }},
+		{idempotent.Result{Outcome: idempotent.Duplicate, Key: "o1", Resumed: true}, slog.LevelInfo, "processed", []string{"entity_key", "effect_resumed"}, nil,
+			func(s worker.Stats) int64 { return s.Outcomes[idempotent.Duplicate] }},
+		{idempotent.Result{Outcome: idempotent.Applied, Key: "o1"}, slog.LevelInfo, "processed", []string{"entity_key"}, nil,
+			func(s worker.Stats) int64 { return s.Outcomes[idempotent.Applied] }},
+		{idempotent.Result{Outcome: idempotent.Stale, Key: "o1"}, slog.LevelInfo, "processed", []string{"entity_key"}, nil,
+			func(s worker.Stats) int64 { return s.Outcomes[idempotent.Stale] }},
+		{idempotent.Result{Outcome: idempotent.Ignored, Key: "o1", Reason: idempotent.ReasonUnsupportedMessage}, slog.LevelInfo, "processed", []string{"entity_key", "reason"}, []string{"error"},
+			func(s worker.Stats) int64 { return s.Outcomes[idempotent.Ignored] }},
 		{idempotent.Result{Outcome: idempotent.Mismatch, Key: "o1", Reason: order.ReasonOrderIDReused, Description: "hashes differ"}, slog.LevelError, "dead-lettered",
-			[]string{"order_id", "reason", "description"}, nil, func(s worker.Stats) int64 { return s.Mismatch }},
+			[]string{"entity_key", "reason", "description"}, nil, func(s worker.Stats) int64 { return s.Outcomes[idempotent.Mismatch] }},
 		{idempotent.Result{Outcome: idempotent.Invalid, Reason: idempotent.ReasonInvalidMessage, Description: "not JSON"}, slog.LevelWarn, "dead-lettered",
-			[]string{"reason", "description"}, []string{"order_id"}, func(s worker.Stats) int64 { return s.Invalid }},
+			[]string{"reason", "description"}, []string{"entity_key"}, func(s worker.Stats) int64 { return s.Outcomes[idempotent.Invalid] }},
 		{idempotent.Result{Outcome: idempotent.Transient, Key: "o1", Reason: idempotent.ReasonStoreUnavailable, Err: errors.New("503")}, slog.LevelWarn, "abandoned for redelivery",
-			[]string{"order_id", "reason", "error"}, nil, func(s worker.Stats) int64 { return s.Retried }},
+			[]string{"entity_key", "reason", "error"}, nil, func(s worker.Stats) int64 { return s.Retried }},
+		// An outcome the worker does not know is retried, never lost,
+		// and counted under its own value.
+		{idempotent.Result{Outcome: idempotent.Outcome(42), Key: "o1"}, slog.LevelWarn, "abandoned for redelivery",
+			[]string{"entity_key"}, nil, func(s worker.Stats) int64 { return s.Outcomes[42] }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.res.Outcome.String(), func(t *testing.T) {
@@ -123,6 +127,34 @@ func TestOutcomeLogs(t *testing.T) {
 			}
 			checkNoDurations(t, logs)
 		})
+	}
+}
+
+// TestDeliveryLogKeys: the caller names the log keys of Result.Key and
+// Result.Resumed, so that a deployment keeps the names its queries read.
+func TestDeliveryLogKeys(t *testing.T) {
+	r := newFakeReceiver("m1")
+	done := settledN(r, 1)
+	logs := newCapture(slog.LevelDebug)
+	w, err := worker.New(r, worker.HandlerFunc(func(context.Context, idempotent.Message) idempotent.Result {
+		return idempotent.Result{Outcome: idempotent.Created, Key: "r-1", Resumed: true}
+	}), slog.New(logs), worker.Options{SummaryInterval: -1, ReceiveDrain: -1, KeyAttr: "refund_id", ResumedAttr: "refund_resumed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, w)
+	wait(t, done, "settlement")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	rec := deliveryRecord(t, logs, "m1")
+	if rec.attrs["refund_id"].String() != "r-1" || !rec.attrs["refund_resumed"].Bool() {
+		t.Errorf("record %+v: want refund_id r-1 and refund_resumed true", rec.attrs)
+	}
+	for _, k := range []string{"entity_key", "effect_resumed"} {
+		if _, ok := rec.attrs[k]; ok {
+			t.Errorf("record %+v has the default key %s", rec.attrs, k)
+		}
 	}
 }
 
@@ -215,8 +247,11 @@ func TestSummaryLevel(t *testing.T) {
 		}
 		first := sums[0].attrs
 		if first["interval.received"].Int64() != 1 || first["interval.processed"].Int64() != 1 || first["interval.received_per_s"].Float64() != 0.1 ||
-			first["interval.length"].String() != "10s" || first["breaker"].String() != "closed" || first["in_flight"].Int64() != 0 {
-			t.Errorf("first summary %+v: want 1 received and processed in 10s (0.1/s), breaker closed, none in flight", first)
+			first["interval.length"].String() != "10s" || first["in_flight"].Int64() != 0 {
+			t.Errorf("first summary %+v: want 1 received and processed in 10s (0.1/s), none in flight", first)
+		}
+		if _, ok := first["breaker"]; ok {
+			t.Errorf("first summary %+v: a breaker's state without a Gate", first)
 		}
 		shown := warn.matching("summary")
 		if len(shown) != 2 || shown[0].msg != "summary" || shown[0].attrs["interval.retried"].Int64() != 1 || shown[0].attrs["retried"].Int64() != 1 {
@@ -313,7 +348,7 @@ func TestReceiveFailureLoggedAtOnce(t *testing.T) {
 		if again := logs.matching("receiving again"); len(again) != 1 || again[0].level != slog.LevelInfo {
 			t.Errorf("recovery records %+v, want one INFO", again)
 		}
-		if s := w.Stats(); s.ReceiveFailed != 1 || s.Created != 1 {
+		if s := w.Stats(); s.ReceiveFailed != 1 || s.Outcomes[idempotent.Created] != 1 {
 			t.Errorf("stats = %+v, want 1 failed receive and the message created", s)
 		}
 		checkNoDurations(t, logs)

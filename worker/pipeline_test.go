@@ -228,7 +228,7 @@ func TestShutdownSettlesWhatWaitsForASettlementSlot(t *testing.T) {
 				t.Errorf("report %+v, want a completed Created", rep)
 			}
 		}
-		if s := w.Stats(); s.CutOff != 0 || s.Created != 2 {
+		if s := w.Stats(); s.CutOff != 0 || s.Outcomes[idempotent.Created] != 2 {
 			t.Errorf("stats = %+v, want 2 created, none cut off", s)
 		}
 	})
@@ -271,8 +271,8 @@ func TestHandlerGoroutinesAreReused(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
-		if s := w.Stats(); s.Created != total {
-			t.Fatalf("created %d of %d", s.Created, total)
+		if s := w.Stats(); s.Outcomes[idempotent.Created] != total {
+			t.Fatalf("created %d of %d", s.Outcomes[idempotent.Created], total)
 		}
 		if n := len(h.ids); n > 2*c {
 			t.Errorf("%d messages were handled on %d goroutines, want at most %d (2*Concurrency)", total, n, 2*c)

@@ -100,6 +100,6 @@ func (w *Worker) checkGrantedLock(m *azservicebus.ReceivedMessage, now time.Time
 	if granted < 10*time.Second {
 		rounding = 100 * time.Millisecond
 	}
-	w.log.Warn("the queue's lock duration disagrees with the configured one: set the lock duration setting (orderworker: SERVICEBUS_LOCK_DURATION, -lock-duration) to the queue's lockDuration; locks are renewed from LockedUntil meanwhile",
+	w.log.Warn("the queue's lock duration disagrees with the configured one: set Options.LockDuration (the deployment's lock duration setting) to the queue's lockDuration; locks are renewed from LockedUntil meanwhile",
 		"granted_lock", granted.Round(rounding).String(), "configured_lock", w.opts.LockDuration.String(), "message_id", m.MessageID)
 }

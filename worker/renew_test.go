@@ -60,7 +60,7 @@ func TestRenewalFollowsTheGrantedLock(t *testing.T) {
 		if s.Completed != 2 || s.LockExpired != 0 || s.LockLost != 0 {
 			t.Errorf("queue: completed %d, locks expired %d, lost %d; want 2 completed and no lock expired or lost", s.Completed, s.LockExpired, s.LockLost)
 		}
-		if st := w.Stats(); st.LockLost != 0 || st.Created != 2 {
+		if st := w.Stats(); st.LockLost != 0 || st.Outcomes[idempotent.Created] != 2 {
 			t.Errorf("stats = %+v, want 2 created and no lock lost", st)
 		}
 		warned := logs.matching("lock duration disagrees")

@@ -61,7 +61,7 @@ const maxMessageIDLength = 128
 // suffix. It differs from original and from every other copy's id, so
 // duplicate detection drops only a second scheduling of the same copy; it
 // can equal a producer's own MessageId only if the producer uses '~' in
-// its ids (the order example's ids never contain it).
+// its ids.
 func RetryMessageID(original string, attempt int) string {
 	suffix := "~r" + strconv.Itoa(attempt)
 	if utf8.RuneCountInString(original)+len(suffix) <= maxMessageIDLength {
@@ -125,12 +125,13 @@ type retryPlan struct {
 }
 
 // planRetry decides whether res for delivery m (in state st) is retried by
-// a scheduled copy: the outcome is Transient with RetryAfter set, the
+// a scheduled copy: the outcome settles by an abandon (Transient) with
+// RetryAfter set, the
 // worker has a Scheduler, and the bounds allow another copy. The copy waits
 // RetryAfter doubled per earlier copy, cut to what MaxDelay leaves. It
 // returns nil for an abandon.
 func (w *Worker) planRetry(st retryState, res idempotent.Result, now time.Time) *retryPlan {
-	if w.opts.Scheduler == nil || res.Outcome != idempotent.Transient || res.RetryAfter <= 0 {
+	if !w.wantsRetry(res) {
 		return nil
 	}
 	ro := w.opts.Retry
@@ -145,11 +146,12 @@ func (w *Worker) planRetry(st retryState, res idempotent.Result, now time.Time) 
 	return &retryPlan{state: st, attempt: st.attempt + 1, delay: delay}
 }
 
-// retryExhausted reports whether res asked for a delayed retry that the
-// bounds (not the lack of a Scheduler) refused: the message is abandoned
-// and MaxDeliveryCount ends it.
-func (w *Worker) retryExhausted(res idempotent.Result) bool {
-	return w.opts.Scheduler != nil && res.Outcome == idempotent.Transient && res.RetryAfter > 0
+// wantsRetry reports whether res asks for a delayed retry and the
+// worker has a Scheduler; a delivery that asks for one and has no
+// retryPlan was refused by the bounds: the message is abandoned and
+// MaxDeliveryCount ends it.
+func (w *Worker) wantsRetry(res idempotent.Result) bool {
+	return w.opts.Scheduler != nil && res.Outcome.Settlement() == idempotent.Abandon && res.RetryAfter > 0
 }
 
 // scheduleRetry schedules the copy p plans of m, enqueued p.delay from now.

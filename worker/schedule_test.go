@@ -140,7 +140,7 @@ func TestStatusChangeBeforeOrderIsScheduled(t *testing.T) {
 		if !reports[0].Scheduled || reports[0].RetryAttempt != 1 || reports[0].RetryDelay != order.StatusRetryAfter {
 			t.Errorf("first report %+v, want scheduled as attempt 1 after %v", reports[0], order.StatusRetryAfter)
 		}
-		if st := w.Stats(); st.Scheduled != 1 || st.Applied != 1 || st.Created != 1 {
+		if st := w.Stats(); st.Scheduled != 1 || st.Outcomes[idempotent.Applied] != 1 || st.Outcomes[idempotent.Created] != 1 {
 			t.Errorf("stats %+v, want 1 scheduled, 1 created, 1 applied", st)
 		}
 	})

@@ -11,13 +11,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 )
 
 // Handler decides what to do with one delivery: an *idempotent.Consumer,
-// or a domain's own decision (the order example's *order.Processor).
+// or a domain's own decision (for example the order example's
+// *order.Processor).
 // Process must be safe for concurrent use and idempotent: it is called
 // again for every redelivery of a message.
 type Handler interface {
@@ -70,14 +70,18 @@ type Options struct {
 	// closes stays locked until its lock expires, a counted delivery. With
 	// a backlog the call returns within milliseconds; only on an idle queue
 	// does it wait out the window. Default 1s when the Receiver is an
-	// *azservicebus.Receiver, which has link credit; for any other Receiver
-	// (a fake, the queue model, a wrapper: set it explicitly when it models
-	// credit) the default is no window. Negative cancels the call at once.
+	// *azservicebus.Receiver, which has link credit, or wraps one and says
+	// so with a method Unwrap() Receiver (as otelworker's does); for any
+	// other Receiver (a fake, the queue model: set it explicitly when it
+	// models credit) the default is no window. Negative cancels the call at
+	// once.
 	// No new receive is ever started after Run's context has ended.
 	ReceiveDrain time.Duration
-	// Breaker configures the circuit breaker that stops receiving while a
-	// dependency fails.
-	Breaker BreakerOptions
+	// Gate, if set, is asked before every receive and told every result:
+	// a circuit breaker that stops receiving while a dependency fails
+	// (package worker/breaker). Nil receives whenever a handler slot is
+	// free.
+	Gate Gate
 	// Scheduler, if set, is a sender on the worker's queue: a Transient
 	// result with RetryAfter set (a message that can only succeed later)
 	// is then retried by a scheduled copy, and the delivery completed,
@@ -93,48 +97,28 @@ type Options struct {
 	// RequestCharge, if set, reports the store's cumulative request charge
 	// (Cosmos DB request units) for the summaries.
 	RequestCharge func() float64
-	// CacheStats, if set, reports the handler's cache counters (the order
-	// Processor's fact cache: for example (*order.Processor).CacheStats) for the
-	// summaries, which log its hits, misses and hit rate, and for the
-	// metrics MetricCacheHits and MetricCacheMisses. It is called from the
-	// summary and metric goroutines, concurrently with the handler.
+	// CacheStats, if set, reports the handler's cache counters (for
+	// example idempotent.FactCache's Stats) for the summaries, which log
+	// its hits, misses and hit rate. It is called from the summary
+	// goroutine, concurrently with the handler.
 	CacheStats func() idempotent.CacheStats
 	// Observe, if set, is called once for every delivery after its
 	// settlement attempt. It is called from handler goroutines concurrently.
 	Observe func(Report)
-	// Telemetry configures traces and metrics (see Telemetry); the zero
-	// value records nothing.
-	Telemetry Telemetry
+	// Hook, if set, sees every delivery begin and end: traces and metrics
+	// (package worker/otelworker). Nil costs nothing.
+	Hook Hook
+	// KeyAttr is the log key of Result.Key in the delivery log: the name
+	// of the deployment's entity (for example "invoice_id"), which its log
+	// queries read. Default "entity_key".
+	KeyAttr string
+	// ResumedAttr is the log key set, to true, on the delivery log line of
+	// a result with Resumed set. Default "effect_resumed".
+	ResumedAttr string
 }
 
-// BreakerOptions configure the circuit breaker. The zero value of each field
-// selects its default.
-type BreakerOptions struct {
-	// Threshold is the number of consecutive deliveries failed by a
-	// dependency (idempotent.Result.DependencyFailed) that opens the
-	// breaker, or with a Probe makes it ask the probe first: a successful
-	// probe keeps it closed, and the entities (Result.Key) of those
-	// failures no longer count (see the package documentation). Zero (the
-	// default) disables the breaker; orderworker uses 5.
-	Threshold int
-	// Probe, if set, is called when Threshold failures in a row would open
-	// the breaker, and while it is open, after each backoff, to learn
-	// whether the dependencies answer; a nil error keeps or closes the
-	// breaker and receiving resumes. It must be cheap and must not touch
-	// any message. Without a probe the breaker lets one message
-	// through after each backoff (half-open) and its result decides, which
-	// costs that message one delivery per attempt during an outage.
-	Probe func(ctx context.Context) error
-	// ProbeTimeout bounds one Probe call. Default 10s.
-	ProbeTimeout time.Duration
-	// MinBackoff is the wait after the breaker opens before the first probe
-	// or trial delivery. It doubles after each failed attempt, and with each
-	// reopening until a delivery succeeds, up to MaxBackoff. Defaults 1s
-	// and 1m.
-	MinBackoff, MaxBackoff time.Duration
-}
-
-// Report describes the handling of one delivery, for Options.Observe.
+// Report describes the handling of one delivery, for Options.Observe and
+// Hook.End.
 type Report struct {
 	MessageID     string
 	DeliveryCount uint32
@@ -153,42 +137,22 @@ type Report struct {
 	ScheduleErr  error
 }
 
-// Stats counts what a Worker has done. Retried counts transient outcomes
-// (abandoned), including CutOff, the deliveries the shutdown grace cancelled;
-// LockLost counts deliveries whose lock was lost during handling or
-// settlement; SettleFailed counts settlements that failed for any reason.
-// Renewed and RenewFailed count lock renewals that succeeded and that failed
-// for another reason than a lost lock. ReceiveFailed counts failed receive
-// calls; BreakerOpened counts how often the breaker opened, and BreakerState
-// is its state now ("closed", "open" or "half-open"). Scheduled counts the
-// transient outcomes retried by a scheduled copy rather than abandoned (a
-// part of Retried), ScheduleFailed the schedulings that failed (abandoned).
-type Stats struct {
-	Received, Created, Duplicate, Mismatch, Invalid, Retried, LockLost, SettleFailed int64
-	Applied, Stale                                                                   int64 // status changes
-	Ignored, CutOff                                                                  int64
-	Renewed, RenewFailed, ReceiveFailed, BreakerOpened                               int64
-	Scheduled, ScheduleFailed                                                        int64
-	BreakerState                                                                     string
-}
-
 // Worker is a PeekLock consumer. Create it with New; a Worker runs once.
 type Worker struct {
-	r       Receiver
-	h       Handler
-	log     *slog.Logger
-	opts    Options
-	breaker *breaker
+	r    Receiver
+	h    Handler
+	log  *slog.Logger
+	opts Options
+	gate Gate // nil: always admitted
 
-	received, created, duplicate, mismatch, invalid, retried, lockLost, settleFailed atomic.Int64
-	applied, stale, ignored, cutOff                                                  atomic.Int64
-	renewed, renewFailed, receiveFailed                                              atomic.Int64
-	scheduled, scheduleFailed                                                        atomic.Int64
-	inFlight                                                                         atomic.Int64
+	outcomes                                outcomeCounts
+	received, deadLettered, retried, cutOff atomic.Int64
+	lockLost, settleFailed                  atomic.Int64
+	renewed, renewFailed, receiveFailed     atomic.Int64
+	scheduled, scheduleFailed               atomic.Int64
+	inFlight                                atomic.Int64
 
 	lockWarned atomic.Bool // the granted-lock warning was logged
-
-	tel *instruments // nil: no telemetry
 }
 
 // New returns a Worker that receives from r and hands every message to h.
@@ -216,25 +180,21 @@ func New(r Receiver, h Handler, logger *slog.Logger, o Options) (*Worker, error)
 	}
 	if o.ReceiveDrain == 0 {
 		o.ReceiveDrain = -1
-		if _, credit := r.(*azservicebus.Receiver); credit {
+		if hasLinkCredit(r) {
 			o.ReceiveDrain = time.Second
 		}
+	}
+	if o.KeyAttr == "" {
+		o.KeyAttr = "entity_key"
+	}
+	if o.ResumedAttr == "" {
+		o.ResumedAttr = "effect_resumed"
 	}
 	if o.Retry.MaxAttempts == 0 {
 		o.Retry.MaxAttempts = 10
 	}
 	if o.Retry.MaxDelay == 0 {
 		o.Retry.MaxDelay = time.Hour
-	}
-	b := &o.Breaker
-	if b.ProbeTimeout == 0 {
-		b.ProbeTimeout = 10 * time.Second
-	}
-	if b.MinBackoff == 0 {
-		b.MinBackoff = time.Second
-	}
-	if b.MaxBackoff == 0 {
-		b.MaxBackoff = time.Minute
 	}
 	switch {
 	case o.Concurrency < 1 || o.Concurrency > 5000:
@@ -243,39 +203,30 @@ func New(r Receiver, h Handler, logger *slog.Logger, o Options) (*Worker, error)
 		return nil, fmt.Errorf("worker: lock duration %v is below 1s", o.LockDuration)
 	case o.MessageTimeout <= 0 || o.MessageTimeout >= o.LockDuration:
 		return nil, fmt.Errorf("worker: message timeout %v must be positive and below the lock duration %v", o.MessageTimeout, o.LockDuration)
-	case b.Threshold < 0 || b.ProbeTimeout < 0 || b.MinBackoff < 0 || b.MaxBackoff < b.MinBackoff:
-		return nil, fmt.Errorf("worker: breaker threshold %d, probe timeout %v, backoff %v to %v: want non-negative values, min at most max", b.Threshold, b.ProbeTimeout, b.MinBackoff, b.MaxBackoff)
 	case o.Retry.MaxAttempts < 0 || o.Retry.MaxDelay < 0:
 		return nil, fmt.Errorf("worker: retry max attempts %d, max delay %v: want non-negative values", o.Retry.MaxAttempts, o.Retry.MaxDelay)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{r: r, h: h, log: logger, opts: o}
-	w.breaker = newBreaker(o.Breaker, o.Concurrency, logger)
-	if err := w.instrument(); err != nil {
-		return nil, fmt.Errorf("worker: telemetry: %w", err)
-	}
-	return w, nil
+	return &Worker{r: r, h: h, log: logger, opts: o, gate: o.Gate}, nil
 }
 
-// Stats returns the counts so far. It is safe to call while Run runs.
-func (w *Worker) Stats() Stats {
-	return Stats{
-		Received: w.received.Load(), Created: w.created.Load(), Duplicate: w.duplicate.Load(),
-		Mismatch: w.mismatch.Load(), Invalid: w.invalid.Load(), Retried: w.retried.Load(),
-		LockLost: w.lockLost.Load(), SettleFailed: w.settleFailed.Load(),
-		Applied: w.applied.Load(), Stale: w.stale.Load(), Ignored: w.ignored.Load(), CutOff: w.cutOff.Load(),
-		Renewed: w.renewed.Load(), RenewFailed: w.renewFailed.Load(), ReceiveFailed: w.receiveFailed.Load(),
-		Scheduled: w.scheduled.Load(), ScheduleFailed: w.scheduleFailed.Load(),
-		BreakerOpened: w.breaker.openedCount(), BreakerState: w.breaker.current().String(),
+// hasLinkCredit reports whether r is an *azservicebus.Receiver, or wraps
+// one: a Receiver that wraps another says so with a method
+// Unwrap() Receiver.
+func hasLinkCredit(r Receiver) bool {
+	for {
+		switch x := r.(type) {
+		case *azservicebus.Receiver:
+			return true
+		case interface{ Unwrap() Receiver }:
+			r = x.Unwrap()
+		default:
+			return false
+		}
 	}
 }
-
-// BreakerOpen reports whether the circuit breaker is open or half-open, that
-// is, whether the worker has stopped receiving because a dependency fails. A
-// readiness probe can report it. It is safe to call while Run runs.
-func (w *Worker) BreakerOpen() bool { return w.breaker.current() != breakerClosed }
 
 // errGraceOver is the cause of the handlers' context when the shutdown grace
 // period ends.
@@ -373,7 +324,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	return err
 }
 
-// receiveLoop receives while ctx lives and the breaker lets it. It takes a
+// receiveLoop receives while ctx lives and the Gate admits it. It takes a
 // free handler slot before it asks for a message, so every message it
 // receives has a handler that starts on it at once (it never holds a
 // message, its lock ticking, that no handler can start on), and it asks
@@ -392,34 +343,39 @@ func (w *Worker) receiveLoop(ctx, rx context.Context, p *pipeline) error {
 		case <-ctx.Done():
 			return nil
 		}
-		grant, ok := w.breaker.admit(ctx, rx)
+		rctx, adm, ok := w.admit(ctx, rx)
 		// A select with a free slot and a done context may pick either:
 		// check ctx before every receive.
 		if !ok || ctx.Err() != nil {
 			<-p.slots
-			grant.done()
+			if adm.Done != nil {
+				adm.Done(0)
+			}
 			return nil
 		}
+		most := w.opts.Concurrency
+		if adm.Max > 0 {
+			most = min(most, adm.Max)
+		}
 		n := 1
-		for n < grant.max && tryAcquire(p.slots) {
+		for n < most && tryAcquire(p.slots) {
 			n++
 		}
-		msgs, err := w.r.ReceiveMessages(grant.ctx, n, nil)
-		cancelledByBreaker := grant.ctx.Err() != nil && ctx.Err() == nil
-		grant.done()
+		msgs, err := w.r.ReceiveMessages(rctx, n, nil)
+		cancelledByGate := rctx.Err() != nil && ctx.Err() == nil && rx.Err() == nil
+		if adm.Done != nil {
+			adm.Done(len(msgs))
+		}
 		for i := len(msgs); i < n; i++ {
 			<-p.slots
-		}
-		if grant.trial && len(msgs) == 0 {
-			w.breaker.trialUnused()
 		}
 		for _, m := range msgs {
 			w.received.Add(1)
 			w.inFlight.Add(1)
 			p.inflight.Add(1)
-			w.dispatch(p, handoff{m, grant.trial})
+			w.dispatch(p, handoff{m, adm.Trial})
 		}
-		if err == nil || cancelledByBreaker {
+		if err == nil || cancelledByGate {
 			if failures > 0 {
 				w.log.Info("receiving again", "failed_receives", failures, "failing_for_ms", time.Since(failingSince).Milliseconds())
 				failures = 0
@@ -449,6 +405,14 @@ func (w *Worker) receiveLoop(ctx, rx context.Context, p *pipeline) error {
 			return nil
 		}
 	}
+}
+
+// admit asks the Gate, if there is one, whether to receive.
+func (w *Worker) admit(ctx, rx context.Context) (context.Context, Admission, bool) {
+	if w.gate == nil {
+		return rx, Admission{}, ctx.Err() == nil
+	}
+	return w.gate.Admit(ctx, rx)
 }
 
 func tryAcquire(slots chan struct{}) bool {
@@ -499,14 +463,24 @@ func (w *Worker) handler(p *pipeline, d handoff) {
 // handler slot (p.slots, taken by the receive loop), and settle, holding a
 // settlement slot instead. It takes the settlement slot before it gives up
 // the handler slot, so messages waiting to be settled hold handler slots
-// and the loop receives no more than it can settle. trial marks the
-// breaker's half-open trial delivery. Observe is called last, after the
-// settlement attempt.
+// and the loop receives no more than it can settle. trial marks a
+// delivery received under a Gate's trial Admission. Observe is called
+// last, after the settlement attempt.
 func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool) {
 	defer p.inflight.Done()
 	defer w.inFlight.Add(-1)
 	start := time.Now()
-	ctx, span := w.tel.startProcess(p.handlerCtx, m)
+	ctx := p.handlerCtx
+	// With a Hook, the settlement and the log line descend from the
+	// context it returns, without its cancellation (a tracer's process
+	// span: the settlement's span is its child, and a log bridge
+	// correlates the line with the trace); without one they need no
+	// values.
+	detached := p.settleCtx
+	if w.opts.Hook != nil {
+		ctx = w.opts.Hook.Start(ctx, m)
+		detached = context.WithoutCancel(ctx)
+	}
 	d := w.process(ctx, m, trial)
 
 	w.waitToSettle(p, d)
@@ -515,27 +489,17 @@ func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool
 	if !rep.LockLost {
 		// Settlement has a deadline of its own: it runs even after the
 		// grace period cancelled the handler.
-		// With tracing its parent carries the process span, so that the
-		// settlement's span is the process span's child.
-		parent := p.settleCtx
-		if span != nil {
-			parent = trace.ContextWithSpan(parent, span)
-		}
-		sctx, cancelSettle := context.WithTimeout(parent, w.opts.SettleTimeout)
+		sctx, cancelSettle := context.WithTimeout(detached, w.opts.SettleTimeout)
 		rep.SettleErr = w.settle(sctx, m, &rep, d.retry)
 		cancelSettle()
 	}
 	<-p.settling
 
 	rep.Duration = time.Since(start)
-	// The delivery's log line carries the process span, so that a log
-	// bridge correlates it with the trace.
-	logCtx := context.Background()
-	if span != nil {
-		logCtx = trace.ContextWithSpan(logCtx, span)
+	w.record(detached, m, rep)
+	if w.opts.Hook != nil {
+		w.opts.Hook.End(ctx, rep)
 	}
-	w.record(logCtx, m, rep)
-	w.tel.endProcess(ctx, span, rep)
 	if w.opts.Observe != nil {
 		w.opts.Observe(rep)
 	}
@@ -544,8 +508,8 @@ func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool
 // process is the Process phase of one delivery: it calls the handler under
 // its MessageTimeout, renews the lock meanwhile (until that deadline: a
 // handler that ignores it loses the lock, and the message goes to another
-// consumer), feeds the breaker, and waits out the retry backoff of a
-// transient failure.
+// consumer), tells the Gate, and waits out the retry backoff of a
+// retried outcome.
 func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, trial bool) *delivery {
 	now := time.Now()
 	w.checkGrantedLock(m, now)
@@ -566,13 +530,16 @@ func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, t
 	res := w.h.Process(mctx, om)
 	// A result reached after the grace or a lost lock cancelled the handler
 	// says nothing about the dependencies.
-	cutOff := res.Outcome == idempotent.Transient && errors.Is(context.Cause(mctx), errGraceOver)
+	retried := res.Outcome.Settlement() == idempotent.Abandon
+	cutOff := retried && errors.Is(context.Cause(mctx), errGraceOver)
 	lost := d.lost.Load() || errors.Is(context.Cause(mctx), errLockLost)
-	w.breaker.record(res, trial, !cutOff && !lost)
+	if w.gate != nil {
+		w.gate.Record(Decision{Result: res, Trial: trial, Telling: !cutOff && !lost})
+	}
 	if !cutOff && !lost {
 		d.retry = w.planRetry(st, res, time.Now())
 	}
-	if res.Outcome == idempotent.Transient && !lost && d.retry == nil {
+	if retried && !lost && d.retry == nil {
 		w.backoff(mctx, m.DeliveryCount)
 	}
 	cancel()
@@ -641,20 +608,21 @@ func (d *delivery) stopRenewal() {
 	d.renewing.Wait()
 }
 
-// settle is the one place where an outcome becomes a settlement. A
-// delayed retry (retry not nil) schedules its copy first and then completes
-// m: a failure between the two leaves two copies, which duplicate detection
-// or the handler's idempotency absorbs, never none; a scheduling that fails
-// abandons m as any transient failure.
+// settle is the one place where an outcome becomes a settlement, by what
+// the outcome means (idempotent.Outcome.Settlement). A delayed retry
+// (retry not nil) schedules its copy first and then completes m: a failure
+// between the two leaves two copies, which duplicate detection or the
+// handler's idempotency absorbs, never none; a scheduling that fails
+// abandons m as any retried outcome.
 func (w *Worker) settle(ctx context.Context, m *azservicebus.ReceivedMessage, rep *Report, retry *retryPlan) error {
 	res := rep.Result
-	switch res.Outcome {
-	case idempotent.Created, idempotent.Duplicate, idempotent.Applied, idempotent.Stale, idempotent.Ignored:
+	switch res.Outcome.Settlement() {
+	case idempotent.Complete:
 		return w.r.CompleteMessage(ctx, m, nil)
-	case idempotent.Mismatch, idempotent.Invalid:
+	case idempotent.DeadLetter:
 		reason, desc := res.Reason, truncate(res.Description, 1024)
 		return w.r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &desc})
-	case idempotent.Transient:
+	default: // idempotent.Abandon, and any settlement this worker does not know
 		if retry != nil {
 			rep.RetryAttempt, rep.RetryDelay = retry.attempt, retry.delay
 			if rep.ScheduleErr = w.scheduleRetry(ctx, m, retry); rep.ScheduleErr == nil {
@@ -663,12 +631,10 @@ func (w *Worker) settle(ctx context.Context, m *azservicebus.ReceivedMessage, re
 			}
 		}
 		return w.r.AbandonMessage(ctx, m, nil)
-	default: // idempotent.Transient, and any outcome this worker does not know
-		return w.r.AbandonMessage(ctx, m, nil)
 	}
 }
 
-// backoff waits before a transient failure is abandoned: RetryBackoff
+// backoff waits before a retried outcome is abandoned: RetryBackoff
 // doubled per earlier delivery, at most LockDuration/4.
 func (w *Worker) backoff(ctx context.Context, deliveryCount uint32) {
 	if w.opts.RetryBackoff < 0 {

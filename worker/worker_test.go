@@ -83,6 +83,9 @@ func TestSettlementFollowsOutcome(t *testing.T) {
 		{idempotent.Transient, settlement{kind: "abandon"}},
 		{idempotent.Applied, settlement{kind: "complete"}},
 		{idempotent.Stale, settlement{kind: "complete"}},
+		{idempotent.Ignored, settlement{kind: "complete"}},
+		// An outcome the worker does not know: retried, never lost.
+		{idempotent.Outcome(42), settlement{kind: "abandon"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.outcome.String(), func(t *testing.T) {
@@ -132,7 +135,7 @@ func TestLockLostOnCompleteIsSurvived(t *testing.T) {
 		t.Errorf("the loop did not go on after a lost lock: next settled %+v", got)
 	}
 	s := w.Stats()
-	if s.LockLost != 1 || s.SettleFailed != 1 || s.Created != 2 {
+	if s.LockLost != 1 || s.SettleFailed != 1 || s.Outcomes[idempotent.Created] != 2 {
 		t.Errorf("stats = %+v, want 1 lock lost, 1 settle failed, 2 created", s)
 	}
 }
@@ -307,8 +310,6 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{Concurrency: -1},
 		{LockDuration: time.Millisecond},
 		{LockDuration: 10 * time.Second, MessageTimeout: 10 * time.Second},
-		{Breaker: worker.BreakerOptions{Threshold: -1}},
-		{Breaker: worker.BreakerOptions{Threshold: 5, MinBackoff: time.Minute, MaxBackoff: time.Second}},
 	} {
 		if _, err := worker.New(newFakeReceiver(), worker.HandlerFunc(nil), nil, o); err == nil {
 			t.Errorf("New(%+v) succeeded, want an error", o)
@@ -403,5 +404,35 @@ func TestShutdownDrainsTheReceiveInProgress(t *testing.T) {
 	defer r.mu.Unlock()
 	if r.callsDone != 0 {
 		t.Errorf("ReceiveMessages called %d times with a done context", r.callsDone)
+	}
+}
+
+// unwrapping wraps a Receiver and says so, as a decorator does.
+type unwrapping struct{ worker.Receiver }
+
+func (u unwrapping) Unwrap() worker.Receiver { return u.Receiver }
+
+// opaque wraps a Receiver without saying so.
+type opaque struct{ worker.Receiver }
+
+// TestReceiveDrainDefaultSeesThroughWrappers: the drain window's default
+// follows the SDK's receiver through decorators that unwrap (the
+// telemetry's), so wrapping the receiver changes no shutdown behaviour.
+func TestReceiveDrainDefaultSeesThroughWrappers(t *testing.T) {
+	sdk := &azservicebus.Receiver{}
+	for _, tt := range []struct {
+		name string
+		r    worker.Receiver
+		want bool
+	}{
+		{"the SDK's receiver", sdk, true},
+		{"wrapped twice, unwrapping", unwrapping{unwrapping{sdk}}, true},
+		{"wrapped without Unwrap", opaque{sdk}, false},
+		{"a fake", newFakeReceiver(), false},
+		{"a wrapped fake", unwrapping{newFakeReceiver()}, false},
+	} {
+		if got := worker.HasLinkCredit(tt.r); got != tt.want {
+			t.Errorf("%s: HasLinkCredit = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

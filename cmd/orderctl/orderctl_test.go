@@ -147,12 +147,12 @@ func TestDeadLetterTool(t *testing.T) {
 	// id for other content, sent after the duplicate-detection window.
 	stored := gen.Order(0)
 	s.send(stored.OrderID, ordergen.Body(stored, now, ""))
-	runWorker(t, s, func(st worker.Stats) bool { return st.Created == 1 })
+	runWorker(t, s, func(st worker.Stats) bool { return st.Outcomes[idempotent.Created] == 1 })
 	s.clock.Advance(defaultDuplicateWindow + time.Minute)
 	now = s.clock.Now()
 	reused := ordergen.Changed(stored)
 	s.send(reused.OrderID, ordergen.Body(reused, now, ""))
-	runWorker(t, s, func(st worker.Stats) bool { return st.Mismatch == 1 })
+	runWorker(t, s, func(st worker.Stats) bool { return st.Outcomes[idempotent.Mismatch] == 1 })
 	s.deadLetter("dlq-bad", ordergen.Malformed("dlq-bad", 0), idempotent.ReasonInvalidMessage, "malformed JSON", nil)
 	for _, i := range []int{1, 2} {
 		s.deadLetter(gen.ID(i), ordergen.Body(gen.Order(i), now, ""), "MaxDeliveryCountExceeded", "Message could not be consumed after 10 delivery attempts.", nil)
@@ -270,7 +270,7 @@ func TestDeadLetterTool(t *testing.T) {
 				t.Errorf("resubmitted %s has properties %v", m.MessageID, m.ApplicationProperties)
 			}
 		}
-		runWorker(t, s, func(st worker.Stats) bool { return st.Created == 2 })
+		runWorker(t, s, func(st worker.Stats) bool { return st.Outcomes[idempotent.Created] == 2 })
 		for _, id := range []string{gen.ID(1), gen.ID(2)} {
 			if _, err := order.ReadOrder(ctx, s.store, id); err != nil {
 				t.Errorf("resubmitted order %s: %v", id, err)

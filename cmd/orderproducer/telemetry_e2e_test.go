@@ -30,6 +30,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/test/telemetrytest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
+	"github.com/idempotent-consumer/sbcosmos/worker/otelworker"
 )
 
 // TestTraceAcrossProducerWorkerStoreAndPayments sends a known mix of
@@ -40,6 +41,7 @@ import (
 // → worker process → Cosmos DB spans and payments client → payments server)
 // and that the metrics count the mix.
 func TestTraceAcrossProducerWorkerStoreAndPayments(t *testing.T) {
+	n := telemetry.WorkerNames() // orderworker's
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	spans := tracetest.NewSpanRecorder()
@@ -100,15 +102,19 @@ func TestTraceAcrossProducerWorkerStoreAndPayments(t *testing.T) {
 	var mu sync.Mutex
 	var reports []worker.Report
 	settled := make(chan struct{}, 100)
-	w, err := worker.New(receiver, h, nil, worker.Options{
-		LockDuration: lock, SummaryInterval: -1, RequestCharge: store.RequestCharge,
+	wt, err := otelworker.New(otelworker.Options{TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider, Propagator: tel.Propagator, Queue: "orders",
+		Names: n, RequestCharge: store.RequestCharge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(wt.Receiver(receiver), h, nil, worker.Options{
+		LockDuration: lock, SummaryInterval: -1, RequestCharge: store.RequestCharge, Hook: wt,
 		Observe: func(r worker.Report) {
 			mu.Lock()
 			reports = append(reports, r)
 			mu.Unlock()
 			settled <- struct{}{}
 		},
-		Telemetry: worker.Telemetry{TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider, Propagator: tel.Propagator, Queue: "orders"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +226,7 @@ func TestTraceAcrossProducerWorkerStoreAndPayments(t *testing.T) {
 		if process == nil {
 			t.Fatalf("order %s: no process span whose parent is the first send span", o.OrderID)
 		}
-		if v, _ := telemetrytest.Attr(process, worker.AttrOutcome); v.AsString() != "created" {
+		if v, _ := telemetrytest.Attr(process, n.Outcome); v.AsString() != "created" {
 			t.Errorf("order %s: the first delivery's outcome %q, want created", o.OrderID, v.AsString())
 		}
 		traceID := send.SpanContext().TraceID()
@@ -261,26 +267,26 @@ func TestTraceAcrossProducerWorkerStoreAndPayments(t *testing.T) {
 	}
 
 	m := telemetrytest.Collect(t, reader)
-	outcome := func(o string) attribute.KeyValue { return worker.AttrOutcome.String(o) }
+	outcome := func(o string) attribute.KeyValue { return n.Outcome.String(o) }
 	for _, c := range []struct {
 		name  string
 		attrs []attribute.KeyValue
 		want  int64
 	}{
-		{worker.MetricConsumed, nil, 6},
-		{worker.MetricDeliveries, nil, 6},
-		{worker.MetricDeliveries, []attribute.KeyValue{outcome("created")}, 3},
-		{worker.MetricDeliveries, []attribute.KeyValue{outcome("duplicate")}, 1},
-		{worker.MetricDeliveries, []attribute.KeyValue{outcome("mismatch"), worker.AttrReason.String(order.ReasonOrderIDReused)}, 1},
-		{worker.MetricDeliveries, []attribute.KeyValue{outcome("invalid"), worker.AttrReason.String(idempotent.ReasonInvalidMessage)}, 1},
-		{worker.MetricDuplicates, []attribute.KeyValue{worker.AttrDuplicateCause.String("resend")}, 1},
-		{worker.MetricDuplicates, []attribute.KeyValue{worker.AttrDuplicateCause.String("redelivery")}, 0},
-		{worker.MetricMismatches, nil, 1},
-		{worker.MetricDeadLetters, nil, 2},
-		{worker.MetricDeadLetters, []attribute.KeyValue{worker.AttrReason.String(order.ReasonOrderIDReused)}, 1},
-		{worker.MetricSettlementFailures, nil, 0},
-		{worker.MetricProcessDuration, nil, 6},
-		{worker.MetricInFlight, nil, 0},
+		{otelworker.MetricConsumed, nil, 6},
+		{n.Deliveries, nil, 6},
+		{n.Deliveries, []attribute.KeyValue{outcome("created")}, 3},
+		{n.Deliveries, []attribute.KeyValue{outcome("duplicate")}, 1},
+		{n.Deliveries, []attribute.KeyValue{outcome("mismatch"), n.Reason.String(order.ReasonOrderIDReused)}, 1},
+		{n.Deliveries, []attribute.KeyValue{outcome("invalid"), n.Reason.String(idempotent.ReasonInvalidMessage)}, 1},
+		{n.Duplicates, []attribute.KeyValue{n.DuplicateCause.String("resend")}, 1},
+		{n.Duplicates, []attribute.KeyValue{n.DuplicateCause.String("redelivery")}, 0},
+		{n.Mismatches, nil, 1},
+		{n.DeadLetters, nil, 2},
+		{n.DeadLetters, []attribute.KeyValue{n.Reason.String(order.ReasonOrderIDReused)}, 1},
+		{n.SettlementFailures, nil, 0},
+		{otelworker.MetricProcessDuration, nil, 6},
+		{n.InFlight, nil, 0},
 	} {
 		if got := m.Int(c.name, c.attrs...); got != c.want {
 			t.Errorf("%s%v = %d, want %d", c.name, c.attrs, got, c.want)
@@ -289,8 +295,8 @@ func TestTraceAcrossProducerWorkerStoreAndPayments(t *testing.T) {
 	// cosmium sends no x-ms-request-charge header, so the request-charge
 	// metrics stay empty here (internal/telemetry's tests feed the policy
 	// real charges); the store's total is still observed.
-	if _, found := m.Value(worker.MetricRequestUnits); !found {
-		t.Errorf("%s not observed", worker.MetricRequestUnits)
+	if _, found := m.Value(n.RequestUnits); !found {
+		t.Errorf("%s not observed", n.RequestUnits)
 	}
 	for _, name := range []string{"http.client.request.duration", "http.server.request.duration"} {
 		if n := m.Int(name); n < 3 {

@@ -16,6 +16,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/health"
 	"github.com/idempotent-consumer/sbcosmos/worker"
+	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
 )
 
 // The worker's health, served on WORKER_HEALTH_ADDR:
@@ -93,12 +94,12 @@ func (h *workerHealth) drainFirst(ctx context.Context) (context.Context, context
 // started records that the start-up checks passed.
 func (h *workerHealth) started() { h.status.Started() }
 
-// watch adds the readiness checks of w: its breaker, and its receiver,
+// watch adds the readiness checks of w: its breaker b, and its receiver,
 // probed with peek after a receive failed.
-func (h *workerHealth) watch(w *worker.Worker, peek func(context.Context) error) {
+func (h *workerHealth) watch(w *worker.Worker, b *breaker.Breaker, peek func(context.Context) error) {
 	h.status.AddReady("breaker", func(context.Context) error {
-		if w.BreakerOpen() {
-			return errors.New("circuit breaker " + w.Stats().BreakerState + ": the store or the payments service fails; receiving paused until their probe answers")
+		if state := b.State(); state != breaker.Closed {
+			return errors.New("circuit breaker " + state.String() + ": the store or the payments service fails; receiving paused until their probe answers")
 		}
 		return nil
 	})

@@ -19,6 +19,8 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/worker"
+	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
+	"github.com/idempotent-consumer/sbcosmos/worker/otelworker"
 )
 
 // run is the whole program; main only supplies the process's context,
@@ -99,29 +101,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if p, ok := handler.(*order.Processor); ok && cfg.FactCache > 0 {
 		cacheStats = p.CacheStats
 	}
-	w, err := worker.New(receiver, hs.track(handler), logger, worker.Options{
+	wo := worker.Options{
 		Concurrency:     cfg.Concurrency,
 		LockDuration:    cfg.LockDuration,
 		MessageTimeout:  cfg.MessageTimeout,
 		ShutdownGrace:   cfg.ShutdownGrace,
 		SummaryInterval: cfg.SummaryInterval,
 		RequestCharge:   store.RequestCharge,
-		CacheStats:      cacheStats, // the summaries and orderworker.cache.hits/misses
-		// After five consecutive deliveries failed by the store or the
-		// payments service, probe them: if the probe fails, stop
-		// receiving and probe until they answer (an outage costs the
-		// in-flight deliveries, not the backlog); if it succeeds, the
-		// failures are the messages' own and do not count again.
-		Breaker:   worker.BreakerOptions{Threshold: breakerThreshold, Probe: probe},
-		Telemetry: workerTelemetry(cfg, tel),
+		CacheStats:      cacheStats, // the summaries
 		// A status change before its order waits in a scheduled copy,
 		// not in its deliveries (worker.Options.Retry: the defaults).
 		Scheduler: optionalScheduler(scheduler),
-	})
+		// The log keys the README's queries read.
+		KeyAttr:     telemetry.WorkerKeyAttr,
+		ResumedAttr: telemetry.WorkerResumedAttr,
+	}
+	r, b, err := workerOptions(cfg, tel, logger, receiver, probe, cacheStats, store.RequestCharge, &wo)
 	if err != nil {
 		return err
 	}
-	hs.watch(w, peek)
+	w, err := worker.New(r, hs.track(handler), logger, wo)
+	if err != nil {
+		return err
+	}
+	hs.watch(w, b, peek)
 	hs.started()
 	wctx, stopWorker := hs.drainFirst(ctx)
 	defer stopWorker()
@@ -291,13 +294,39 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Providers, logger
 	return cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer, order.PartitionKeyPath)
 }
 
-// workerTelemetry returns the worker's telemetry options: the zero value,
-// which costs nothing, when nothing is exported.
-func workerTelemetry(cfg config, tel *telemetry.Providers) worker.Telemetry {
-	if !tel.Enabled() {
-		return worker.Telemetry{}
+// workerOptions adds the worker's options to o: its circuit breaker, and,
+// when telemetry is exported, its traces and metrics under the deployed
+// names (telemetry.WorkerNames), their Receiver wrapping r. It returns
+// the receiver to give the worker, and the breaker, for the readiness
+// check. Without exported telemetry nothing wraps r, which costs nothing.
+//
+// After five consecutive deliveries failed by the store or the payments
+// service, the breaker probes them: if the probe fails, it stops receiving
+// and probes until they answer (an outage costs the in-flight deliveries,
+// not the backlog); if it succeeds, the failures are the messages' own and
+// do not count again.
+func workerOptions(cfg config, tel *telemetry.Providers, logger *slog.Logger, r worker.Receiver, probe func(context.Context) error,
+	cacheStats func() idempotent.CacheStats, requestCharge func() float64, o *worker.Options) (worker.Receiver, *breaker.Breaker, error) {
+	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe}
+	if tel.Enabled() {
+		t, err := otelworker.New(otelworker.Options{
+			TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider, Propagator: tel.Propagator, Queue: cfg.Queue,
+			Names:         telemetry.WorkerNames(),
+			RequestCharge: requestCharge,
+			CacheStats:    cacheStats, // orderworker.cache.hits/misses
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("worker telemetry: %w", err)
+		}
+		r, o.Hook = t.Receiver(r), t
+		bo.OnChange = func(s breaker.State) { t.BreakerChanged(s.String(), s != breaker.Closed) }
 	}
-	return worker.Telemetry{TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider, Propagator: tel.Propagator, Queue: cfg.Queue}
+	b, err := breaker.New(bo, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	o.Gate = b
+	return r, b, nil
 }
 
 // closeWithTimeout closes a Service Bus object with a deadline of its own,

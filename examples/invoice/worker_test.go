@@ -80,7 +80,7 @@ func TestWorker_RunsTheInvoiceConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := w.Stats()
-	if s.Created != n || s.Duplicate != n || s.Mismatch != 1 || s.Invalid != 2 || s.Retried != 1 {
+	if s.Outcomes[idempotent.Created] != n || s.Outcomes[idempotent.Duplicate] != n || s.Outcomes[idempotent.Mismatch] != 1 || s.Outcomes[idempotent.Invalid] != 2 || s.Retried != 1 {
 		t.Errorf("stats %+v, want %d created, %d duplicates, 1 mismatch, 2 invalid, 1 retried", s, n, n)
 	}
 	snap := q.Snapshot()

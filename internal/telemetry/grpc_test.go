@@ -17,7 +17,6 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
-	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
 // grpcCollector is an OTLP/gRPC collector in the test process: it records
@@ -96,7 +95,7 @@ func TestOTLPExportGRPC(t *testing.T) {
 	}
 	_, span := p.TracerProvider.Tracer("t").Start(context.Background(), "process orders")
 	span.End()
-	counter, _ := p.MeterProvider.Meter("t").Int64Counter(worker.MetricDeliveries, metric.WithUnit("{delivery}"))
+	counter, _ := p.MeterProvider.Meter("t").Int64Counter(telemetry.WorkerNames().Deliveries, metric.WithUnit("{delivery}"))
 	counter.Add(context.Background(), 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -108,8 +107,8 @@ func TestOTLPExportGRPC(t *testing.T) {
 	if got := c.spans["process orders"]; got != "orderworker" {
 		t.Errorf("the collector received spans %v: want \"process orders\" of service orderworker", c.spans)
 	}
-	if got := c.metrics[worker.MetricDeliveries]; got != "orderworker" {
-		t.Errorf("the collector received metrics %v: want %s of service orderworker", c.metrics, worker.MetricDeliveries)
+	if got := c.metrics[telemetry.WorkerNames().Deliveries]; got != "orderworker" {
+		t.Errorf("the collector received metrics %v: want %s of service orderworker", c.metrics, telemetry.WorkerNames().Deliveries)
 	}
 }
 
@@ -139,7 +138,7 @@ func TestOTLPMetricsExporterNone(t *testing.T) {
 	}
 	_, span := p.TracerProvider.Tracer("t").Start(context.Background(), "process orders")
 	span.End()
-	counter, _ := p.MeterProvider.Meter("t").Int64Counter(worker.MetricDeliveries, metric.WithUnit("{delivery}"))
+	counter, _ := p.MeterProvider.Meter("t").Int64Counter(telemetry.WorkerNames().Deliveries, metric.WithUnit("{delivery}"))
 	counter.Add(context.Background(), 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

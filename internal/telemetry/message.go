@@ -1,24 +1,24 @@
 package telemetry
 
-import "github.com/idempotent-consumer/sbcosmos/worker"
+import "github.com/idempotent-consumer/sbcosmos/worker/otelworker"
 
 // The application properties that carry the trace context of a message;
-// package worker defines them, since the worker reads them.
+// package worker/otelworker defines them, since its telemetry reads them.
 const (
-	PropertyTraceParent  = worker.PropertyTraceParent
-	PropertyTraceState   = worker.PropertyTraceState
-	PropertyDiagnosticID = worker.PropertyDiagnosticID
+	PropertyTraceParent  = otelworker.PropertyTraceParent
+	PropertyTraceState   = otelworker.PropertyTraceState
+	PropertyDiagnosticID = otelworker.PropertyDiagnosticID
 )
 
-// MessageCarrier is worker.MessageCarrier.
-type MessageCarrier = worker.MessageCarrier
+// MessageCarrier is otelworker.MessageCarrier.
+type MessageCarrier = otelworker.MessageCarrier
 
-// Inject is worker.InjectTraceContext: the producer's half of message trace
+// Inject is otelworker.InjectTraceContext: the producer's half of message trace
 // context.
-var Inject = worker.InjectTraceContext
+var Inject = otelworker.InjectTraceContext
 
-// Extract is worker.ExtractTraceContext.
-var Extract = worker.ExtractTraceContext
+// Extract is otelworker.ExtractTraceContext.
+var Extract = otelworker.ExtractTraceContext
 
-// Propagator is worker.Propagator.
-var Propagator = worker.Propagator
+// Propagator is otelworker.Propagator.
+var Propagator = otelworker.Propagator

@@ -21,7 +21,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/test/telemetrytest"
-	"github.com/idempotent-consumer/sbcosmos/worker"
+	"github.com/idempotent-consumer/sbcosmos/worker/otelworker"
 )
 
 func TestInjectExtract(t *testing.T) {
@@ -114,9 +114,9 @@ func TestPrometheusNames(t *testing.T) {
 	}
 	defer p.Shutdown(context.Background())
 	m := p.MeterProvider.Meter("t")
-	c, _ := m.Int64Counter(worker.MetricDeliveries, metric.WithUnit("{delivery}"))
-	c.Add(context.Background(), 2, metric.WithAttributes(worker.AttrOutcome.String("created")))
-	h, _ := m.Float64Histogram(worker.MetricProcessDuration, metric.WithUnit("s"))
+	c, _ := m.Int64Counter(telemetry.WorkerNames().Deliveries, metric.WithUnit("{delivery}"))
+	c.Add(context.Background(), 2, metric.WithAttributes(telemetry.WorkerNames().Outcome.String("created")))
+	h, _ := m.Float64Histogram(otelworker.MetricProcessDuration, metric.WithUnit("s"))
 	h.Record(context.Background(), 0.2)
 	r, _ := m.Float64Histogram(telemetry.RequestChargeMetric, metric.WithUnit("{request_unit}"))
 	r.Record(context.Background(), 5.71)
@@ -214,7 +214,7 @@ func TestOTLPExport(t *testing.T) {
 	}
 	_, span := p.TracerProvider.Tracer("t").Start(context.Background(), "process orders")
 	span.End()
-	c, _ := p.MeterProvider.Meter("t").Int64Counter(worker.MetricDeliveries)
+	c, _ := p.MeterProvider.Meter("t").Int64Counter(telemetry.WorkerNames().Deliveries)
 	c.Add(context.Background(), 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

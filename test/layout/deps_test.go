@@ -132,6 +132,17 @@ var rules = []rule{
 		forbids: func(n string, d pkg) bool { return d.Module && under(n, "test") },
 	},
 	{
+		// The PeekLock loop is taken alone: its options (the circuit
+		// breaker, OpenTelemetry) are packages of their own under
+		// worker/ that plug into its Gate and Hook, so that a copy or an
+		// importer of the loop links none of them.
+		name:    "the worker loop links OpenTelemetry or one of its options",
+		applies: func(p string) bool { return p == "worker" },
+		forbids: func(n string, d pkg) bool {
+			return strings.HasPrefix(n, "go.opentelemetry.io/") || d.Module && under(n, "worker") && n != "worker"
+		},
+	},
+	{
 		// The audit's invariants read through interfaces that cosmosstore
 		// and memstore both implement, so that one proof covers both: the
 		// package itself knows no Azure SDK.
@@ -362,17 +373,19 @@ func synthetic(lines ...string) graph {
 var layoutAsIntended = []string{
 	"idempotent: context crypto/sha256 encoding/json errors fmt sync",
 	"cosmosstore: idempotent github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos",
-	"worker: idempotent github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus go.opentelemetry.io/otel/trace",
+	"worker: idempotent github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus",
+	"worker/breaker: worker idempotent",
+	"worker/otelworker: worker idempotent go.opentelemetry.io/otel/trace",
 	"order: idempotent",
 	"payments: order net/http",
 	"relay: idempotent github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus",
 	"order/audit: order idempotent", // it restates the relay's lease format: relay links the Service Bus SDK
 	"internal/cli: cosmosstore flag",
 	"internal/health: net/http",
-	"internal/telemetry: internal/cli worker",
+	"internal/telemetry: internal/cli worker/otelworker",
 	"internal/ordergen: order",
 	"infra: internal/cli",
-	"cmd/orderworker: worker cosmosstore order payments internal/cli internal/health internal/telemetry",
+	"cmd/orderworker: worker worker/breaker worker/otelworker cosmosstore order payments internal/cli internal/health internal/telemetry",
 	"cmd/orderrelay: relay cosmosstore order internal/cli internal/telemetry",
 	"cmd/orderproducer: internal/ordergen internal/cli internal/telemetry",
 	"cmd/orderctl: cosmosstore order order/audit payments internal/cli",
@@ -381,7 +394,7 @@ var layoutAsIntended = []string{
 	"test/sbqueue: sync",
 	"test/sbbroker: test/sbqueue",
 	"test/paymentservice: payments",
-	"test/internal/simulation: worker order test/memstore test/sbqueue test/paymentservice",
+	"test/internal/simulation: worker worker/breaker worker/otelworker order test/memstore test/sbqueue test/paymentservice",
 	"test/simulate: test/internal/simulation internal/cli",
 	"test/emulator: infra",
 }
@@ -449,10 +462,18 @@ func TestCheck_ReportsEachViolation(t *testing.T) {
 			violation{Rule: rules[3].name, Pkg: "idempotent", Dep: "internal/strictjson"}},
 		{"idempotent imports a third-party module", "idempotent: github.com/google/uuid",
 			violation{Rule: rules[3].name, Pkg: "idempotent", Dep: "github.com/google/uuid"}},
+		{"the loop imports OpenTelemetry", "worker: go.opentelemetry.io/otel/trace",
+			violation{Rule: rules[5].name, Pkg: "worker", Dep: "go.opentelemetry.io/otel/trace"}},
+		{"the loop imports its telemetry option", "worker: worker/otelworker",
+			violation{Rule: rules[5].name, Pkg: "worker", Dep: "go.opentelemetry.io/otel/trace"}},
+		{"the loop imports its breaker", "worker: worker/breaker",
+			violation{Rule: rules[5].name, Pkg: "worker", Dep: "worker/breaker"}},
+		{"an option of the worker imports the example", "worker/breaker: order",
+			violation{Rule: rules[2].name, Pkg: "worker/breaker", Dep: "order"}},
 		{"the audit imports the Cosmos DB SDK", "order/audit: github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos",
-			violation{Rule: rules[5].name, Pkg: "order/audit", Dep: "github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"}},
+			violation{Rule: rules[6].name, Pkg: "order/audit", Dep: "github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"}},
 		{"the audit links the Cosmos DB SDK through cosmosstore", "order/audit: cosmosstore",
-			violation{Rule: rules[5].name, Pkg: "order/audit", Dep: "github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"}},
+			violation{Rule: rules[6].name, Pkg: "order/audit", Dep: "github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"}},
 		{"a binary is missing", "-cmd/orderctl",
 			violation{Rule: "a package the rules name is missing", Pkg: "cmd/orderctl"}},
 		{"a core package is missing", "-worker",
@@ -481,12 +502,12 @@ func TestCheck_ReportsEachViolation(t *testing.T) {
 // graph that otherwise passes.
 func TestCheck_AllowedImports(t *testing.T) {
 	for _, change := range []string{
-		"test/simulate: internal/telemetry",    // proof tooling may use the command layer
-		"test/sbbroker: internal/cli",          // and its commands too
-		"examples/invoice: test/memstore",      // an example may use proof tooling
-		"internal/ordergen: internal/health",   // a command-layer helper may use another
-		"cosmosstore: github.com/google/uuid",  // the adapter may use modules
-		"worker: go.opentelemetry.io/otel/sdk", // and so may the loop
+		"test/simulate: internal/telemetry",               // proof tooling may use the command layer
+		"test/sbbroker: internal/cli",                     // and its commands too
+		"examples/invoice: test/memstore",                 // an example may use proof tooling
+		"internal/ordergen: internal/health",              // a command-layer helper may use another
+		"cosmosstore: github.com/google/uuid",             // the adapter may use modules
+		"worker/otelworker: go.opentelemetry.io/otel/sdk", // and so may the worker's telemetry
 	} {
 		g := synthetic(append(slices.Clone(layoutAsIntended), change)...)
 		if got := check(g); len(got) != 0 {

@@ -71,7 +71,7 @@ func TestWorkerRunsAgainstTheModel(t *testing.T) {
 	if len(s.DeadLetters) != 1 || s.DeadLetters[0].MessageID != "bad-1" || s.DeadLetters[0].DeadLetterReason != idempotent.ReasonInvalidMessage {
 		t.Errorf("dead letters = %+v", s.DeadLetters)
 	}
-	if st := w.Stats(); st.Received != wantReports || st.Retried != 1 || st.Invalid != 1 || st.Created != 4 {
+	if st := w.Stats(); st.Received != wantReports || st.Retried != 1 || st.Outcomes[idempotent.Invalid] != 1 || st.Outcomes[idempotent.Created] != 4 {
 		t.Errorf("worker stats = %+v", st)
 	}
 }

@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/worker"
+	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
+	"github.com/idempotent-consumer/sbcosmos/worker/otelworker"
 )
 
 // Config configures a run. The zero value of each field selects its
@@ -119,10 +122,12 @@ type Config struct {
 	// Logger receives the workers' logs. Default: discarded.
 	Logger *slog.Logger
 
-	// Telemetry is every worker's telemetry, with Queue set to the
-	// worker's queue ("orders", or an inbox consumer's name). Default:
-	// none, as `go run ./test/simulate` runs, which exports nothing.
-	Telemetry worker.Telemetry
+	// Telemetry, if set, is every worker's telemetry, with Queue set to
+	// the worker's queue ("orders", or an inbox consumer's name), and
+	// Names, when empty, cmd/orderworker's (telemetry.WorkerNames).
+	// Default: none, as `go run ./test/simulate` runs, which exports
+	// nothing.
+	Telemetry *otelworker.Options
 
 	// ProgressInterval is how often Run reports progress. Default 100ms.
 	ProgressInterval time.Duration
@@ -326,10 +331,13 @@ func (c Config) validate() error {
 // cmd/orderworker's run passes (mirrored here, since a main package cannot
 // be imported), with the queue's lock duration, the worker's default
 // message timeout (80% of it), settle timeout and retry backoff, and the
-// one-second return of prefetched messages at shutdown. Only the periodic
-// summary is off.
-func (c Config) workerOptions(probe func(context.Context) error) worker.Options {
-	return worker.Options{
+// one-second return of prefetched messages at shutdown, its log keys, its
+// circuit breaker and, with Config.Telemetry, its telemetry on queue,
+// whose Receiver wraps r. Only the periodic summary is off. It returns the
+// receiver to give the worker.
+func (c Config) workerOptions(probe func(context.Context) error, queue string, r worker.Receiver, logger *slog.Logger) (worker.Options, worker.Receiver, error) {
+	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe}
+	o := worker.Options{
 		Concurrency:     c.Concurrency,
 		LockDuration:    c.LockDuration,
 		ShutdownGrace:   c.ShutdownGrace,
@@ -339,9 +347,28 @@ func (c Config) workerOptions(probe func(context.Context) error) worker.Options 
 		ReceiveDrain: time.Second,
 		// The scheduled retries' bounds are cmd/orderworker's, the
 		// defaults; the Scheduler is set per worker (see scheduleRecorder).
-		Breaker:   worker.BreakerOptions{Threshold: breakerThreshold, Probe: probe},
-		Telemetry: c.Telemetry,
+		KeyAttr:     telemetry.WorkerKeyAttr,
+		ResumedAttr: telemetry.WorkerResumedAttr,
 	}
+	if c.Telemetry != nil {
+		to := *c.Telemetry
+		to.Queue = queue
+		if to.Names == (otelworker.Names{}) {
+			to.Names = telemetry.WorkerNames()
+		}
+		t, err := otelworker.New(to)
+		if err != nil {
+			return worker.Options{}, nil, err
+		}
+		r, o.Hook = t.Receiver(r), t
+		bo.OnChange = func(s breaker.State) { t.BreakerChanged(s.String(), s != breaker.Closed) }
+	}
+	b, err := breaker.New(bo, logger)
+	if err != nil {
+		return worker.Options{}, nil, err
+	}
+	o.Gate = b
+	return o, r, nil
 }
 
 // breakerThreshold is cmd/orderworker's: five consecutive deliveries failed

@@ -74,13 +74,15 @@ func (p *workerPool) start(sl *workerSlot) error {
 	if sl.orders {
 		fr.afterSettle = func() { p.settled(sl) }
 	}
-	opts := p.cfg.workerOptions(s.store.Ping)
-	opts.Telemetry.Queue = s.name
+	logger := p.logger.With("queue", s.name, "worker", sl.index, "generation", sl.generation)
+	opts, rcv, err := p.cfg.workerOptions(s.store.Ping, s.name, fr, logger)
+	if err != nil {
+		return err
+	}
 	if sl.orders {
 		opts.Scheduler = &scheduleRecorder{q: s.out.q, hist: p.hist}
 	}
-	wk, err := worker.New(fr, &trackingHandler{inner: h, tr: s.tr, hist: p.hist, queue: s.out.consumer},
-		p.logger.With("queue", s.name, "worker", sl.index, "generation", sl.generation), opts)
+	wk, err := worker.New(rcv, &trackingHandler{inner: h, tr: s.tr, hist: p.hist, queue: s.out.consumer}, logger, opts)
 	if err != nil {
 		return err
 	}

@@ -8,10 +8,11 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/internal/simulation"
 	"github.com/idempotent-consumer/sbcosmos/test/telemetrytest"
-	"github.com/idempotent-consumer/sbcosmos/worker"
+	"github.com/idempotent-consumer/sbcosmos/worker/otelworker"
 )
 
 // TestMetricsAgreeWithReport runs seeded simulations with every fault, the
@@ -32,7 +33,8 @@ func TestMetricsAgreeWithReport(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			reader := sdkmetric.NewManualReader()
 			cfg := scenario(seed)
-			cfg.Telemetry = worker.Telemetry{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
+			cfg.Telemetry = &otelworker.Options{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
+			n := telemetry.WorkerNames() // the simulation's default, cmd/orderworker's
 			rep, err := runSim(t, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -48,9 +50,9 @@ func TestMetricsAgreeWithReport(t *testing.T) {
 			for queue, want := range queues {
 				q := semconv.MessagingDestinationName(queue)
 				delivered := func(outcome string, extra ...attribute.KeyValue) int {
-					return int(m.Int(worker.MetricDeliveries, append([]attribute.KeyValue{q, worker.AttrOutcome.String(outcome)}, extra...)...))
+					return int(m.Int(n.Deliveries, append([]attribute.KeyValue{q, n.Outcome.String(outcome)}, extra...)...))
 				}
-				reason := worker.AttrReason.String
+				reason := n.Reason.String
 				got := simulation.Outcomes{
 					Created: delivered("created"), Duplicate: delivered("duplicate"), Mismatch: delivered("mismatch"),
 					Invalid: delivered("invalid"), Transient: delivered("transient"), Applied: delivered("applied"), Stale: delivered("stale"),
@@ -67,22 +69,22 @@ func TestMetricsAgreeWithReport(t *testing.T) {
 					name string
 					got  int64
 				}{
-					{worker.MetricDeliveries, m.Int(worker.MetricDeliveries, q)},
-					{worker.MetricConsumed, m.Int(worker.MetricConsumed, q)},
-					{worker.MetricProcessDuration, m.Int(worker.MetricProcessDuration, q)},
+					{n.Deliveries, m.Int(n.Deliveries, q)},
+					{otelworker.MetricConsumed, m.Int(otelworker.MetricConsumed, q)},
+					{otelworker.MetricProcessDuration, m.Int(otelworker.MetricProcessDuration, q)},
 				} {
 					if c.got != handled {
 						t.Errorf("%s: %s = %d, want the %d deliveries handled", queue, c.name, c.got, handled)
 					}
 				}
-				if got := m.Int(worker.MetricDuplicates, q); got != int64(want.Duplicate) {
-					t.Errorf("%s: %s = %d, want %d", queue, worker.MetricDuplicates, got, want.Duplicate)
+				if got := m.Int(n.Duplicates, q); got != int64(want.Duplicate) {
+					t.Errorf("%s: %s = %d, want %d", queue, n.Duplicates, got, want.Duplicate)
 				}
-				if got := m.Int(worker.MetricMismatches, q); got != int64(want.Mismatch) {
-					t.Errorf("%s: %s = %d, want %d", queue, worker.MetricMismatches, got, want.Mismatch)
+				if got := m.Int(n.Mismatches, q); got != int64(want.Mismatch) {
+					t.Errorf("%s: %s = %d, want %d", queue, n.Mismatches, got, want.Mismatch)
 				}
-				if got := m.Int(worker.MetricInFlight, q); got != 0 {
-					t.Errorf("%s: %s = %d after the run, want 0", queue, worker.MetricInFlight, got)
+				if got := m.Int(n.InFlight, q); got != 0 {
+					t.Errorf("%s: %s = %d after the run, want 0", queue, n.InFlight, got)
 				}
 			}
 			if rep.Outcomes.Created == 0 || rep.Outcomes.Duplicate == 0 || rep.Outcomes.Transient == 0 {

@@ -1,4 +1,4 @@
-package worker_test
+package breaker_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/worker"
+	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
 )
 
 const (
@@ -62,15 +63,16 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 		h.down.Store(true)
 		var probes atomic.Int64
 		logs := newCapture(slog.LevelInfo)
+		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
 			Concurrency: breakerConcurrency, SummaryInterval: time.Minute,
-			Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: func(ctx context.Context) error {
+			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold, Probe: func(ctx context.Context) error {
 				probes.Add(1)
 				if h.down.Load() {
 					return errStoreDown
 				}
 				return nil
-			}},
+			}}),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -88,8 +90,8 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 		if len(s.Active)+len(s.Locked) != breakerBacklog || s.DeadLettered != 0 {
 			t.Errorf("queue during the outage: %d active, %d locked, %d dead-lettered; want all %d back in the queue", len(s.Active), len(s.Locked), s.DeadLettered, breakerBacklog)
 		}
-		if !w.BreakerOpen() || w.Stats().BreakerState != "open" || w.Stats().BreakerOpened != 1 {
-			t.Errorf("breaker open %v, stats %+v; want open once", w.BreakerOpen(), w.Stats())
+		if !b.Paused() || b.State().String() != "open" || b.Opened() != 1 {
+			t.Errorf("breaker open %v, stats %+v; want open once", b.Paused(), w.Stats())
 		}
 		t.Logf("outage: %d deliveries, %d probes", s.Delivered, probes.Load())
 		if probes.Load() < 5 {
@@ -100,8 +102,8 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
 		s = q.Snapshot()
-		if s.Completed != breakerBacklog || w.BreakerOpen() {
-			t.Errorf("after the store came back: %d completed, breaker open %v; want all %d completed and the breaker closed", s.Completed, w.BreakerOpen(), breakerBacklog)
+		if s.Completed != breakerBacklog || b.Paused() {
+			t.Errorf("after the store came back: %d completed, breaker open %v; want all %d completed and the breaker closed", s.Completed, b.Paused(), breakerBacklog)
 		}
 		cancel()
 		if err := <-errc; err != nil {
@@ -144,8 +146,9 @@ func TestBreakerHalfOpenWithoutProbe(t *testing.T) {
 		h := &storeHandler{}
 		h.down.Store(true)
 		logs := newCapture(slog.LevelInfo)
+		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{Concurrency: breakerConcurrency, SummaryInterval: -1,
-			Breaker: worker.BreakerOptions{Threshold: breakerThreshold}})
+			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,9 +173,9 @@ func TestBreakerHalfOpenWithoutProbe(t *testing.T) {
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
 		s = q.Snapshot()
-		if s.Completed != breakerBacklog || s.DeadLettered != 0 || w.BreakerOpen() {
+		if s.Completed != breakerBacklog || s.DeadLettered != 0 || b.Paused() {
 			t.Errorf("after the store came back: %d completed, %d dead-lettered, breaker open %v; want all %d completed",
-				s.Completed, s.DeadLettered, w.BreakerOpen(), breakerBacklog)
+				s.Completed, s.DeadLettered, b.Paused(), breakerBacklog)
 		}
 		cancel()
 		if err := <-errc; err != nil {
@@ -190,8 +193,9 @@ func TestBreakerIgnoresMessageRetries(t *testing.T) {
 		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: order.ReasonOrderNotYetCreated}
 		})
+		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{Concurrency: 2, SummaryInterval: -1, RetryBackoff: -1,
-			Breaker: worker.BreakerOptions{Threshold: breakerThreshold}})
+			Gate: newBreaker(t, &b, nil, breaker.Options{Threshold: breakerThreshold})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +208,7 @@ func TestBreakerIgnoresMessageRetries(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		if st := w.Stats(); st.BreakerOpened != 0 || st.Retried < 20 {
+		if st := w.Stats(); b.Opened() != 0 || st.Retried < 20 {
 			t.Errorf("stats = %+v, want retries and the breaker never opened", st)
 		}
 	})
@@ -218,9 +222,10 @@ func TestBreakerCancelsTheReceiveInProgress(t *testing.T) {
 		q := backlogQueue(t, breakerThreshold)
 		h := &storeHandler{}
 		h.down.Store(true)
+		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{
 			Concurrency: 8, SummaryInterval: -1, // free slots: the loop waits in a receive
-			Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: func(context.Context) error { return errStoreDown }},
+			Gate: newBreaker(t, &b, nil, breaker.Options{Threshold: breakerThreshold, Probe: func(context.Context) error { return errStoreDown }}),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -241,9 +246,9 @@ func TestBreakerCancelsTheReceiveInProgress(t *testing.T) {
 		// the SDK: the broker may send messages on it, which the SDK's
 		// releaser (and the model's) gives back with AMQP released, which
 		// counts no delivery. What counts is what is not given back.
-		if s := q.Snapshot(); s.Delivered-s.Released != breakerThreshold || !w.BreakerOpen() {
+		if s := q.Snapshot(); s.Delivered-s.Released != breakerThreshold || !b.Paused() {
 			t.Errorf("%d deliveries (%d of them released unhandled), breaker open %v; want only the %d that opened it counted",
-				s.Delivered, s.Released, w.BreakerOpen(), breakerThreshold)
+				s.Delivered, s.Released, b.Paused(), breakerThreshold)
 		}
 		if s := q.Snapshot(); len(s.Active) != 50+breakerThreshold || len(s.Locked) != 0 {
 			t.Errorf("%d messages available and %d locked during the outage; want the 50 sent and the %d abandoned, none locked", len(s.Active), len(s.Locked), breakerThreshold)
@@ -253,4 +258,26 @@ func TestBreakerCancelsTheReceiveInProgress(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// newBreaker returns a Breaker for a test's worker and stores it in *b.
+func newBreaker(t *testing.T, b **breaker.Breaker, logger *slog.Logger, o breaker.Options) *breaker.Breaker {
+	t.Helper()
+	var err error
+	if *b, err = breaker.New(o, logger); err != nil {
+		t.Fatal(err)
+	}
+	return *b
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	for _, o := range []breaker.Options{
+		{Threshold: -1},
+		{Threshold: 5, MinBackoff: time.Minute, MaxBackoff: time.Second},
+		{ProbeTimeout: -time.Second},
+	} {
+		if _, err := breaker.New(o, nil); err == nil {
+			t.Errorf("New(%+v) succeeded, want an error", o)
+		}
+	}
 }

@@ -1,8 +1,9 @@
-package worker
+package otelworker
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -17,26 +18,11 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
-// Telemetry configures the worker's traces and metrics. The zero value
-// records nothing, and then the worker makes no telemetry call at all.
-//
-// With a TracerProvider, every delivery gets a "process" span (kind
-// consumer) that continues the producer's trace from the message's
-// application properties (traceparent, or Diagnostic-Id), with the
-// settlement ("complete", "abandon", "dead_letter") and each lock renewal
-// ("renew_message_lock") as its children; the handler's context carries
-// the span, so the store's and the payments client's spans are its children
-// too. Every receive call gets a "receive" span (kind client) linked to the
-// creation context of each message it returned. Attribute names follow the
-// OpenTelemetry messaging semantic conventions (semconv v1.43.0), with the
-// project's own order.outcome, order.reason, order.id and, on a delivery
-// that took over another's payment claim, order.payment.taken_over.
-//
-// With a MeterProvider the worker records the metrics listed under Metric*
-// below. Their counts agree with Stats.
-type Telemetry struct {
+// Options configure a Telemetry.
+type Options struct {
 	TracerProvider trace.TracerProvider // nil: no spans
 	MeterProvider  metric.MeterProvider // nil: no metrics
 	// Propagator reads the trace context of messages. Nil: W3C Trace
@@ -46,21 +32,47 @@ type Telemetry struct {
 	// and Subscription the subscription, if any
 	// (messaging.destination.subscription.name).
 	Queue, Subscription string
+	// Names are the deployment's metric and attribute names. The zero
+	// value selects DefaultNames.
+	Names Names
+	// RequestCharge, if set, reports the store's cumulative request charge
+	// (Cosmos DB request units), observed as Names.RequestUnits.
+	RequestCharge func() float64
+	// CacheStats, if set, reports the handler's cache counters, observed as
+	// Names.CacheHits and Names.CacheMisses. It is called from the metric
+	// reader's goroutine, concurrently with the handler.
+	CacheStats func() idempotent.CacheStats
 }
 
-const instrumentationScope = "github.com/idempotent-consumer/sbcosmos/worker"
-
-// instruments are a worker's tracer and meters. A nil *instruments records
-// nothing. It is safe for concurrent use.
-type instruments struct {
+// Telemetry records a worker's traces and metrics: it is a worker.Hook,
+// and Receiver wraps the worker's receiver. It is safe for concurrent use;
+// one Telemetry serves one Worker.
+//
+// With a TracerProvider, every delivery gets a "process" span (kind
+// consumer) that continues the producer's trace from the message's
+// application properties (traceparent, or Diagnostic-Id), with the
+// settlement ("complete", "abandon", "dead_letter") and each lock renewal
+// ("renew_message_lock") as its children; the handler's context carries
+// the span, so the store's and a downstream client's spans are its
+// children too. Every receive call gets a "receive" span (kind client)
+// linked to the creation context of each message it returned. Attribute
+// names follow the OpenTelemetry messaging semantic conventions (semconv
+// v1.43.0), with the deployment's own (Names): the outcome, the reason,
+// the entity's key and, on a delivery that resumed another's side effect,
+// Names.ResumedAttr.
+//
+// With a MeterProvider it records the metrics of Names and the Metric
+// constants. Their counts agree with the worker's Stats.
+type Telemetry struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 	queue  string
+	n      Names
 	base   []attribute.KeyValue // messaging.system, destination
 	names  map[idempotent.Outcome]attribute.KeyValue
 
 	consumed, deliveries, duplicates, mismatches, deadLetters metric.Int64Counter
-	settleFailures, renewals, breakerChanges, takeovers       metric.Int64Counter
+	settleFailures, renewals, breakerChanges, resumed         metric.Int64Counter
 	inFlight, breakerOpen                                     metric.Int64UpDownCounter
 	processDuration                                           metric.Float64Histogram
 	baseOpt                                                   metric.MeasurementOption
@@ -68,17 +80,18 @@ type instruments struct {
 	outcomes                                                  sync.Map // outcomeKey -> outcomeOpts
 	cachedOutcomes                                            atomic.Int64
 
-	breakerWasOpen bool // guarded by the breaker's lock
+	breakerMu      sync.Mutex
+	breakerWasOpen bool // guarded by breakerMu
 }
 
-// instrument sets up w's telemetry from w.opts.Telemetry: it wraps the
-// receiver, hooks the breaker and registers the observed metrics. With the
-// zero Telemetry it does nothing.
-func (w *Worker) instrument() error {
-	o := w.opts.Telemetry
-	if o.TracerProvider == nil && o.MeterProvider == nil {
-		return nil
-	}
+var _ worker.Hook = (*Telemetry)(nil)
+
+const instrumentationScope = "github.com/idempotent-consumer/sbcosmos/worker"
+
+// New returns the Telemetry o describes. Without providers it records
+// nothing, at the cost of a no-op call per span and metric: a worker that
+// records nothing is simply given no Telemetry.
+func New(o Options) (*Telemetry, error) {
 	tp, mp, prop := o.TracerProvider, o.MeterProvider, o.Propagator
 	if tp == nil {
 		tp = tracenoop.NewTracerProvider()
@@ -89,17 +102,21 @@ func (w *Worker) instrument() error {
 	if prop == nil {
 		prop = Propagator()
 	}
-	t := &instruments{
+	n := o.Names
+	if n == (Names{}) {
+		n = DefaultNames()
+	}
+	t := &Telemetry{
 		tracer: tp.Tracer(instrumentationScope, trace.WithSchemaURL(semconv.SchemaURL)),
-		prop:   prop, queue: o.Queue,
+		prop:   prop, queue: o.Queue, n: n,
 		base:  []attribute.KeyValue{semconv.MessagingSystemServiceBus, semconv.MessagingDestinationName(o.Queue)},
 		names: map[idempotent.Outcome]attribute.KeyValue{},
 	}
 	if o.Subscription != "" {
 		t.base = append(t.base, semconv.MessagingDestinationSubscriptionName(o.Subscription))
 	}
-	for oc := idempotent.Created; oc <= idempotent.Ignored; oc++ {
-		t.names[oc] = AttrOutcome.String(oc.String())
+	for oc := idempotent.Outcome(1); oc < 32; oc++ {
+		t.names[oc] = n.Outcome.String(oc.String())
 	}
 	m := mp.Meter(instrumentationScope, metric.WithSchemaURL(semconv.SchemaURL))
 	var errs []error
@@ -109,91 +126,92 @@ func (w *Worker) instrument() error {
 		return c
 	}
 	t.consumed = counter(MetricConsumed, "{message}", "Messages received.")
-	t.deliveries = counter(MetricDeliveries, "{delivery}", "Deliveries handled, by outcome and reason.")
-	t.duplicates = counter(MetricDuplicates, "{delivery}", "Duplicate deliveries, by cause.")
-	t.mismatches = counter(MetricMismatches, "{delivery}", "Deliveries of an order id reused for other content.")
-	t.deadLetters = counter(MetricDeadLetters, "{message}", "Messages dead-lettered, by reason.")
-	t.settleFailures = counter(MetricSettlementFailures, "{settlement}", "Settlements that failed.")
-	t.renewals = counter(MetricLockRenewals, "{renewal}", "Lock renewals, by result.")
-	t.breakerChanges = counter(MetricBreakerTransitions, "{transition}", "Circuit breaker state changes, by new state.")
-	t.takeovers = counter(MetricPaymentTakeovers, "{delivery}", "Deliveries that took over a payment claim another delivery held.")
+	t.deliveries = counter(n.Deliveries, "{delivery}", "Deliveries handled, by outcome and reason.")
+	t.duplicates = counter(n.Duplicates, "{delivery}", "Duplicate deliveries, by cause.")
+	t.mismatches = counter(n.Mismatches, "{delivery}", "Deliveries of an id reused for other content.")
+	t.deadLetters = counter(n.DeadLetters, "{message}", "Messages dead-lettered, by reason.")
+	t.settleFailures = counter(n.SettlementFailures, "{settlement}", "Settlements that failed.")
+	t.renewals = counter(n.LockRenewals, "{renewal}", "Lock renewals, by result.")
+	t.breakerChanges = counter(n.BreakerTransitions, "{transition}", "Circuit breaker state changes, by new state.")
+	t.resumed = counter(n.Resumed, "{delivery}", "Deliveries that resumed a side effect another delivery had begun.")
 	var err error
 	t.processDuration, err = m.Float64Histogram(MetricProcessDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of processing operation."),
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60))
 	errs = append(errs, err)
 
-	t.inFlight, err = m.Int64UpDownCounter(MetricInFlight, metric.WithUnit("{delivery}"), metric.WithDescription("Deliveries being handled."))
+	t.inFlight, err = m.Int64UpDownCounter(n.InFlight, metric.WithUnit("{delivery}"), metric.WithDescription("Deliveries being handled."))
 	errs = append(errs, err)
-	t.breakerOpen, err = m.Int64UpDownCounter(MetricBreakerOpen, metric.WithDescription("1 while the circuit breaker has paused receiving (summed over the workers)."))
+	t.breakerOpen, err = m.Int64UpDownCounter(n.BreakerOpen, metric.WithDescription("1 while the circuit breaker has paused receiving (summed over the workers)."))
 	errs = append(errs, err)
 	var observed []metric.Observable
 	var ru metric.Float64ObservableCounter
-	if w.opts.RequestCharge != nil {
-		ru, err = m.Float64ObservableCounter(MetricRequestUnits, metric.WithUnit("{request_unit}"), metric.WithDescription("Request units the store was charged."))
+	if o.RequestCharge != nil {
+		ru, err = m.Float64ObservableCounter(n.RequestUnits, metric.WithUnit("{request_unit}"), metric.WithDescription("Request units the store was charged."))
 		errs = append(errs, err)
 		observed = append(observed, ru)
 	}
 	var hits, misses metric.Int64ObservableCounter
-	if w.opts.CacheStats != nil {
-		hits, err = m.Int64ObservableCounter(MetricCacheHits, metric.WithUnit("{lookup}"), metric.WithDescription("Cache hits."))
+	if o.CacheStats != nil {
+		hits, err = m.Int64ObservableCounter(n.CacheHits, metric.WithUnit("{lookup}"), metric.WithDescription("Cache hits."))
 		errs = append(errs, err)
-		misses, err = m.Int64ObservableCounter(MetricCacheMisses, metric.WithUnit("{lookup}"), metric.WithDescription("Cache misses."))
+		misses, err = m.Int64ObservableCounter(n.CacheMisses, metric.WithUnit("{lookup}"), metric.WithDescription("Cache misses."))
 		errs = append(errs, err)
 		observed = append(observed, hits, misses)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return nil, fmt.Errorf("otelworker: %w", err)
 	}
 	t.baseOpt = metric.WithAttributes(t.base...)
-	t.resendOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrDuplicateCause.String("resend"))...)
-	t.redeliveryOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrDuplicateCause.String("redelivery"))...)
+	t.resendOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], n.DuplicateCause.String("resend"))...)
+	t.redeliveryOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], n.DuplicateCause.String("redelivery"))...)
 	t.consumedOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationName("receive"))...)
 	if len(observed) > 0 {
 		// Observed for as long as the MeterProvider lives: the sources
 		// are cumulative, and a worker runs once per process.
 		if _, err := m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
 			if ru != nil {
-				ob.ObserveFloat64(ru, w.opts.RequestCharge(), t.baseOpt)
+				ob.ObserveFloat64(ru, o.RequestCharge(), t.baseOpt)
 			}
 			if hits != nil {
-				cs := w.opts.CacheStats()
+				cs := o.CacheStats()
 				ob.ObserveInt64(hits, int64(cs.Hits), t.baseOpt)
 				ob.ObserveInt64(misses, int64(cs.Misses), t.baseOpt)
 			}
 			return nil
 		}, observed...); err != nil {
-			return err
+			return nil, fmt.Errorf("otelworker: %w", err)
 		}
 	}
-	w.tel = t
-	w.r = &tracedReceiver{Receiver: w.r, t: t}
-	w.breaker.onState = t.breakerChanged
-	return nil
+	return t, nil
 }
 
-// startProcess starts m's process span, a child of the trace context in
-// its application properties. It returns ctx unchanged when t is nil.
-func (t *instruments) startProcess(ctx context.Context, m *azservicebus.ReceivedMessage) (context.Context, trace.Span) {
-	if t == nil {
-		return ctx, nil
-	}
+// Receiver returns r with spans and metrics around its calls: the receive
+// spans, the settlement and renewal spans, and the consumed, dead-letter,
+// settlement-failure and renewal metrics. Give the worker what it returns.
+func (t *Telemetry) Receiver(r worker.Receiver) worker.Receiver {
+	return &tracedReceiver{Receiver: r, t: t}
+}
+
+// Start starts m's process span, a child of the trace context in its
+// application properties, and returns ctx with it: the worker's Hook.
+func (t *Telemetry) Start(ctx context.Context, m *azservicebus.ReceivedMessage) context.Context {
 	t.inFlight.Add(ctx, 1, t.baseOpt)
 	parent := ExtractTraceContext(ctx, t.prop, m.ApplicationProperties)
 	attrs := append(t.messageAttrs(m), semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"))
-	return t.tracer.Start(parent, "process "+t.queue, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	ctx, _ = t.tracer.Start(parent, "process "+t.queue, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	return ctx
 }
 
-// endProcess ends the process span and records the delivery's metrics.
-func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Report) {
-	if t == nil {
-		return
-	}
+// End ends the process span Start began and records the delivery's
+// metrics: the worker's Hook.
+func (t *Telemetry) End(ctx context.Context, rep worker.Report) {
+	span := trace.SpanFromContext(ctx)
 	t.inFlight.Add(ctx, -1, t.baseOpt)
 	res := rep.Result
 	outcome, ok := t.names[res.Outcome]
 	if !ok {
-		outcome = AttrOutcome.String(res.Outcome.String())
+		outcome = t.n.Outcome.String(res.Outcome.String())
 	}
 	opts := t.deliveryOpts(res.Outcome, res.Reason, outcome)
 	t.deliveries.Add(ctx, 1, opts.deliveries)
@@ -209,28 +227,28 @@ func (t *instruments) endProcess(ctx context.Context, span trace.Span, rep Repor
 		t.mismatches.Add(ctx, 1, t.baseOpt)
 	}
 	if res.Resumed {
-		t.takeovers.Add(ctx, 1, t.baseOpt)
+		t.resumed.Add(ctx, 1, t.baseOpt)
 	}
 
 	if span.IsRecording() {
-		span.SetAttributes(outcome, attribute.Bool(attrLockLost, rep.LockLost), attribute.Bool(attrCutOff, rep.CutOff))
+		span.SetAttributes(outcome, t.n.LockLost.Bool(rep.LockLost), t.n.CutOff.Bool(rep.CutOff))
 		if res.Reason != "" {
-			span.SetAttributes(AttrReason.String(res.Reason))
+			span.SetAttributes(t.n.Reason.String(res.Reason))
 		}
 		if res.Key != "" {
-			span.SetAttributes(AttrOrderID.String(res.Key))
+			span.SetAttributes(t.n.Key.String(res.Key))
 		}
 		if res.Resumed {
-			span.SetAttributes(attribute.Bool(attrTakenOver, true))
+			span.SetAttributes(t.n.ResumedAttr.Bool(true))
 		}
 		switch {
-		case res.Outcome == idempotent.Transient || rep.LockLost:
+		case res.Outcome.Settlement() == idempotent.Abandon || rep.LockLost:
 			span.SetAttributes(semconv.ErrorTypeKey.String(orDefaultString(res.Reason, "transient")))
 			if res.Err != nil {
 				span.RecordError(res.Err)
 			}
 			if rep.Scheduled {
-				span.SetAttributes(attribute.Int(attrRetryAttempt, rep.RetryAttempt))
+				span.SetAttributes(t.n.RetryAttempt.Int(rep.RetryAttempt))
 			}
 			span.SetStatus(codes.Error, orDefaultString(res.Description, "transient failure: abandoned"))
 		case rep.SettleErr != nil:
@@ -260,7 +278,7 @@ const maxCachedOutcomes = 256
 // deliveryOpts returns the attribute sets of a delivery's metrics for
 // outcome (whose attribute is attr) and reason, from the cache when it
 // holds them. It is safe for concurrent use.
-func (t *instruments) deliveryOpts(outcome idempotent.Outcome, reason string, attr attribute.KeyValue) outcomeOpts {
+func (t *Telemetry) deliveryOpts(outcome idempotent.Outcome, reason string, attr attribute.KeyValue) outcomeOpts {
 	key := outcomeKey{outcome, reason}
 	if o, ok := t.outcomes.Load(key); ok {
 		return o.(outcomeOpts)
@@ -268,7 +286,7 @@ func (t *instruments) deliveryOpts(outcome idempotent.Outcome, reason string, at
 	attrs := make([]attribute.KeyValue, 0, len(t.base)+2)
 	attrs = append(append(attrs, t.base...), attr)
 	if reason != "" {
-		attrs = append(attrs, AttrReason.String(reason))
+		attrs = append(attrs, t.n.Reason.String(reason))
 	}
 	o := outcomeOpts{
 		deliveries: metric.WithAttributeSet(attribute.NewSet(attrs...)),
@@ -282,18 +300,22 @@ func (t *instruments) deliveryOpts(outcome idempotent.Outcome, reason string, at
 }
 
 // messageAttrs are the span attributes of m.
-func (t *instruments) messageAttrs(m *azservicebus.ReceivedMessage) []attribute.KeyValue {
+func (t *Telemetry) messageAttrs(m *azservicebus.ReceivedMessage) []attribute.KeyValue {
 	return append(t.base[:len(t.base):len(t.base)],
 		semconv.MessagingMessageID(m.MessageID),
 		semconv.MessagingServiceBusMessageDeliveryCount(int(m.DeliveryCount)))
 }
 
-// breakerChanged is the breaker's state hook; it is called with the
-// breaker's lock held.
-func (t *instruments) breakerChanged(s breakerState) {
+// BreakerChanged records a circuit breaker's change to state, open when
+// it has paused receiving (open or half-open): a breaker's hook (for
+// package worker/breaker: Options.OnChange calls it with State.String()
+// and State != Closed). Calls must not overlap for one Telemetry.
+func (t *Telemetry) BreakerChanged(state string, open bool) {
 	ctx := context.Background()
-	t.breakerChanges.Add(ctx, 1, metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrBreakerState.String(s.String()))...))
-	if open := s != breakerClosed; open != t.breakerWasOpen {
+	t.breakerChanges.Add(ctx, 1, metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrBreakerState.String(state))...))
+	t.breakerMu.Lock()
+	defer t.breakerMu.Unlock()
+	if open != t.breakerWasOpen {
 		t.breakerWasOpen = open
 		delta := int64(1)
 		if !open {
@@ -312,11 +334,14 @@ func orDefaultString(s, def string) string {
 
 // tracedReceiver adds spans and metrics to a Receiver's calls.
 type tracedReceiver struct {
-	Receiver
-	t *instruments
+	worker.Receiver
+	t *Telemetry
 }
 
-var _ Receiver = (*tracedReceiver)(nil)
+var _ worker.Receiver = (*tracedReceiver)(nil)
+
+// Unwrap returns the receiver r wraps, for the worker's defaults.
+func (r *tracedReceiver) Unwrap() worker.Receiver { return r.Receiver }
 
 func (r *tracedReceiver) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	t := r.t
@@ -357,12 +382,12 @@ func (r *tracedReceiver) DeadLetterMessage(ctx context.Context, m *azservicebus.
 	reason := ""
 	if o != nil && o.Reason != nil {
 		reason = *o.Reason
-		span.SetAttributes(AttrReason.String(reason))
+		span.SetAttributes(r.t.n.Reason.String(reason))
 	}
 	err := r.Receiver.DeadLetterMessage(ctx, m, o)
 	r.endSettle(ctx, span, semconv.MessagingServiceBusDispositionStatusDeadLetter, err)
 	if err == nil {
-		r.t.deadLetters.Add(ctx, 1, metric.WithAttributes(append(r.t.base[:len(r.t.base):len(r.t.base)], AttrReason.String(reason))...))
+		r.t.deadLetters.Add(ctx, 1, metric.WithAttributes(append(r.t.base[:len(r.t.base):len(r.t.base)], r.t.n.Reason.String(reason))...))
 	}
 	return err
 }
@@ -372,7 +397,7 @@ func (r *tracedReceiver) RenewMessageLock(ctx context.Context, m *azservicebus.R
 	ctx, span := t.tracer.Start(ctx, "renew_message_lock "+t.queue, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(append(t.messageAttrs(m), semconv.MessagingOperationName("renew_message_lock"))...))
 	err := r.Receiver.RenewMessageLock(ctx, m, o)
-	// The same classification as renewLock's.
+	// The same classification as the worker's renewal.
 	result := ""
 	switch {
 	case err == nil:
@@ -420,4 +445,9 @@ func endSpan(span trace.Span, err error) {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
+}
+
+func isLockLost(err error) bool {
+	var sbErr *azservicebus.Error
+	return errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeLockLost
 }

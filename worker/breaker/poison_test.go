@@ -1,4 +1,4 @@
-package worker_test
+package breaker_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 	"github.com/idempotent-consumer/sbcosmos/worker"
+	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
 )
 
 // probeFailsOnce returns a probe that fails its first call and succeeds
@@ -95,15 +96,16 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		h := &poisonHandler{}
 		var probes atomic.Int64
 		logs := newCapture(slog.LevelInfo)
+		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
 			Concurrency: 8, SummaryInterval: -1,
-			Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: func(context.Context) error {
+			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold, Probe: func(context.Context) error {
 				probes.Add(1)
 				if h.down.Load() {
 					return errStoreDown
 				}
 				return nil
-			}},
+			}}),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -124,9 +126,8 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 			}
 		}
 		s := q.Snapshot()
-		st := w.Stats()
 		t.Logf("poison: %d deliveries, %d probes, %d completed (all %d healthy after %v), %d dead-lettered, breaker opened %d times",
-			s.Delivered, probes.Load(), s.Completed, healthy, allCreated, s.DeadLettered, st.BreakerOpened)
+			s.Delivered, probes.Load(), s.Completed, healthy, allCreated, s.DeadLettered, b.Opened())
 		if h.created.Load() != healthy || s.Completed != healthy {
 			t.Errorf("%d of %d healthy orders created, %d completed", h.created.Load(), healthy, s.Completed)
 		}
@@ -138,8 +139,8 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 				t.Errorf("dead-lettered %s as %q, want only the poison messages, for MaxDeliveryCountExceeded", m.MessageID, m.DeadLetterReason)
 			}
 		}
-		if st.BreakerOpened != 0 || w.BreakerOpen() {
-			t.Errorf("breaker opened %d times (open now: %v), want never: the probe answered every time", st.BreakerOpened, w.BreakerOpen())
+		if b.Opened() != 0 || b.Paused() {
+			t.Errorf("breaker opened %d times (open now: %v), want never: the probe answered every time", b.Opened(), b.Paused())
 		}
 		// One entity: the probe is asked once, then its failures no
 		// longer count.
@@ -165,15 +166,15 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		if d := s.Delivered - before; d > 8+breakerThreshold {
 			t.Errorf("%d deliveries during the outage, want at most concurrency 8 + threshold %d", d, breakerThreshold)
 		}
-		if !w.BreakerOpen() || w.Stats().BreakerOpened != 1 || s.DeadLettered != poison {
-			t.Errorf("during the outage: breaker open %v, opened %d times, %d dead-lettered; want open once, nothing more dead-lettered", w.BreakerOpen(), w.Stats().BreakerOpened, s.DeadLettered)
+		if !b.Paused() || b.Opened() != 1 || s.DeadLettered != poison {
+			t.Errorf("during the outage: breaker open %v, opened %d times, %d dead-lettered; want open once, nothing more dead-lettered", b.Paused(), b.Opened(), s.DeadLettered)
 		}
 		h.down.Store(false)
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
 		s = q.Snapshot()
-		if s.Completed != healthy+breakerBacklog || w.BreakerOpen() {
-			t.Errorf("after the outage: %d completed, breaker open %v; want %d completed and the breaker closed", s.Completed, w.BreakerOpen(), healthy+breakerBacklog)
+		if s.Completed != healthy+breakerBacklog || b.Paused() {
+			t.Errorf("after the outage: %d completed, breaker open %v; want %d completed and the breaker closed", s.Completed, b.Paused(), healthy+breakerBacklog)
 		}
 		cancel()
 		if err := <-errc; err != nil {
@@ -193,14 +194,15 @@ func TestBreakerExcusesAfterTheProbeCloses(t *testing.T) {
 		q := poisonQueue(t, poison, healthy)
 		h := &poisonHandler{}
 		h.down.Store(true)
+		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{
 			Concurrency: 8, SummaryInterval: -1,
-			Breaker: worker.BreakerOptions{Threshold: breakerThreshold, Probe: func(context.Context) error {
+			Gate: newBreaker(t, &b, nil, breaker.Options{Threshold: breakerThreshold, Probe: func(context.Context) error {
 				if h.down.Load() {
 					return errStoreDown
 				}
 				return nil
-			}},
+			}}),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -210,16 +212,16 @@ func TestBreakerExcusesAfterTheProbeCloses(t *testing.T) {
 		go func() { errc <- w.Run(ctx) }()
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if !w.BreakerOpen() || w.Stats().BreakerOpened != 1 {
-			t.Fatalf("breaker open %v, opened %d times; want open once while the store is down", w.BreakerOpen(), w.Stats().BreakerOpened)
+		if !b.Paused() || b.Opened() != 1 {
+			t.Fatalf("breaker open %v, opened %d times; want open once while the store is down", b.Paused(), b.Opened())
 		}
 		h.down.Store(false)
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
 		s := q.Snapshot()
-		if s.Completed != healthy || s.DeadLettered != poison || w.Stats().BreakerOpened != 1 || w.BreakerOpen() {
+		if s.Completed != healthy || s.DeadLettered != poison || b.Opened() != 1 || b.Paused() {
 			t.Errorf("%d completed, %d dead-lettered, breaker opened %d times (open now %v); want %d completed, the %d poison dead-lettered, no reopening",
-				s.Completed, s.DeadLettered, w.Stats().BreakerOpened, w.BreakerOpen(), healthy, poison)
+				s.Completed, s.DeadLettered, b.Opened(), b.Paused(), healthy, poison)
 		}
 		cancel()
 		if err := <-errc; err != nil {

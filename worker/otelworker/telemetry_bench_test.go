@@ -1,4 +1,4 @@
-package worker_test
+package otelworker_test
 
 import (
 	"context"
@@ -11,20 +11,21 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/worker"
+	"github.com/idempotent-consumer/sbcosmos/worker/otelworker"
 )
 
 // BenchmarkTelemetry measures one delivery through the worker (receive,
-// handle, complete) against the fake receiver, with telemetry off (the zero
-// Options.Telemetry), and with the SDK's providers recording every span
-// and metric in memory.
+// handle, complete) against the fake receiver, with telemetry off (no
+// Telemetry: the worker alone), and with the SDK's providers recording
+// every span and metric in memory.
 func BenchmarkTelemetry(b *testing.B) {
 	for _, bc := range []struct {
 		name string
-		tel  func() worker.Telemetry
+		tel  func() *otelworker.Options
 	}{
-		{"off", func() worker.Telemetry { return worker.Telemetry{} }},
-		{"sdk", func() worker.Telemetry {
-			return worker.Telemetry{
+		{"off", func() *otelworker.Options { return nil }},
+		{"sdk", func() *otelworker.Options {
+			return &otelworker.Options{
 				TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(discardSpans{})),
 				MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())),
 				Queue:          "orders",
@@ -43,8 +44,8 @@ func BenchmarkTelemetry(b *testing.B) {
 			h := worker.HandlerFunc(func(context.Context, idempotent.Message) idempotent.Result {
 				return idempotent.Result{Outcome: idempotent.Created, Key: "m"}
 			})
-			w, err := worker.New(telemetryBenchReceiver{r}, h, nil, worker.Options{Concurrency: 8, RetryBackoff: -1, ReceiveDrain: -1, SummaryInterval: -1,
-				Telemetry: bc.tel(),
+			var rcv worker.Receiver = telemetryBenchReceiver{r}
+			o := worker.Options{Concurrency: 8, RetryBackoff: -1, ReceiveDrain: -1, SummaryInterval: -1,
 				Observe: func(worker.Report) {
 					benchMu.Lock()
 					n++
@@ -52,7 +53,15 @@ func BenchmarkTelemetry(b *testing.B) {
 						close(done)
 					}
 					benchMu.Unlock()
-				}})
+				}}
+			if to := bc.tel(); to != nil {
+				tel, err := otelworker.New(*to)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rcv, o.Hook = tel.Receiver(rcv), tel
+			}
+			w, err := worker.New(rcv, h, nil, o)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package worker_test
+package otelworker_test
 
 import (
 	"context"
@@ -16,17 +16,22 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
-	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
-	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/telemetrytest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
+	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
+	"github.com/idempotent-consumer/sbcosmos/worker/otelworker"
 )
+
+// reasonIDReused is a domain's reason for a Mismatch.
+const reasonIDReused = "InvoiceIdReused"
 
 // TestTelemetry runs a known mix of deliveries through a worker with
 // in-memory exporters and checks every metric and the span tree of one
 // delivery: a process span continuing the producer's trace, its settlement
-// and lock renewals as children.
+// and lock renewals as children. Its metrics and attributes have the
+// prefixes the deployment gave.
 func TestTelemetry(t *testing.T) {
+	n := otelworker.PrefixedNames("invoiceworker", "invoice")
 	r := newFakeReceiver()
 	// The producer's side: a span whose context travels in the message.
 	producer := sdktrace.NewTracerProvider()
@@ -34,7 +39,7 @@ func TestTelemetry(t *testing.T) {
 	send.End()
 	add := func(id string, deliveryCount uint32) {
 		props := map[string]any{}
-		telemetry.Inject(pctx, telemetry.Propagator(), props)
+		otelworker.InjectTraceContext(pctx, otelworker.Propagator(), props)
 		r.msgs <- &azservicebus.ReceivedMessage{MessageID: id, Body: []byte(id), DeliveryCount: deliveryCount, ApplicationProperties: props}
 	}
 	add("created", 1)
@@ -79,7 +84,7 @@ func TestTelemetry(t *testing.T) {
 			// The redelivery resumed a capture its earlier delivery held.
 			return idempotent.Result{Outcome: idempotent.Duplicate, Key: m.ID, Resumed: true}
 		case "mismatch":
-			return idempotent.Result{Outcome: idempotent.Mismatch, Key: m.ID, Reason: order.ReasonOrderIDReused}
+			return idempotent.Result{Outcome: idempotent.Mismatch, Key: m.ID, Reason: reasonIDReused}
 		case "invalid":
 			return idempotent.Result{Outcome: idempotent.Invalid, Reason: idempotent.ReasonInvalidMessage}
 		case "transient":
@@ -88,7 +93,7 @@ func TestTelemetry(t *testing.T) {
 			for observed.Load() < before && ctx.Err() == nil {
 				time.Sleep(time.Millisecond)
 			}
-			inFlightDuring.Store(telemetrytest.Collect(t, reader).Int(worker.MetricInFlight))
+			inFlightDuring.Store(telemetrytest.Collect(t, reader).Int(n.InFlight))
 			select {
 			case <-renewedTwice:
 			case <-ctx.Done():
@@ -100,15 +105,25 @@ func TestTelemetry(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	var ru atomic.Int64
-	w := newWorker(t, r, h, worker.Options{
-		Concurrency: 1, LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond,
+	tel, err := otelworker.New(otelworker.Options{TracerProvider: tp, MeterProvider: mp, Queue: "orders", Names: n,
 		RequestCharge: func() float64 { return float64(ru.Add(1)) },
-		// One dependency failure makes the breaker ask the probe, which
-		// fails, so it opens; the next probe closes it.
-		Breaker:    worker.BreakerOptions{Threshold: 1, Probe: probeFailsOnce(), MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
-		CacheStats: func() idempotent.CacheStats { return idempotent.CacheStats{Hits: 5, Misses: 2} },
-		Telemetry:  worker.Telemetry{TracerProvider: tp, MeterProvider: mp, Queue: "orders"},
-		Observe:    func(worker.Report) { observed.Add(1) },
+		CacheStats:    func() idempotent.CacheStats { return idempotent.CacheStats{Hits: 5, Misses: 2} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One dependency failure makes the breaker ask the probe, which
+	// fails, so it opens; the next probe closes it.
+	b, err := breaker.New(breaker.Options{Threshold: 1, Probe: probeFailsOnce(), MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		OnChange: func(s breaker.State) { tel.BreakerChanged(s.String(), s != breaker.Closed) }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorker(t, tel.Receiver(r), h, worker.Options{
+		Concurrency: 1, LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond,
+		Gate:    b,
+		Hook:    tel,
+		Observe: func(worker.Report) { observed.Add(1) },
 	})
 	go func() {
 		for renewals.Load() < 2 {
@@ -125,51 +140,51 @@ func TestTelemetry(t *testing.T) {
 	m := telemetrytest.Collect(t, reader)
 	s := w.Stats()
 	queue := semconv.MessagingDestinationName("orders")
-	outcome := func(o string) attribute.KeyValue { return worker.AttrOutcome.String(o) }
+	outcome := func(o string) attribute.KeyValue { return n.Outcome.String(o) }
 	for _, c := range []struct {
 		name  string
 		attrs []attribute.KeyValue
 		want  int64
 	}{
-		{worker.MetricConsumed, []attribute.KeyValue{queue, semconv.MessagingSystemServiceBus}, 8},
-		{worker.MetricDeliveries, nil, 8},
-		{worker.MetricDeliveries, []attribute.KeyValue{outcome("created")}, s.Created},
-		{worker.MetricDeliveries, []attribute.KeyValue{outcome("created")}, 3},
-		{worker.MetricDeliveries, []attribute.KeyValue{outcome("duplicate")}, 2},
-		{worker.MetricDeliveries, []attribute.KeyValue{outcome("mismatch"), worker.AttrReason.String(order.ReasonOrderIDReused)}, 1},
-		{worker.MetricDeliveries, []attribute.KeyValue{outcome("invalid")}, 1},
-		{worker.MetricDeliveries, []attribute.KeyValue{outcome("transient"), worker.AttrReason.String(idempotent.ReasonStoreUnavailable)}, 1},
-		{worker.MetricDuplicates, []attribute.KeyValue{worker.AttrDuplicateCause.String("resend")}, 1},
-		{worker.MetricDuplicates, []attribute.KeyValue{worker.AttrDuplicateCause.String("redelivery")}, 1},
-		{worker.MetricMismatches, nil, 1},
-		{worker.MetricDeadLetters, []attribute.KeyValue{worker.AttrReason.String(order.ReasonOrderIDReused)}, 1},
-		{worker.MetricDeadLetters, []attribute.KeyValue{worker.AttrReason.String(idempotent.ReasonInvalidMessage)}, 1},
-		{worker.MetricSettlementFailures, []attribute.KeyValue{semconv.MessagingServiceBusDispositionStatusComplete, semconv.ErrorTypeKey.String(string(azservicebus.CodeLockLost))}, 1},
-		{worker.MetricSettlementFailures, nil, s.SettleFailed},
-		{worker.MetricLockRenewals, []attribute.KeyValue{worker.AttrRenewalResult.String("failed")}, s.RenewFailed},
-		{worker.MetricLockRenewals, []attribute.KeyValue{worker.AttrRenewalResult.String("failed")}, 1},
-		{worker.MetricLockRenewals, []attribute.KeyValue{worker.AttrRenewalResult.String("ok")}, s.Renewed},
-		{worker.MetricBreakerTransitions, []attribute.KeyValue{worker.AttrBreakerState.String("open")}, 1},
-		{worker.MetricBreakerTransitions, []attribute.KeyValue{worker.AttrBreakerState.String("closed")}, 1},
-		{worker.MetricBreakerOpen, nil, 0},
-		{worker.MetricInFlight, nil, 0},
-		{worker.MetricProcessDuration, []attribute.KeyValue{outcome("duplicate")}, 2},
-		{worker.MetricCacheHits, []attribute.KeyValue{queue}, 5},
-		{worker.MetricCacheMisses, []attribute.KeyValue{queue}, 2},
-		{worker.MetricPaymentTakeovers, []attribute.KeyValue{queue}, 1},
+		{otelworker.MetricConsumed, []attribute.KeyValue{queue, semconv.MessagingSystemServiceBus}, 8},
+		{n.Deliveries, nil, 8},
+		{n.Deliveries, []attribute.KeyValue{outcome("created")}, s.Outcomes[idempotent.Created]},
+		{n.Deliveries, []attribute.KeyValue{outcome("created")}, 3},
+		{n.Deliveries, []attribute.KeyValue{outcome("duplicate")}, 2},
+		{n.Deliveries, []attribute.KeyValue{outcome("mismatch"), n.Reason.String(reasonIDReused)}, 1},
+		{n.Deliveries, []attribute.KeyValue{outcome("invalid")}, 1},
+		{n.Deliveries, []attribute.KeyValue{outcome("transient"), n.Reason.String(idempotent.ReasonStoreUnavailable)}, 1},
+		{n.Duplicates, []attribute.KeyValue{n.DuplicateCause.String("resend")}, 1},
+		{n.Duplicates, []attribute.KeyValue{n.DuplicateCause.String("redelivery")}, 1},
+		{n.Mismatches, nil, 1},
+		{n.DeadLetters, []attribute.KeyValue{n.Reason.String(reasonIDReused)}, 1},
+		{n.DeadLetters, []attribute.KeyValue{n.Reason.String(idempotent.ReasonInvalidMessage)}, 1},
+		{n.SettlementFailures, []attribute.KeyValue{semconv.MessagingServiceBusDispositionStatusComplete, semconv.ErrorTypeKey.String(string(azservicebus.CodeLockLost))}, 1},
+		{n.SettlementFailures, nil, s.SettleFailed},
+		{n.LockRenewals, []attribute.KeyValue{otelworker.AttrRenewalResult.String("failed")}, s.RenewFailed},
+		{n.LockRenewals, []attribute.KeyValue{otelworker.AttrRenewalResult.String("failed")}, 1},
+		{n.LockRenewals, []attribute.KeyValue{otelworker.AttrRenewalResult.String("ok")}, s.Renewed},
+		{n.BreakerTransitions, []attribute.KeyValue{otelworker.AttrBreakerState.String("open")}, 1},
+		{n.BreakerTransitions, []attribute.KeyValue{otelworker.AttrBreakerState.String("closed")}, 1},
+		{n.BreakerOpen, nil, 0},
+		{n.InFlight, nil, 0},
+		{otelworker.MetricProcessDuration, []attribute.KeyValue{outcome("duplicate")}, 2},
+		{n.CacheHits, []attribute.KeyValue{queue}, 5},
+		{n.CacheMisses, []attribute.KeyValue{queue}, 2},
+		{n.Resumed, []attribute.KeyValue{queue}, 1},
 	} {
 		if got := m.Int(c.name, c.attrs...); got != c.want {
 			t.Errorf("%s%v = %d, want %d", c.name, c.attrs, got, c.want)
 		}
 	}
-	if n := inFlightDuring.Load(); n != 1 {
-		t.Errorf("%s = %d while a delivery was handled, want 1", worker.MetricInFlight, n)
+	if got := inFlightDuring.Load(); got != 1 {
+		t.Errorf("%s = %d while a delivery was handled, want 1", n.InFlight, got)
 	}
 	if s.Renewed < 1 {
 		t.Errorf("stats = %+v: want a successful renewal", s)
 	}
-	if v, _ := m.Value(worker.MetricRequestUnits); v < 1 {
-		t.Errorf("%s = %v, want the RequestCharge observed", worker.MetricRequestUnits, v)
+	if v, _ := m.Value(n.RequestUnits); v < 1 {
+		t.Errorf("%s = %v, want the RequestCharge observed", n.RequestUnits, v)
 	}
 
 	// The span tree of the renewed delivery.
@@ -184,9 +199,9 @@ func TestTelemetry(t *testing.T) {
 	}
 	for _, sp := range telemetrytest.Spans(spans, "process orders") {
 		id, _ := telemetrytest.Attr(sp, semconv.MessagingMessageIDKey)
-		took, ok := telemetrytest.Attr(sp, "order.payment.taken_over")
+		took, ok := telemetrytest.Attr(sp, "invoice.effect_resumed")
 		if want := id.AsString() == "redelivered"; ok != want || ok && !took.AsBool() {
-			t.Errorf("process span of %s: order.payment.taken_over %v (set %v), want set %v", id.AsString(), took.Emit(), ok, want)
+			t.Errorf("process span of %s: invoice.effect_resumed %v (set %v), want set %v", id.AsString(), took.Emit(), ok, want)
 		}
 	}
 	if process.Parent().SpanID() != send.SpanContext().SpanID() || process.SpanContext().TraceID() != send.SpanContext().TraceID() {
@@ -195,12 +210,15 @@ func TestTelemetry(t *testing.T) {
 	if process.SpanKind() != trace.SpanKindConsumer {
 		t.Errorf("process span kind %v, want consumer", process.SpanKind())
 	}
+	if n.Deliveries != "invoiceworker.deliveries" || n.Key != "invoice.key" {
+		t.Errorf("PrefixedNames = %+v: want the prefixes given", n)
+	}
 	for key, want := range map[attribute.Key]string{
 		semconv.MessagingSystemKey:          "servicebus",
 		semconv.MessagingOperationTypeKey:   "process",
 		semconv.MessagingDestinationNameKey: "orders",
-		worker.AttrOutcome:                  "created",
-		worker.AttrOrderID:                  "renewed",
+		n.Outcome:                           "created",
+		n.Key:                               "renewed",
 	} {
 		if v, _ := telemetrytest.Attr(process, key); v.Emit() != want {
 			t.Errorf("process span %s = %q, want %q", key, v.Emit(), want)
@@ -233,5 +251,20 @@ func TestTelemetry(t *testing.T) {
 	}
 	if links != 8 {
 		t.Errorf("receive spans link %d messages' creation contexts, want 8", links)
+	}
+}
+
+// TestReceiverUnwraps: the telemetry's receiver says what it wraps, so that
+// the worker's defaults (the drain window of the SDK's receiver) see
+// through it.
+func TestReceiverUnwraps(t *testing.T) {
+	tel, err := otelworker.New(otelworker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := newFakeReceiver()
+	u, ok := tel.Receiver(inner).(interface{ Unwrap() worker.Receiver })
+	if !ok || u.Unwrap() != worker.Receiver(inner) {
+		t.Errorf("Telemetry.Receiver(r) does not unwrap to r")
 	}
 }
