@@ -393,7 +393,7 @@ func TestChangeFeed_FakeGateway_RelayPublishesThroughTheSDK(t *testing.T) {
 	s := storeFor(t, g.srv.URL+"/", noRetries())
 	leases := memstore.New()
 	topic := &countingTopic{ids: map[string]int{}}
-	r, err := relay.New(s.ChangeFeed(), leases, topic, relay.Options{Name: "orderrelay", Owner: "a",
+	r, err := relay.New(s.ChangeFeed(), leases, topic, relay.Options{Name: "orderrelay", Owner: "a", LeasePartitionKeyPath: order.OutboxLeasePartitionKeyPath,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
