@@ -25,7 +25,7 @@ func TestStore_AccountRequestHangs_CallsReturnWhenTheirContextEnds(t *testing.T)
 			return err
 		},
 		"CreateOrder": func(ctx context.Context, s *cosmosstore.Store) error {
-			_, err := order.WriteOrder(ctx, s, newWrite("ord-1", "cust-1"))
+			err := writeOrder(ctx, s, newWrite("ord-1", "cust-1"))
 			return err
 		},
 		"CreateDocuments": func(ctx context.Context, s *cosmosstore.Store) error {

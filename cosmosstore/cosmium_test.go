@@ -48,7 +48,7 @@ func cosmiumStore(t *testing.T) (*cosmosstore.Store, *azcosmos.Client) {
 func TestCosmium_CreateThenRead(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	w := newWrite("ord-1", "cust-1")
-	if _, err := order.WriteOrder(t.Context(), s, w); err != nil {
+	if err := writeOrder(t.Context(), s, w); err != nil {
 		t.Fatalf("CreateOrder = %v", err)
 	}
 	got, err := order.ReadOrder(t.Context(), s, "ord-1")
@@ -66,7 +66,7 @@ func TestCosmium_CreateThenRead(t *testing.T) {
 func TestCosmium_CreateWritesTheOutboxEvent(t *testing.T) {
 	s, c := cosmiumStore(t)
 	w := newWrite("ord-1", "cust-1")
-	if _, err := order.WriteOrder(t.Context(), s, w); err != nil {
+	if err := writeOrder(t.Context(), s, w); err != nil {
 		t.Fatalf("CreateOrder = %v", err)
 	}
 	cc, err := c.NewContainer(testDatabase, testContainer)
@@ -91,10 +91,10 @@ func TestCosmium_CreateWritesTheOutboxEvent(t *testing.T) {
 // reported as ErrAlreadyExists.
 func TestCosmium_CreateTwice_AlreadyExists_CosmiumBatchSaysSuccessWith409Inside(t *testing.T) {
 	s, _ := cosmiumStore(t)
-	if _, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1")); err != nil {
+	if err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-1")); err != nil {
 		t.Fatalf("first CreateOrder = %v", err)
 	}
-	_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-2"))
+	err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-2"))
 	if !errors.Is(err, idempotent.ErrAlreadyExists) {
 		t.Fatalf("second CreateOrder = %v, want ErrAlreadyExists", err)
 	}
@@ -151,7 +151,7 @@ func TestCosmium_SingleCreate_ConcurrentSameID_ExactlyOneWinner(t *testing.T) {
 func TestCosmium_CreateOrder_ConcurrentSameID_AtMostOneWinner_CosmiumBatchNotAtomic(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	w := newWrite("ord-race", "cust-1")
-	results := race(32, func() error { _, err := order.WriteOrder(t.Context(), s, w); return err })
+	results := race(32, func() error { return writeOrder(t.Context(), s, w) })
 	checkOneWinner(t, results, false)
 	if _, err := order.ReadOrder(t.Context(), s, "ord-race"); err != nil {
 		t.Errorf("ReadOrder after the race = %v", err)
@@ -195,7 +195,7 @@ func checkOneWinner(t *testing.T, results []error, exactlyOne bool) {
 
 func TestCosmium_RequestCharge_CosmiumReportsNone(t *testing.T) {
 	s, _ := cosmiumStore(t)
-	if _, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1")); err != nil {
+	if err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-1")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := order.ReadOrder(t.Context(), s, "ord-1"); err != nil {
@@ -277,7 +277,7 @@ func TestCosmium_MissingContainer_IsPermanent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
+	err = writeOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 	if err == nil || errors.Is(err, idempotent.ErrAlreadyExists) || idempotent.IsTransient(err) {
 		t.Errorf("CreateOrder into a missing container = %v, want a permanent error", err)
 	}
@@ -321,7 +321,7 @@ func BenchmarkCosmium_CreateOrder(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if _, err := order.WriteOrder(b.Context(), s, writes[i]); err != nil {
+		if err := writeOrder(b.Context(), s, writes[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -332,13 +332,13 @@ func BenchmarkCosmium_CreateOrder(b *testing.B) {
 func BenchmarkCosmium_DuplicateCheck(b *testing.B) {
 	s := benchStore(b)
 	w := newWrite("ord-dup", "cust-1")
-	if _, err := order.WriteOrder(b.Context(), s, w); err != nil {
+	if err := writeOrder(b.Context(), s, w); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := order.WriteOrder(b.Context(), s, w); !errors.Is(err, idempotent.ErrAlreadyExists) {
+		if err := writeOrder(b.Context(), s, w); !errors.Is(err, idempotent.ErrAlreadyExists) {
 			b.Fatalf("CreateOrder = %v, want ErrAlreadyExists", err)
 		}
 		if _, err := order.ReadOrder(b.Context(), s, "ord-dup"); err != nil {
@@ -356,14 +356,14 @@ func BenchmarkCosmium_DuplicateCheck(b *testing.B) {
 func BenchmarkCosmium_CopyRoundTrips(b *testing.B) {
 	s := benchStore(b)
 	w := newWrite("ord-copy", "cust-1")
-	if _, err := order.WriteOrder(b.Context(), s, w); err != nil {
+	if err := writeOrder(b.Context(), s, w); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("create=409", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			if _, err := order.WriteOrder(b.Context(), s, w); !errors.Is(err, idempotent.ErrAlreadyExists) {
-				b.Fatalf("WriteOrder = %v, want ErrAlreadyExists", err)
+			if err := writeOrder(b.Context(), s, w); !errors.Is(err, idempotent.ErrAlreadyExists) {
+				b.Fatalf("CreateBatch = %v, want ErrAlreadyExists", err)
 			}
 		}
 	})
