@@ -49,7 +49,7 @@ func TestCosmium_CreateThenRead(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	w := newWrite("ord-1", "cust-1")
 	if err := writeOrder(t.Context(), s, w); err != nil {
-		t.Fatalf("CreateOrder = %v", err)
+		t.Fatalf("CreateBatch = %v", err)
 	}
 	got, err := order.ReadOrder(t.Context(), s, "ord-1")
 	if err != nil {
@@ -67,7 +67,7 @@ func TestCosmium_CreateWritesTheOutboxEvent(t *testing.T) {
 	s, c := cosmiumStore(t)
 	w := newWrite("ord-1", "cust-1")
 	if err := writeOrder(t.Context(), s, w); err != nil {
-		t.Fatalf("CreateOrder = %v", err)
+		t.Fatalf("CreateBatch = %v", err)
 	}
 	cc, err := c.NewContainer(testDatabase, testContainer)
 	if err != nil {
@@ -92,15 +92,15 @@ func TestCosmium_CreateWritesTheOutboxEvent(t *testing.T) {
 func TestCosmium_CreateTwice_AlreadyExists_CosmiumBatchSaysSuccessWith409Inside(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	if err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-1")); err != nil {
-		t.Fatalf("first CreateOrder = %v", err)
+		t.Fatalf("first CreateBatch = %v", err)
 	}
 	err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-2"))
 	if !errors.Is(err, idempotent.ErrAlreadyExists) {
-		t.Fatalf("second CreateOrder = %v, want ErrAlreadyExists", err)
+		t.Fatalf("second CreateBatch = %v, want ErrAlreadyExists", err)
 	}
 	var e *cosmosstore.Error
 	if !errors.As(err, &e) || e.Index != 0 || e.StatusCode != http.StatusConflict {
-		t.Errorf("second CreateOrder = %#v, want a 409 on operation 0", err)
+		t.Errorf("second CreateBatch = %#v, want a 409 on operation 0", err)
 	}
 	got, err := order.ReadOrder(t.Context(), s, "ord-1")
 	if err != nil || got.CustomerID != "cust-1" {
@@ -145,10 +145,10 @@ func TestCosmium_SingleCreate_ConcurrentSameID_ExactlyOneWinner(t *testing.T) {
 
 // Cosmium's batches are not atomic: each operation is an atomic create of its
 // own, so two batches can each create one of the two documents and both
-// report a conflict. At most one CreateOrder can succeed and every other must
+// report a conflict. At most one CreateBatch can succeed and every other must
 // say ErrAlreadyExists; that exactly one succeeds holds only in Cosmos DB and
 // in memstore.
-func TestCosmium_CreateOrder_ConcurrentSameID_AtMostOneWinner_CosmiumBatchNotAtomic(t *testing.T) {
+func TestCosmium_CreateBatch_ConcurrentSameID_AtMostOneWinner_CosmiumBatchNotAtomic(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	w := newWrite("ord-race", "cust-1")
 	results := race(32, func() error { return writeOrder(t.Context(), s, w) })
@@ -279,13 +279,13 @@ func TestCosmium_MissingContainer_IsPermanent(t *testing.T) {
 	}
 	err = writeOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 	if err == nil || errors.Is(err, idempotent.ErrAlreadyExists) || idempotent.IsTransient(err) {
-		t.Errorf("CreateOrder into a missing container = %v, want a permanent error", err)
+		t.Errorf("CreateBatch into a missing container = %v, want a permanent error", err)
 	}
-	t.Logf("CreateOrder into a missing container: %v", err)
+	t.Logf("CreateBatch into a missing container: %v", err)
 }
 
 // The store under the domain's processor: the duplicate and mismatch
-// decisions read back what CreateOrder wrote.
+// decisions read back what CreateBatch wrote.
 func TestCosmium_Processor_CreatedDuplicateMismatch(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	p := order.NewProcessor(s, nil)
@@ -309,10 +309,10 @@ func TestCosmium_Processor_CreatedDuplicateMismatch(t *testing.T) {
 	}
 }
 
-// BenchmarkCosmium_CreateOrder measures one new order through the store: a
+// BenchmarkCosmium_CreateBatch measures one new order through the store: a
 // two-document batch against cosmium on loopback. It shows the store's and
 // the SDK's overhead, not Cosmos DB's latency.
-func BenchmarkCosmium_CreateOrder(b *testing.B) {
+func BenchmarkCosmium_CreateBatch(b *testing.B) {
 	s := benchStore(b)
 	writes := make([]order.Write, b.N)
 	for i := range writes {
@@ -339,7 +339,7 @@ func BenchmarkCosmium_DuplicateCheck(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		if err := writeOrder(b.Context(), s, w); !errors.Is(err, idempotent.ErrAlreadyExists) {
-			b.Fatalf("CreateOrder = %v, want ErrAlreadyExists", err)
+			b.Fatalf("CreateBatch = %v, want ErrAlreadyExists", err)
 		}
 		if _, err := order.ReadOrder(b.Context(), s, "ord-dup"); err != nil {
 			b.Fatal(err)

@@ -336,13 +336,13 @@ func batchReply(httpStatus int, header map[string]string, codes ...int) reply {
 	return reply{status: httpStatus, header: header, body: string(b)}
 }
 
-func TestCreateOrder_FakeGateway_SendsOneAtomicBatchUnderTheOrderID(t *testing.T) {
+func TestCreateBatch_FakeGateway_SendsOneAtomicBatchUnderTheOrderID(t *testing.T) {
 	g := newGateway(t, false)
 	g.setBatch(batchReply(http.StatusOK, nil, 201, 201))
 	s := storeFor(t, g.endpoint(), noRetries())
 	w := newWrite("ord-77", "cust-1")
 	if err := writeOrder(t.Context(), s, w); err != nil {
-		t.Fatalf("CreateOrder = %v", err)
+		t.Fatalf("CreateBatch = %v", err)
 	}
 	sent := g.sentBatches()
 	if len(sent) != 1 {
@@ -373,7 +373,7 @@ func TestCreateOrder_FakeGateway_SendsOneAtomicBatchUnderTheOrderID(t *testing.T
 	}
 }
 
-func TestCreateOrder_FakeGateway_StatusMapping(t *testing.T) {
+func TestCreateBatch_FakeGateway_StatusMapping(t *testing.T) {
 	activity := map[string]string{"x-ms-activity-id": "act-42"}
 	tests := []struct {
 		name      string
@@ -402,13 +402,13 @@ func TestCreateOrder_FakeGateway_StatusMapping(t *testing.T) {
 			err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 			if tt.wantNil {
 				if err != nil {
-					t.Fatalf("CreateOrder = %v, want nil", err)
+					t.Fatalf("CreateBatch = %v, want nil", err)
 				}
 				return
 			}
 			var e *cosmosstore.Error
 			if !errors.As(err, &e) {
-				t.Fatalf("CreateOrder = %v (%T), want *cosmosstore.Error", err, err)
+				t.Fatalf("CreateBatch = %v (%T), want *cosmosstore.Error", err, err)
 			}
 			for _, sentinel := range []error{idempotent.ErrAlreadyExists, idempotent.ErrNotFound, idempotent.ErrPreconditionFailed, idempotent.ErrTransient, idempotent.ErrRejected} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
@@ -530,7 +530,7 @@ func TestRequestCharge_FakeGateway_ConcurrentCalls(t *testing.T) {
 	}
 }
 
-func TestCreateOrder_ClosedPort_IsTransient(t *testing.T) {
+func TestCreateBatch_ClosedPort_IsTransient(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -542,11 +542,11 @@ func TestCreateOrder_ClosedPort_IsTransient(t *testing.T) {
 	s := storeFor(t, endpoint, noRetries())
 	err = writeOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 	if !errors.Is(err, idempotent.ErrTransient) || !idempotent.IsTransient(err) {
-		t.Errorf("CreateOrder on a closed port = %v, want a transient error", err)
+		t.Errorf("CreateBatch on a closed port = %v, want a transient error", err)
 	}
 	var netErr net.Error
 	if !errors.As(err, &netErr) {
-		t.Errorf("CreateOrder on a closed port = %v, want the net.Error in the chain", err)
+		t.Errorf("CreateBatch on a closed port = %v, want the net.Error in the chain", err)
 	}
 	_, err = order.ReadOrder(t.Context(), s, "ord-1")
 	if !errors.Is(err, idempotent.ErrTransient) || errors.Is(err, idempotent.ErrNotFound) {
@@ -554,17 +554,17 @@ func TestCreateOrder_ClosedPort_IsTransient(t *testing.T) {
 	}
 }
 
-func TestCreateOrder_FakeGateway_DroppedConnection_IsTransient(t *testing.T) {
+func TestCreateBatch_FakeGateway_DroppedConnection_IsTransient(t *testing.T) {
 	g := newGateway(t, false)
 	g.setBatch(reply{drop: true})
 	s := storeFor(t, g.endpoint(), noRetries())
 	err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 	if !errors.Is(err, idempotent.ErrTransient) {
-		t.Errorf("CreateOrder with a dropped connection = %v, want ErrTransient", err)
+		t.Errorf("CreateBatch with a dropped connection = %v, want ErrTransient", err)
 	}
 }
 
-func TestCreateOrder_FakeGateway_ContextEnds(t *testing.T) {
+func TestCreateBatch_FakeGateway_ContextEnds(t *testing.T) {
 	g := newGateway(t, false)
 	g.setBatch(batchReply(200, nil, 201, 201))
 	s := storeFor(t, g.endpoint(), noRetries())
@@ -573,14 +573,14 @@ func TestCreateOrder_FakeGateway_ContextEnds(t *testing.T) {
 	defer cancel()
 	err := writeOrder(past, s, newWrite("ord-1", "cust-1"))
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, idempotent.ErrTransient) {
-		t.Errorf("CreateOrder after the deadline = %v, want DeadlineExceeded and ErrTransient", err)
+		t.Errorf("CreateBatch after the deadline = %v, want DeadlineExceeded and ErrTransient", err)
 	}
 
 	canceled, cancel := context.WithCancel(t.Context())
 	cancel()
 	err = writeOrder(canceled, s, newWrite("ord-1", "cust-1"))
 	if !errors.Is(err, context.Canceled) || errors.Is(err, idempotent.ErrTransient) {
-		t.Errorf("CreateOrder after cancel = %v, want context.Canceled and not ErrTransient", err)
+		t.Errorf("CreateBatch after cancel = %v, want context.Canceled and not ErrTransient", err)
 	}
 }
 
