@@ -24,11 +24,10 @@ func TestStore_AccountRequestHangs_CallsReturnWhenTheirContextEnds(t *testing.T)
 			_, err := order.ReadOrder(ctx, s, "a")
 			return err
 		},
-		"CreateOrder": func(ctx context.Context, s *cosmosstore.Store) error {
-			_, err := order.WriteOrder(ctx, s, newWrite("ord-1", "cust-1"))
-			return err
+		"CreateBatch, an order": func(ctx context.Context, s *cosmosstore.Store) error {
+			return writeOrder(ctx, s, newWrite("ord-1", "cust-1"))
 		},
-		"CreateDocuments": func(ctx context.Context, s *cosmosstore.Store) error {
+		"CreateBatch, one document": func(ctx context.Context, s *cosmosstore.Store) error {
 			_, err := s.CreateBatch(ctx, "p", []idempotent.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"p"}`)}})
 			return err
 		},

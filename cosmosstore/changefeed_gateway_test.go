@@ -393,8 +393,9 @@ func TestChangeFeed_FakeGateway_RelayPublishesThroughTheSDK(t *testing.T) {
 	s := storeFor(t, g.srv.URL+"/", noRetries())
 	leases := memstore.New()
 	topic := &countingTopic{ids: map[string]int{}}
-	r, err := relay.New(s.ChangeFeed(), leases, topic, relay.Options{Name: "orderrelay", Owner: "a", LeasePartitionKeyPath: order.OutboxLeasePartitionKeyPath,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// memstore.New partitions on /orderId: the leases keep their id there.
+	r, err := relay.New(s.ChangeFeed(), leases, topic, relay.Options{Name: "orderrelay", Owner: "a",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LeasePartitionKeyPath: order.OutboxLeasePartitionKeyPath})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,8 +48,8 @@ func cosmiumStore(t *testing.T) (*cosmosstore.Store, *azcosmos.Client) {
 func TestCosmium_CreateThenRead(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	w := newWrite("ord-1", "cust-1")
-	if _, err := order.WriteOrder(t.Context(), s, w); err != nil {
-		t.Fatalf("CreateOrder = %v", err)
+	if err := writeOrder(t.Context(), s, w); err != nil {
+		t.Fatalf("CreateBatch = %v", err)
 	}
 	got, err := order.ReadOrder(t.Context(), s, "ord-1")
 	if err != nil {
@@ -66,8 +66,8 @@ func TestCosmium_CreateThenRead(t *testing.T) {
 func TestCosmium_CreateWritesTheOutboxEvent(t *testing.T) {
 	s, c := cosmiumStore(t)
 	w := newWrite("ord-1", "cust-1")
-	if _, err := order.WriteOrder(t.Context(), s, w); err != nil {
-		t.Fatalf("CreateOrder = %v", err)
+	if err := writeOrder(t.Context(), s, w); err != nil {
+		t.Fatalf("CreateBatch = %v", err)
 	}
 	cc, err := c.NewContainer(testDatabase, testContainer)
 	if err != nil {
@@ -91,16 +91,16 @@ func TestCosmium_CreateWritesTheOutboxEvent(t *testing.T) {
 // reported as ErrAlreadyExists.
 func TestCosmium_CreateTwice_AlreadyExists_CosmiumBatchSaysSuccessWith409Inside(t *testing.T) {
 	s, _ := cosmiumStore(t)
-	if _, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1")); err != nil {
-		t.Fatalf("first CreateOrder = %v", err)
+	if err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-1")); err != nil {
+		t.Fatalf("first CreateBatch = %v", err)
 	}
-	_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-2"))
+	err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-2"))
 	if !errors.Is(err, idempotent.ErrAlreadyExists) {
-		t.Fatalf("second CreateOrder = %v, want ErrAlreadyExists", err)
+		t.Fatalf("second CreateBatch = %v, want ErrAlreadyExists", err)
 	}
 	var e *cosmosstore.Error
 	if !errors.As(err, &e) || e.Index != 0 || e.StatusCode != http.StatusConflict {
-		t.Errorf("second CreateOrder = %#v, want a 409 on operation 0", err)
+		t.Errorf("second CreateBatch = %#v, want a 409 on operation 0", err)
 	}
 	got, err := order.ReadOrder(t.Context(), s, "ord-1")
 	if err != nil || got.CustomerID != "cust-1" {
@@ -145,13 +145,13 @@ func TestCosmium_SingleCreate_ConcurrentSameID_ExactlyOneWinner(t *testing.T) {
 
 // Cosmium's batches are not atomic: each operation is an atomic create of its
 // own, so two batches can each create one of the two documents and both
-// report a conflict. At most one CreateOrder can succeed and every other must
+// report a conflict. At most one CreateBatch can succeed and every other must
 // say ErrAlreadyExists; that exactly one succeeds holds only in Cosmos DB and
 // in memstore.
-func TestCosmium_CreateOrder_ConcurrentSameID_AtMostOneWinner_CosmiumBatchNotAtomic(t *testing.T) {
+func TestCosmium_CreateBatch_ConcurrentSameID_AtMostOneWinner_CosmiumBatchNotAtomic(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	w := newWrite("ord-race", "cust-1")
-	results := race(32, func() error { _, err := order.WriteOrder(t.Context(), s, w); return err })
+	results := race(32, func() error { return writeOrder(t.Context(), s, w) })
 	checkOneWinner(t, results, false)
 	if _, err := order.ReadOrder(t.Context(), s, "ord-race"); err != nil {
 		t.Errorf("ReadOrder after the race = %v", err)
@@ -195,7 +195,7 @@ func checkOneWinner(t *testing.T, results []error, exactlyOne bool) {
 
 func TestCosmium_RequestCharge_CosmiumReportsNone(t *testing.T) {
 	s, _ := cosmiumStore(t)
-	if _, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1")); err != nil {
+	if err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-1")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := order.ReadOrder(t.Context(), s, "ord-1"); err != nil {
@@ -277,15 +277,15 @@ func TestCosmium_MissingContainer_IsPermanent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
+	err = writeOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 	if err == nil || errors.Is(err, idempotent.ErrAlreadyExists) || idempotent.IsTransient(err) {
-		t.Errorf("CreateOrder into a missing container = %v, want a permanent error", err)
+		t.Errorf("CreateBatch into a missing container = %v, want a permanent error", err)
 	}
-	t.Logf("CreateOrder into a missing container: %v", err)
+	t.Logf("CreateBatch into a missing container: %v", err)
 }
 
 // The store under the domain's processor: the duplicate and mismatch
-// decisions read back what CreateOrder wrote.
+// decisions read back what CreateBatch wrote.
 func TestCosmium_Processor_CreatedDuplicateMismatch(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	p := order.NewProcessor(s, nil)
@@ -309,10 +309,10 @@ func TestCosmium_Processor_CreatedDuplicateMismatch(t *testing.T) {
 	}
 }
 
-// BenchmarkCosmium_CreateOrder measures one new order through the store: a
+// BenchmarkCosmium_CreateBatch measures one new order through the store: a
 // two-document batch against cosmium on loopback. It shows the store's and
 // the SDK's overhead, not Cosmos DB's latency.
-func BenchmarkCosmium_CreateOrder(b *testing.B) {
+func BenchmarkCosmium_CreateBatch(b *testing.B) {
 	s := benchStore(b)
 	writes := make([]order.Write, b.N)
 	for i := range writes {
@@ -321,7 +321,7 @@ func BenchmarkCosmium_CreateOrder(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if _, err := order.WriteOrder(b.Context(), s, writes[i]); err != nil {
+		if err := writeOrder(b.Context(), s, writes[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -332,14 +332,14 @@ func BenchmarkCosmium_CreateOrder(b *testing.B) {
 func BenchmarkCosmium_DuplicateCheck(b *testing.B) {
 	s := benchStore(b)
 	w := newWrite("ord-dup", "cust-1")
-	if _, err := order.WriteOrder(b.Context(), s, w); err != nil {
+	if err := writeOrder(b.Context(), s, w); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := order.WriteOrder(b.Context(), s, w); !errors.Is(err, idempotent.ErrAlreadyExists) {
-			b.Fatalf("CreateOrder = %v, want ErrAlreadyExists", err)
+		if err := writeOrder(b.Context(), s, w); !errors.Is(err, idempotent.ErrAlreadyExists) {
+			b.Fatalf("CreateBatch = %v, want ErrAlreadyExists", err)
 		}
 		if _, err := order.ReadOrder(b.Context(), s, "ord-dup"); err != nil {
 			b.Fatal(err)
@@ -356,14 +356,14 @@ func BenchmarkCosmium_DuplicateCheck(b *testing.B) {
 func BenchmarkCosmium_CopyRoundTrips(b *testing.B) {
 	s := benchStore(b)
 	w := newWrite("ord-copy", "cust-1")
-	if _, err := order.WriteOrder(b.Context(), s, w); err != nil {
+	if err := writeOrder(b.Context(), s, w); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("create=409", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			if _, err := order.WriteOrder(b.Context(), s, w); !errors.Is(err, idempotent.ErrAlreadyExists) {
-				b.Fatalf("WriteOrder = %v, want ErrAlreadyExists", err)
+			if err := writeOrder(b.Context(), s, w); !errors.Is(err, idempotent.ErrAlreadyExists) {
+				b.Fatalf("CreateBatch = %v, want ErrAlreadyExists", err)
 			}
 		}
 	})

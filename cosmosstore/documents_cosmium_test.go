@@ -264,7 +264,7 @@ func BenchmarkCosmium_ReadReplaceDocument(b *testing.B) {
 // cosmium evaluates conditions now, and both can go.
 func TestCosmium_PatchConditionIgnored_CosmiumNotFaithful(t *testing.T) {
 	s, _ := cosmiumStore(t)
-	if _, err := order.WriteOrder(t.Context(), s, newWrite("ord-p", "cust-1")); err != nil {
+	if err := writeOrder(t.Context(), s, newWrite("ord-p", "cust-1")); err != nil {
 		t.Fatal(err)
 	}
 	_, err := s.PatchDocument(t.Context(), "ord-p", "ord-p", idempotent.Patch{
@@ -287,7 +287,7 @@ func TestCosmium_PatchConditionIgnored_CosmiumNotFaithful(t *testing.T) {
 func TestCosmium_ReadPartitionReturnsOnlyThatPartition(t *testing.T) {
 	s, _ := cosmiumStore(t)
 	for _, id := range []string{"ord-1", "ord-2"} {
-		if _, err := order.WriteOrder(t.Context(), s, newWrite(id, "cust-1")); err != nil {
+		if err := writeOrder(t.Context(), s, newWrite(id, "cust-1")); err != nil {
 			t.Fatal(err)
 		}
 	}

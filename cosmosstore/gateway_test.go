@@ -336,13 +336,13 @@ func batchReply(httpStatus int, header map[string]string, codes ...int) reply {
 	return reply{status: httpStatus, header: header, body: string(b)}
 }
 
-func TestCreateOrder_FakeGateway_SendsOneAtomicBatchUnderTheOrderID(t *testing.T) {
+func TestCreateBatch_FakeGateway_SendsOneAtomicBatchUnderTheOrderID(t *testing.T) {
 	g := newGateway(t, false)
 	g.setBatch(batchReply(http.StatusOK, nil, 201, 201))
 	s := storeFor(t, g.endpoint(), noRetries())
 	w := newWrite("ord-77", "cust-1")
-	if _, err := order.WriteOrder(t.Context(), s, w); err != nil {
-		t.Fatalf("CreateOrder = %v", err)
+	if err := writeOrder(t.Context(), s, w); err != nil {
+		t.Fatalf("CreateBatch = %v", err)
 	}
 	sent := g.sentBatches()
 	if len(sent) != 1 {
@@ -373,7 +373,7 @@ func TestCreateOrder_FakeGateway_SendsOneAtomicBatchUnderTheOrderID(t *testing.T
 	}
 }
 
-func TestCreateOrder_FakeGateway_StatusMapping(t *testing.T) {
+func TestCreateBatch_FakeGateway_StatusMapping(t *testing.T) {
 	activity := map[string]string{"x-ms-activity-id": "act-42"}
 	tests := []struct {
 		name      string
@@ -399,16 +399,16 @@ func TestCreateOrder_FakeGateway_StatusMapping(t *testing.T) {
 			g := newGateway(t, false)
 			g.setBatch(tt.reply)
 			s := storeFor(t, g.endpoint(), noRetries())
-			_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
+			err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 			if tt.wantNil {
 				if err != nil {
-					t.Fatalf("CreateOrder = %v, want nil", err)
+					t.Fatalf("CreateBatch = %v, want nil", err)
 				}
 				return
 			}
 			var e *cosmosstore.Error
 			if !errors.As(err, &e) {
-				t.Fatalf("CreateOrder = %v (%T), want *cosmosstore.Error", err, err)
+				t.Fatalf("CreateBatch = %v (%T), want *cosmosstore.Error", err, err)
 			}
 			for _, sentinel := range []error{idempotent.ErrAlreadyExists, idempotent.ErrNotFound, idempotent.ErrPreconditionFailed, idempotent.ErrTransient, idempotent.ErrRejected} {
 				if got, want := errors.Is(err, sentinel), sentinel == tt.wantIs; got != want {
@@ -471,12 +471,12 @@ func TestRequestCharge_FakeGateway_AddsEveryCallIncludingFailures(t *testing.T) 
 	}{
 		{"committed batch", func() error {
 			g.setBatch(batchReply(200, charge("10.5"), 201, 201))
-			_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
+			err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 			return err
 		}, 10.5},
 		{"conflicting batch", func() error {
 			g.setBatch(batchReply(207, charge("2.25"), 409, 424))
-			_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
+			err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 			return err
 		}, 12.75},
 		{"read", func() error {
@@ -491,12 +491,12 @@ func TestRequestCharge_FakeGateway_AddsEveryCallIncludingFailures(t *testing.T) 
 		}, 15},
 		{"throttled batch", func() error {
 			g.setBatch(reply{status: 429, header: charge("0.5"), body: `{}`})
-			_, err := order.WriteOrder(t.Context(), s, newWrite("ord-3", "cust-1"))
+			err := writeOrder(t.Context(), s, newWrite("ord-3", "cust-1"))
 			return err
 		}, 15.5},
 		{"batch without a header: the operations' charges", func() error {
 			g.setBatch(reply{status: 200, body: `[{"statusCode":201,"requestCharge":2.5},{"statusCode":201,"requestCharge":3.5}]`})
-			_, err := order.WriteOrder(t.Context(), s, newWrite("ord-4", "cust-1"))
+			err := writeOrder(t.Context(), s, newWrite("ord-4", "cust-1"))
 			return err
 		}, 21.5},
 	}
@@ -519,7 +519,7 @@ func TestRequestCharge_FakeGateway_ConcurrentCalls(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range calls {
 		wg.Go(func() {
-			if _, err := order.WriteOrder(context.Background(), s, newWrite(fmt.Sprintf("ord-%d", i), "cust-1")); err != nil {
+			if err := writeOrder(context.Background(), s, newWrite(fmt.Sprintf("ord-%d", i), "cust-1")); err != nil {
 				t.Error(err)
 			}
 		})
@@ -530,7 +530,7 @@ func TestRequestCharge_FakeGateway_ConcurrentCalls(t *testing.T) {
 	}
 }
 
-func TestCreateOrder_ClosedPort_IsTransient(t *testing.T) {
+func TestCreateBatch_ClosedPort_IsTransient(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -540,13 +540,13 @@ func TestCreateOrder_ClosedPort_IsTransient(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := storeFor(t, endpoint, noRetries())
-	_, err = order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
+	err = writeOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 	if !errors.Is(err, idempotent.ErrTransient) || !idempotent.IsTransient(err) {
-		t.Errorf("CreateOrder on a closed port = %v, want a transient error", err)
+		t.Errorf("CreateBatch on a closed port = %v, want a transient error", err)
 	}
 	var netErr net.Error
 	if !errors.As(err, &netErr) {
-		t.Errorf("CreateOrder on a closed port = %v, want the net.Error in the chain", err)
+		t.Errorf("CreateBatch on a closed port = %v, want the net.Error in the chain", err)
 	}
 	_, err = order.ReadOrder(t.Context(), s, "ord-1")
 	if !errors.Is(err, idempotent.ErrTransient) || errors.Is(err, idempotent.ErrNotFound) {
@@ -554,33 +554,33 @@ func TestCreateOrder_ClosedPort_IsTransient(t *testing.T) {
 	}
 }
 
-func TestCreateOrder_FakeGateway_DroppedConnection_IsTransient(t *testing.T) {
+func TestCreateBatch_FakeGateway_DroppedConnection_IsTransient(t *testing.T) {
 	g := newGateway(t, false)
 	g.setBatch(reply{drop: true})
 	s := storeFor(t, g.endpoint(), noRetries())
-	_, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
+	err := writeOrder(t.Context(), s, newWrite("ord-1", "cust-1"))
 	if !errors.Is(err, idempotent.ErrTransient) {
-		t.Errorf("CreateOrder with a dropped connection = %v, want ErrTransient", err)
+		t.Errorf("CreateBatch with a dropped connection = %v, want ErrTransient", err)
 	}
 }
 
-func TestCreateOrder_FakeGateway_ContextEnds(t *testing.T) {
+func TestCreateBatch_FakeGateway_ContextEnds(t *testing.T) {
 	g := newGateway(t, false)
 	g.setBatch(batchReply(200, nil, 201, 201))
 	s := storeFor(t, g.endpoint(), noRetries())
 
 	past, cancel := context.WithDeadline(t.Context(), time.Unix(0, 0))
 	defer cancel()
-	_, err := order.WriteOrder(past, s, newWrite("ord-1", "cust-1"))
+	err := writeOrder(past, s, newWrite("ord-1", "cust-1"))
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, idempotent.ErrTransient) {
-		t.Errorf("CreateOrder after the deadline = %v, want DeadlineExceeded and ErrTransient", err)
+		t.Errorf("CreateBatch after the deadline = %v, want DeadlineExceeded and ErrTransient", err)
 	}
 
 	canceled, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err = order.WriteOrder(canceled, s, newWrite("ord-1", "cust-1"))
+	err = writeOrder(canceled, s, newWrite("ord-1", "cust-1"))
 	if !errors.Is(err, context.Canceled) || errors.Is(err, idempotent.ErrTransient) {
-		t.Errorf("CreateOrder after cancel = %v, want context.Canceled and not ErrTransient", err)
+		t.Errorf("CreateBatch after cancel = %v, want context.Canceled and not ErrTransient", err)
 	}
 }
 

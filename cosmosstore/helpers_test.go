@@ -1,8 +1,10 @@
 package cosmosstore_test
 
 import (
+	"context"
 	"time"
 
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
@@ -19,4 +21,17 @@ func newWrite(orderID, customerID string) order.Write {
 	}
 	processed := time.Date(2026, 11, 30, 10, 0, 1, 123456789, time.UTC)
 	return order.NewWrite(o, orderID, o.RequestHash(), processed)
+}
+
+// writeOrder creates the documents of w in one transactional batch under
+// w.PartitionKey(), as the core's consumer writes an accepted order, and
+// returns CreateBatch's error: it matches idempotent.ErrAlreadyExists when
+// any of them exists.
+func writeOrder(ctx context.Context, s idempotent.Store, w order.Write) error {
+	docs, err := w.Documents()
+	if err != nil {
+		return err
+	}
+	_, err = s.CreateBatch(ctx, w.PartitionKey(), docs)
+	return err
 }

@@ -63,8 +63,8 @@ func TestGateway_CreateDocuments_ContentRefused_Rejected_NotFaithfulInCosmium(t 
 				name string
 				do   func() error
 			}{
-				{"CreateDocuments", func() error { _, err := s.CreateBatch(t.Context(), "ord-5", docs); return err }},
-				{"CreateOrder", func() error { _, err := order.WriteOrder(t.Context(), s, newWrite("ord-5", "cust-1")); return err }},
+				{"CreateBatch, one document", func() error { _, err := s.CreateBatch(t.Context(), "ord-5", docs); return err }},
+				{"CreateBatch, an order", func() error { return writeOrder(t.Context(), s, newWrite("ord-5", "cust-1")) }},
 			} {
 				err := call.do()
 				var e *cosmosstore.Error
@@ -134,8 +134,8 @@ func TestGateway_MissingContainer_1003_IsPermanentOnEveryCall(t *testing.T) {
 	g.setReplace(missing)
 	s := storeFor(t, g.endpoint(), noRetries())
 	calls := map[string]func() error{
-		"CreateOrder": func() error { _, err := order.WriteOrder(t.Context(), s, newWrite("ord-1", "cust-1")); return err },
-		"CreateDocuments": func() error {
+		"CreateBatch, an order": func() error { return writeOrder(t.Context(), s, newWrite("ord-1", "cust-1")) },
+		"CreateBatch, one document": func() error {
 			_, err := s.CreateBatch(t.Context(), "ord-1", []idempotent.Document{{ID: "a", Body: []byte(`{"id":"a","orderId":"ord-1"}`)}})
 			return err
 		},

@@ -57,7 +57,8 @@
 //
 // # What an accepted order writes
 //
-// One accepted order writes two documents in one transactional batch under the
+// One accepted order writes two documents ([Write.Documents]), which the
+// core's [idempotent.Consumer] creates in one transactional batch under the
 // partition key value orderId:
 //
 //   - the order document (id = orderId), which is also the idempotency marker:

@@ -73,17 +73,11 @@ func EventID(orderID string) string { return EventOrderAccepted + ":" + orderID 
 
 // Write is everything one accepted order writes: all of it in one
 // transactional batch under the partition key value OrderID, or none of it.
+// The core's [idempotent.Consumer] writes the batch; this package only builds
+// its documents.
 type Write struct {
 	Order OrderDocument
 	Event AcceptedEvent
-}
-
-// WriteETags are the ETags of the documents WriteOrder created, as its
-// response reported them. An ETag is empty when the store reports none
-// (cosmium sends none).
-type WriteETags struct {
-	Order string
-	Event string
 }
 
 // NewWrite builds the documents for an accepted order.
@@ -134,17 +128,4 @@ func (w Write) Documents() ([]idempotent.Document, error) {
 		}
 	}
 	return []idempotent.Document{{ID: w.Order.ID, Body: ob}, {ID: w.Event.ID, Body: eb}}, nil
-}
-
-// ETags returns the WriteETags of w's documents from the ETags a store
-// reported for them, in the order of Documents.
-func (w Write) ETags(etags []string) WriteETags {
-	var e WriteETags
-	if len(etags) > 0 {
-		e.Order = etags[0]
-	}
-	if len(etags) > 1 {
-		e.Event = etags[1]
-	}
-	return e
 }

@@ -219,7 +219,7 @@ func BenchmarkFactCache_Memory(b *testing.B) {
 // without a store's.
 type nopStore struct{}
 
-// CreateBatch writes nothing (order.WriteOrder encodes the documents
+// CreateBatch writes nothing (the core's consumer encodes the documents
 // before it calls it, as for the project's stores).
 func (nopStore) CreateBatch(_ context.Context, _ string, docs []idempotent.Document) ([]string, error) {
 	return make([]string, len(docs)), nil

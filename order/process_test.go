@@ -132,24 +132,6 @@ func TestProcessWritesOrderAndEventTogether(t *testing.T) {
 	}
 }
 
-// A batch whose companion document conflicts writes nothing.
-func TestCreateBatchIsAllOrNothing(t *testing.T) {
-	s := memstore.New()
-	ctx := context.Background()
-	if _, err := s.CreateBatch(ctx, "ord-1", []idempotent.Document{{ID: order.EventID("ord-1"), Body: []byte(`{"id":"OrderAccepted:ord-1","orderId":"ord-1"}`)}}); err != nil {
-		t.Fatal(err)
-	}
-	o, _ := order.Decode([]byte(validBody))
-	_, err := order.WriteOrder(ctx, s, order.NewWrite(o, "ord-1", o.RequestHash(), fixedNow()))
-	var be *memstore.BatchError
-	if !errors.As(err, &be) || be.Index != 1 || !errors.Is(err, idempotent.ErrAlreadyExists) {
-		t.Fatalf("CreateOrder = %v, want a conflict on operation 1", err)
-	}
-	if _, ok := s.Get("ord-1", "ord-1"); ok {
-		t.Error("the order document was written although its batch failed")
-	}
-}
-
 func TestConcurrentDeliveriesCreateOnce(t *testing.T) {
 	s := memstore.New()
 	p := order.NewProcessor(s, fixedNow)

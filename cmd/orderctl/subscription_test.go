@@ -148,7 +148,6 @@ func state(q *sbqueue.Queue) [4]int64 {
 // subscription and the orders queue's dead-letter queue are untouched.
 func TestSubscriptionDeadLetters(t *testing.T) {
 	s := newTopicStack(t)
-	ctx := context.Background()
 	gen := ordergen.New(11, "sub")
 	now := s.clock.Now()
 
@@ -156,9 +155,7 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 	// in this container (deleted since).
 	o0, o1 := gen.Order(0), gen.Order(1)
 	w0 := order.NewWrite(o0, gen.ID(0), o0.RequestHash(), now)
-	if _, err := order.WriteOrder(ctx, s.store, w0); err != nil {
-		t.Fatal(err)
-	}
+	writeOrder(t, s.store, w0)
 	w1 := order.NewWrite(o1, gen.ID(1), o1.RequestHash(), now)
 	// Order 2 was deleted after its event and created again with other
 	// content.
@@ -168,9 +165,7 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 	if o2b.RequestHash() == o2.RequestHash() {
 		t.Fatal("ordergen.Changed kept the request hash")
 	}
-	if _, err := order.WriteOrder(ctx, s.store, order.NewWrite(o2b, gen.ID(2), o2b.RequestHash(), now)); err != nil {
-		t.Fatal(err)
-	}
+	writeOrder(t, s.store, order.NewWrite(o2b, gen.ID(2), o2b.RequestHash(), now))
 	for _, w := range []order.Write{w0, w1, w2} {
 		s.publish(w.Event)
 	}

@@ -159,9 +159,7 @@ func writeOrders(t *testing.T, s *memstore.Store, n int) {
 		id := fmt.Sprintf("ord-%d", i)
 		o := order.Order{OrderID: id, CustomerID: "c", Currency: "EUR", Lines: []order.Line{{SKU: "S", Quantity: 1, UnitPriceMinor: 100}},
 			TotalMinor: 100, PlacedAt: time.Now()}
-		if _, err := order.WriteOrder(context.Background(), s, order.NewWrite(o, id, o.RequestHash(), time.Now())); err != nil {
-			t.Fatal(err)
-		}
+		writeOrder(t, s, order.NewWrite(o, id, o.RequestHash(), time.Now()))
 	}
 }
 

@@ -118,8 +118,6 @@ func writeOrdersAt(t *testing.T, s *memstore.Store, n int, at time.Time) {
 		id := fmt.Sprintf("ord-at-%d", len(s.Items()))
 		o := order.Order{OrderID: id, CustomerID: "c", Currency: "EUR", Lines: []order.Line{{SKU: "S", Quantity: 1, UnitPriceMinor: 100}},
 			TotalMinor: 100, PlacedAt: at}
-		if _, err := order.WriteOrder(context.Background(), s, order.NewWrite(o, id, o.RequestHash(), at)); err != nil {
-			t.Fatal(err)
-		}
+		writeOrder(t, s, order.NewWrite(o, id, o.RequestHash(), at))
 	}
 }

@@ -59,7 +59,12 @@ func TestLatencyProxyCarriesEverySDKRequest(t *testing.T) {
 	}
 	o := order.Order{OrderID: "ord-1", CustomerID: "c-1", Currency: "EUR",
 		Lines: []order.Line{{SKU: "A", Quantity: 1, UnitPriceMinor: 100}}, TotalMinor: 100, PlacedAt: time.Now().UTC()}
-	if _, err := order.WriteOrder(ctx, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())); err != nil {
+	w := order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())
+	docs, err := w.Documents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateBatch(ctx, w.PartitionKey(), docs); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := order.ReadOrder(ctx, s, o.OrderID); err != nil {

@@ -48,9 +48,7 @@ func TestFeedProxy_ChangeFeedThroughTheSDK(t *testing.T) {
 	write := func(from, to int) {
 		for i := from; i < to; i++ {
 			o := gen.Order(i)
-			if _, err := order.WriteOrder(ctx, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())); err != nil {
-				t.Fatal(err)
-			}
+			writeOrder(t, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()))
 		}
 	}
 	feed := s.ChangeFeed()
@@ -137,9 +135,7 @@ func TestFeedProxy_ReadsIncrementally(t *testing.T) {
 	write := func(from, to int) {
 		for i := from; i < to; i++ {
 			o := gen.Order(i)
-			if _, err := order.WriteOrder(ctx, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now())); err != nil {
-				t.Fatal(err)
-			}
+			writeOrder(t, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()))
 		}
 	}
 	feed := s.ChangeFeed()

@@ -317,9 +317,9 @@ func TestEndToEndSIGTERMDrains(t *testing.T) {
 // one orderworker creates them in Cosmos DB (cosmium) through this broker,
 // timed from its start to the last completion. In the same run it measures
 // the ceiling: cosmium's own throughput for the same transactional batch
-// (cosmosstore.Store.CreateOrder) from as many goroutines, with no broker
-// and no worker. worker/ceiling is the fraction of the ceiling the worker
-// reaches on this machine.
+// of an order's documents (cosmosstore.Store.CreateBatch) from as many
+// goroutines, with no broker and no worker. worker/ceiling is the fraction
+// of the ceiling the worker reaches on this machine.
 //
 // Progress is polled with Queue.Counts, which copies no message: polling
 // Snapshot, which copies every queued message under the queue's lock, cost
@@ -415,7 +415,11 @@ func rawCreateRate(tb testing.TB, ctx context.Context, s *cosmosstore.Store, n, 
 			defer wg.Done()
 			for i := range next {
 				o := gen.Order(i)
-				if _, err := order.WriteOrder(ctx, s, order.NewWrite(o, o.OrderID, o.RequestHash(), now)); err != nil {
+				docs, err := order.NewWrite(o, o.OrderID, o.RequestHash(), now).Documents()
+				if err == nil {
+					_, err = s.CreateBatch(ctx, o.OrderID, docs)
+				}
+				if err != nil {
 					tb.Errorf("raw create %s: %v", o.OrderID, err)
 				}
 			}

@@ -50,7 +50,11 @@ func keyedByDelivery(e simulation.Env) worker.Handler {
 		suffix := fmt.Sprintf(":%d", m.DeliveryCount)
 		w.Order.ID += suffix
 		w.Event.ID += suffix
-		switch _, err := order.WriteOrder(ctx, e.Store, w); {
+		docs, err := w.Documents()
+		if err == nil {
+			_, err = e.Store.CreateBatch(ctx, w.PartitionKey(), docs)
+		}
+		switch {
 		case err == nil:
 			return idempotent.Result{Outcome: idempotent.Created, Key: o.OrderID}
 		case errors.Is(err, idempotent.ErrAlreadyExists):
