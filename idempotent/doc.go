@@ -1,5 +1,31 @@
 // Package idempotent is the Idempotent Consumer pattern on a document store,
-// for any message type: the part of this project to copy.
+// for any message type: the part of this project to import or copy.
+//
+// Use it by giving your message type a [Kind] and a [Store], then handing
+// each delivery to [Consumer.Process] and settling by the [Result]:
+//
+//	store, _ := cosmosstore.New(client, "db", "invoices", "/invoiceId")
+//	consumer := idempotent.NewConsumer[Invoice](InvoiceKind{}, store)
+//	res := consumer.Process(ctx, idempotent.Message{ID: msg.MessageID, Body: msg.Body, DeliveryCount: msg.DeliveryCount})
+//	switch res.Outcome.Settlement() { /* complete, dead-letter, abandon */ }
+//
+// (package worker runs that loop on a Service Bus queue). The pattern has
+// four techniques, each a piece of its own that works alone:
+//
+//   - create-once, [Consumer]: the atomic create of a marker is the
+//     duplicate check and the write;
+//   - effect-once, [Effect] (with [WithEffect]): a side effect outside the
+//     store's transaction, an API call, an e-mail, a payment, behind an
+//     in-progress/completed record and an idempotency key passed downstream;
+//   - the inbox, [Inbox]: a consumer-scoped marker written in one batch with
+//     the consumer's business write, so that each event takes effect once
+//     per consumer;
+//   - versioned state, [Versioned]: absolute state applied under a version
+//     guard, newer [Applied], older [Stale], the same version with other
+//     content a [Mismatch].
+//
+// Package relay, the outbox publisher, carries the events these pieces
+// write from the change feed to a topic.
 //
 // A message is processed at least once; its effect must happen exactly once.
 // The store is the single arbiter: the first delivery of a message creates
@@ -74,9 +100,25 @@
 // that what was asked for is readable in the store, and any domain's
 // request fits without a type parameter on the Consumer.
 //
-// A domain with more to do than the create builds its decision from the
-// same parts: [Message], [Result], [Compare], [StoreFailure] and the
-// sentinel errors.
+// # Inbox and versioned state
+//
+// A consumer of events (one copy per subscription) needs no marker of its
+// own entity: [Inbox.Process] writes the marker inbox:<consumer>:<MessageId>
+// first in one batch with the documents the caller's function returns, so
+// the event's effect and its marker exist together or not at all; a
+// redelivery reads the marker (one round trip) and compares request hashes.
+// The marker's time to live is bounded below by the [RedeliveryHorizon]
+// (InboxConfig.Horizon): a marker that expired while a copy can still
+// arrive would let the event take effect twice. [Versioned.Apply] applies
+// absolute state (a status, a quantity) under a version guard: one
+// conditional patch through a [Patcher] on a first delivery, else a read
+// and an ETag-conditioned replace, retried a bounded number of times. Both
+// make every store call and conflict decision themselves; a domain gives
+// them its documents, hashes and mutation.
+//
+// A domain with more to do than these builds its decision from the same
+// parts: [Message], [Result], [Compare], [StoreFailure] and the sentinel
+// errors.
 //
 // # Idempotency contract
 //
