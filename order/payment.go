@@ -3,7 +3,6 @@ package order
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
@@ -110,20 +109,19 @@ type CapturedPayment struct {
 // good, for example because the key was used before for another amount.
 var ErrPaymentRejected = errors.New("payment rejected")
 
-// Defaults of PaymentOptions.
+// Defaults of PaymentOptions: the core's effect-once defaults, named for
+// the payment step.
 const (
 	// DefaultPaymentKeyRetention is the key retention the payment step
 	// assumes unless told otherwise: 24 hours, the shortest that payment
-	// providers commonly keep keys. Assuming less than the service keeps
-	// costs lookups; assuming more would be a double charge.
-	DefaultPaymentKeyRetention = 24 * time.Hour
+	// providers commonly keep keys (idempotent.DefaultKeyRetention).
+	DefaultPaymentKeyRetention = idempotent.DefaultKeyRetention
 	// DefaultPaymentWriteTimeout bounds a payment-record write made with a
 	// context of its own (see PaymentOptions.WriteTimeout).
-	DefaultPaymentWriteTimeout = 5 * time.Second
+	DefaultPaymentWriteTimeout = idempotent.DefaultEffectWriteTimeout
 	// PaymentClockSkew is the largest difference between two workers'
-	// clocks the payment step allows for: a claim's times are stamped by
-	// one worker and compared by another.
-	PaymentClockSkew = 5 * time.Minute
+	// clocks the payment step allows for (idempotent.ClockSkew).
+	PaymentClockSkew = idempotent.ClockSkew
 )
 
 // PaymentOptions configures the payment step of a Processor.
@@ -161,51 +159,17 @@ type PaymentOptions struct {
 	WriteTimeout time.Duration
 }
 
-// withDefaults returns o with its zero fields defaulted.
-func (o PaymentOptions) withDefaults() PaymentOptions {
-	if o.KeyRetention == 0 {
-		o.KeyRetention = DefaultPaymentKeyRetention
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = DefaultPaymentWriteTimeout
-		if o.Lease > 0 {
-			o.WriteTimeout = min(o.WriteTimeout, o.Lease/10)
-		}
-	}
-	return o
-}
-
 // Validate reports every setting of o that the payment step cannot work
-// with, after defaults.
-func (o PaymentOptions) Validate() error {
-	o = o.withDefaults()
-	var errs []error
-	if o.Gateway == nil {
-		errs = append(errs, errors.New("payments: no gateway"))
-	}
-	if o.Lease <= 0 {
-		errs = append(errs, fmt.Errorf("payments: lease %v must be positive (the queue's lock duration)", o.Lease))
-	}
-	if o.KeyRetention < 0 {
-		errs = append(errs, fmt.Errorf("payments: key retention %v must not be negative", o.KeyRetention))
-	}
-	if o.WriteTimeout <= 0 || o.Lease > 0 && o.WriteTimeout >= o.Lease {
-		errs = append(errs, fmt.Errorf("payments: write timeout %v must be positive and below the lease %v", o.WriteTimeout, o.Lease))
-	}
-	return errors.Join(errs...)
-}
+// with, after defaults: the core's checks of the effect it configures
+// (idempotent.EffectOptions.Validate).
+func (o PaymentOptions) Validate() error { return paymentEffectOptions(o, nil).Validate() }
 
 // BlindRetryAge returns how long after a key was first sent a capture may
 // still be repeated with it without a lookup: KeyRetention minus the lease
-// (the longest a capture call of a delivery can still reach the service
-// after the delivery decided to make it) and minus PaymentClockSkew (the
-// first send and the retry are stamped by different workers). The service's
-// retention counts from the charge, which came after the first send, so a
-// retry younger than this finds the key remembered. Zero or less: every
-// retry of a claim is looked up.
+// and minus PaymentClockSkew (idempotent.EffectOptions.BlindRetryAge).
+// Zero or less: every retry of a claim is looked up.
 func (o PaymentOptions) BlindRetryAge() time.Duration {
-	o = o.withDefaults()
-	return o.KeyRetention - o.Lease - PaymentClockSkew
+	return paymentEffectOptions(o, nil).BlindRetryAge()
 }
 
 // WithPaymentOptions makes the Processor capture each accepted order's
@@ -214,7 +178,6 @@ func (o PaymentOptions) BlindRetryAge() time.Duration {
 // (WithDocuments). Invalid options (see PaymentOptions.Validate) make every
 // payment step a retry that names the problem; validate them at start.
 func WithPaymentOptions(o PaymentOptions) Option {
-	o = o.withDefaults()
 	return func(p *Processor) { p.payments = &o }
 }
 

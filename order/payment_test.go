@@ -585,7 +585,7 @@ func TestPaymentOptionsValidate(t *testing.T) {
 		want string // empty: valid
 	}{
 		{"defaults", order.PaymentOptions{Gateway: g, Lease: time.Minute}, ""},
-		{"no gateway", order.PaymentOptions{Lease: time.Minute}, "no gateway"},
+		{"no gateway", order.PaymentOptions{Lease: time.Minute}, "effect Payment: no downstream"},
 		{"no lease", order.PaymentOptions{Gateway: g}, "lease"},
 		{"negative retention", order.PaymentOptions{Gateway: g, Lease: time.Minute, KeyRetention: -time.Hour}, "key retention"},
 		{"write timeout over the lease", order.PaymentOptions{Gateway: g, Lease: time.Minute, WriteTimeout: time.Minute}, "write timeout"},

@@ -80,7 +80,7 @@ func TestConfig(t *testing.T) {
 				if c.PaymentsKeyRetention != 24*time.Hour {
 					t.Errorf("PaymentsKeyRetention = %v, want 24h", c.PaymentsKeyRetention)
 				}
-				if err := c.paymentOptions(nil, "w").Validate(); err == nil || !strings.Contains(err.Error(), "gateway") {
+				if err := c.paymentOptions(nil, "w").Validate(); err == nil || !strings.Contains(err.Error(), "no downstream") {
 					t.Errorf("paymentOptions without a gateway validated: %v", err)
 				}
 			}},
