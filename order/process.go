@@ -31,6 +31,8 @@ type Processor struct {
 	readFirst idempotent.ReadFirstPolicy
 	// placements decides order placements.
 	placements *idempotent.Consumer[Order]
+	// statuses applies status changes; nil without a document store.
+	statuses *idempotent.Versioned[*statusState]
 }
 
 // Option configures a Processor.
@@ -64,6 +66,9 @@ func NewProcessor(s idempotent.Store, now func() time.Time, opts ...Option) *Pro
 		copts = append(copts, idempotent.WithEffect(idempotent.NewEffect(p.docs, paymentEffectOptions(*p.payments, now))))
 	}
 	p.placements = idempotent.NewConsumer[Order](placement{now: now}, s, copts...)
+	if p.docs != nil {
+		p.statuses = idempotent.NewVersioned[*statusState](p.docs, statusConfig)
+	}
 	return p
 }
 

@@ -129,13 +129,12 @@ func (p *Processor) applyStatus(ctx context.Context, m idempotent.Message) idemp
 		err := &FieldError{Field: "version", Problem: fmt.Sprintf("MessageId %q is not %q", m.ID, want)}
 		return idempotent.Result{Outcome: idempotent.Invalid, Key: c.OrderID, Reason: idempotent.ReasonMessageIDMismatch, Description: err.Error(), Err: err}
 	}
-	if p.docs == nil {
+	if p.statuses == nil {
 		err := errors.New("this worker does not apply status changes (no document store configured)")
 		return idempotent.Result{Outcome: idempotent.Invalid, Key: c.OrderID, Reason: idempotent.ReasonUnsupportedMessage, Description: err.Error(), Err: err}
 	}
 	hash := c.ContentHash()
-	v := idempotent.NewVersioned[*statusState](p.docs, statusConfig)
-	return v.Apply(ctx, m, idempotent.VersionedChange[*statusState]{
+	return p.statuses.Apply(ctx, m, idempotent.VersionedChange[*statusState]{
 		PartitionKey: c.OrderID, ID: c.OrderID, Version: c.Version, Hash: hash,
 		What:  fmt.Sprintf("status %s, changed at %s", c.Status, c.ChangedAt.UTC().Format(time.RFC3339Nano)),
 		Patch: statusPatch(&c, hash),
