@@ -13,6 +13,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/test/workertest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
 )
@@ -62,7 +63,7 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 		h := &storeHandler{}
 		h.down.Store(true)
 		var probes atomic.Int64
-		logs := newCapture(slog.LevelInfo)
+		logs := workertest.NewCapture(slog.LevelInfo)
 		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
 			Concurrency: breakerConcurrency, SummaryInterval: time.Minute,
@@ -109,28 +110,28 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		if n := len(logs.matching("circuit breaker open:")); n != 1 {
+		if n := len(logs.Matching("circuit breaker open:")); n != 1 {
 			t.Errorf("%d breaker-open records, want 1", n)
 		}
-		for _, r := range logs.matching("circuit breaker open:") {
-			if r.level != slog.LevelWarn || r.attrs["reason"].String() != idempotent.ReasonStoreUnavailable {
+		for _, r := range logs.Matching("circuit breaker open:") {
+			if r.Level != slog.LevelWarn || r.Attrs["reason"].String() != idempotent.ReasonStoreUnavailable {
 				t.Errorf("breaker-open record %+v: want WARN with the reason", r)
 			}
 		}
 		openSummaries := 0
-		for _, r := range logs.matching("summary") {
-			if r.attrs["breaker"].String() == "open" {
+		for _, r := range logs.Matching("summary") {
+			if r.Attrs["breaker"].String() == "open" {
 				openSummaries++
-				if r.level != slog.LevelWarn {
-					t.Errorf("summary with the breaker open logged at %v, want WARN", r.level)
+				if r.Level != slog.LevelWarn {
+					t.Errorf("summary with the breaker open logged at %v, want WARN", r.Level)
 				}
 			}
 		}
 		if openSummaries < 5 {
 			t.Errorf("%d summaries report the breaker open during a 10-minute outage, want one a minute", openSummaries)
 		}
-		closed := logs.matching("circuit breaker closed")
-		if len(closed) != 1 || closed[0].level != slog.LevelInfo {
+		closed := logs.Matching("circuit breaker closed")
+		if len(closed) != 1 || closed[0].Level != slog.LevelInfo {
 			t.Errorf("breaker-closed records %+v, want one at INFO", closed)
 		}
 	})
@@ -145,7 +146,7 @@ func TestBreakerHalfOpenWithoutProbe(t *testing.T) {
 		q := backlogQueue(t, breakerBacklog)
 		h := &storeHandler{}
 		h.down.Store(true)
-		logs := newCapture(slog.LevelInfo)
+		logs := workertest.NewCapture(slog.LevelInfo)
 		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{Concurrency: breakerConcurrency, SummaryInterval: -1,
 			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold})})
@@ -159,7 +160,7 @@ func TestBreakerHalfOpenWithoutProbe(t *testing.T) {
 		time.Sleep(90 * time.Second)
 		synctest.Wait()
 		s := q.Snapshot()
-		trials := int64(len(logs.matching("half-open")))
+		trials := int64(len(logs.Matching("half-open")))
 		t.Logf("outage: %d deliveries, %d trials", s.Delivered, trials)
 		if trials == 0 || trials > 7 { // backoffs 1, 2, 4, ... 64 s within 90 s
 			t.Errorf("%d trial deliveries in 90 s, want between 1 and 7", trials)

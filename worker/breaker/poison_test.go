@@ -13,6 +13,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/test/workertest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
 )
@@ -95,7 +96,7 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		q := poisonQueue(t, poison, healthy)
 		h := &poisonHandler{}
 		var probes atomic.Int64
-		logs := newCapture(slog.LevelInfo)
+		logs := workertest.NewCapture(slog.LevelInfo)
 		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
 			Concurrency: 8, SummaryInterval: -1,
@@ -144,7 +145,7 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		}
 		// One entity: the probe is asked once, then its failures no
 		// longer count.
-		if n := len(logs.matching("circuit breaker stays closed")); n != 1 || probes.Load() != 1 {
+		if n := len(logs.Matching("circuit breaker stays closed")); n != 1 || probes.Load() != 1 {
 			t.Errorf("%d stays-closed records, %d probes; want the probe asked once", n, probes.Load())
 		}
 
