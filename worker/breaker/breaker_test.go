@@ -36,20 +36,28 @@ func (h *storeHandler) Process(ctx context.Context, m idempotent.Message) idempo
 	return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 }
 
-// backlogQueue is the queue model holding n messages; abandoning one makes
-// it available again with its delivery counted, as Service Bus does.
+// backlogQueue is the queue model holding n messages, m-000 on; abandoning
+// one makes it available again with its delivery counted, as Service Bus
+// does.
 func backlogQueue(t *testing.T, n int) *sbqueue.Queue {
 	t.Helper()
 	q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("orders", sbqueue.QueueOptions{LockDuration: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
+	send(t, q, "m-%03d", 0, n)
+	return q
+}
+
+// send sends n messages to q, their ids format applied to first,
+// first+1, and on.
+func send(t *testing.T, q *sbqueue.Queue, format string, first, n int) {
+	t.Helper()
 	for i := range n {
-		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf("m-%03d", i)}); err != nil {
+		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf(format, first+i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return q
 }
 
 // TestBreakerStopsReceivingWhileStoreDown: with the store down, a worker
@@ -236,11 +244,7 @@ func TestBreakerCancelsTheReceiveInProgress(t *testing.T) {
 		go func() { errc <- w.Run(ctx) }()
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		for i := range 50 {
-			if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprint("during-", i)}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		send(t, q, "during-%d", 0, 50)
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
 		// The cancelled receive's link credit stays on the link, as with

@@ -3,7 +3,6 @@ package breaker_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -63,20 +62,9 @@ func (h *poisonHandler) Process(ctx context.Context, m idempotent.Message) idemp
 // Service Bus, so the poison ones are the first that every receive takes.
 func poisonQueue(t *testing.T, poison, healthy int) *sbqueue.Queue {
 	t.Helper()
-	q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("orders", sbqueue.QueueOptions{LockDuration: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range poison {
-		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf("poison-v%d", i+2)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range healthy {
-		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf("m-%03d", i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	q := backlogQueue(t, 0)
+	send(t, q, "poison-v%d", 2, poison)
+	send(t, q, "m-%03d", 0, healthy)
 	return q
 }
 
@@ -156,11 +144,7 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		// deliveries during the outage (71 in a run on a loaded machine).
 		before := q.Snapshot().Delivered
 		h.down.Store(true)
-		for i := range breakerBacklog {
-			if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf("late-%03d", i)}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		send(t, q, "late-%03d", 0, breakerBacklog)
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
 		s = q.Snapshot()
