@@ -75,20 +75,12 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
 			Concurrency: breakerConcurrency, SummaryInterval: time.Minute,
-			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold, Probe: func(ctx context.Context) error {
-				probes.Add(1)
-				if h.down.Load() {
-					return errStoreDown
-				}
-				return nil
-			}}),
+			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold, Probe: probeWhileDown(&h.down, &probes)}),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := run(t, w)
 
 		time.Sleep(10 * time.Minute) // a long outage
 		synctest.Wait()
@@ -114,10 +106,7 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 		if s.Completed != breakerBacklog || b.Paused() {
 			t.Errorf("after the store came back: %d completed, breaker open %v; want all %d completed and the breaker closed", s.Completed, b.Paused(), breakerBacklog)
 		}
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 		if n := len(logs.Matching("circuit breaker open:")); n != 1 {
 			t.Errorf("%d breaker-open records, want 1", n)
 		}
@@ -161,9 +150,7 @@ func TestBreakerHalfOpenWithoutProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := run(t, w)
 
 		time.Sleep(90 * time.Second)
 		synctest.Wait()
@@ -186,10 +173,7 @@ func TestBreakerHalfOpenWithoutProbe(t *testing.T) {
 			t.Errorf("after the store came back: %d completed, %d dead-lettered, breaker open %v; want all %d completed",
 				s.Completed, s.DeadLettered, b.Paused(), breakerBacklog)
 		}
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 	})
 }
 
@@ -208,15 +192,10 @@ func TestBreakerIgnoresMessageRetries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := run(t, w)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 		if st := w.Stats(); b.Opened() != 0 || st.Retried < 20 {
 			t.Errorf("stats = %+v, want retries and the breaker never opened", st)
 		}
@@ -239,9 +218,7 @@ func TestBreakerCancelsTheReceiveInProgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := run(t, w)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		send(t, q, "during-%d", 0, 50)
@@ -258,11 +235,39 @@ func TestBreakerCancelsTheReceiveInProgress(t *testing.T) {
 		if s := q.Snapshot(); len(s.Active) != 50+breakerThreshold || len(s.Locked) != 0 {
 			t.Errorf("%d messages available and %d locked during the outage; want the 50 sent and the %d abandoned, none locked", len(s.Active), len(s.Locked), breakerThreshold)
 		}
+		stop()
+	})
+}
+
+// probeWhileDown returns a probe that fails with errStoreDown while down
+// is set, and counts its calls in calls unless calls is nil.
+func probeWhileDown(down *atomic.Bool, calls *atomic.Int64) func(context.Context) error {
+	return func(context.Context) error {
+		if calls != nil {
+			calls.Add(1)
+		}
+		if down.Load() {
+			return errStoreDown
+		}
+		return nil
+	}
+}
+
+// run runs w until the returned stop cancels it; stop waits for Run to
+// return and fails t if it returned an error. In a synctest bubble, the
+// wait is the bubble's: a Run that never returns is reported deadlocked.
+func run(t *testing.T, w *worker.Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	return func() {
+		t.Helper()
 		cancel()
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-	})
+	}
 }
 
 // newBreaker returns a Breaker for a test's worker and stores it in *b.

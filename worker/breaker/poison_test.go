@@ -88,20 +88,12 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
 			Concurrency: 8, SummaryInterval: -1,
-			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold, Probe: func(context.Context) error {
-				probes.Add(1)
-				if h.down.Load() {
-					return errStoreDown
-				}
-				return nil
-			}}),
+			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold, Probe: probeWhileDown(&h.down, &probes)}),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := run(t, w)
 
 		// Ten deliveries of a poison message take about 50 s of retry
 		// backoff (500 ms doubling, at most a quarter of the lock).
@@ -161,10 +153,7 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		if s.Completed != healthy+breakerBacklog || b.Paused() {
 			t.Errorf("after the outage: %d completed, breaker open %v; want %d completed and the breaker closed", s.Completed, b.Paused(), healthy+breakerBacklog)
 		}
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 	})
 }
 
@@ -182,19 +171,12 @@ func TestBreakerExcusesAfterTheProbeCloses(t *testing.T) {
 		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{
 			Concurrency: 8, SummaryInterval: -1,
-			Gate: newBreaker(t, &b, nil, breaker.Options{Threshold: breakerThreshold, Probe: func(context.Context) error {
-				if h.down.Load() {
-					return errStoreDown
-				}
-				return nil
-			}}),
+			Gate: newBreaker(t, &b, nil, breaker.Options{Threshold: breakerThreshold, Probe: probeWhileDown(&h.down, nil)}),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := run(t, w)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if !b.Paused() || b.Opened() != 1 {
@@ -208,9 +190,6 @@ func TestBreakerExcusesAfterTheProbeCloses(t *testing.T) {
 			t.Errorf("%d completed, %d dead-lettered, breaker opened %d times (open now %v); want %d completed, the %d poison dead-lettered, no reopening",
 				s.Completed, s.DeadLettered, b.Opened(), b.Paused(), healthy, poison)
 		}
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 	})
 }
