@@ -17,18 +17,6 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
 )
 
-// probeFailsOnce returns a probe that fails its first call and succeeds
-// after: the breaker, asked to open, opens, and its next probe closes it.
-func probeFailsOnce() func(context.Context) error {
-	var calls atomic.Int64
-	return func(context.Context) error {
-		if calls.Add(1) == 1 {
-			return errStoreDown
-		}
-		return nil
-	}
-}
-
 // poisonKey is the entity of every poison message: an order whose stored
 // document cannot be decoded, so that every status change for it fails.
 const poisonKey = "order-poison"
