@@ -14,17 +14,18 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/test/workertest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
 // checkNoDurations fails the test for any attribute logged as a
 // time.Duration, which JSON handlers write as raw nanoseconds.
-func checkNoDurations(t *testing.T, logs *captureHandler) {
+func checkNoDurations(t *testing.T, logs *workertest.Capture) {
 	t.Helper()
-	for _, r := range logs.records() {
-		for k, v := range r.attrs {
+	for _, r := range logs.Records() {
+		for k, v := range r.Attrs {
 			if v.Kind() == slog.KindDuration {
-				t.Errorf("record %q logs %s as a time.Duration (raw nanoseconds in JSON)", r.msg, k)
+				t.Errorf("record %q logs %s as a time.Duration (raw nanoseconds in JSON)", r.Msg, k)
 			}
 		}
 	}
@@ -32,11 +33,11 @@ func checkNoDurations(t *testing.T, logs *captureHandler) {
 
 // deliveryRecord returns the one record about message id that is not a
 // summary.
-func deliveryRecord(t *testing.T, logs *captureHandler, id string) captured {
+func deliveryRecord(t *testing.T, logs *workertest.Capture, id string) workertest.Record {
 	t.Helper()
-	var out []captured
-	for _, r := range logs.records() {
-		if v, ok := r.attrs["message_id"]; ok && v.String() == id {
+	var out []workertest.Record
+	for _, r := range logs.Records() {
+		if v, ok := r.Attrs["message_id"]; ok && v.String() == id {
 			out = append(out, r)
 		}
 	}
@@ -81,48 +82,48 @@ func TestOutcomeLogs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.res.Outcome.String(), func(t *testing.T) {
-			r := newFakeReceiver("m1")
-			done := settledN(r, 1)
-			logs := newCapture(slog.LevelDebug)
+			r := workertest.NewReceiver("m1")
+			done := workertest.SettledN(r, 1)
+			logs := workertest.NewCapture(slog.LevelDebug)
 			w, err := worker.New(r, worker.HandlerFunc(func(context.Context, idempotent.Message) idempotent.Result { return tt.res }),
 				slog.New(logs), worker.Options{RetryBackoff: -1, SummaryInterval: -1, ReceiveDrain: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := start(t, w)
-			wait(t, done, "settlement")
+			stop := workertest.Start(t, w)
+			workertest.Wait(t, done, "settlement")
 			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
 			rec := deliveryRecord(t, logs, "m1")
-			if rec.level != tt.level || rec.msg != tt.msg {
-				t.Errorf("logged %v %q, want %v %q", rec.level, rec.msg, tt.level, tt.msg)
+			if rec.Level != tt.level || rec.Msg != tt.msg {
+				t.Errorf("logged %v %q, want %v %q", rec.Level, rec.Msg, tt.level, tt.msg)
 			}
 			for _, k := range append(base, tt.keys...) {
-				if _, ok := rec.attrs[k]; !ok {
-					t.Errorf("record lacks %s: %+v", k, rec.attrs)
+				if _, ok := rec.Attrs[k]; !ok {
+					t.Errorf("record lacks %s: %+v", k, rec.Attrs)
 				}
 			}
 			for _, k := range tt.without {
-				if _, ok := rec.attrs[k]; ok {
-					t.Errorf("record has %s: %+v", k, rec.attrs)
+				if _, ok := rec.Attrs[k]; ok {
+					t.Errorf("record has %s: %+v", k, rec.Attrs)
 				}
 			}
 			// A delivery's line carries its time and no program counter:
 			// finding one walks the stack on every message, for a source
 			// location no handler of the worker writes.
-			if rec.time.IsZero() || rec.pc != 0 {
-				t.Errorf("record time %v, pc %#x: want a time and no pc", rec.time, rec.pc)
+			if rec.Time.IsZero() || rec.PC != 0 {
+				t.Errorf("record time %v, pc %#x: want a time and no pc", rec.Time, rec.PC)
 			}
-			if got := rec.attrs["outcome"].String(); got != tt.res.Outcome.String() {
+			if got := rec.Attrs["outcome"].String(); got != tt.res.Outcome.String() {
 				t.Errorf("outcome = %q, want %q", got, tt.res.Outcome)
 			}
 			if n := tt.stat(w.Stats()); n != 1 {
 				t.Errorf("the outcome's counter is %d, want 1: %+v", n, w.Stats())
 			}
-			for _, r := range logs.records() {
-				if strings.Contains(r.msg, "order created") {
-					t.Errorf("record %q: outcome messages must be neutral (an inbox consumer creates no order)", r.msg)
+			for _, r := range logs.Records() {
+				if strings.Contains(r.Msg, "order created") {
+					t.Errorf("record %q: outcome messages must be neutral (an inbox consumer creates no order)", r.Msg)
 				}
 			}
 			checkNoDurations(t, logs)
@@ -133,27 +134,27 @@ func TestOutcomeLogs(t *testing.T) {
 // TestDeliveryLogKeys: the caller names the log keys of Result.Key and
 // Result.Resumed, so that a deployment keeps the names its queries read.
 func TestDeliveryLogKeys(t *testing.T) {
-	r := newFakeReceiver("m1")
-	done := settledN(r, 1)
-	logs := newCapture(slog.LevelDebug)
+	r := workertest.NewReceiver("m1")
+	done := workertest.SettledN(r, 1)
+	logs := workertest.NewCapture(slog.LevelDebug)
 	w, err := worker.New(r, worker.HandlerFunc(func(context.Context, idempotent.Message) idempotent.Result {
 		return idempotent.Result{Outcome: idempotent.Created, Key: "r-1", Resumed: true}
 	}), slog.New(logs), worker.Options{SummaryInterval: -1, ReceiveDrain: -1, KeyAttr: "refund_id", ResumedAttr: "refund_resumed"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, w)
-	wait(t, done, "settlement")
+	stop := workertest.Start(t, w)
+	workertest.Wait(t, done, "settlement")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	rec := deliveryRecord(t, logs, "m1")
-	if rec.attrs["refund_id"].String() != "r-1" || !rec.attrs["refund_resumed"].Bool() {
-		t.Errorf("record %+v: want refund_id r-1 and refund_resumed true", rec.attrs)
+	if rec.Attrs["refund_id"].String() != "r-1" || !rec.Attrs["refund_resumed"].Bool() {
+		t.Errorf("record %+v: want refund_id r-1 and refund_resumed true", rec.Attrs)
 	}
 	for _, k := range []string{"entity_key", "effect_resumed"} {
-		if _, ok := rec.attrs[k]; ok {
-			t.Errorf("record %+v has the default key %s", rec.attrs, k)
+		if _, ok := rec.Attrs[k]; ok {
+			t.Errorf("record %+v has the default key %s", rec.Attrs, k)
 		}
 	}
 }
@@ -163,7 +164,7 @@ func TestDeliveryLogKeys(t *testing.T) {
 // context canceled); it must be logged as cut off by shutdown, not as an
 // outage, and still be abandoned.
 func TestCutOffByShutdownIsNotAnOutage(t *testing.T) {
-	r := newFakeReceiver("stuck")
+	r := workertest.NewReceiver("stuck")
 	entered := make(chan struct{})
 	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		close(entered)
@@ -171,34 +172,34 @@ func TestCutOffByShutdownIsNotAnOutage(t *testing.T) {
 		return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: order.ReasonPaymentUnavailable,
 			Description: "capture: " + ctx.Err().Error(), Err: ctx.Err()}
 	})
-	logs := newCapture(slog.LevelDebug)
+	logs := workertest.NewCapture(slog.LevelDebug)
 	w, err := worker.New(r, h, slog.New(logs), worker.Options{ShutdownGrace: 50 * time.Millisecond, SummaryInterval: -1, ReceiveDrain: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, w)
-	wait(t, entered, "the handler to start")
+	stop := workertest.Start(t, w)
+	workertest.Wait(t, entered, "the handler to start")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	rec := deliveryRecord(t, logs, "stuck")
-	if rec.level != slog.LevelWarn || rec.msg != "cut off by shutdown: abandoned" {
-		t.Errorf("logged %v %q, want WARN cut off by shutdown", rec.level, rec.msg)
+	if rec.Level != slog.LevelWarn || rec.Msg != "cut off by shutdown: abandoned" {
+		t.Errorf("logged %v %q, want WARN cut off by shutdown", rec.Level, rec.Msg)
 	}
-	if got := r.settlements("stuck"); len(got) != 1 || got[0].kind != "abandon" {
+	if got := r.Settlements("stuck"); len(got) != 1 || got[0].Kind != "abandon" {
 		t.Errorf("settled %+v, want one abandon", got)
 	}
 	if s := w.Stats(); s.CutOff != 1 || s.Retried != 1 {
 		t.Errorf("stats = %+v, want 1 cut off (counted as a retry)", s)
 	}
-	began := logs.matching("shutdown: stopped receiving")
-	if len(began) != 1 || began[0].level != slog.LevelInfo || began[0].attrs["in_flight"].Int64() != 1 || began[0].attrs["grace"].String() != "50ms" {
+	began := logs.Matching("shutdown: stopped receiving")
+	if len(began) != 1 || began[0].Level != slog.LevelInfo || began[0].Attrs["in_flight"].Int64() != 1 || began[0].Attrs["grace"].String() != "50ms" {
 		t.Errorf("shutdown start records %+v, want one INFO with in_flight 1 and grace 50ms", began)
 	}
-	if over := logs.matching("shutdown grace period over"); len(over) != 1 || over[0].level != slog.LevelWarn {
+	if over := logs.Matching("shutdown grace period over"); len(over) != 1 || over[0].Level != slog.LevelWarn {
 		t.Errorf("grace records %+v, want one WARN", over)
 	}
-	if len(logs.matching("shutdown complete")) != 1 {
+	if len(logs.Matching("shutdown complete")) != 1 {
 		t.Error("no shutdown complete record")
 	}
 	checkNoDurations(t, logs)
@@ -209,15 +210,15 @@ func TestCutOffByShutdownIsNotAnOutage(t *testing.T) {
 // the interval's counts and rates.
 func TestSummaryLevel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newFakeReceiver("good")
+		r := workertest.NewReceiver("good")
 		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			if m.ID == "bad" {
 				return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: idempotent.ReasonStoreUnavailable, Err: errors.New("503")}
 			}
 			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		})
-		all := newCapture(slog.LevelDebug)
-		warn := newCapture(slog.LevelWarn)
+		all := workertest.NewCapture(slog.LevelDebug)
+		warn := workertest.NewCapture(slog.LevelWarn)
 		w, err := worker.New(r, h, slog.New(teeHandler{all, warn}), worker.Options{RetryBackoff: -1, SummaryInterval: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -226,7 +227,7 @@ func TestSummaryLevel(t *testing.T) {
 		errc := make(chan error, 1)
 		go func() { errc <- w.Run(ctx) }()
 		time.Sleep(15 * time.Second) // summary at 10 s: "good" created
-		r.add("bad")
+		r.Add("bad")
 		time.Sleep(10 * time.Second) // summary at 20 s: "bad" retried
 		time.Sleep(10 * time.Second) // summary at 30 s: nothing
 		synctest.Wait()
@@ -235,17 +236,17 @@ func TestSummaryLevel(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		sums := all.matching("summary")
+		sums := all.Matching("summary")
 		if len(sums) != 4 { // three periodic, one final
 			t.Fatalf("%d summaries, want 3 periodic and the final one", len(sums))
 		}
 		wantLevels := []slog.Level{slog.LevelInfo, slog.LevelWarn, slog.LevelInfo, slog.LevelWarn}
 		for i, s := range sums {
-			if s.level != wantLevels[i] {
-				t.Errorf("summary %d (%s) at %v, want %v", i, s.msg, s.level, wantLevels[i])
+			if s.Level != wantLevels[i] {
+				t.Errorf("summary %d (%s) at %v, want %v", i, s.Msg, s.Level, wantLevels[i])
 			}
 		}
-		first := sums[0].attrs
+		first := sums[0].Attrs
 		if first["interval.received"].Int64() != 1 || first["interval.processed"].Int64() != 1 || first["interval.received_per_s"].Float64() != 0.1 ||
 			first["interval.length"].String() != "10s" || first["in_flight"].Int64() != 0 {
 			t.Errorf("first summary %+v: want 1 received and processed in 10s (0.1/s), none in flight", first)
@@ -253,12 +254,12 @@ func TestSummaryLevel(t *testing.T) {
 		if _, ok := first["breaker"]; ok {
 			t.Errorf("first summary %+v: a breaker's state without a Gate", first)
 		}
-		shown := warn.matching("summary")
-		if len(shown) != 2 || shown[0].msg != "summary" || shown[0].attrs["interval.retried"].Int64() != 1 || shown[0].attrs["retried"].Int64() != 1 {
+		shown := warn.Matching("summary")
+		if len(shown) != 2 || shown[0].Msg != "summary" || shown[0].Attrs["interval.retried"].Int64() != 1 || shown[0].Attrs["retried"].Int64() != 1 {
 			t.Errorf("summaries shown at WARN: %+v; want the retry interval's and the final one", shown)
 		}
-		if shown[1].msg != "final summary" || shown[1].attrs["received"].Int64() != 2 || shown[1].attrs["created"].Int64() != 1 {
-			t.Errorf("final summary %+v: want the totals", shown[1].attrs)
+		if shown[1].Msg != "final summary" || shown[1].Attrs["received"].Int64() != 2 || shown[1].Attrs["created"].Int64() != 1 {
+			t.Errorf("final summary %+v: want the totals", shown[1].Attrs)
 		}
 		if _, ok := first["cache.hits"]; ok {
 			t.Errorf("first summary %+v: cache counters without Options.CacheStats", first)
@@ -271,10 +272,10 @@ func TestSummaryLevel(t *testing.T) {
 // summaries log the cache's cumulative hits, misses and hit rate.
 func TestSummaryCacheStats(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newFakeReceiver()
+		r := workertest.NewReceiver()
 		var mu sync.Mutex
 		stats := idempotent.CacheStats{Hits: 3, Misses: 1, Entries: 1, Capacity: 10}
-		logs := newCapture(slog.LevelDebug)
+		logs := workertest.NewCapture(slog.LevelDebug)
 		w, err := worker.New(r, worker.HandlerFunc(func(context.Context, idempotent.Message) idempotent.Result {
 			return idempotent.Result{Outcome: idempotent.Created}
 		}),
@@ -298,7 +299,7 @@ func TestSummaryCacheStats(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		sums := logs.matching("summary")
+		sums := logs.Matching("summary")
 		if len(sums) != 2 {
 			t.Fatalf("%d summaries, want one periodic and the final one", len(sums))
 		}
@@ -306,13 +307,13 @@ func TestSummaryCacheStats(t *testing.T) {
 			hits, misses uint64
 			rate         float64
 		}{{3, 1, 0.75}, {7, 3, 0.7}} {
-			a := sums[i].attrs
+			a := sums[i].Attrs
 			if a["cache.hits"].Kind() != slog.KindUint64 || a["cache.misses"].Kind() != slog.KindUint64 || a["cache.hit_rate"].Kind() != slog.KindFloat64 {
-				t.Errorf("%s %+v: want cache.hits, cache.misses and cache.hit_rate", sums[i].msg, a)
+				t.Errorf("%s %+v: want cache.hits, cache.misses and cache.hit_rate", sums[i].Msg, a)
 				continue
 			}
 			if a["cache.hits"].Uint64() != want.hits || a["cache.misses"].Uint64() != want.misses || a["cache.hit_rate"].Float64() != want.rate {
-				t.Errorf("%s %+v: want cache hits %d, misses %d, hit rate %v", sums[i].msg, a, want.hits, want.misses, want.rate)
+				t.Errorf("%s %+v: want cache hits %d, misses %d, hit rate %v", sums[i].Msg, a, want.hits, want.misses, want.rate)
 			}
 		}
 	})
@@ -322,9 +323,9 @@ func TestSummaryCacheStats(t *testing.T) {
 // WARN before any backoff has passed, and recovery at INFO.
 func TestReceiveFailureLoggedAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newFakeReceiver("after")
-		r.receiveErrs = []error{&azservicebus.Error{Code: azservicebus.CodeConnectionLost}}
-		logs := newCapture(slog.LevelDebug)
+		r := workertest.NewReceiver("after")
+		r.FailReceives(&azservicebus.Error{Code: azservicebus.CodeConnectionLost})
+		logs := workertest.NewCapture(slog.LevelDebug)
 		w, err := worker.New(r, worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		}), slog.New(logs), worker.Options{SummaryInterval: -1})
@@ -335,8 +336,8 @@ func TestReceiveFailureLoggedAtOnce(t *testing.T) {
 		errc := make(chan error, 1)
 		go func() { errc <- w.Run(ctx) }()
 		synctest.Wait() // the loop now waits out its backoff; no time has passed
-		failed := logs.matching("receive failed")
-		if len(failed) != 1 || failed[0].level != slog.LevelWarn || failed[0].attrs["failed_receives"].Int64() != 1 || failed[0].attrs["backoff"].String() != "1s" {
+		failed := logs.Matching("receive failed")
+		if len(failed) != 1 || failed[0].Level != slog.LevelWarn || failed[0].Attrs["failed_receives"].Int64() != 1 || failed[0].Attrs["backoff"].String() != "1s" {
 			t.Fatalf("records at once after the failure: %+v; want one WARN with failed_receives 1 and backoff 1s", failed)
 		}
 		time.Sleep(2 * time.Second)
@@ -345,7 +346,7 @@ func TestReceiveFailureLoggedAtOnce(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		if again := logs.matching("receiving again"); len(again) != 1 || again[0].level != slog.LevelInfo {
+		if again := logs.Matching("receiving again"); len(again) != 1 || again[0].Level != slog.LevelInfo {
 			t.Errorf("recovery records %+v, want one INFO", again)
 		}
 		if s := w.Stats(); s.ReceiveFailed != 1 || s.Outcomes[idempotent.Created] != 1 {

@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/test/workertest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
@@ -19,18 +20,18 @@ import (
 // every receive and every settlement costs a round trip (in the bubble's
 // fake time), as they do against Service Bus.
 type roundTripReceiver struct {
-	*fakeReceiver
+	*workertest.Receiver
 	receiveRTT, settleRTT time.Duration
 }
 
 func (r *roundTripReceiver) ReceiveMessages(ctx context.Context, max int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	time.Sleep(r.receiveRTT)
-	return r.fakeReceiver.ReceiveMessages(ctx, max, o)
+	return r.Receiver.ReceiveMessages(ctx, max, o)
 }
 
 func (r *roundTripReceiver) CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.CompleteMessageOptions) error {
 	time.Sleep(r.settleRTT)
-	return r.fakeReceiver.CompleteMessage(ctx, m, o)
+	return r.Receiver.CompleteMessage(ctx, m, o)
 }
 
 // TestConcurrencyKeepsEveryHandlerBusy: with a backlog, Concurrency c keeps
@@ -53,7 +54,7 @@ func TestConcurrencyKeepsEveryHandlerBusy(t *testing.T) {
 					settleRTT  = 2 * time.Millisecond
 				)
 				n := waves * conc
-				r := &roundTripReceiver{fakeReceiver: newFakeReceiver(ids("m", n)...), receiveRTT: receiveRTT, settleRTT: settleRTT}
+				r := &roundTripReceiver{Receiver: workertest.NewReceiver(ids("m", n)...), receiveRTT: receiveRTT, settleRTT: settleRTT}
 				var (
 					mu             sync.Mutex
 					busy, mostBusy int
@@ -72,7 +73,7 @@ func TestConcurrencyKeepsEveryHandlerBusy(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				var settled atomic.Int64
 				done := make(chan struct{})
-				w := newWorker(t, r, h, worker.Options{Concurrency: conc, SummaryInterval: -1, Observe: func(worker.Report) {
+				w := workertest.NewWorker(t, r, h, worker.Options{Concurrency: conc, SummaryInterval: -1, Observe: func(worker.Report) {
 					if settled.Add(1) == int64(n) {
 						close(done)
 					}

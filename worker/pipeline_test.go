@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/test/workertest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
@@ -51,16 +52,16 @@ func ids(prefix string, n int) []string {
 // frees, because a message waiting to be settled keeps its handler slot.
 func TestSettlementDoesNotHoldTheHandlerSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newFakeReceiver("a", "b", "c")
+		r := workertest.NewReceiver("a", "b", "c")
 		release := make(chan struct{})
-		r.completeErr = func(m *azservicebus.ReceivedMessage) error {
+		r.CompleteErr = func(m *azservicebus.ReceivedMessage) error {
 			if m.MessageID == "a" {
 				<-release
 			}
 			return nil
 		}
 		h := &seenHandler{}
-		w := newWorker(t, r, h, worker.Options{Concurrency: 1, SummaryInterval: -1})
+		w := workertest.NewWorker(t, r, h, worker.Options{Concurrency: 1, SummaryInterval: -1})
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() { errc <- w.Run(ctx) }()
@@ -78,12 +79,12 @@ func TestSettlementDoesNotHoldTheHandlerSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, id := range []string{"a", "b", "c"} {
-			if got := r.settlements(id); len(got) != 1 || got[0].kind != "complete" {
+			if got := r.Settlements(id); len(got) != 1 || got[0].Kind != "complete" {
 				t.Errorf("%s settled %+v, want one complete", id, got)
 			}
 		}
-		if r.maxAsked > 1 {
-			t.Errorf("asked for %d messages at once with one handler", r.maxAsked)
+		if n := r.MaxAsked(); n > 1 {
+			t.Errorf("asked for %d messages at once with one handler", n)
 		}
 	})
 }
@@ -95,11 +96,11 @@ func TestSettlementDoesNotHoldTheHandlerSlot(t *testing.T) {
 func TestSettlementsAreBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const c, total = 3, 20
-		r := newFakeReceiver(ids("m", total)...)
+		r := workertest.NewReceiver(ids("m", total)...)
 		release := make(chan struct{})
 		var mu sync.Mutex
 		settling, peak := 0, 0
-		r.completeErr = func(*azservicebus.ReceivedMessage) error {
+		r.CompleteErr = func(*azservicebus.ReceivedMessage) error {
 			mu.Lock()
 			settling++
 			peak = max(peak, settling)
@@ -111,7 +112,7 @@ func TestSettlementsAreBounded(t *testing.T) {
 			return nil
 		}
 		h := &seenHandler{}
-		w := newWorker(t, r, h, worker.Options{Concurrency: c, SummaryInterval: -1})
+		w := workertest.NewWorker(t, r, h, worker.Options{Concurrency: c, SummaryInterval: -1})
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() { errc <- w.Run(ctx) }()
@@ -134,7 +135,7 @@ func TestSettlementsAreBounded(t *testing.T) {
 			t.Errorf("peak settlements in progress %d, want %d", peak, c)
 		}
 		for _, id := range ids("m", total) {
-			if got := r.settlements(id); len(got) != 1 || got[0].kind != "complete" {
+			if got := r.Settlements(id); len(got) != 1 || got[0].Kind != "complete" {
 				t.Errorf("%s settled %+v, want one complete", id, got)
 			}
 		}
@@ -146,15 +147,15 @@ func TestSettlementsAreBounded(t *testing.T) {
 // message whose settlement begins right after Process is never renewed.
 func TestLockRenewedWhileWaitingToSettle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newFakeReceiver("slow-settle", "waits")
-		r.completeErr = func(m *azservicebus.ReceivedMessage) error {
+		r := workertest.NewReceiver("slow-settle", "waits")
+		r.CompleteErr = func(m *azservicebus.ReceivedMessage) error {
 			if m.MessageID == "slow-settle" {
 				time.Sleep(10 * time.Second) // within SettleTimeout (20 s)
 			}
 			return nil
 		}
-		done := settledN(r, 2)
-		w := newWorker(t, r, &seenHandler{}, worker.Options{Concurrency: 1, SummaryInterval: -1,
+		done := workertest.SettledN(r, 2)
+		w := workertest.NewWorker(t, r, &seenHandler{}, worker.Options{Concurrency: 1, SummaryInterval: -1,
 			LockDuration: 2 * time.Second, MessageTimeout: time.Second})
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
@@ -164,16 +165,14 @@ func TestLockRenewedWhileWaitingToSettle(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		r.mu.Lock()
-		slow, waits := r.renewals["slow-settle"], r.renewals["waits"]
-		r.mu.Unlock()
+		slow, waits := r.Renewals("slow-settle"), r.Renewals("waits")
 		// A 2 s lock without LockedUntil is renewed every second: 9 or 10
 		// times in the 10 s "waits" waits for the settlement slot.
 		if slow != 0 || waits < 9 {
 			t.Errorf("renewals: slow-settle %d, waits %d; want 0 and at least 9", slow, waits)
 		}
 		for _, id := range []string{"slow-settle", "waits"} {
-			if got := r.settlements(id); len(got) != 1 || got[0].kind != "complete" {
+			if got := r.Settlements(id); len(got) != 1 || got[0].Kind != "complete" {
 				t.Errorf("%s settled %+v, want one complete", id, got)
 			}
 		}
@@ -189,8 +188,8 @@ func TestLockRenewedWhileWaitingToSettle(t *testing.T) {
 // after that settlement and its report.
 func TestShutdownSettlesWhatWaitsForASettlementSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newFakeReceiver("slow-settle", "waits")
-		r.completeErr = func(m *azservicebus.ReceivedMessage) error {
+		r := workertest.NewReceiver("slow-settle", "waits")
+		r.CompleteErr = func(m *azservicebus.ReceivedMessage) error {
 			if m.MessageID == "slow-settle" {
 				time.Sleep(10 * time.Second) // within SettleTimeout, past the grace
 			}
@@ -199,7 +198,7 @@ func TestShutdownSettlesWhatWaitsForASettlementSlot(t *testing.T) {
 		var mu sync.Mutex
 		var reports []worker.Report
 		h := &seenHandler{}
-		w := newWorker(t, r, h, worker.Options{Concurrency: 1, SummaryInterval: -1, ShutdownGrace: time.Second,
+		w := workertest.NewWorker(t, r, h, worker.Options{Concurrency: 1, SummaryInterval: -1, ShutdownGrace: time.Second,
 			Observe: func(rep worker.Report) { mu.Lock(); reports = append(reports, rep); mu.Unlock() }})
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
@@ -214,7 +213,7 @@ func TestShutdownSettlesWhatWaitsForASettlementSlot(t *testing.T) {
 		}
 		// Run has returned: both settlements and both reports must be in.
 		for _, id := range []string{"slow-settle", "waits"} {
-			if got := r.settlements(id); len(got) != 1 || got[0].kind != "complete" {
+			if got := r.Settlements(id); len(got) != 1 || got[0].Kind != "complete" {
 				t.Errorf("%s settled %+v, want one complete", id, got)
 			}
 		}
@@ -263,10 +262,10 @@ func (h *goroutineHandler) Process(_ context.Context, m idempotent.Message) idem
 func TestHandlerGoroutinesAreReused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const c, total = 2, 40
-		r := newFakeReceiver(ids("m", total)...)
+		r := workertest.NewReceiver(ids("m", total)...)
 		h := &goroutineHandler{ids: map[string]bool{}}
-		w := newWorker(t, r, h, worker.Options{Concurrency: c, SummaryInterval: -1})
-		stop := start(t, w)
+		w := workertest.NewWorker(t, r, h, worker.Options{Concurrency: c, SummaryInterval: -1})
+		stop := workertest.Start(t, w)
 		synctest.Wait()
 		if err := stop(); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/test/workertest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
@@ -41,7 +42,7 @@ func TestRenewalFollowsTheGrantedLock(t *testing.T) {
 				return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: idempotent.ReasonStoreUnavailable, Err: ctx.Err()}
 			}
 		})
-		logs := newCapture(slog.LevelWarn)
+		logs := workertest.NewCapture(slog.LevelWarn)
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{Concurrency: 2, SummaryInterval: -1})
 		if err != nil {
 			t.Fatal(err)
@@ -63,11 +64,11 @@ func TestRenewalFollowsTheGrantedLock(t *testing.T) {
 		if st := w.Stats(); st.LockLost != 0 || st.Outcomes[idempotent.Created] != 2 {
 			t.Errorf("stats = %+v, want 2 created and no lock lost", st)
 		}
-		warned := logs.matching("lock duration disagrees")
+		warned := logs.Matching("lock duration disagrees")
 		if len(warned) != 1 {
 			t.Fatalf("%d lock-duration warnings, want exactly 1 per worker", len(warned))
 		}
-		if g, c := warned[0].attrs["granted_lock"].String(), warned[0].attrs["configured_lock"].String(); g != "10s" || c != "1m0s" {
+		if g, c := warned[0].Attrs["granted_lock"].String(), warned[0].Attrs["configured_lock"].String(); g != "10s" || c != "1m0s" {
 			t.Errorf("warning says granted %q, configured %q; want 10s and 1m0s", g, c)
 		}
 	})
@@ -77,13 +78,13 @@ func TestRenewalFollowsTheGrantedLock(t *testing.T) {
 // gets its locks renewed every half of the configured duration.
 func TestRenewalWithoutLockedUntil(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newFakeReceiver("long")
-		done := settledN(r, 1)
+		r := workertest.NewReceiver("long")
+		done := workertest.SettledN(r, 1)
 		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			time.Sleep(25 * time.Second)
 			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		})
-		w := newWorker(t, r, h, worker.Options{LockDuration: 30 * time.Second, SummaryInterval: -1})
+		w := workertest.NewWorker(t, r, h, worker.Options{LockDuration: 30 * time.Second, SummaryInterval: -1})
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() { errc <- w.Run(ctx) }()
@@ -93,9 +94,7 @@ func TestRenewalWithoutLockedUntil(t *testing.T) {
 			t.Fatal(err)
 		}
 		// 25 s of handling, renewed at 15 s: one renewal.
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if n := r.renewals["long"]; n != 1 {
+		if n := r.Renewals("long"); n != 1 {
 			t.Errorf("%d renewals in 25 s with a 30 s lock and no LockedUntil, want 1 (every 15 s)", n)
 		}
 	})
@@ -106,15 +105,15 @@ func TestRenewalWithoutLockedUntil(t *testing.T) {
 // configured rule applies.
 func TestRenewalWithLockedUntilInThePast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newFakeReceiver()
+		r := workertest.NewReceiver()
 		past := time.Now().Add(-time.Hour)
-		r.msgs <- &azservicebus.ReceivedMessage{MessageID: "skewed", DeliveryCount: 1, LockedUntil: &past}
-		done := settledN(r, 1)
+		r.Send(&azservicebus.ReceivedMessage{MessageID: "skewed", DeliveryCount: 1, LockedUntil: &past})
+		done := workertest.SettledN(r, 1)
 		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			time.Sleep(25 * time.Second)
 			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		})
-		logs := newCapture(slog.LevelWarn)
+		logs := workertest.NewCapture(slog.LevelWarn)
 		w, err := worker.New(r, h, slog.New(logs), worker.Options{LockDuration: 30 * time.Second, SummaryInterval: -1, RetryBackoff: -1})
 		if err != nil {
 			t.Fatal(err)
@@ -127,12 +126,10 @@ func TestRenewalWithLockedUntilInThePast(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if n := r.renewals["skewed"]; n != 1 {
+		if n := r.Renewals("skewed"); n != 1 {
 			t.Errorf("%d renewals in 25 s, want 1 (every 15 s)", n)
 		}
-		if n := len(logs.matching("local clock is ahead")); n != 1 {
+		if n := len(logs.Matching("local clock is ahead")); n != 1 {
 			t.Errorf("%d clock warnings, want 1", n)
 		}
 	})
@@ -144,13 +141,13 @@ func TestRenewalWithLockedUntilInThePast(t *testing.T) {
 // a hung handler holding it for good.
 func TestRenewalEndsWithTheMessageTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newFakeReceiver("hung")
-		done := settledN(r, 1)
+		r := workertest.NewReceiver("hung")
+		done := workertest.SettledN(r, 1)
 		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			time.Sleep(10 * time.Second) // ignores ctx
 			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		})
-		w := newWorker(t, r, h, worker.Options{LockDuration: 4 * time.Second, MessageTimeout: 3 * time.Second, SummaryInterval: -1})
+		w := workertest.NewWorker(t, r, h, worker.Options{LockDuration: 4 * time.Second, MessageTimeout: 3 * time.Second, SummaryInterval: -1})
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() { errc <- w.Run(ctx) }()
@@ -161,9 +158,7 @@ func TestRenewalEndsWithTheMessageTimeout(t *testing.T) {
 		}
 		// Renewed at 2 s; the next renewal, due at 4 s, is past the 3 s
 		// deadline.
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if n := r.renewals["hung"]; n != 1 {
+		if n := r.Renewals("hung"); n != 1 {
 			t.Errorf("%d renewals of a handler that ran 10 s past its 3 s deadline, want 1 (at 2 s)", n)
 		}
 	})

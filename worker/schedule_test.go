@@ -16,6 +16,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
+	"github.com/idempotent-consumer/sbcosmos/test/workertest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
@@ -24,7 +25,7 @@ import (
 // delivery, unless its MessageId was scheduled before (duplicate detection
 // at scheduling time). It is safe for concurrent use.
 type fakeScheduler struct {
-	r   *fakeReceiver
+	r   *workertest.Receiver
 	err error // returned by every call when set
 
 	mu        sync.Mutex
@@ -57,7 +58,7 @@ func (s *fakeScheduler) ScheduleMessages(_ context.Context, ms []*azservicebus.M
 		s.seen[*m.MessageID] = true
 		rm := &azservicebus.ReceivedMessage{MessageID: *m.MessageID, Body: m.Body, Subject: m.Subject,
 			ApplicationProperties: m.ApplicationProperties, DeliveryCount: 1, EnqueuedTime: &at}
-		time.AfterFunc(time.Until(at), func() { s.r.msgs <- rm })
+		time.AfterFunc(time.Until(at), func() { s.r.Send(rm) })
 	}
 	return seqs, nil
 }
@@ -76,11 +77,11 @@ func TestStatusChangeBeforeOrderIsScheduled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memstore.New()
 		p := order.NewProcessor(store, nil, order.WithDocuments(store))
-		r := newFakeReceiver()
+		r := workertest.NewReceiver()
 		s := &fakeScheduler{r: r}
 		var mu sync.Mutex
 		var reports []worker.Report
-		w := newWorker(t, r, p, worker.Options{Scheduler: s, Observe: func(rep worker.Report) {
+		w := workertest.NewWorker(t, r, p, worker.Options{Scheduler: s, Observe: func(rep worker.Report) {
 			mu.Lock()
 			reports = append(reports, rep)
 			mu.Unlock()
@@ -93,9 +94,9 @@ func TestStatusChangeBeforeOrderIsScheduled(t *testing.T) {
 		body, _ := json.Marshal(change)
 		subject := order.SubjectOrderStatusChanged
 		statusID := order.StatusMessageID("ord-1", 2)
-		r.msgs <- &azservicebus.ReceivedMessage{MessageID: statusID, Subject: &subject, Body: body, DeliveryCount: 1}
+		r.Send(&azservicebus.ReceivedMessage{MessageID: statusID, Subject: &subject, Body: body, DeliveryCount: 1})
 		synctest.Wait()
-		if got := r.settlements(statusID); len(got) != 1 || got[0].kind != "complete" {
+		if got := r.Settlements(statusID); len(got) != 1 || got[0].Kind != "complete" {
 			t.Errorf("status change before its order: settlements %+v, want one complete after scheduling a copy", got)
 		}
 		copies := s.copies()
@@ -109,7 +110,7 @@ func TestStatusChangeBeforeOrderIsScheduled(t *testing.T) {
 			Lines:      []order.Line{{SKU: "SKU-1", Quantity: 2, UnitPriceMinor: 1999}},
 			TotalMinor: 3998, PlacedAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
 		ob, _ := json.Marshal(o)
-		r.msgs <- &azservicebus.ReceivedMessage{MessageID: "ord-1", Body: ob, DeliveryCount: 1}
+		r.Send(&azservicebus.ReceivedMessage{MessageID: "ord-1", Body: ob, DeliveryCount: 1})
 		time.Sleep(order.StatusRetryAfter + time.Second)
 		synctest.Wait()
 		cancel()
@@ -117,7 +118,7 @@ func TestStatusChangeBeforeOrderIsScheduled(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		if got := r.settlements(statusID + "~r1"); len(got) != 1 || got[0].kind != "complete" {
+		if got := r.Settlements(statusID + "~r1"); len(got) != 1 || got[0].Kind != "complete" {
 			t.Errorf("the scheduled copy: settlements %+v, want one complete", got)
 		}
 		var doc order.OrderDocument
@@ -164,7 +165,7 @@ func TestDelayedRetriesAreBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := newFakeReceiver()
+				r := workertest.NewReceiver()
 				s := &fakeScheduler{r: r}
 				var mu sync.Mutex
 				var seen []idempotent.Message
@@ -174,12 +175,12 @@ func TestDelayedRetriesAreBounded(t *testing.T) {
 					mu.Unlock()
 					return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, Reason: order.ReasonOrderNotYetCreated, RetryAfter: time.Second}
 				})
-				w := newWorker(t, r, h, worker.Options{Scheduler: s, Retry: tt.retry})
+				w := workertest.NewWorker(t, r, h, worker.Options{Scheduler: s, Retry: tt.retry})
 				ctx, cancel := context.WithCancel(context.Background())
 				errc := make(chan error, 1)
 				go func() { errc <- w.Run(ctx) }()
 				now := time.Now()
-				r.msgs <- &azservicebus.ReceivedMessage{MessageID: "m1", DeliveryCount: 1, EnqueuedTime: &now}
+				r.Send(&azservicebus.ReceivedMessage{MessageID: "m1", DeliveryCount: 1, EnqueuedTime: &now})
 				time.Sleep(2 * time.Hour)
 				synctest.Wait()
 				cancel()
@@ -200,12 +201,12 @@ func TestDelayedRetriesAreBounded(t *testing.T) {
 						t.Errorf("copy %d waits %v, want %v", i+1, d, tt.delays[i])
 					}
 					prev = c.at
-					if got := r.settlements(worker.RetryMessageID("m1", i)); i > 0 && (len(got) != 1 || got[0].kind != "complete") {
+					if got := r.Settlements(worker.RetryMessageID("m1", i)); i > 0 && (len(got) != 1 || got[0].Kind != "complete") {
 						t.Errorf("copy %d: settlements %+v, want complete", i, got)
 					}
 				}
 				last := worker.RetryMessageID("m1", len(copies))
-				if got := r.settlements(last); len(got) != 1 || got[0].kind != "abandon" {
+				if got := r.Settlements(last); len(got) != 1 || got[0].Kind != "abandon" {
 					t.Errorf("the last copy %s: settlements %+v, want abandon: the bound reached, MaxDeliveryCount ends it", last, got)
 				}
 				mu.Lock()
@@ -224,12 +225,12 @@ func TestDelayedRetriesAreBounded(t *testing.T) {
 // to an abandon, as any transient failure: never completed without a copy.
 func TestScheduleFailureAbandons(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newFakeReceiver("m1")
+		r := workertest.NewReceiver("m1")
 		s := &fakeScheduler{r: r, err: &azservicebus.Error{Code: azservicebus.CodeUnauthorizedAccess}}
 		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 			return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, RetryAfter: time.Second}
 		})
-		w := newWorker(t, r, h, worker.Options{Scheduler: s})
+		w := workertest.NewWorker(t, r, h, worker.Options{Scheduler: s})
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() { errc <- w.Run(ctx) }()
@@ -238,7 +239,7 @@ func TestScheduleFailureAbandons(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		if got := r.settlements("m1"); len(got) != 1 || got[0].kind != "abandon" {
+		if got := r.Settlements("m1"); len(got) != 1 || got[0].Kind != "abandon" {
 			t.Errorf("settlements %+v, want abandon", got)
 		}
 		if st := w.Stats(); st.ScheduleFailed != 1 || st.Scheduled != 0 || st.Retried != 1 {
@@ -268,7 +269,7 @@ func TestRetryMessageID(t *testing.T) {
 	}
 
 	synctest.Test(t, func(t *testing.T) {
-		r := newFakeReceiver()
+		r := workertest.NewReceiver()
 		var got []string
 		var mu sync.Mutex
 		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
@@ -277,15 +278,15 @@ func TestRetryMessageID(t *testing.T) {
 			mu.Unlock()
 			return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 		})
-		w := newWorker(t, r, h, worker.Options{Scheduler: &fakeScheduler{r: r}})
+		w := workertest.NewWorker(t, r, h, worker.Options{Scheduler: &fakeScheduler{r: r}})
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() { errc <- w.Run(ctx) }()
 		props := func(orig string) map[string]any {
 			return map[string]any{worker.PropertyOriginalMessageID: orig, worker.PropertyRetryAttempt: int64(1), worker.PropertyRetrySince: int64(0)}
 		}
-		r.msgs <- &azservicebus.ReceivedMessage{MessageID: "a~r1", DeliveryCount: 1, ApplicationProperties: props("a")}
-		r.msgs <- &azservicebus.ReceivedMessage{MessageID: "forged", DeliveryCount: 1, ApplicationProperties: props("victim")}
+		r.Send(&azservicebus.ReceivedMessage{MessageID: "a~r1", DeliveryCount: 1, ApplicationProperties: props("a")})
+		r.Send(&azservicebus.ReceivedMessage{MessageID: "forged", DeliveryCount: 1, ApplicationProperties: props("victim")})
 		synctest.Wait()
 		cancel()
 		if err := <-errc; err != nil {

@@ -67,7 +67,7 @@ func newAuditEnv(t *testing.T) *auditEnv {
 	for _, id := range []string{"ord-1", "ord-2", "ord-3"} {
 		o := order.Order{OrderID: id, CustomerID: "c", Currency: "EUR", Lines: []order.Line{{SKU: "S", Quantity: 1, UnitPriceMinor: 100}},
 			TotalMinor: 100, PlacedAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
-		writeOrder(t, e.store, order.NewWrite(o, id, o.RequestHash(), time.Now().Add(-time.Hour)))
+		e2etest.WriteOrder(t, e.store, order.NewWrite(o, id, o.RequestHash(), time.Now().Add(-time.Hour)))
 	}
 	return e
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/internal/ordergen"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
+	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
 )
@@ -155,7 +156,7 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 	// in this container (deleted since).
 	o0, o1 := gen.Order(0), gen.Order(1)
 	w0 := order.NewWrite(o0, gen.ID(0), o0.RequestHash(), now)
-	writeOrder(t, s.store, w0)
+	e2etest.WriteOrder(t, s.store, w0)
 	w1 := order.NewWrite(o1, gen.ID(1), o1.RequestHash(), now)
 	// Order 2 was deleted after its event and created again with other
 	// content.
@@ -165,7 +166,7 @@ func TestSubscriptionDeadLetters(t *testing.T) {
 	if o2b.RequestHash() == o2.RequestHash() {
 		t.Fatal("ordergen.Changed kept the request hash")
 	}
-	writeOrder(t, s.store, order.NewWrite(o2b, gen.ID(2), o2b.RequestHash(), now))
+	e2etest.WriteOrder(t, s.store, order.NewWrite(o2b, gen.ID(2), o2b.RequestHash(), now))
 	for _, w := range []order.Write{w0, w1, w2} {
 		s.publish(w.Event)
 	}

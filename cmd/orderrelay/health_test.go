@@ -166,7 +166,7 @@ func TestRunServesHealthAndExportsMetrics(t *testing.T) {
 
 	o := order.Order{OrderID: "ord-health", CustomerID: "c", Currency: "EUR", Lines: []order.Line{{SKU: "S", Quantity: 1, UnitPriceMinor: 100}},
 		TotalMinor: 100, PlacedAt: time.Now()}
-	writeOrder(t, store, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()))
+	e2etest.WriteOrder(t, store, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()))
 	waitFor("the event published", func() bool { return sub.Snapshot().Counters.Sent == 1 })
 	var scraped string
 	waitFor("the publish counted on /metrics", func() bool {

@@ -21,6 +21,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
+	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 )
 
@@ -159,7 +160,7 @@ func writeOrders(t *testing.T, s *memstore.Store, n int) {
 		id := fmt.Sprintf("ord-%d", i)
 		o := order.Order{OrderID: id, CustomerID: "c", Currency: "EUR", Lines: []order.Line{{SKU: "S", Quantity: 1, UnitPriceMinor: 100}},
 			TotalMinor: 100, PlacedAt: time.Now()}
-		writeOrder(t, s, order.NewWrite(o, id, o.RequestHash(), time.Now()))
+		e2etest.WriteOrder(t, s, order.NewWrite(o, id, o.RequestHash(), time.Now()))
 	}
 }
 

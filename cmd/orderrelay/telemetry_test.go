@@ -12,6 +12,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
+	"github.com/idempotent-consumer/sbcosmos/test/e2etest"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 	"github.com/idempotent-consumer/sbcosmos/test/telemetrytest"
 )
@@ -118,6 +119,6 @@ func writeOrdersAt(t *testing.T, s *memstore.Store, n int, at time.Time) {
 		id := fmt.Sprintf("ord-at-%d", len(s.Items()))
 		o := order.Order{OrderID: id, CustomerID: "c", Currency: "EUR", Lines: []order.Line{{SKU: "S", Quantity: 1, UnitPriceMinor: 100}},
 			TotalMinor: 100, PlacedAt: at}
-		writeOrder(t, s, order.NewWrite(o, id, o.RequestHash(), at))
+		e2etest.WriteOrder(t, s, order.NewWrite(o, id, o.RequestHash(), at))
 	}
 }

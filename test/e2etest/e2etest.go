@@ -1,7 +1,7 @@
 // Package e2etest runs the project's real binaries in tests: it builds
 // orderworker and orderproducer, starts them as processes with a given
 // environment, reads the producer's summary and the worker's final summary,
-// and reads stored orders back from Cosmos DB. The end-to-end tests against
+// and reads stored orders back from Cosmos DB; WriteOrder seeds them. The end-to-end tests against
 // the project's Service Bus test broker and the integration tests against the
 // official emulators share it.
 package e2etest

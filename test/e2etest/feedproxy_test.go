@@ -48,7 +48,7 @@ func TestFeedProxy_ChangeFeedThroughTheSDK(t *testing.T) {
 	write := func(from, to int) {
 		for i := from; i < to; i++ {
 			o := gen.Order(i)
-			writeOrder(t, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()))
+			e2etest.WriteOrder(t, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()))
 		}
 	}
 	feed := s.ChangeFeed()
@@ -135,7 +135,7 @@ func TestFeedProxy_ReadsIncrementally(t *testing.T) {
 	write := func(from, to int) {
 		for i := from; i < to; i++ {
 			o := gen.Order(i)
-			writeOrder(t, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()))
+			e2etest.WriteOrder(t, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()))
 		}
 	}
 	feed := s.ChangeFeed()

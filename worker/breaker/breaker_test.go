@@ -13,6 +13,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/test/workertest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
 )
@@ -35,20 +36,28 @@ func (h *storeHandler) Process(ctx context.Context, m idempotent.Message) idempo
 	return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
 }
 
-// backlogQueue is the queue model holding n messages; abandoning one makes
-// it available again with its delivery counted, as Service Bus does.
+// backlogQueue is the queue model holding n messages, m-000 on; abandoning
+// one makes it available again with its delivery counted, as Service Bus
+// does.
 func backlogQueue(t *testing.T, n int) *sbqueue.Queue {
 	t.Helper()
 	q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("orders", sbqueue.QueueOptions{LockDuration: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
+	send(t, q, "m-%03d", 0, n)
+	return q
+}
+
+// send sends n messages to q, their ids format applied to first,
+// first+1, and on.
+func send(t *testing.T, q *sbqueue.Queue, format string, first, n int) {
+	t.Helper()
 	for i := range n {
-		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf("m-%03d", i)}); err != nil {
+		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf(format, first+i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return q
 }
 
 // TestBreakerStopsReceivingWhileStoreDown: with the store down, a worker
@@ -62,24 +71,16 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 		h := &storeHandler{}
 		h.down.Store(true)
 		var probes atomic.Int64
-		logs := newCapture(slog.LevelInfo)
+		logs := workertest.NewCapture(slog.LevelInfo)
 		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
 			Concurrency: breakerConcurrency, SummaryInterval: time.Minute,
-			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold, Probe: func(ctx context.Context) error {
-				probes.Add(1)
-				if h.down.Load() {
-					return errStoreDown
-				}
-				return nil
-			}}),
+			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold, Probe: probeWhileDown(&h.down, &probes)}),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := run(t, w)
 
 		time.Sleep(10 * time.Minute) // a long outage
 		synctest.Wait()
@@ -105,32 +106,29 @@ func TestBreakerStopsReceivingWhileStoreDown(t *testing.T) {
 		if s.Completed != breakerBacklog || b.Paused() {
 			t.Errorf("after the store came back: %d completed, breaker open %v; want all %d completed and the breaker closed", s.Completed, b.Paused(), breakerBacklog)
 		}
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
-		if n := len(logs.matching("circuit breaker open:")); n != 1 {
+		stop()
+		if n := len(logs.Matching("circuit breaker open:")); n != 1 {
 			t.Errorf("%d breaker-open records, want 1", n)
 		}
-		for _, r := range logs.matching("circuit breaker open:") {
-			if r.level != slog.LevelWarn || r.attrs["reason"].String() != idempotent.ReasonStoreUnavailable {
+		for _, r := range logs.Matching("circuit breaker open:") {
+			if r.Level != slog.LevelWarn || r.Attrs["reason"].String() != idempotent.ReasonStoreUnavailable {
 				t.Errorf("breaker-open record %+v: want WARN with the reason", r)
 			}
 		}
 		openSummaries := 0
-		for _, r := range logs.matching("summary") {
-			if r.attrs["breaker"].String() == "open" {
+		for _, r := range logs.Matching("summary") {
+			if r.Attrs["breaker"].String() == "open" {
 				openSummaries++
-				if r.level != slog.LevelWarn {
-					t.Errorf("summary with the breaker open logged at %v, want WARN", r.level)
+				if r.Level != slog.LevelWarn {
+					t.Errorf("summary with the breaker open logged at %v, want WARN", r.Level)
 				}
 			}
 		}
 		if openSummaries < 5 {
 			t.Errorf("%d summaries report the breaker open during a 10-minute outage, want one a minute", openSummaries)
 		}
-		closed := logs.matching("circuit breaker closed")
-		if len(closed) != 1 || closed[0].level != slog.LevelInfo {
+		closed := logs.Matching("circuit breaker closed")
+		if len(closed) != 1 || closed[0].Level != slog.LevelInfo {
 			t.Errorf("breaker-closed records %+v, want one at INFO", closed)
 		}
 	})
@@ -145,21 +143,19 @@ func TestBreakerHalfOpenWithoutProbe(t *testing.T) {
 		q := backlogQueue(t, breakerBacklog)
 		h := &storeHandler{}
 		h.down.Store(true)
-		logs := newCapture(slog.LevelInfo)
+		logs := workertest.NewCapture(slog.LevelInfo)
 		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{Concurrency: breakerConcurrency, SummaryInterval: -1,
 			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold})})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := run(t, w)
 
 		time.Sleep(90 * time.Second)
 		synctest.Wait()
 		s := q.Snapshot()
-		trials := int64(len(logs.matching("half-open")))
+		trials := int64(len(logs.Matching("half-open")))
 		t.Logf("outage: %d deliveries, %d trials", s.Delivered, trials)
 		if trials == 0 || trials > 7 { // backoffs 1, 2, 4, ... 64 s within 90 s
 			t.Errorf("%d trial deliveries in 90 s, want between 1 and 7", trials)
@@ -177,10 +173,7 @@ func TestBreakerHalfOpenWithoutProbe(t *testing.T) {
 			t.Errorf("after the store came back: %d completed, %d dead-lettered, breaker open %v; want all %d completed",
 				s.Completed, s.DeadLettered, b.Paused(), breakerBacklog)
 		}
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 	})
 }
 
@@ -199,15 +192,10 @@ func TestBreakerIgnoresMessageRetries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := run(t, w)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 		if st := w.Stats(); b.Opened() != 0 || st.Retried < 20 {
 			t.Errorf("stats = %+v, want retries and the breaker never opened", st)
 		}
@@ -230,16 +218,10 @@ func TestBreakerCancelsTheReceiveInProgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := run(t, w)
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		for i := range 50 {
-			if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprint("during-", i)}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		send(t, q, "during-%d", 0, 50)
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
 		// The cancelled receive's link credit stays on the link, as with
@@ -253,11 +235,39 @@ func TestBreakerCancelsTheReceiveInProgress(t *testing.T) {
 		if s := q.Snapshot(); len(s.Active) != 50+breakerThreshold || len(s.Locked) != 0 {
 			t.Errorf("%d messages available and %d locked during the outage; want the 50 sent and the %d abandoned, none locked", len(s.Active), len(s.Locked), breakerThreshold)
 		}
+		stop()
+	})
+}
+
+// probeWhileDown returns a probe that fails with errStoreDown while down
+// is set, and counts its calls in calls unless calls is nil.
+func probeWhileDown(down *atomic.Bool, calls *atomic.Int64) func(context.Context) error {
+	return func(context.Context) error {
+		if calls != nil {
+			calls.Add(1)
+		}
+		if down.Load() {
+			return errStoreDown
+		}
+		return nil
+	}
+}
+
+// run runs w until the returned stop cancels it; stop waits for Run to
+// return and fails t if it returned an error. In a synctest bubble, the
+// wait is the bubble's: a Run that never returns is reported deadlocked.
+func run(t *testing.T, w *worker.Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	return func() {
+		t.Helper()
 		cancel()
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-	})
+	}
 }
 
 // newBreaker returns a Breaker for a test's worker and stores it in *b.

@@ -3,7 +3,6 @@ package breaker_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -13,21 +12,10 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/test/workertest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
 )
-
-// probeFailsOnce returns a probe that fails its first call and succeeds
-// after: the breaker, asked to open, opens, and its next probe closes it.
-func probeFailsOnce() func(context.Context) error {
-	var calls atomic.Int64
-	return func(context.Context) error {
-		if calls.Add(1) == 1 {
-			return errStoreDown
-		}
-		return nil
-	}
-}
 
 // poisonKey is the entity of every poison message: an order whose stored
 // document cannot be decoded, so that every status change for it fails.
@@ -62,20 +50,9 @@ func (h *poisonHandler) Process(ctx context.Context, m idempotent.Message) idemp
 // Service Bus, so the poison ones are the first that every receive takes.
 func poisonQueue(t *testing.T, poison, healthy int) *sbqueue.Queue {
 	t.Helper()
-	q, err := sbqueue.NewNamespace(sbqueue.RealClock()).CreateQueue("orders", sbqueue.QueueOptions{LockDuration: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range poison {
-		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf("poison-v%d", i+2)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range healthy {
-		if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf("m-%03d", i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	q := backlogQueue(t, 0)
+	send(t, q, "poison-v%d", 2, poison)
+	send(t, q, "m-%03d", 0, healthy)
 	return q
 }
 
@@ -95,24 +72,16 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		q := poisonQueue(t, poison, healthy)
 		h := &poisonHandler{}
 		var probes atomic.Int64
-		logs := newCapture(slog.LevelInfo)
+		logs := workertest.NewCapture(slog.LevelInfo)
 		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
 			Concurrency: 8, SummaryInterval: -1,
-			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold, Probe: func(context.Context) error {
-				probes.Add(1)
-				if h.down.Load() {
-					return errStoreDown
-				}
-				return nil
-			}}),
+			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold, Probe: probeWhileDown(&h.down, &probes)}),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := run(t, w)
 
 		// Ten deliveries of a poison message take about 50 s of retry
 		// backoff (500 ms doubling, at most a quarter of the lock).
@@ -144,7 +113,7 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		}
 		// One entity: the probe is asked once, then its failures no
 		// longer count.
-		if n := len(logs.matching("circuit breaker stays closed")); n != 1 || probes.Load() != 1 {
+		if n := len(logs.Matching("circuit breaker stays closed")); n != 1 || probes.Load() != 1 {
 			t.Errorf("%d stays-closed records, %d probes; want the probe asked once", n, probes.Load())
 		}
 
@@ -155,11 +124,7 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		// deliveries during the outage (71 in a run on a loaded machine).
 		before := q.Snapshot().Delivered
 		h.down.Store(true)
-		for i := range breakerBacklog {
-			if _, err := q.Send(context.Background(), sbqueue.Message{MessageID: fmt.Sprintf("late-%03d", i)}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		send(t, q, "late-%03d", 0, breakerBacklog)
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
 		s = q.Snapshot()
@@ -176,10 +141,7 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		if s.Completed != healthy+breakerBacklog || b.Paused() {
 			t.Errorf("after the outage: %d completed, breaker open %v; want %d completed and the breaker closed", s.Completed, b.Paused(), healthy+breakerBacklog)
 		}
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 	})
 }
 
@@ -197,19 +159,12 @@ func TestBreakerExcusesAfterTheProbeCloses(t *testing.T) {
 		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{
 			Concurrency: 8, SummaryInterval: -1,
-			Gate: newBreaker(t, &b, nil, breaker.Options{Threshold: breakerThreshold, Probe: func(context.Context) error {
-				if h.down.Load() {
-					return errStoreDown
-				}
-				return nil
-			}}),
+			Gate: newBreaker(t, &b, nil, breaker.Options{Threshold: breakerThreshold, Probe: probeWhileDown(&h.down, nil)}),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
+		stop := run(t, w)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if !b.Paused() || b.Opened() != 1 {
@@ -223,9 +178,6 @@ func TestBreakerExcusesAfterTheProbeCloses(t *testing.T) {
 			t.Errorf("%d completed, %d dead-lettered, breaker opened %d times (open now %v); want %d completed, the %d poison dead-lettered, no reopening",
 				s.Completed, s.DeadLettered, b.Opened(), b.Paused(), healthy, poison)
 		}
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 	})
 }

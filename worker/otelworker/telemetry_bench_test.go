@@ -10,6 +10,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/test/workertest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 	"github.com/idempotent-consumer/sbcosmos/worker/otelworker"
 )
@@ -33,12 +34,10 @@ func BenchmarkTelemetry(b *testing.B) {
 		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			r := newFakeReceiver()
-			r.msgs = make(chan *azservicebus.ReceivedMessage, b.N)
+			r := workertest.NewReceiverSize(b.N)
 			for range b.N {
-				r.msgs <- &azservicebus.ReceivedMessage{MessageID: "m", Body: []byte("m"), DeliveryCount: 1}
+				r.Send(&azservicebus.ReceivedMessage{MessageID: "m", Body: []byte("m"), DeliveryCount: 1})
 			}
-			r.settled = nil
 			done := make(chan struct{})
 			n := 0
 			h := worker.HandlerFunc(func(context.Context, idempotent.Message) idempotent.Result {
@@ -80,7 +79,7 @@ func BenchmarkTelemetry(b *testing.B) {
 
 // telemetryBenchReceiver completes without recording, so that the benchmark
 // measures the worker.
-type telemetryBenchReceiver struct{ *fakeReceiver }
+type telemetryBenchReceiver struct{ *workertest.Receiver }
 
 var benchMu sync.Mutex
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/telemetrytest"
+	"github.com/idempotent-consumer/sbcosmos/test/workertest"
 	"github.com/idempotent-consumer/sbcosmos/worker"
 	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
 	"github.com/idempotent-consumer/sbcosmos/worker/otelworker"
@@ -32,7 +33,7 @@ const reasonIDReused = "InvoiceIdReused"
 // prefixes the deployment gave.
 func TestTelemetry(t *testing.T) {
 	n := otelworker.PrefixedNames("invoiceworker", "invoice")
-	r := newFakeReceiver()
+	r := workertest.NewReceiver()
 	// The producer's side: a span whose context travels in the message.
 	producer := sdktrace.NewTracerProvider()
 	pctx, send := producer.Tracer("test").Start(context.Background(), "send orders")
@@ -40,7 +41,7 @@ func TestTelemetry(t *testing.T) {
 	add := func(id string, deliveryCount uint32) {
 		props := map[string]any{}
 		otelworker.InjectTraceContext(pctx, otelworker.Propagator(), props)
-		r.msgs <- &azservicebus.ReceivedMessage{MessageID: id, Body: []byte(id), DeliveryCount: deliveryCount, ApplicationProperties: props}
+		r.Send(&azservicebus.ReceivedMessage{MessageID: id, Body: []byte(id), DeliveryCount: deliveryCount, ApplicationProperties: props})
 	}
 	add("created", 1)
 	add("resent", 1)
@@ -50,14 +51,14 @@ func TestTelemetry(t *testing.T) {
 	add("transient", 1)
 	add("complete-lost", 1)
 	add("renewed", 1)
-	r.completeErr = func(m *azservicebus.ReceivedMessage) error {
+	r.CompleteErr = func(m *azservicebus.ReceivedMessage) error {
 		if m.MessageID == "complete-lost" {
 			return &azservicebus.Error{Code: azservicebus.CodeLockLost}
 		}
 		return nil
 	}
 	var renewals atomic.Int64
-	r.renewErr = func(m *azservicebus.ReceivedMessage) error {
+	r.RenewErr = func(m *azservicebus.ReceivedMessage) error {
 		if renewals.Add(1) == 1 {
 			return errors.New("connection reset") // failed, retried
 		}
@@ -74,7 +75,7 @@ func TestTelemetry(t *testing.T) {
 	// any machine.
 	var handled, observed atomic.Int64
 	reader := sdkmetric.NewManualReader()
-	done := settledN(r, 8)
+	done := workertest.SettledN(r, 8)
 	h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
 		before := handled.Add(1) - 1
 		switch m.ID {
@@ -119,7 +120,7 @@ func TestTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorker(t, tel.Receiver(r), h, worker.Options{
+	w := workertest.NewWorker(t, tel.Receiver(r), h, worker.Options{
 		Concurrency: 1, LockDuration: 2 * time.Second, MessageTimeout: 1900 * time.Millisecond,
 		Gate:    b,
 		Hook:    tel,
@@ -131,8 +132,8 @@ func TestTelemetry(t *testing.T) {
 		}
 		close(renewedTwice)
 	}()
-	stop := start(t, w)
-	wait(t, done, "eight settlements")
+	stop := workertest.Start(t, w)
+	workertest.Wait(t, done, "eight settlements")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func TestReceiverUnwraps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inner := newFakeReceiver()
+	inner := workertest.NewReceiver()
 	u, ok := tel.Receiver(inner).(interface{ Unwrap() worker.Receiver })
 	if !ok || u.Unwrap() != worker.Receiver(inner) {
 		t.Errorf("Telemetry.Receiver(r) does not unwrap to r")

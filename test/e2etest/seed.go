@@ -1,4 +1,4 @@
-package e2etest_test
+package e2etest
 
 import (
 	"context"
@@ -9,10 +9,12 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/order"
 )
 
-// writeOrder stores an accepted order as the core's consumer does: the
+// WriteOrder stores an accepted order as the core's consumer does: the
 // documents of w in one transactional batch under w.PartitionKey(), within
-// a minute.
-func writeOrder(t testing.TB, s idempotent.Store, w order.Write) {
+// a minute. It fails t if w has no documents to give or the store refuses
+// the batch. Tests seed orders with it before they run a binary or a
+// command against the store.
+func WriteOrder(t testing.TB, s idempotent.Store, w order.Write) {
 	t.Helper()
 	docs, err := w.Documents()
 	if err != nil {
