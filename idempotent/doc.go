@@ -5,7 +5,7 @@
 // each delivery to [Consumer.Process] and settling by the [Result]:
 //
 //	store, _ := cosmosstore.New(client, "db", "invoices", "/invoiceId")
-//	consumer := idempotent.NewConsumer[Invoice](InvoiceKind{}, store)
+//	consumer := idempotent.NewConsumer(InvoiceKind{}, store)
 //	res := consumer.Process(ctx, idempotent.Message{ID: msg.MessageID, Body: msg.Body, DeliveryCount: msg.DeliveryCount})
 //	switch res.Outcome.Settlement() { /* complete, dead-letter, abandon */ }
 //
