@@ -4,7 +4,7 @@
 //
 //	receiver, err := client.NewReceiverForQueue("invoices", nil) // PeekLock
 //	if err != nil { ... }
-//	consumer := idempotent.NewConsumer(InvoiceKind{}, store)        // a worker.Handler
+//	consumer := idempotent.NewConsumer(InvoiceKind{}, store) // a worker.Handler
 //	w, err := worker.New(receiver, consumer, logger, worker.Options{
 //		Concurrency:  16,
 //		LockDuration: time.Minute, // the queue's lockDuration
