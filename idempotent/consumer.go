@@ -448,7 +448,11 @@ type Lookup interface {
 }
 
 // MarkerLookup returns the Lookup that reads the marker document (id =
-// partition key = entity id) from s and takes its "requestHash" field.
+// partition key = entity id) from s and takes its "requestHash" field. A
+// stored document without one is an *UnreadableError (it matches
+// ErrUnreadable): the Consumer dead-letters the message at once with
+// ReasonStoredDocumentUnreadable, since every redelivery would read it
+// again.
 func MarkerLookup(s Store) Lookup { return markerLookup{s} }
 
 type markerLookup struct{ s Store }
@@ -462,7 +466,11 @@ func (l markerLookup) Lookup(ctx context.Context, id string) (string, bool, erro
 		return "", false, err
 	}
 	hash, err := MarkerHash(body)
-	return hash, err == nil, err
+	if err != nil {
+		// Every delivery would read the same bytes: Invalid at once.
+		return "", false, unreadableError(id, id, err)
+	}
+	return hash, true, nil
 }
 
 func (markerLookup) Learn(string, string) {}

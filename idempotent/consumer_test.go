@@ -179,13 +179,17 @@ func TestConsumerConcurrent(t *testing.T) {
 }
 
 // TestConsumerMarkerWithoutHash: a document with the entity's id that is
-// no marker is a store error, never a mismatch of every message.
+// no marker is unreadable (every redelivery would read it again: Invalid
+// at once, as the inbox decides its markers), never a mismatch of every
+// message.
 func TestConsumerMarkerWithoutHash(t *testing.T) {
-	s := newMapStore()
-	s.docs["n1/n1"] = []byte(`{"id":"n1"}`)
-	r := idempotent.NewConsumer(noteKind{}, s).Process(t.Context(), msg("n1", `{"id":"n1","text":"a"}`, 2))
-	if r.Outcome != idempotent.Transient || !strings.Contains(r.Description, "not a marker") {
-		t.Errorf("Process = %v: %s; want Transient naming the document that is not a marker", r.Outcome, r.Description)
+	for _, body := range []string{`{"id":"n1"}`, `{"id":"n1","requestHash":`} {
+		s := newMapStore()
+		s.docs["n1/n1"] = []byte(body)
+		r := idempotent.NewConsumer(noteKind{}, s).Process(t.Context(), msg("n1", `{"id":"n1","text":"a"}`, 2))
+		if r.Outcome != idempotent.Invalid || r.Reason != idempotent.ReasonStoredDocumentUnreadable || !errors.Is(r.Err, idempotent.ErrUnreadable) {
+			t.Errorf("marker %s: Process = %v %s: %s; want Invalid %s", body, r.Outcome, r.Reason, r.Description, idempotent.ReasonStoredDocumentUnreadable)
+		}
 	}
 }
 
