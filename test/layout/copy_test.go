@@ -11,10 +11,9 @@ import (
 )
 
 // TestCoreCompilesOnItsOwn lifts the core out as a user would: the non-test
-// files of idempotent/, worker/ (with its option packages), cosmosstore/ and
-// relay/ copied into a new module
-// of another path, with this module's go.mod requirements and go.sum, and
-// nothing else. It must build, and its package graph must hold nothing of
+// files of idempotent/, worker/ (with its option packages), cosmosstore/
+// and relay/ copied into a new module of another path, with this module's
+// go.mod requirements and go.sum, and nothing else. It must build, and its package graph must hold nothing of
 // this module. The build runs offline (GOPROXY=off): the modules it needs
 // are the ones this module's own build already fetched.
 func TestCoreCompilesOnItsOwn(t *testing.T) {
