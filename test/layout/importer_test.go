@@ -81,6 +81,88 @@ func TestFourOutcomes(t *testing.T) {
 }
 `
 
+// consumerWorkerTest is a second test of that module: the same note
+// consumer run by package worker on a queue of the test broker, through
+// the unmodified azservicebus client, as a user tests a handler end to
+// end without Azure. It uses noteKind from consumerTest.
+const consumerWorkerTest = `package consumer_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/test/memstore"
+	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
+	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+)
+
+func TestWorkerOnTheTestBroker(t *testing.T) {
+	ns := sbqueue.NewNamespace(sbqueue.RealClock())
+	q, err := ns.CreateQueue("notes", sbqueue.QueueOptions{LockDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := sbbroker.New(ns, sbbroker.Options{})
+	if err := b.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client, err := azservicebus.NewClientFromConnectionString(b.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(context.Background())
+	sender, err := client.NewSender("notes", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := []struct{ id, body string }{
+		{"n-1", ` + "`" + `{"noteId":"n-1","text":"hello"}` + "`" + `},
+		{"n-1", ` + "`" + `{"noteId":"n-1","text":"hello"}` + "`" + `},
+		{"n-1", ` + "`" + `{"noteId":"n-1","text":"other"}` + "`" + `},
+		{"n-2", ` + "`" + `{"noteId":` + "`" + `},
+	}
+	for _, m := range sent {
+		id := m.id
+		if err := sender.SendMessage(ctx, &azservicebus.Message{MessageID: &id, Body: []byte(m.body)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receiver, err := client.NewReceiverForQueue("notes", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled := 0
+	w, err := worker.New(receiver, idempotent.NewConsumer(noteKind{}, memstore.NewWithPartitionKey("noteId")), nil, worker.Options{
+		Concurrency: 1, RetryBackoff: -1, SummaryInterval: -1,
+		Observe: func(worker.Report) {
+			if settled++; settled == len(sent) {
+				cancel()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := w.Stats().Outcomes
+	if st[idempotent.Created] != 1 || st[idempotent.Duplicate] != 1 || st[idempotent.Mismatch] != 1 || st[idempotent.Invalid] != 1 {
+		t.Errorf("outcomes %v, want one of each: created, duplicate, mismatch, invalid", st)
+	}
+	if snap := q.Snapshot(); snap.Completed != 2 || len(snap.DeadLetters) != 2 {
+		t.Errorf("queue: %d completed, %d dead-lettered; want 2 and 2", snap.Completed, len(snap.DeadLetters))
+	}
+}
+`
+
 // importerFigures is what importing some of this module costs a user's
 // module: the requirements its go.mod gains, the module versions its
 // module graph names (go mod graph: the go.mod files the go command reads,
@@ -201,13 +283,16 @@ func importerFiguresOf(t *testing.T, dir string, run func(...string) string) imp
 
 // TestImportFromAnotherModule: a user's module outside this one imports
 // the pattern and the test kit through go.mod (a replace to this
-// checkout), and its own test passes the four outcomes through
-// idempotent.NewConsumer over memstore.
+// checkout), and its own tests pass the four outcomes through
+// idempotent.NewConsumer over memstore, alone and run by package worker on
+// the test broker.
 func TestImportFromAnotherModule(t *testing.T) {
-	_, run := importer(t, []string{"idempotent"}, map[string]string{"consumer_test.go": consumerTest})
+	_, run := importer(t, []string{"idempotent"}, map[string]string{"consumer_test.go": consumerTest, "worker_test.go": consumerWorkerTest})
 	out := run("test", "-count=1", "-v", "./...")
-	if !strings.Contains(out, "--- PASS: TestFourOutcomes") {
-		t.Errorf("the consumer module's test did not pass:\n%s", out)
+	for _, test := range []string{"TestFourOutcomes", "TestWorkerOnTheTestBroker"} {
+		if !strings.Contains(out, "--- PASS: "+test) {
+			t.Errorf("the consumer module's test %s did not pass:\n%s", test, out)
+		}
 	}
 }
 
