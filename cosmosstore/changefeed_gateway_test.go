@@ -391,7 +391,7 @@ func (c *countingTopic) SendBatch(_ context.Context, b relay.Batch) error {
 func TestChangeFeed_FakeGateway_RelayPublishesThroughTheSDK(t *testing.T) {
 	g := newFeedGateway(t)
 	s := storeFor(t, g.srv.URL+"/", noRetries())
-	leases := memstore.New()
+	leases := memstore.New("/orderId")
 	topic := &countingTopic{ids: map[string]int{}}
 	// memstore.New partitions on /orderId: the leases keep their id there.
 	r, err := relay.New(s.ChangeFeed(), leases, topic, relay.Options{Name: "orderrelay", Owner: "a",

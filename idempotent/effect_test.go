@@ -192,7 +192,7 @@ func mailDelivery(id, to string, seq int64, count uint32) idempotent.Message {
 // TestEffectOnce: the outcomes, round trips and downstream calls of a
 // consumer with an effect.
 func TestEffectOnce(t *testing.T) {
-	s := &trips{Store: memstore.NewWithPartitionKey("invoiceId")}
+	s := &trips{Store: memstore.New("/invoiceId")}
 	m := newMailer()
 	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	c := newReceipts(s, m, clk, idempotent.WithFactCache(idempotent.NewFactCache(16)))
@@ -246,7 +246,7 @@ func TestEffectOnce(t *testing.T) {
 // timeout is Transient; every later delivery is a Duplicate, and the
 // effect still happens, once.
 func TestEffectAfterAnAmbiguousWrite(t *testing.T) {
-	s := &trips{Store: memstore.NewWithPartitionKey("invoiceId"), commitThenFail: 1}
+	s := &trips{Store: memstore.New("/invoiceId"), commitThenFail: 1}
 	m := newMailer()
 	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	c := newReceipts(s, m, clk, idempotent.WithFactCache(idempotent.NewFactCache(16)))
@@ -269,7 +269,7 @@ func TestEffectAfterAnAmbiguousWrite(t *testing.T) {
 // mark failed; the next delivery of the copy calls again with the same key
 // and the downstream answers from it.
 func TestEffectCrashBeforeTheCompletedMark(t *testing.T) {
-	s := &trips{Store: memstore.NewWithPartitionKey("invoiceId")}
+	s := &trips{Store: memstore.New("/invoiceId")}
 	m := newMailer()
 	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	c := newReceipts(s, m, clk)
@@ -310,7 +310,7 @@ func TestEffectLeaseAndStaleClaims(t *testing.T) {
 		{"key may be forgotten, found in the ledger", true, 25 * time.Hour, idempotent.Duplicate, "", 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &trips{Store: memstore.NewWithPartitionKey("invoiceId")}
+			s := &trips{Store: memstore.New("/invoiceId")}
 			m := newMailer()
 			var d idempotent.Downstream = m
 			if tt.find {
@@ -339,7 +339,7 @@ func TestEffectLeaseAndStaleClaims(t *testing.T) {
 // TestEffectConcurrentDeliveries: 32 deliveries at once, of copies and
 // redeliveries: at most one Created, one effect, one key.
 func TestEffectConcurrentDeliveries(t *testing.T) {
-	s := &trips{Store: memstore.NewWithPartitionKey("invoiceId")}
+	s := &trips{Store: memstore.New("/invoiceId")}
 	m := newMailer()
 	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	c := newReceipts(s, m, clk)
@@ -392,7 +392,7 @@ func TestMarkerMissing(t *testing.T) {
 		{"marker alone left, then deleted", false, idempotent.Transient, idempotent.ReasonConcurrentUpdate},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := memstore.NewWithPartitionKey("invoiceId")
+			s := memstore.New("/invoiceId")
 			c := idempotent.NewConsumer[receipt](receiptKind{}, s)
 			if r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 1, 1)); r.Outcome != idempotent.Created {
 				t.Fatal(r)
@@ -433,7 +433,7 @@ func (s *deleteAfterConflict) CreateBatch(ctx context.Context, pk string, docs [
 
 // TestEffectAlone: the Effect without a Consumer, and its options checked.
 func TestEffectAlone(t *testing.T) {
-	s := memstore.NewWithPartitionKey("invoiceId")
+	s := memstore.New("/invoiceId")
 	m := newMailer()
 	e := idempotent.NewEffect(s, idempotent.EffectOptions{Name: "Receipt", PartitionKeyField: "invoiceId", Downstream: m, Lease: time.Minute})
 	for i := range 3 {
@@ -459,7 +459,7 @@ func TestEffectAlone(t *testing.T) {
 // copy it answers makes the effect, and only then is it a Duplicate that
 // costs nothing.
 func TestEffectResumedFromTheFactCache(t *testing.T) {
-	s := &trips{Store: memstore.NewWithPartitionKey("invoiceId")}
+	s := &trips{Store: memstore.New("/invoiceId")}
 	m := newMailer()
 	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	c := newReceipts(s, m, clk, idempotent.WithFactCache(idempotent.NewFactCache(16)))

@@ -24,7 +24,7 @@ func (w *webhook) Do(_ context.Context, key, entity string, request []byte) (str
 // A consumer whose messages have a side effect: the effect's first claim
 // joins the create's batch, and the redelivery finds it completed.
 func ExampleWithEffect() {
-	store := memstore.NewWithPartitionKey("invoiceId")
+	store := memstore.New("/invoiceId")
 	effect := idempotent.NewEffect(store, idempotent.EffectOptions{
 		Name: "Receipt", PartitionKeyField: "invoiceId",
 		Downstream: &webhook{seen: map[string]bool{}}, Lease: time.Minute, Owner: "worker-1",

@@ -16,8 +16,8 @@ import (
 // with its marker: a redelivery is its duplicate, and another consumer of
 // the same event is not suppressed by it.
 func ExampleInbox() {
-	store := memstore.NewWithPartitionKey("tenantId") // a container partitioned on /tenantId
-	horizon := fixedHorizon(15 * time.Minute)         // what the queue's settings allow, see RetentionHorizon
+	store := memstore.New("/tenantId")        // a container partitioned on /tenantId
+	horizon := fixedHorizon(15 * time.Minute) // what the queue's settings allow, see RetentionHorizon
 	newInbox := func(consumer string) *idempotent.Inbox {
 		in, err := idempotent.NewInbox(store, idempotent.InboxConfig{
 			Consumer: consumer, PartitionKeyField: "/tenantId", MarkerTTL: time.Hour, Horizon: horizon,
@@ -80,7 +80,7 @@ func (s *shipment) AppliedHash(v int64) (string, bool) { h, ok := s.Applied[v]; 
 // version and is otherwise Stale, in whatever order the changes arrive; a
 // version reused for other content is a Mismatch.
 func ExampleVersioned() {
-	store := memstore.NewWithPartitionKey("tenantId")
+	store := memstore.New("/tenantId")
 	ctx := context.Background()
 	body, _ := json.Marshal(shipment{ID: "sh-1", TenantID: "sh-1", Status: "created", Version: 1, Applied: map[int64]string{}})
 	if _, err := store.CreateBatch(ctx, "sh-1", []idempotent.Document{{ID: "sh-1", Body: body}}); err != nil {

@@ -26,7 +26,7 @@ type callCounter struct {
 }
 
 func newCallCounter() *callCounter {
-	return &callCounter{Store: memstore.NewWithPartitionKey("tenantId")}
+	return &callCounter{Store: memstore.New("/tenantId")}
 }
 
 func (s *callCounter) count() int { s.mu.Lock(); defer s.mu.Unlock(); return s.calls }
@@ -164,7 +164,7 @@ func TestInbox_MarkerShape(t *testing.T) {
 		ttl  time.Duration
 		want int
 	}{{time.Hour, 3600}, {1500 * time.Millisecond, 2}, {idempotent.UnboundedRetention, -1}} {
-		s := memstore.NewWithPartitionKey("tenantId")
+		s := memstore.New("/tenantId")
 		in, err := idempotent.NewInbox(s, idempotent.InboxConfig{Consumer: "audit", PartitionKeyField: "tenantId", MarkerTTL: tt.ttl, Now: inboxNow})
 		if err != nil {
 			t.Fatal(err)
@@ -196,7 +196,7 @@ func TestInbox_MarkerShape(t *testing.T) {
 // TestInbox_ConsumersDoNotSuppressEachOther: each named consumer processes
 // a message once; one consumer's marker never makes another's a duplicate.
 func TestInbox_ConsumersDoNotSuppressEachOther(t *testing.T) {
-	s := memstore.NewWithPartitionKey("tenantId")
+	s := memstore.New("/tenantId")
 	loyalty, audit := newTestInbox(t, s, "loyalty"), newTestInbox(t, s, "audit")
 	for i, step := range []struct {
 		in   *idempotent.Inbox
@@ -215,7 +215,7 @@ func TestInbox_ConsumersDoNotSuppressEachOther(t *testing.T) {
 // message, first deliveries and redeliveries mixed, exactly one is Created
 // and writes the business document; every other is a Duplicate.
 func TestInbox_ConcurrentDeliveries(t *testing.T) {
-	s := memstore.NewWithPartitionKey("tenantId")
+	s := memstore.New("/tenantId")
 	in := newTestInbox(t, s, "loyalty")
 	const n = 32
 	results := make([]idempotent.Result, n)
@@ -264,7 +264,7 @@ func TestInbox_Failures(t *testing.T) {
 	})
 	t.Run("undecodable marker", func(t *testing.T) {
 		for _, body := range []string{`{"id":"inbox:loyalty:ev-1","tenantId":"t-1","processedAt":5}`, `{"id":"inbox:loyalty:ev-1","tenantId":"t-1"}`} {
-			s := memstore.NewWithPartitionKey("tenantId")
+			s := memstore.New("/tenantId")
 			if _, err := s.CreateBatch(t.Context(), "t-1", []idempotent.Document{{ID: "inbox:loyalty:ev-1", Body: []byte(body)}}); err != nil {
 				t.Fatal(err)
 			}
@@ -285,7 +285,7 @@ func TestInbox_Failures(t *testing.T) {
 		}
 	})
 	t.Run("documents cannot be built", func(t *testing.T) {
-		s := memstore.NewWithPartitionKey("tenantId")
+		s := memstore.New("/tenantId")
 		r := newTestInbox(t, s, "loyalty").Process(t.Context(), delivery("ev-1", 1), "t-1", "h1",
 			func(time.Time) ([]idempotent.Document, error) { return nil, errors.New("no") })
 		if r.Outcome != idempotent.Invalid || len(s.Items()) != 0 {
@@ -293,7 +293,7 @@ func TestInbox_Failures(t *testing.T) {
 		}
 	})
 	t.Run("conflict on a business document, no marker", func(t *testing.T) {
-		s := memstore.NewWithPartitionKey("tenantId")
+		s := memstore.New("/tenantId")
 		fixed := func(time.Time) ([]idempotent.Document, error) {
 			return []idempotent.Document{{ID: "entry-1", Body: []byte(`{"id":"entry-1","tenantId":"t-1"}`)}}, nil
 		}
@@ -311,7 +311,7 @@ func TestInbox_Failures(t *testing.T) {
 // make markers illegal, or forget them before the last copy can arrive, is
 // refused with an error that says which.
 func TestNewInbox_RefusesABadConfiguration(t *testing.T) {
-	s := memstore.NewWithPartitionKey("tenantId")
+	s := memstore.New("/tenantId")
 	ok := idempotent.InboxConfig{Consumer: "loyalty", PartitionKeyField: "tenantId", MarkerTTL: 2 * time.Hour, Horizon: horizon(2 * time.Hour)}
 	if _, err := idempotent.NewInbox(s, ok); err != nil {
 		t.Fatalf("NewInbox(%+v) = %v", ok, err)

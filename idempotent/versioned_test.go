@@ -137,7 +137,7 @@ func TestVersioned_RoundTrips(t *testing.T) {
 	for _, patch := range []bool{true, false} {
 		t.Run(fmt.Sprintf("patch=%v", patch), func(t *testing.T) {
 			s := newCallCounter()
-			s.Store = memstore.NewWithPartitionKey("tenantId")
+			s.Store = memstore.New("/tenantId")
 			openAccount(t, s, "acc-1")
 			var store idempotent.DocumentStore = s
 			if !patch {
@@ -178,7 +178,7 @@ func TestVersioned_RoundTrips(t *testing.T) {
 // read and replaced instead.
 func TestVersioned_CallersConditionFallsBackToReplace(t *testing.T) {
 	s := newCallCounter()
-	s.Store = memstore.NewWithPartitionKey("tenantId")
+	s.Store = memstore.New("/tenantId")
 	openAccount(t, s, "acc-1")
 	v := idempotent.NewVersioned[*account](s, accountConfig)
 	for ver := int64(2); ver <= 1+maxHashes; ver++ {
@@ -211,7 +211,7 @@ func TestVersioned_NotYetCreated(t *testing.T) {
 		{"read", accountConfig, 2, "AccountNotYetOpened", 7 * time.Second},
 		{"defaults", idempotent.VersionedConfig{}, 1, idempotent.ReasonNotYetCreated, idempotent.DefaultMissingRetryAfter},
 	} {
-		s := memstore.NewWithPartitionKey("tenantId")
+		s := memstore.New("/tenantId")
 		r := idempotent.NewVersioned[*account](s, tt.cfg).Apply(t.Context(), idempotent.Message{DeliveryCount: tt.delivery}, limitChange("acc-9", 2, 200))
 		if r.Outcome != idempotent.Transient || r.Reason != tt.wantReason || r.RetryAfter != tt.wantAfter || r.DependencyFailed() || !errors.Is(r.Err, idempotent.ErrNotFound) {
 			t.Errorf("%s: %v %q after %v (dependency %v): want a retry after %v, %s", tt.name, r.Outcome, r.Reason, r.RetryAfter, r.DependencyFailed(), tt.wantAfter, tt.wantReason)
@@ -227,7 +227,7 @@ func TestVersioned_NotYetCreated(t *testing.T) {
 // message with ReasonConcurrentUpdate.
 func TestVersioned_BoundedRetries(t *testing.T) {
 	s := newCallCounter()
-	s.Store = memstore.NewWithPartitionKey("tenantId")
+	s.Store = memstore.New("/tenantId")
 	openAccount(t, s, "acc-1")
 	s.replaceErr = fmt.Errorf("412: %w", idempotent.ErrPreconditionFailed)
 	cfg := accountConfig
@@ -247,7 +247,7 @@ func TestVersioned_BoundedRetries(t *testing.T) {
 func TestVersioned_ConcurrentChanges(t *testing.T) {
 	for _, patch := range []bool{true, false} {
 		t.Run(fmt.Sprintf("patch=%v", patch), func(t *testing.T) {
-			s := memstore.NewWithPartitionKey("tenantId")
+			s := memstore.New("/tenantId")
 			openAccount(t, s, "acc-c")
 			var store idempotent.DocumentStore = s
 			if !patch {
@@ -310,7 +310,7 @@ func TestVersioned_Failures(t *testing.T) {
 	throttled := fmt.Errorf("429: %w", idempotent.ErrTransient)
 	t.Run("read throttled", func(t *testing.T) {
 		s := newCallCounter()
-		s.Store = memstore.NewWithPartitionKey("tenantId")
+		s.Store = memstore.New("/tenantId")
 		openAccount(t, s, "acc-1")
 		s.readErr = throttled
 		r := idempotent.NewVersioned[*account](s, accountConfig).Apply(t.Context(), idempotent.Message{DeliveryCount: 2}, limitChange("acc-1", 2, 200))
@@ -319,7 +319,7 @@ func TestVersioned_Failures(t *testing.T) {
 		}
 	})
 	t.Run("undecodable document", func(t *testing.T) {
-		s := memstore.NewWithPartitionKey("tenantId")
+		s := memstore.New("/tenantId")
 		if _, err := s.CreateBatch(t.Context(), "acc-1", []idempotent.Document{{ID: "acc-1", Body: []byte(`{"id":"acc-1","tenantId":"acc-1","version":"one"}`)}}); err != nil {
 			t.Fatal(err)
 		}

@@ -77,7 +77,7 @@ func TestStoredIntegersAreBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
-			s := memstore.New()
+			s := memstore.New("/orderId")
 			p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 			if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created { // ord-1, for the status changes
 				t.Fatal(r)
@@ -138,7 +138,7 @@ func TestClaimSequenceNumberIsBounded(t *testing.T) {
 		{32 << 48, 0},
 		{math.MaxInt64, 0},
 	} {
-		s := memstore.New()
+		s := memstore.New("/orderId")
 		p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(newGateway(), time.Minute, "w1"))
 		m := delivery(validBody, tt.seq, 1)
 		if r := p.Process(t.Context(), m); r.Outcome != idempotent.Created {
@@ -227,7 +227,7 @@ func TestUnreadableStoredDocumentIsDeadLetteredAtOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := memstore.New()
+			s := memstore.New("/orderId")
 			tt.setup(t, s)
 			r := tt.run(t, s)
 			if r.Outcome != idempotent.Invalid || r.Reason != order.ReasonStoredDocumentUnreadable {
@@ -266,7 +266,7 @@ func mustDocs(t *testing.T) []idempotent.Document {
 // as a *StoredDocumentError naming it, matching
 // ErrStoredDocumentUnreadable; a missing one still matches ErrNotFound.
 func TestStoredDocumentError(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	putRaw(t, s, "ord-1", "ord-1", `{"id":"ord-1","orderId":"ord-1","type":"order","version":9223372036854776000}`)
 	_, err := order.ReadOrder(t.Context(), s, "ord-1")
 	var de *order.StoredDocumentError

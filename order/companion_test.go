@@ -32,7 +32,7 @@ type storeOnly struct{ idempotent.Store }
 // conflict whose documents are all gone again is retried.
 func TestConflictOnTheCompanionOnly(t *testing.T) {
 	eventOnly := func() *memstore.Store {
-		s := memstore.New()
+		s := memstore.New("/orderId")
 		o := validOrder()
 		docs, err := order.NewWrite(o, o.OrderID, o.RequestHash(), fixedNow()).Documents()
 		if err != nil {
@@ -58,7 +58,7 @@ func TestConflictOnTheCompanionOnly(t *testing.T) {
 			return order.NewProcessor(storeOnly{s}, fixedNow, order.WithDocuments(s)), s
 		}, idempotent.Invalid, order.ReasonOrderDocumentMissing},
 		{"both deleted since the create", func() (*order.Processor, *memstore.Store) {
-			s := memstore.New()
+			s := memstore.New("/orderId")
 			return order.NewProcessor(conflictingStore{s}, fixedNow), s
 		}, idempotent.Transient, idempotent.ReasonConcurrentUpdate},
 		// The core reads the companion through the Store's ReadDocument,

@@ -20,7 +20,7 @@ func ExampleValidateOrderID() {
 
 // A worker checks its inbox consumer's name and marker TTL at start.
 func ExampleNewInboxConsumer() {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	_, err := order.NewInboxConsumer("loyalty", s, 36*24*time.Hour, nil)
 	fmt.Println(err)
 	_, err = order.NewInboxConsumer("loyalty/eu", s, 36*24*time.Hour, nil)

@@ -12,7 +12,7 @@ import (
 // The same message delivered twice creates the order once; the same order id
 // with other content is a mismatch.
 func ExampleProcessor_Process() {
-	p := order.NewProcessor(memstore.New(), nil)
+	p := order.NewProcessor(memstore.New("/orderId"), nil)
 	ctx := context.Background()
 	body := []byte(`{"orderId":"ord-7","customerId":"c-1","currency":"EUR",
 		"lines":[{"sku":"book","quantity":1,"unitPriceMinor":2500}],"totalMinor":2500,
@@ -45,7 +45,7 @@ func ExampleDecode() {
 // its cache of confirmed facts, without a store call; CacheStats tells the
 // hit rate.
 func ExampleProcessor_CacheStats() {
-	p := order.NewProcessor(memstore.New(), nil, order.WithFactCache(1000))
+	p := order.NewProcessor(memstore.New("/orderId"), nil, order.WithFactCache(1000))
 	ctx := context.Background()
 	body := []byte(`{"orderId":"ord-8","customerId":"c-1","currency":"EUR",
 		"lines":[{"sku":"book","quantity":1,"unitPriceMinor":2500}],"totalMinor":2500,

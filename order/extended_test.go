@@ -67,7 +67,7 @@ func statusMsg(version int64, status string) idempotent.Message {
 
 func TestStatusChanges(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 
 	if r := p.Process(ctx, statusMsg(2, "paid")); r.Outcome != idempotent.Transient || r.Reason != order.ReasonOrderNotYetCreated {
@@ -101,7 +101,7 @@ func TestStatusChanges(t *testing.T) {
 }
 
 func TestStatusChangeInvalid(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	bad := statusMsg(2, "lost")
 	wrongID := statusMsg(2, "paid")
@@ -119,7 +119,7 @@ func TestStatusChangeInvalid(t *testing.T) {
 // highest version wins and no change is lost to a lost update.
 func TestConcurrentStatusChangesKeepHighestVersion(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	p.Process(ctx, msg(validBody))
 	var wg sync.WaitGroup
@@ -165,7 +165,7 @@ func TestPaymentCapturedOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := memstore.New()
+			s := memstore.New("/orderId")
 			g := newGateway()
 			g.fail = tt.fail
 			p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"))
@@ -198,7 +198,7 @@ func TestPaymentClaimLease(t *testing.T) {
 	ctx := context.Background()
 	now := fixedNow()
 	clock := func() time.Time { return now }
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	g := newGateway()
 	// The first delivery crashes between the call and the completed mark:
 	// simulate it by a gateway that charges and then never returns control
@@ -234,7 +234,7 @@ func TestPaymentClaimLease(t *testing.T) {
 }
 
 func TestPaymentRejectedIsDeadLettered(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	g := newGateway()
 	g.fail = func(int) (error, bool) { return fmt.Errorf("422 key reused: %w", order.ErrPaymentRejected), false }
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"))
@@ -244,7 +244,7 @@ func TestPaymentRejectedIsDeadLettered(t *testing.T) {
 }
 
 func TestConcurrentDeliveriesChargeOnce(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	g := newGateway()
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"))
 	var wg sync.WaitGroup
@@ -278,7 +278,7 @@ func paymentRecord(t *testing.T, s *memstore.Store) order.PaymentRecord {
 
 func TestInboxConsumersAreIndependent(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	orders := order.NewProcessor(s, fixedNow) // the order document is its own marker
 	loyalty := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: 35 * 24 * time.Hour, Now: fixedNow}
 	audit := &order.InboxConsumer{Name: "audit", Store: s, MarkerTTL: 35 * 24 * time.Hour, Now: fixedNow}
@@ -315,7 +315,7 @@ func TestInboxMarkerExpiryReopensTheWindow(t *testing.T) {
 	ctx := context.Background()
 	now := fixedNow()
 	clock := func() time.Time { return now }
-	s := memstore.NewWithClock(clock)
+	s := memstore.NewWithClock("/orderId", clock)
 	c := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: time.Hour, Now: clock}
 	c.Process(ctx, msg(validBody))
 	now = now.Add(time.Hour)

@@ -60,7 +60,7 @@ func TestFactCache(t *testing.T) {
 	stored := validOrder()
 
 	t.Run("hot duplicate and mismatch cost no call", func(t *testing.T) {
-		s := &countingStore{Store: memstore.New()}
+		s := &countingStore{Store: memstore.New("/orderId")}
 		p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 		if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 			t.Fatal(r)
@@ -82,7 +82,7 @@ func TestFactCache(t *testing.T) {
 	})
 
 	t.Run("a read teaches it too", func(t *testing.T) {
-		s := &countingStore{Store: memstore.New()}
+		s := &countingStore{Store: memstore.New("/orderId")}
 		if r := order.NewProcessor(s, fixedNow).Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 			t.Fatal(r)
 		}
@@ -97,7 +97,7 @@ func TestFactCache(t *testing.T) {
 	})
 
 	t.Run("an ambiguous create teaches it nothing", func(t *testing.T) {
-		s := &countingStore{Store: memstore.New(), ambiguous: true}
+		s := &countingStore{Store: memstore.New("/orderId"), ambiguous: true}
 		p := order.NewProcessor(s, fixedNow)
 		if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Transient {
 			t.Fatalf("ambiguous create: %v", r.Outcome)
@@ -109,7 +109,7 @@ func TestFactCache(t *testing.T) {
 	})
 
 	t.Run("off", func(t *testing.T) {
-		s := &countingStore{Store: memstore.New()}
+		s := &countingStore{Store: memstore.New("/orderId")}
 		p := order.NewProcessor(s, fixedNow, order.WithFactCache(0))
 		p.Process(ctx, msg(validBody))
 		before := s.count()
@@ -122,7 +122,7 @@ func TestFactCache(t *testing.T) {
 	})
 
 	t.Run("payments: only a completed payment skips the store", func(t *testing.T) {
-		s := &countingStore{Store: memstore.New()}
+		s := &countingStore{Store: memstore.New("/orderId")}
 		g := newGateway()
 		var fail bool
 		g.fail = func(int) (error, bool) {
@@ -157,7 +157,7 @@ func TestFactCache(t *testing.T) {
 // and what it evicted is decided by the store again, correctly.
 func TestFactCache_Bounded(t *testing.T) {
 	ctx := t.Context()
-	s := &countingStore{Store: memstore.New()}
+	s := &countingStore{Store: memstore.New("/orderId")}
 	p := order.NewProcessor(s, fixedNow, order.WithFactCache(3))
 	bodies := make([]string, 10)
 	for i := range bodies {
@@ -239,7 +239,7 @@ func (s *countingStore) PatchDocument(ctx context.Context, pk, id string, p idem
 // from one that does not, on a first delivery and on a redelivery.
 func TestFactCache_DeletedOrderDocument(t *testing.T) {
 	ctx := t.Context()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	remembers := order.NewProcessor(s, fixedNow)
 	if r := remembers.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatal(r)

@@ -21,7 +21,7 @@ func ExampleInboxConsumer_orderAcceptedEvent() {
 	docs, _ := order.NewWrite(o, o.OrderID, o.RequestHash(), time.Date(2026, 11, 30, 9, 0, 1, 0, time.UTC)).Documents()
 	m := idempotent.Message{ID: order.EventID(o.OrderID), Subject: order.EventOrderAccepted, Body: docs[1].Body, DeliveryCount: 1}
 
-	store := memstore.New()
+	store := memstore.New("/orderId")
 	loyalty, _ := order.NewInboxConsumer("loyalty", store, time.Hour, nil)
 	audit, _ := order.NewInboxConsumer("audit", store, time.Hour, nil)
 	ctx := context.Background()

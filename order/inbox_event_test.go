@@ -67,7 +67,7 @@ func edit(t testing.TB, body []byte, k string, v any) []byte {
 // Mismatch.
 func TestInboxConsumerProcessesOrderAcceptedEvents(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	loyalty := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: time.Hour, Now: fixedNow}
 	audit := &order.InboxConsumer{Name: "audit", Store: s, MarkerTTL: time.Hour, Now: fixedNow}
 	o := testOrder("ord-7")
@@ -158,7 +158,7 @@ func TestInboxConsumerRejectsMalformedEvents(t *testing.T) {
 		{"customerId beside a case variant", eventMsg("ord-7", withKey(t, good, "CustomerID", "attacker")), idempotent.ReasonInvalidMessage, "customerId"},
 		{"200 KB", eventMsg("ord-7", edit(t, good, "padding", strings.Repeat("x", 200_000))), idempotent.ReasonInvalidMessage, "body"},
 	} {
-		s := memstore.New()
+		s := memstore.New("/orderId")
 		c := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: time.Hour, Now: fixedNow}
 		r := c.Process(context.Background(), tt.m)
 		var fe *order.FieldError

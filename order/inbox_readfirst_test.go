@@ -54,7 +54,7 @@ func TestInboxConsumer_RoundTrips(t *testing.T) {
 		{"placement, copy, first delivery", ptr(placement(validBody, 1)), placement(validBody, 1), idempotent.Duplicate, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &countingStore{Store: memstore.New()}
+			s := &countingStore{Store: memstore.New("/orderId")}
 			c := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: time.Hour, Now: fixedNow}
 			if tt.seed != nil {
 				seeder := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: time.Hour, Now: fixedNow}
@@ -91,7 +91,7 @@ func (s failingReads) ReadDocument(context.Context, string, string) ([]byte, str
 // error kept.
 func TestInboxConsumer_RedeliveryReadFailure(t *testing.T) {
 	throttled := fmt.Errorf("429 throttled: %w", idempotent.ErrTransient)
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	c := &order.InboxConsumer{Name: "loyalty", Store: failingReads{s, throttled}, MarkerTTL: time.Hour, Now: fixedNow}
 	m := eventMsg("ord-rf", eventBody(t, testOrder("ord-rf")))
 	m.DeliveryCount = 2

@@ -18,7 +18,7 @@ import (
 // unknown subject.
 func TestInboxConsumerHonoursSubject(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	c := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: 35 * 24 * time.Hour, Now: fixedNow}
 	unknown := msg(validBody)
 	unknown.Subject = "OrderRefunded"
@@ -81,7 +81,7 @@ func TestValidateConsumerName(t *testing.T) {
 // as a literal, writes nothing and retries (the breaker's business) rather
 // than failing or dead-lettering every message of the backlog.
 func TestInboxConsumerRefusesABadConfiguration(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	for _, tt := range []struct {
 		name string
 		ttl  time.Duration
@@ -118,7 +118,7 @@ func TestInboxMarkerTTL(t *testing.T) {
 		{1500 * time.Millisecond, 2},
 		{order.UnboundedRetention, -1},
 	} {
-		s := memstore.New()
+		s := memstore.New("/orderId")
 		c, err := order.NewInboxConsumer("loyalty", s, tt.ttl, fixedNow)
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +142,7 @@ func TestInboxMarkerShape(t *testing.T) {
 	if order.UnboundedRetention != idempotent.UnboundedRetention {
 		t.Fatalf("UnboundedRetention %v is not idempotent.UnboundedRetention %v", order.UnboundedRetention, idempotent.UnboundedRetention)
 	}
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	c, err := order.NewInboxConsumer("loyalty", s, time.Hour, fixedNow)
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +168,7 @@ func TestInboxMarkerShape(t *testing.T) {
 func TestInboxConsumerRefusesATTLBelowItsHorizon(t *testing.T) {
 	h := order.RedeliveryHorizon{LockDuration: time.Minute, MaxDeliveryCount: 6, MessageTimeToLive: time.Hour, DuplicateDetectionWindow: 10 * time.Minute}
 	min, _ := h.MinRetention()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	short := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: min - time.Second, Now: fixedNow, Horizon: h}
 	if err := short.Validate(); err == nil || !strings.Contains(err.Error(), "minimum retention") {
 		t.Errorf("Validate = %v, want the horizon's refusal", err)

@@ -118,7 +118,7 @@ func FuzzMessageIDsNeverCollide(f *testing.F) {
 // other content is invalid still names its order in the result (and so in
 // the worker's log line and the dead-letter queue).
 func TestInvalidResultNamesTheOrder(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	inbox := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: 35 * 24 * time.Hour, Now: fixedNow}
 	badOrder := msg(strings.Replace(validBody, "EUR", "euro", 1))

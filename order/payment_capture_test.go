@@ -91,7 +91,7 @@ func TestCaptureIsNeverSentWithAKeyOlderThanTheSafeAge(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
 			clk := &testClock{now: fixedNow()}
-			s := &faultyStore{Store: memstore.New()}
+			s := &faultyStore{Store: memstore.New("/orderId")}
 			g := &agedGateway{fakeGateway: newGateway(), clk: clk}
 			g.first = func() time.Time { return *paymentRecord(t, s.Store).FirstAttemptAt }
 			p := order.NewProcessor(s, clk.Now, order.WithDocuments(s), order.WithPaymentOptions(order.PaymentOptions{

@@ -27,7 +27,7 @@ func ExampleWithPaymentOptions() {
 		fmt.Println(err)
 		return
 	}
-	store := memstore.New()
+	store := memstore.New("/orderId")
 	p := order.NewProcessor(store, clock, order.WithDocuments(store), order.WithPaymentOptions(order.PaymentOptions{
 		Gateway:      payments.Gateway{Client: client},
 		Lease:        time.Minute, // the queue's lock duration

@@ -138,7 +138,7 @@ func TestLateResubmissionChargesOnce(t *testing.T) {
 			if !tt.lookup {
 				gw = captureOnly{gw}
 			}
-			s := &faultyStore{Store: memstore.New()}
+			s := &faultyStore{Store: memstore.New("/orderId")}
 			if !tt.failFirst {
 				s.replace = failFromCompletedMark(1)
 			}
@@ -233,7 +233,7 @@ func TestOldClaimIsLookedUp(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
 			clk := &testClock{now: fixedNow()}
-			s := memstore.New()
+			s := memstore.New("/orderId")
 			g := &lookupGateway{fakeGateway: newGateway(), found: tt.found, err: tt.err}
 			p := order.NewProcessor(s, clk.Now, order.WithDocuments(s), order.WithPaymentOptions(order.PaymentOptions{
 				Gateway: g, Lease: time.Minute, Owner: "w1", KeyRetention: 24 * time.Hour}))
@@ -275,7 +275,7 @@ func TestOldClaimIsLookedUp(t *testing.T) {
 func TestYoungClaimIsCapturedWithoutLookup(t *testing.T) {
 	ctx := t.Context()
 	clk := &testClock{now: fixedNow()}
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	g := &lookupGateway{fakeGateway: newGateway()}
 	p := order.NewProcessor(s, clk.Now, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"))
 	g.fail = func(int) (error, bool) { return context.DeadlineExceeded, true } // charged, answer lost
@@ -309,7 +309,7 @@ func TestSameCopyRedeliveryTakesOverAtOnce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
-			s := &faultyStore{Store: memstore.New(), replace: failFromCompletedMark(tt.failures)}
+			s := &faultyStore{Store: memstore.New("/orderId"), replace: failFromCompletedMark(tt.failures)}
 			g := newGateway()
 			p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Hour, "w1"))
 			if r := p.Process(ctx, delivery(validBody, 7, 1)); r.Outcome != idempotent.Transient || r.Reason != idempotent.ReasonStoreUnavailable {
@@ -370,7 +370,7 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 	for _, newOwnerDone := range []bool{true, false} {
 		t.Run(fmt.Sprintf("new owner completed: %v", newOwnerDone), func(t *testing.T) {
 			ctx := t.Context()
-			s := memstore.New()
+			s := memstore.New("/orderId")
 			g := &gatedGateway{fakeGateway: newGateway(), entered: make(chan int, 4),
 				gates: map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}}
 			if newOwnerDone {
@@ -430,7 +430,7 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 func TestEarlierDeliveryWaitsForTheLease(t *testing.T) {
 	ctx := t.Context()
 	clk := &testClock{now: fixedNow()}
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	g := newGateway()
 	// No fact cache: the completed record is turned back into a claim by
 	// hand below, which no component does.
@@ -458,7 +458,7 @@ func TestEarlierDeliveryWaitsForTheLease(t *testing.T) {
 // another copy's fresh claim waits; the claim's holder completes it.
 func TestConcurrentCopiesChargeOnce(t *testing.T) {
 	ctx := t.Context()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	g := &gatedGateway{fakeGateway: newGateway(), entered: make(chan int, 64), gates: map[int]chan struct{}{1: make(chan struct{})}}
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Hour, "w1"))
 
@@ -476,7 +476,7 @@ func TestConcurrentCopiesChargeOnce(t *testing.T) {
 
 	// Then many copies at once, each redelivered until it settles.
 	const copies = 8
-	s2 := memstore.New()
+	s2 := memstore.New("/orderId")
 	g2 := newGateway()
 	p2 := order.NewProcessor(s2, fixedNow, order.WithDocuments(s2), order.WithPayments(g2, time.Hour, "w1"))
 	var wg sync.WaitGroup
@@ -535,7 +535,7 @@ func TestRecordWritesAfterTheHandlerAreBounded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var blocked atomic.Int32
-				s := &faultyStore{Store: memstore.New(), replace: func(ctx context.Context, _ idempotent.Document) error {
+				s := &faultyStore{Store: memstore.New("/orderId"), replace: func(ctx context.Context, _ idempotent.Document) error {
 					blocked.Add(1)
 					<-ctx.Done()
 					return ctx.Err()
@@ -564,7 +564,7 @@ func TestZeroTotalOrderSkipsThePayment(t *testing.T) {
 	if _, err := order.Decode([]byte(free)); err != nil {
 		t.Fatalf("a zero-total order is invalid: %v", err)
 	}
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	g := newGateway()
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Minute, "w1"))
 	for i, want := range []idempotent.Outcome{idempotent.Created, idempotent.Duplicate} {
@@ -602,7 +602,7 @@ func TestPaymentOptionsValidate(t *testing.T) {
 		t.Errorf("BlindRetryAge = %v, want %v", got, want)
 	}
 	// Invalid options make every payment step a retry that names them.
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, 0, "w1"))
 	if r := p.Process(t.Context(), msg(validBody)); r.Outcome != idempotent.Transient || !strings.Contains(r.Description, "lease") || g.calls != 0 {
 		t.Errorf("%v %s with %d captures, want a retry naming the lease and none", r.Outcome, r.Description, g.calls)
@@ -620,7 +620,7 @@ func TestTakeoverRightAfterTheBatchIsFenced(t *testing.T) {
 	for _, completed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("taken over and completed: %v", completed), func(t *testing.T) {
 			ctx := t.Context()
-			s := &faultyStore{Store: memstore.New()}
+			s := &faultyStore{Store: memstore.New("/orderId")}
 			g := newGateway()
 			p := order.NewProcessor(s, fixedNow, order.WithDocuments(s), order.WithPayments(g, time.Hour, "w1"))
 			var first atomic.Bool

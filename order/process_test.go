@@ -56,19 +56,19 @@ func TestProcess(t *testing.T) {
 		want       idempotent.Outcome
 		wantReason string
 	}{
-		{"new order", func() idempotent.Store { return memstore.New() }, nil, msg(validBody), idempotent.Created, ""},
-		{"same message again", func() idempotent.Store { return memstore.New() }, []string{validBody}, msg(validBody), idempotent.Duplicate, ""},
-		{"producer retry with new metadata", func() idempotent.Store { return memstore.New() }, []string{validBody},
+		{"new order", func() idempotent.Store { return memstore.New("/orderId") }, nil, msg(validBody), idempotent.Created, ""},
+		{"same message again", func() idempotent.Store { return memstore.New("/orderId") }, []string{validBody}, msg(validBody), idempotent.Duplicate, ""},
+		{"producer retry with new metadata", func() idempotent.Store { return memstore.New("/orderId") }, []string{validBody},
 			msg(strings.Replace(validBody, `"abc"`, `"retry-2"`, 1)), idempotent.Duplicate, ""},
-		{"same id other content", func() idempotent.Store { return memstore.New() }, []string{validBody}, msg(changed), idempotent.Mismatch, order.ReasonOrderIDReused},
-		{"malformed body", func() idempotent.Store { return memstore.New() }, nil, msg(`{not json`), idempotent.Invalid, idempotent.ReasonInvalidMessage},
-		{"invalid field", func() idempotent.Store { return memstore.New() }, nil, msg(strings.Replace(validBody, "EUR", "euro", 1)), idempotent.Invalid, idempotent.ReasonInvalidMessage},
-		{"MessageId differs from orderId", func() idempotent.Store { return memstore.New() }, nil,
+		{"same id other content", func() idempotent.Store { return memstore.New("/orderId") }, []string{validBody}, msg(changed), idempotent.Mismatch, order.ReasonOrderIDReused},
+		{"malformed body", func() idempotent.Store { return memstore.New("/orderId") }, nil, msg(`{not json`), idempotent.Invalid, idempotent.ReasonInvalidMessage},
+		{"invalid field", func() idempotent.Store { return memstore.New("/orderId") }, nil, msg(strings.Replace(validBody, "EUR", "euro", 1)), idempotent.Invalid, idempotent.ReasonInvalidMessage},
+		{"MessageId differs from orderId", func() idempotent.Store { return memstore.New("/orderId") }, nil,
 			idempotent.Message{ID: "ord-2", Body: []byte(validBody), DeliveryCount: 1}, idempotent.Invalid, idempotent.ReasonMessageIDMismatch},
 		{"throttled create", func() idempotent.Store { return failingStore{transient} }, nil, msg(validBody), idempotent.Transient, idempotent.ReasonStoreUnavailable},
 		{"create deadline", func() idempotent.Store { return failingStore{context.DeadlineExceeded} }, nil, msg(validBody), idempotent.Transient, idempotent.ReasonStoreUnavailable},
 		{"permanent store error is retried, not dropped", func() idempotent.Store { return failingStore{errors.New("403 forbidden")} }, nil, msg(validBody), idempotent.Transient, idempotent.ReasonStoreError},
-		{"read after conflict fails", func() idempotent.Store { return readFailingStore{memstore.New(), transient} }, []string{validBody}, msg(validBody), idempotent.Transient, idempotent.ReasonStoreUnavailable},
+		{"read after conflict fails", func() idempotent.Store { return readFailingStore{memstore.New("/orderId"), transient} }, []string{validBody}, msg(validBody), idempotent.Transient, idempotent.ReasonStoreUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,7 +101,7 @@ func TestProcess(t *testing.T) {
 }
 
 func TestProcessMismatchNamesBothHashes(t *testing.T) {
-	p := order.NewProcessor(memstore.New(), fixedNow)
+	p := order.NewProcessor(memstore.New("/orderId"), fixedNow)
 	ctx := context.Background()
 	p.Process(ctx, msg(validBody))
 	other, _ := order.Decode([]byte(strings.Replace(validBody, `"cust-1"`, `"cust-2"`, 1)))
@@ -113,7 +113,7 @@ func TestProcessMismatchNamesBothHashes(t *testing.T) {
 }
 
 func TestProcessWritesOrderAndEventTogether(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	p := order.NewProcessor(s, fixedNow)
 	if r := p.Process(context.Background(), msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatal(r)
@@ -133,7 +133,7 @@ func TestProcessWritesOrderAndEventTogether(t *testing.T) {
 }
 
 func TestConcurrentDeliveriesCreateOnce(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	p := order.NewProcessor(s, fixedNow)
 	const n = 32
 	results := make([]idempotent.Result, n)
@@ -191,7 +191,7 @@ func BenchmarkDecodeValidateHash(b *testing.B) {
 func BenchmarkProcess(b *testing.B) {
 	ctx := context.Background()
 	b.Run("created", func(b *testing.B) {
-		p := order.NewProcessor(memstore.New(), nil)
+		p := order.NewProcessor(memstore.New("/orderId"), nil)
 		bodies := make([][]byte, b.N)
 		for i := range bodies {
 			bodies[i] = []byte(strings.Replace(validBody, `"ord-1"`, fmt.Sprintf(`"ord-%d"`, i), 1))
@@ -223,7 +223,7 @@ func BenchmarkProcess(b *testing.B) {
 		}
 	})
 	b.Run("duplicate, cold", func(b *testing.B) {
-		s := memstore.New()
+		s := memstore.New("/orderId")
 		p := order.NewProcessor(s, nil, order.WithFactCache(0))
 		m := msg(validBody)
 		p.Process(ctx, m)
@@ -236,7 +236,7 @@ func BenchmarkProcess(b *testing.B) {
 		}
 	})
 	b.Run("duplicate", func(b *testing.B) {
-		p := order.NewProcessor(memstore.New(), nil)
+		p := order.NewProcessor(memstore.New("/orderId"), nil)
 		m := msg(validBody)
 		p.Process(ctx, m)
 		b.ReportAllocs()

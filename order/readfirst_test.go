@@ -30,7 +30,7 @@ func orders(prefix string, n int) []idempotent.Message {
 // its fact cache does not know (the originals went to another worker).
 func seeded(t *testing.T, msgs []idempotent.Message) *countingStore {
 	t.Helper()
-	s := &countingStore{Store: memstore.New()}
+	s := &countingStore{Store: memstore.New("/orderId")}
 	seeder := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	for _, m := range msgs {
 		if r := seeder.Process(t.Context(), m); r.Outcome != idempotent.Created {
@@ -317,7 +317,7 @@ func TestAdaptiveReadFirst_Concurrent(t *testing.T) {
 // it creating first.
 func ExampleProcessor_CopyShare() {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	other := order.NewProcessor(s, nil, order.WithDocuments(s)) // stored the originals
 	p := order.NewProcessor(s, nil, order.WithDocuments(s))
 	for _, m := range orders("ex", 30) {

@@ -51,7 +51,7 @@ func TestReplicaLag_ConflictThenLaggingReads_NeverOrderDocumentMissing(t *testin
 			}
 			name := fmt.Sprintf("payments=%v/reads=%v", payments, script)
 			picks := &scriptedPicks{}
-			s := memstore.New()
+			s := memstore.New("/orderId")
 			s.SetReplicaLag(memstore.ReplicaLag{Versions: 4, Pick: picks.pick})
 			newProcessor := func(sess *memstore.Session) *order.Processor {
 				opts := []order.Option{order.WithDocuments(sess), order.WithFactCache(0)}

@@ -26,7 +26,7 @@ func statusDelivery(version int64, status string, dc uint32) idempotent.Message 
 // patch writes is the one the read-and-replace path would write.
 func TestStatusPatch_MemStore(t *testing.T) {
 	ctx := t.Context()
-	s := &countingStore{Store: memstore.New()}
+	s := &countingStore{Store: memstore.New("/orderId")}
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatal(r)
@@ -73,7 +73,7 @@ func TestStatusPatch_MemStore(t *testing.T) {
 // the hashes and counts them, as before.
 func TestStatusPatch_FullOrLegacyDocumentIsReplaced(t *testing.T) {
 	ctx := t.Context()
-	s := &countingStore{Store: memstore.New()}
+	s := &countingStore{Store: memstore.New("/orderId")}
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatal(r)
@@ -123,7 +123,7 @@ func TestStatusPatch_FullOrLegacyDocumentIsReplaced(t *testing.T) {
 // A status change for an order not yet created is retried, on the patch
 // path too.
 func TestStatusPatch_OrderNotYetCreated(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	for _, dc := range []uint32{1, 2} { // the patch's path, the read's
 		r := p.Process(context.Background(), statusDelivery(2, "paid", dc))

@@ -25,7 +25,7 @@ func statusAt(version int64, status, changedAt string) idempotent.Message {
 // them.
 func TestStatusVersionReused(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	if r := p.Process(ctx, msg(validBody)); r.Outcome != idempotent.Created {
 		t.Fatal(r)
@@ -84,7 +84,7 @@ func TestStatusVersionReused(t *testing.T) {
 // MaxStatusHashes versions, the most recent ones.
 func TestStatusHashesAreBounded(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	p := order.NewProcessor(s, fixedNow, order.WithDocuments(s))
 	p.Process(ctx, msg(validBody))
 	last := int64(order.MaxStatusHashes + 10)

@@ -71,7 +71,7 @@ func TestStoreRejectionIsDeadLetteredAtOnce(t *testing.T) {
 			{forbidden, idempotent.Transient, idempotent.ReasonStoreError, true},
 		} {
 			t.Run(p.name+"/"+tt.wantReason, func(t *testing.T) {
-				s := memstore.New()
+				s := memstore.New("/orderId")
 				r := refusingStore{s, tt.err}
 				h, m := p.run(s, r, r)
 				res := h.Process(context.Background(), m)

@@ -57,7 +57,7 @@ func TestPaymentTakenOver(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
 			clk := &testClock{now: fixedNow()}
-			s := &faultyStore{Store: memstore.New(), replace: failFromCompletedMark(tt.failures)}
+			s := &faultyStore{Store: memstore.New("/orderId"), replace: failFromCompletedMark(tt.failures)}
 			g := newGateway()
 			if tt.down {
 				g.fail = func(call int) (error, bool) {

@@ -48,7 +48,7 @@ func TestRelay_EventFormatDecidesWhatIsPublished(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tp := &topic{}
-			r, err := relay.New(&onePage{docs: [][]byte{[]byte(tt.doc)}}, memstore.NewWithPartitionKey("id"), tp,
+			r, err := relay.New(&onePage{docs: [][]byte{[]byte(tt.doc)}}, memstore.New("/id"), tp,
 				relay.Options{Name: "r", Owner: "a", Events: tt.format, Logger: discard()})
 			if err != nil {
 				t.Fatal(err)
@@ -102,7 +102,7 @@ func TestRelay_EventFormatDecidesWhatIsPublished(t *testing.T) {
 func TestRelay_LeaseDocumentsCarryThePartitionKeyField(t *testing.T) {
 	for _, tt := range []struct{ path, field string }{{"", "id"}, {"/id", "id"}, {"/tenant", "tenant"}} {
 		t.Run("path "+tt.path, func(t *testing.T) {
-			leases := memstore.NewWithPartitionKey(tt.field)
+			leases := memstore.New("/" + tt.field)
 			feed := &onePage{docs: [][]byte{[]byte(`{"id":"e-1","type":"event","eventType":"Created"}`)}}
 			r, err := relay.New(feed, leases, &topic{}, relay.Options{Name: "r", Owner: "a", LeasePartitionKeyPath: tt.path, Logger: discard()})
 			if err != nil {
@@ -148,13 +148,13 @@ func isLeaseField(k string) bool {
 // that is a field the lease documents use for something else.
 func TestNew_RefusesALeasePartitionKeyPathItCannotWrite(t *testing.T) {
 	for _, path := range []string{"orderId", "/", "/a/b", "/_ts", "/owner", "/type", `/a"b`} {
-		_, err := relay.New(&onePage{}, memstore.New(), &topic{}, relay.Options{Name: "r", LeasePartitionKeyPath: path})
+		_, err := relay.New(&onePage{}, memstore.New("/orderId"), &topic{}, relay.Options{Name: "r", LeasePartitionKeyPath: path})
 		if err == nil {
 			t.Errorf("New with lease partition key path %q: no error", path)
 		}
 	}
 	for _, path := range []string{"", "/id", "/pk", "/orderId"} {
-		if _, err := relay.New(&onePage{}, memstore.New(), &topic{}, relay.Options{Name: "r", LeasePartitionKeyPath: path}); err != nil {
+		if _, err := relay.New(&onePage{}, memstore.New("/orderId"), &topic{}, relay.Options{Name: "r", LeasePartitionKeyPath: path}); err != nil {
 			t.Errorf("New with lease partition key path %q: %v", path, err)
 		}
 	}
@@ -178,7 +178,7 @@ func TestRelay_LagByTheEventFormatsTimeField(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var lags []time.Duration
-			r, err := relay.New(&onePage{docs: [][]byte{[]byte(tt.doc)}}, memstore.NewWithPartitionKey("id"), &topic{}, relay.Options{
+			r, err := relay.New(&onePage{docs: [][]byte{[]byte(tt.doc)}}, memstore.New("/id"), &topic{}, relay.Options{
 				Name: "r", Owner: "a", PageSize: 1, Events: tt.format, Now: func() time.Time { return now }, Logger: discard(),
 				Hooks: relay.Hooks{Read: func(_ string, lag time.Duration) { lags = append(lags, lag) }}})
 			if err != nil {

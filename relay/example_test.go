@@ -42,7 +42,7 @@ func (printer) SendBatch(_ context.Context, b relay.Batch) error {
 // and the sender relay.NewServiceBusSender(client.NewSender(topic, nil)).
 func Example() {
 	ctx := context.Background()
-	store := memstore.NewWithPartitionKey("invoiceId")
+	store := memstore.New("/invoiceId")
 	invoice := []byte(`{"id":"inv-1","invoiceId":"inv-1","type":"invoice","totalMinor":1000}`)
 	event := []byte(`{"id":"InvoiceIssued:inv-1","invoiceId":"inv-1","type":"event","eventType":"InvoiceIssued","totalMinor":1000}`)
 	if _, err := store.CreateBatch(ctx, "inv-1", []idempotent.Document{{ID: "inv-1", Body: invoice}, {ID: "InvoiceIssued:inv-1", Body: event}}); err != nil {
@@ -75,8 +75,8 @@ func Example() {
 // default), so the relay only reads the shipments' container.
 func ExampleEventFormat() {
 	ctx := context.Background()
-	shipments := memstore.NewWithPartitionKey("shipmentId")
-	leases := memstore.NewWithPartitionKey("id")
+	shipments := memstore.New("/shipmentId")
+	leases := memstore.New("/id")
 	docs := []idempotent.Document{
 		{ID: "shp-7", Body: []byte(`{"id":"shp-7","shipmentId":"shp-7","kind":"shipment"}`)},
 		{ID: "out-1", Body: []byte(`{"id":"out-1","shipmentId":"shp-7","kind":"outbox","messageId":"shp-7/dispatched","name":"Dispatched"}`)},
@@ -105,7 +105,7 @@ func ExampleEventFormat() {
 // names its event shape and the orders container's partition key path.
 func Example_orders() {
 	ctx := context.Background()
-	store := memstore.New() // partitioned on /orderId
+	store := memstore.New("/orderId") // partitioned on /orderId
 	o := order.Order{OrderID: "ord-1", CustomerID: "cust-1", Currency: "EUR",
 		Lines: []order.Line{{SKU: "SKU-1", Quantity: 1, UnitPriceMinor: 1000}}, TotalMinor: 1000, PlacedAt: time.Now()}
 	w := order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()) // the order and its OrderAccepted event

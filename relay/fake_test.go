@@ -180,7 +180,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, ranges int) *fixture {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	return &fixture{t: t, store: &leaseStore{Store: s}, feed: s.ChangeFeed(memstore.ChangeFeedOptions{Ranges: ranges, Seed: 3}),
 		topic: &topic{}, clock: newClock()}
 }

@@ -37,7 +37,7 @@ func FuzzRelayDecodesChangeFeedDocuments(f *testing.F) {
 	f.Add([]byte(`{"type":"event","eventType":"","id":"x"}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		tp := &topic{}
-		r, err := relay.New(&onePage{docs: [][]byte{doc}}, memstore.NewWithPartitionKey("id"), tp,
+		r, err := relay.New(&onePage{docs: [][]byte{doc}}, memstore.New("/id"), tp,
 			relay.Options{Name: "fz", Owner: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)

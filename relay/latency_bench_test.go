@@ -70,7 +70,7 @@ func benchOutbox(b *testing.B, fixed bool) {
 	)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := memstore.New()
+	store := memstore.New("/orderId")
 	feed := &timedFeed{ChangeFeed: store.ChangeFeed(memstore.ChangeFeedOptions{Ranges: 1, Seed: 1})}
 	ns := sbqueue.NewNamespace(sbqueue.RealClock())
 	tp, err := ns.CreateTopic("order-events", sbqueue.TopicOptions{RequiresDuplicateDetection: true})

@@ -75,7 +75,7 @@ func (s *fakeScheduler) copies() []scheduledCopy {
 // the original MessageId, applies the change once the order exists.
 func TestStatusChangeBeforeOrderIsScheduled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New()
+		store := memstore.New("/orderId")
 		p := order.NewProcessor(store, nil, order.WithDocuments(store))
 		r := workertest.NewReceiver()
 		s := &fakeScheduler{r: r}

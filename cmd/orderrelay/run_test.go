@@ -181,7 +181,7 @@ func testConfig(t *testing.T) config {
 // every event is published, and the first signal releases the leases with
 // their checkpoints.
 func TestServe_PublishesThenReleasesItsLeasesAtTheFirstSignal(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	feed := s.ChangeFeed(memstore.ChangeFeedOptions{Ranges: 3})
 	writeOrders(t, s, 25)
 	tp := &topic{}
@@ -221,7 +221,7 @@ func TestServe_PublishesThenReleasesItsLeasesAtTheFirstSignal(t *testing.T) {
 // beside the orders, carry their id under orderId, the container's
 // partition key path.
 func TestOptions_PublishTheOrderExamplesOutbox(t *testing.T) {
-	s := memstore.New() // partitioned on /orderId, as the orders container
+	s := memstore.New("/orderId") // partitioned on /orderId, as the orders container
 	feed := s.ChangeFeed(memstore.ChangeFeedOptions{Ranges: 2})
 	writeOrders(t, s, 5)
 	tp := &topic{}
@@ -261,7 +261,7 @@ func TestOptions_PublishTheOrderExamplesOutbox(t *testing.T) {
 // even when that goroutine is slow to get to it; before, it could come
 // after both, and a test reading the log raced with it.
 func TestServe_LogsTheShutdownBeforeTheStop(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	var logs bytes.Buffer
 	h := slowHandler{Handler: slog.NewJSONHandler(&logs, nil), slow: "shutting down", delay: 200 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -294,7 +294,7 @@ func (h slowHandler) Handle(ctx context.Context, r slog.Record) error {
 
 // A second signal returns at once, even with a send in flight.
 func TestServe_SecondSignalStopsAtOnce(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	writeOrders(t, s, 3)
 	tp := &topic{block: make(chan struct{})}
 	defer close(tp.block)

@@ -51,7 +51,7 @@ func newInstance(t *testing.T, owner string, s *memstore.Store, feed relay.Chang
 // by the one that finds them gone. Their counts agree with Stats.
 func TestTelemetry_PublishesLagAndTakeovers(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
-	s := memstore.NewWithClock(clock.Now)
+	s := memstore.NewWithClock("/orderId", clock.Now)
 	feed := s.ChangeFeed(memstore.ChangeFeedOptions{Ranges: 3})
 	writeOrdersAt(t, s, 25, clock.Now())
 	tp := &topic{}

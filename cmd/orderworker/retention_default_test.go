@@ -90,7 +90,7 @@ func TestDefaultKeyRetentionNeverChargesTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &failCompletedMark{Store: memstore.New()}
+	s := &failCompletedMark{Store: memstore.New("/orderId")}
 	c := defaultConfig(t)
 	opts := c.paymentOptions(payments.Gateway{Client: client}, "w1")
 	if err := opts.Validate(); err != nil {

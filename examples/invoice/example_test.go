@@ -19,7 +19,7 @@ import (
 // and the same invoiceId with another amount is dead-lettered.
 func Example() {
 	ctx := context.Background()
-	store := memstore.NewWithPartitionKey("invoiceId") // the container's partition key path is /invoiceId
+	store := memstore.New("/invoiceId") // the container's partition key path is /invoiceId
 	consumer := invoice.NewConsumer(store)
 
 	m := idempotent.Message{ID: "inv-1", DeliveryCount: 1,
@@ -63,7 +63,7 @@ func (s *sender) SendInvoice(_ context.Context, key string, m invoice.Mail) (str
 // is a duplicate and mails nothing.
 func ExampleNewMailEffect() {
 	ctx := context.Background()
-	store := memstore.NewWithPartitionKey("invoiceId")
+	store := memstore.New("/invoiceId")
 	mail := invoice.NewMailEffect(store, invoice.MailOptions{
 		Mailer: &sender{sent: map[string]string{}},
 		Lease:  time.Minute, // the queue's lock duration
@@ -94,7 +94,7 @@ func ExampleNewMailEffect() {
 // creates the invoice and mails it; the same request again gets the stored
 // response replayed; the key with another invoice is refused.
 func ExampleNewHandler() {
-	store := memstore.NewWithPartitionKey("invoiceId")
+	store := memstore.New("/invoiceId")
 	mail := invoice.NewMailEffect(store, invoice.MailOptions{
 		Mailer: &sender{sent: map[string]string{}},
 		Lease:  time.Minute, // above the handler's timeout

@@ -32,7 +32,7 @@ type backend struct {
 func backends(t *testing.T) []backend {
 	t.Helper()
 	mem := backend{name: "memstore", atomicBatch: true,
-		open: func(*testing.T) idempotent.DocumentStore { return memstore.NewWithPartitionKey("invoiceId") }}
+		open: func(*testing.T) idempotent.DocumentStore { return memstore.New("/invoiceId") }}
 	cs := cosmiumStore(t)
 	cosmium := backend{name: "cosmium", open: func(*testing.T) idempotent.DocumentStore { return cs }}
 	return []backend{mem, cosmium}

@@ -57,7 +57,7 @@ func TestWorker_RunsTheInvoiceConsumer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store := memstore.NewWithPartitionKey("invoiceId")
+	store := memstore.New("/invoiceId")
 	consumer := invoice.NewConsumer(&failOnce{Store: store, pk: "inv-w-03"})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

@@ -12,7 +12,7 @@ import (
 )
 
 func newMemstore(t *testing.T) (store, audit.Feed) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	return s, s.ChangeFeed(memstore.ChangeFeedOptions{Ranges: 2, Seed: 1})
 }
 

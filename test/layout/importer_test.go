@@ -61,7 +61,7 @@ func (noteKind) Documents(m idempotent.Message, n note, hash string) ([]idempote
 }
 
 func TestFourOutcomes(t *testing.T) {
-	c := idempotent.NewConsumer[note](noteKind{}, memstore.NewWithPartitionKey("noteId"))
+	c := idempotent.NewConsumer[note](noteKind{}, memstore.New("/noteId"))
 	for _, tt := range []struct {
 		body  string
 		count uint32
@@ -139,7 +139,7 @@ func TestWorkerOnTheTestBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	settled := 0
-	w, err := worker.New(receiver, idempotent.NewConsumer(noteKind{}, memstore.NewWithPartitionKey("noteId")), nil, worker.Options{
+	w, err := worker.New(receiver, idempotent.NewConsumer(noteKind{}, memstore.New("/noteId")), nil, worker.Options{
 		Concurrency: 1, RetryBackoff: -1, SummaryInterval: -1,
 		Observe: func(worker.Report) {
 			if settled++; settled == len(sent) {

@@ -29,7 +29,7 @@ func TestChangeFeed_LogHoldsOnlyTheLiveDocumentsLatestWrites(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-			s := memstore.NewWithClock(func() time.Time { return now })
+			s := memstore.NewWithClock("/orderId", func() time.Time { return now })
 			f := s.ChangeFeed(memstore.ChangeFeedOptions{Ranges: tt.ranges, Seed: 3})
 			ranges, _ := f.FeedRanges(ctx)
 			// The continuations of a reader that has read nothing yet.

@@ -61,7 +61,7 @@ func readAll(t *testing.T, f *memstore.ChangeFeed, fr, cont string, max int) ([]
 
 func TestChangeFeed_LatestVersionOnceAtItsLastWrite(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	f := s.ChangeFeed(memstore.ChangeFeedOptions{})
 	ranges, _ := f.FeedRanges(ctx)
 	if len(ranges) != 1 {
@@ -107,7 +107,7 @@ func TestChangeFeed_LatestVersionOnceAtItsLastWrite(t *testing.T) {
 
 func TestChangeFeed_PagesResumeExactlyAfterTheirContinuation(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	f := s.ChangeFeed(memstore.ChangeFeedOptions{Ranges: 3, Seed: 7})
 	want := map[string]bool{}
 	for i := range 40 {
@@ -146,7 +146,7 @@ func TestChangeFeed_PagesResumeExactlyAfterTheirContinuation(t *testing.T) {
 // across partition keys fails against it.
 func TestChangeFeed_OrderIsKeptOnlyWithinAPartitionKey(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	f := s.ChangeFeed(memstore.ChangeFeedOptions{Seed: 1})
 	var writeOrder []string
 	for i := range 30 {
@@ -175,7 +175,7 @@ func TestChangeFeed_OrderIsKeptOnlyWithinAPartitionKey(t *testing.T) {
 
 func TestChangeFeed_RefusesUnknownRangesAndForeignContinuations(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	f := s.ChangeFeed(memstore.ChangeFeedOptions{Ranges: 2})
 	ranges, _ := f.FeedRanges(ctx)
 	_, cont0, err := f.ReadChanges(ctx, ranges[0], "", 10)
@@ -201,7 +201,7 @@ func TestChangeFeed_RefusesUnknownRangesAndForeignContinuations(t *testing.T) {
 func TestChangeFeed_ExpiredDocumentsAreNotReturned(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	s := memstore.NewWithClock(func() time.Time { return now })
+	s := memstore.NewWithClock("/orderId", func() time.Time { return now })
 	f := s.ChangeFeed(memstore.ChangeFeedOptions{})
 	body := []byte(`{"id":"m","orderId":"p","ttl":5}`)
 	if _, err := s.CreateBatch(ctx, "p", []idempotent.Document{{ID: "m", Body: body}, versioned("p", "k", 1)}); err != nil {

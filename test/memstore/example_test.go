@@ -13,7 +13,7 @@ import (
 // a character Cosmos DB does not accept is a 400 that matches
 // idempotent.ErrRejected, and the batch writes nothing.
 func ExampleStatusError() {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	_, err := s.CreateBatch(context.Background(), "ord-1", []idempotent.Document{
 		{ID: "ord-1", Body: []byte(`{"id":"ord-1","orderId":"ord-1"}`)},
 		{ID: "inbox:a/b:ord-1", Body: []byte(`{"id":"inbox:a/b:ord-1","orderId":"ord-1"}`)},

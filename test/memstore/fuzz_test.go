@@ -19,7 +19,7 @@ func FuzzCreateBatch(f *testing.F) {
 	f.Add("a", []byte(`[1]`))
 	f.Add("a", []byte(`{"id":"a",`))
 	f.Fuzz(func(t *testing.T, id string, body []byte) {
-		s := memstore.New()
+		s := memstore.New("/orderId")
 		_, err := s.CreateBatch(t.Context(), "p", []idempotent.Document{{ID: id, Body: body}})
 		it, stored := s.Get("p", id)
 		if err != nil {

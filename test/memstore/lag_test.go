@@ -37,7 +37,7 @@ func readState(t *testing.T, c *memstore.Session, id string) string {
 // writes; the Store's own reads are always the latest.
 func TestReplicaLag_ReadsWithoutTheTokenMayLag(t *testing.T) {
 	var pick int
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	s.SetReplicaLag(memstore.ReplicaLag{Versions: 2, Pick: func(n int) int { return pick }})
 	ctx := t.Context()
 	writer := s.NewSession()
@@ -82,7 +82,7 @@ func TestReplicaLag_ReadsWithoutTheTokenMayLag(t *testing.T) {
 
 	// A batch appears at once: before it, neither document.
 	t.Run("batch", func(t *testing.T) {
-		s := memstore.New()
+		s := memstore.New("/orderId")
 		pick := 0
 		s.SetReplicaLag(memstore.ReplicaLag{Versions: 3, Pick: func(n int) int { return pick }})
 		if _, err := s.CreateBatch(ctx, "p", []idempotent.Document{{ID: "x", Body: lagBody("x", "1")}}); err != nil {
@@ -111,7 +111,7 @@ func TestReplicaLag_ReadsWithoutTheTokenMayLag(t *testing.T) {
 // the newer state; from then on they see it.
 func TestReplicaLag_ConflictTeachesNoToken(t *testing.T) {
 	pick := 0
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	s.SetReplicaLag(memstore.ReplicaLag{Versions: 3, Pick: func(n int) int { return pick }})
 	ctx := t.Context()
 	if _, err := s.NewSession().CreateBatch(ctx, "p", []idempotent.Document{{ID: "o", Body: lagBody("o", "1")}, {ID: "e", Body: lagBody("e", "1")}}); err != nil {
@@ -138,7 +138,7 @@ func TestReplicaLag_ConflictTeachesNoToken(t *testing.T) {
 // the last Versions+1, and the same seed reads the same states.
 func TestReplicaLag_RandomWithinTheBound(t *testing.T) {
 	run := func() []string {
-		s := memstore.New()
+		s := memstore.New("/orderId")
 		s.SetReplicaLag(memstore.ReplicaLag{Versions: 2, Seed: 7})
 		ctx := t.Context()
 		if _, err := s.CreateBatch(ctx, "p", []idempotent.Document{{ID: "a", Body: lagBody("a", "0")}}); err != nil {
@@ -184,7 +184,7 @@ func TestReplicaLag_RandomWithinTheBound(t *testing.T) {
 // Cosmos DB's replication cannot produce).
 func TestReplicaLag_WindowBoundsTheLagInTime(t *testing.T) {
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	s := memstore.NewWithClock(func() time.Time { return now })
+	s := memstore.NewWithClock("/orderId", func() time.Time { return now })
 	s.SetReplicaLag(memstore.ReplicaLag{Versions: 3, Window: time.Second, Pick: func(n int) int { return 0 }})
 	ctx := t.Context()
 	writer := s.NewSession()

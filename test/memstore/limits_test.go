@@ -111,7 +111,7 @@ func TestCreateBatch_RejectsWhatCosmosDBRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := memstore.New()
+			s := memstore.New("/orderId")
 			if _, err := s.CreateBatch(t.Context(), "ord-0", docs("ord-0", "existing")); err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +145,7 @@ func TestCreateBatch_RejectsWhatCosmosDBRejects(t *testing.T) {
 // A conflict is reported on the operation whose id exists, as Cosmos DB
 // reports it (409, the others 424), after the content checks.
 func TestCreateBatch_ConflictAfterContentChecks(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	if _, err := s.CreateBatch(t.Context(), "p", docs("p", "a")); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestCreateBatch_ConflictAfterContentChecks(t *testing.T) {
 // An id argument that differs from the body's id is the caller's bug:
 // Cosmos DB would store the document under the body's id.
 func TestCreateBatch_IDNotTheBodysID_IsAnError(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	_, err := s.CreateBatch(t.Context(), "p", []idempotent.Document{{ID: "a", Body: body("p", "b")}})
 	var se *memstore.StatusError
 	if err == nil || errors.As(err, &se) || errors.Is(err, idempotent.ErrRejected) {
@@ -175,7 +175,7 @@ func TestCreateBatch_IDNotTheBodysID_IsAnError(t *testing.T) {
 // azcosmos marshals a batch itself and refuses a body that is not JSON
 // before it sends anything: no status, and not the message's fault.
 func TestCreateBatch_NotJSON_IsAnErrorWithoutStatus(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	_, err := s.CreateBatch(t.Context(), "p", []idempotent.Document{doc("p", "a"), {ID: "x", Body: []byte(`{"id":"x",`)}})
 	var se *memstore.StatusError
 	if err == nil || errors.As(err, &se) || errors.Is(err, idempotent.ErrRejected) {
@@ -187,7 +187,7 @@ func TestCreateBatch_NotJSON_IsAnErrorWithoutStatus(t *testing.T) {
 }
 
 func TestCreateBatch_Empty_IsAnError(t *testing.T) {
-	if _, err := memstore.New().CreateBatch(t.Context(), "p", nil); err == nil {
+	if _, err := memstore.New("/orderId").CreateBatch(t.Context(), "p", nil); err == nil {
 		t.Fatal("CreateBatch of no documents succeeded")
 	}
 }
@@ -211,7 +211,7 @@ func TestReplaceDocument_RejectsWhatCosmosDBRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := memstore.New()
+			s := memstore.New("/orderId")
 			if _, err := s.CreateBatch(t.Context(), pk, docs(pk, "a")); err != nil {
 				t.Fatal(err)
 			}
@@ -227,7 +227,7 @@ func TestReplaceDocument_RejectsWhatCosmosDBRejects(t *testing.T) {
 
 func TestReadDocument_IllegalID_400(t *testing.T) {
 	for _, id := range []string{"a/b", `a\b`, "a?b", "a#b", strings.Repeat("a", 256), ""} {
-		_, _, err := memstore.New().ReadDocument(t.Context(), "p", id)
+		_, _, err := memstore.New("/orderId").ReadDocument(t.Context(), "p", id)
 		checkStatus(t, err, 400, 0, -1, idempotent.ErrRejected)
 	}
 }
@@ -257,7 +257,7 @@ func TestStatusError_MatchesTheOrderSentinels(t *testing.T) {
 // The statuses of the existing paths, now in a *StatusError.
 func TestStatusError_OfMissingAndMovedDocuments(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	_, _, err := s.ReadDocument(ctx, "p", "a")
 	checkStatus(t, err, 404, 0, -1, idempotent.ErrNotFound)
 	_, err = order.ReadOrder(ctx, s, "a")
@@ -272,7 +272,7 @@ func TestStatusError_OfMissingAndMovedDocuments(t *testing.T) {
 }
 
 func TestPingAndCheck(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	if err := s.Ping(t.Context()); err != nil {
 		t.Errorf("Ping = %v", err)
 	}

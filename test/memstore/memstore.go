@@ -1,5 +1,11 @@
-// Package memstore is an in-memory document store with the Cosmos DB semantics
-// the idempotent consumer relies on: documents addressed by partition key and
+// Package memstore is an in-memory document store for tests of code built on
+// package idempotent. Build one for the container it stands for, by its
+// partition key path, and use it as the idempotent.Store:
+//
+//	store := memstore.New("/tenantId")
+//	consumer := idempotent.NewConsumer(TenantKind{}, store)
+//
+// It has the Cosmos DB semantics the idempotent consumer relies on: documents addressed by partition key and
 // id, an atomic create that fails with a conflict when the id exists, and a
 // transactional batch that applies all of its operations or none and reports
 // the operation that caused a failure (409, 400, 413) and 424 on the others.
@@ -22,7 +28,7 @@
 //   - an id that is empty, contains /, \, ? or #, or is longer than
 //     MaxIDLength characters: 400, on every call that names it;
 //   - a document that is not a JSON object, whose partition key field
-//     ("orderId" for New, the field NewWithPartitionKey names) is not the
+//     (the field the partition key path given to New names) is not the
 //     request's partition key value (400, sub-status 1001), or whose
 //     "ttl" is not -1 or a whole number of seconds from 1 to MaxTTL (400;
 //     0, null, fractions and strings included);
@@ -48,7 +54,7 @@
 // # Simplifications
 //
 // The store stands for one container partitioned on one top-level field
-// (/orderId for New, another with NewWithPartitionKey) with a default TTL
+// (the path given to New) with a default TTL
 // of -1, as cosmosstore.CreateDatabaseAndContainer and the Bicep template
 // create it (SetDefaultTTL models another default, which Check refuses);
 // other containers are out of scope. Its own
@@ -76,6 +82,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,27 +123,21 @@ var (
 	_ idempotent.Patcher       = (*Store)(nil)
 )
 
-// DefaultPartitionKeyField is the field that carries the partition key
-// value in the orders container (partition key path /orderId), which New
-// and NewWithClock model.
-const DefaultPartitionKeyField = "orderId"
+// New returns an empty Store on the real clock for a container whose
+// partition key path is partitionKeyPath ("/tenantId"): every document must
+// carry its partition key value in that top-level field, as Cosmos DB
+// requires. It panics if the path is not a slash and a top-level field
+// name, a mistake of the test that builds it.
+func New(partitionKeyPath string) *Store { return NewWithClock(partitionKeyPath, time.Now) }
 
-// New returns an empty Store on the real clock, partitioned on /orderId.
-func New() *Store { return NewWithClock(time.Now) }
-
-// NewWithClock returns an empty Store partitioned on /orderId whose
-// time-to-live expiry follows now.
-func NewWithClock(now func() time.Time) *Store {
-	return &Store{parts: make(map[string]map[string]*Item), now: now, pkField: DefaultPartitionKeyField}
-}
-
-// NewWithPartitionKey returns an empty Store on the real clock for a
-// container partitioned on "/"+field: every document must carry its
-// partition key value in that top-level field, as Cosmos DB requires.
-func NewWithPartitionKey(field string) *Store {
-	s := New()
-	s.pkField = field
-	return s
+// NewWithClock is New with a clock: the store's time-to-live expiry follows
+// now.
+func NewWithClock(partitionKeyPath string, now func() time.Time) *Store {
+	field, ok := strings.CutPrefix(partitionKeyPath, "/")
+	if !ok || field == "" || strings.ContainsAny(field, "/\"\\") {
+		panic(fmt.Sprintf("memstore: partition key path %q is not a slash and a top-level field name, such as /tenantId", partitionKeyPath))
+	}
+	return &Store{parts: make(map[string]map[string]*Item), now: now, pkField: field}
 }
 
 // Item is a stored document.

@@ -33,7 +33,7 @@ func docs(pk string, ids ...string) []idempotent.Document {
 
 func TestCreateBatch(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	if _, err := s.CreateBatch(ctx, "p1", docs("p1", "a", "b")); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestCreateBatch(t *testing.T) {
 }
 
 func TestCopiesAreIsolated(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	d := docs("p", "a")
 	want := string(d[0].Body)
 	if _, err := s.CreateBatch(context.Background(), "p", d); err != nil {
@@ -84,7 +84,7 @@ func TestCopiesAreIsolated(t *testing.T) {
 }
 
 func TestCancelledContextWritesNothing(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := s.CreateBatch(ctx, "p", docs("p", "a")); !errors.Is(err, context.Canceled) {
@@ -96,7 +96,7 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 }
 
 func TestConcurrentCreatesHaveOneWinner(t *testing.T) {
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	wins := 0
@@ -120,7 +120,7 @@ func TestConcurrentCreatesHaveOneWinner(t *testing.T) {
 
 func TestReplaceIsETagConditioned(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	if _, err := s.CreateBatch(ctx, "p", docs("p", "a")); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestReplaceIsETagConditioned(t *testing.T) {
 func TestTimeToLive(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := memstore.NewWithClock(func() time.Time { return now })
+	s := memstore.NewWithClock("/orderId", func() time.Time { return now })
 	marker := []idempotent.Document{{ID: "m", Body: []byte(`{"id":"m","orderId":"p","ttl":60}`)}, doc("p", "keep")}
 	if _, err := s.CreateBatch(ctx, "p", marker); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 // document a 404, and what Cosmos DB refuses a 400; none of them writes.
 func TestPatchDocument(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
+	s := memstore.New("/orderId")
 	const body = `{"id":"a","orderId":"p1","version":3,"name":"x","hashes":{},"count":1}`
 	if _, err := s.CreateBatch(ctx, "p1", []idempotent.Document{{ID: "a", Body: []byte(body)}}); err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestPatchDocument(t *testing.T) {
 // refused and an orderId field is an ordinary field.
 func TestPatchDocument_PartitionKeyOfTheContainer(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.NewWithPartitionKey("tenantId")
+	s := memstore.New("/tenantId")
 	const body = `{"id":"a","tenantId":"t1","orderId":"o1"}`
 	if _, err := s.CreateBatch(ctx, "t1", []idempotent.Document{{ID: "a", Body: []byte(body)}}); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 func TestWrite_SweepsExpiredDocumentsNobodyReads(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	s := NewWithClock(func() time.Time { return now })
+	s := NewWithClock("/orderId", func() time.Time { return now })
 	const live = 10
 	for i := range live {
 		pk := fmt.Sprintf("keep-%d", i)

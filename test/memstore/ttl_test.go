@@ -29,7 +29,7 @@ func TestCheck_DefaultTTLMustBeMinusOne(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			now := time.Unix(1_700_000_000, 0)
-			s := memstore.NewWithClock(func() time.Time { return now })
+			s := memstore.NewWithClock("/orderId", func() time.Time { return now })
 			if tt.set != nil {
 				s.SetDefaultTTL(*tt.set)
 			}

@@ -126,7 +126,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	rep.PoisonOrders = len(poison)
 	p.spared = poisoned
 
-	mem := memstore.NewWithClock(time.Now)
+	mem := memstore.NewWithClock("/orderId", time.Now)
 	if cfg.Faults.ReplicaLag > 0 {
 		mem.SetReplicaLag(memstore.ReplicaLag{Versions: replicaLagVersions, Seed: cfg.Seed, Window: cfg.LockDuration / replicaLagWindowDiv})
 	}
