@@ -113,7 +113,8 @@ type EffectOptions struct {
 	Name string
 	// PartitionKeyField is the record's JSON field that holds the
 	// partition key value (the entity id), as the container's partition
-	// key path names it without its slash ("invoiceId"). Required.
+	// key path names it ("invoiceId" or "/invoiceId", as for the inbox's
+	// InboxConfig.PartitionKeyField). Required.
 	PartitionKeyField string
 	// Type is the record's "type" field; empty means "effect".
 	Type string
@@ -160,6 +161,7 @@ type EffectOptions struct {
 
 // withDefaults returns o with its zero fields defaulted.
 func (o EffectOptions) withDefaults() EffectOptions {
+	o.PartitionKeyField = strings.TrimPrefix(o.PartitionKeyField, "/")
 	if o.KeyRetention == 0 {
 		o.KeyRetention = DefaultKeyRetention
 	}
@@ -194,7 +196,7 @@ func (o EffectOptions) Validate() error {
 		errs = append(errs, errors.New("effect: no name"))
 	}
 	if o.PartitionKeyField == "" || strings.ContainsAny(o.PartitionKeyField, `/"\`) {
-		errs = append(errs, fmt.Errorf("effect %s: partition key field %q must be a field name (the partition key path without its slash)", o.Name, o.PartitionKeyField))
+		errs = append(errs, fmt.Errorf("effect %s: partition key field %q must be a top-level field name (a partition key path such as /invoiceId)", o.Name, o.PartitionKeyField))
 	} else if recordFields[o.PartitionKeyField] || o.PartitionKeyField == o.RefField {
 		errs = append(errs, fmt.Errorf("effect %s: partition key field %q is a field of the record itself", o.Name, o.PartitionKeyField))
 	}

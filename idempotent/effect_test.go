@@ -445,7 +445,15 @@ func TestEffectAlone(t *testing.T) {
 	if calls, effects := m.calls(); calls != 1 || effects != 1 {
 		t.Errorf("%d calls, %d effects, want 1 and 1", calls, effects)
 	}
-	bad := idempotent.NewEffect(s, idempotent.EffectOptions{Name: "Receipt", PartitionKeyField: "/invoiceId", Downstream: m})
+	// The field may be given as the container's partition key path.
+	byPath := idempotent.NewEffect(s, idempotent.EffectOptions{Name: "Receipt", PartitionKeyField: "/invoiceId", Downstream: m, Lease: time.Minute})
+	if r, done := byPath.Run(t.Context(), mailDelivery("inv-8", "a@x", 1, 1), "inv-8", "", []byte(`{"to":"a@x"}`)); !done {
+		t.Fatalf("run with the path /invoiceId: %v %s", r.Outcome, r.Description)
+	}
+	if rec, _, err := byPath.Read(t.Context(), "inv-8"); err != nil || rec.State != idempotent.EffectCompleted {
+		t.Errorf("record of inv-8: %+v, %v; want it completed", rec, err)
+	}
+	bad := idempotent.NewEffect(s, idempotent.EffectOptions{Name: "Receipt", PartitionKeyField: "/in/voiceId", Downstream: m})
 	if err := bad.Err(); err == nil || !strings.Contains(err.Error(), "lease") || !strings.Contains(err.Error(), "partition key field") {
 		t.Errorf("Err = %v, want the lease and the field named", err)
 	}
