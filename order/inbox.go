@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
@@ -88,9 +89,11 @@ type LoyaltyEntry struct {
 // markers never expire (ttl -1), the only safe choice for a queue whose
 // messages never expire.
 //
-// Build one with NewInboxConsumer, which refuses an illegal name or TTL. A
-// consumer built as a struct literal checks the same on every message and,
-// when they are wrong, writes nothing and returns a Transient result with
+// Build one with NewInboxConsumer, which refuses an illegal name or TTL, and
+// set its fields before its first Process: it builds the core's inbox from
+// them then, once. A consumer built as a struct literal checks the same at
+// that point and, when they are wrong, writes nothing and returns, for
+// every message, a Transient result with
 // ReasonConsumerMisconfigured, which Result.DependencyFailed counts: a
 // misconfigured consumer must not dead-letter the backlog, which is not at
 // fault.
@@ -103,6 +106,12 @@ type InboxConsumer struct {
 	// subscription the consumer reads (a RedeliveryHorizon): a MarkerTTL
 	// below its minimum retention is refused.
 	Horizon idempotent.RetentionHorizon
+
+	// once builds the core's inbox from the fields above at the first
+	// Process, which the consumer then keeps: set the fields before it.
+	once  sync.Once
+	built *idempotent.Inbox
+	err   error
 }
 
 // NewInboxConsumer returns the inbox consumer name writing to store, or an
@@ -122,13 +131,19 @@ func NewInboxConsumer(name string, store idempotent.Store, markerTTL time.Durati
 // beyond that with a 400) and, with a Horizon, not below its minimum
 // retention (see idempotent.NewInbox).
 func (c *InboxConsumer) Validate() error {
-	_, err := c.inbox()
+	_, err := c.newInbox()
 	return err
 }
 
 // inbox returns the core's inbox for c's configuration, or why there is
-// none.
+// none, built once at the first call.
 func (c *InboxConsumer) inbox() (*idempotent.Inbox, error) {
+	c.once.Do(func() { c.built, c.err = c.newInbox() })
+	return c.built, c.err
+}
+
+// newInbox builds the core's inbox for c's configuration.
+func (c *InboxConsumer) newInbox() (*idempotent.Inbox, error) {
 	return idempotent.NewInbox(c.Store, idempotent.InboxConfig{
 		Consumer: c.Name, PartitionKeyField: "orderId", MarkerTTL: c.MarkerTTL, Horizon: c.Horizon, Now: c.Now,
 		ReusedReason: ReasonOrderIDReused, Failure: inboxFailure,
