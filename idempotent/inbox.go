@@ -99,9 +99,9 @@ type InboxConfig struct {
 	// processed with another content hash. Empty means ReasonIDReused.
 	ReusedReason string
 	// Failure turns a store error of operation op into a result; nil
-	// means StoreFailure. A marker that cannot be decoded is reported to
-	// it as a *MarkerError, for a caller that dead-letters such a message
-	// at once rather than retrying it.
+	// means StoreFailure. A marker that cannot be decoded reaches it as an
+	// *UnreadableError (it matches ErrUnreadable), for a caller that
+	// dead-letters such a message at once rather than retrying it.
 	Failure func(key, op string, err error) Result
 }
 
@@ -225,22 +225,6 @@ func NewInbox(store Store, cfg InboxConfig) (*Inbox, error) {
 // Consumer returns the name of the inbox's consumer.
 func (in *Inbox) Consumer() string { return in.consumer }
 
-// MarkerError reports a stored inbox marker that cannot be decoded, or
-// that is not a marker (it has no requestHash). Every delivery would read
-// the same bytes.
-type MarkerError struct {
-	PartitionKey string
-	ID           string
-	Err          error
-}
-
-func (e *MarkerError) Error() string {
-	return fmt.Sprintf("stored inbox marker %q in partition %q cannot be decoded: %v", e.ID, e.PartitionKey, e.Err)
-}
-
-// Unwrap returns the decoding error.
-func (e *MarkerError) Unwrap() error { return e.Err }
-
 // storedMarker is what the decision reads from a stored marker.
 type storedMarker struct {
 	RequestHash string    `json:"requestHash"`
@@ -322,10 +306,10 @@ func (in *Inbox) read(ctx context.Context, pk, id string) (storedMarker, bool, e
 	}
 	var s storedMarker
 	if err := json.Unmarshal(body, &s); err != nil {
-		return storedMarker{}, false, &MarkerError{PartitionKey: pk, ID: id, Err: err}
+		return storedMarker{}, false, unreadableError(pk, id, err)
 	}
 	if s.RequestHash == "" {
-		return storedMarker{}, false, &MarkerError{PartitionKey: pk, ID: id, Err: errors.New("it has no requestHash: it is not an inbox marker")}
+		return storedMarker{}, false, unreadableError(pk, id, errors.New("it has no requestHash: it is not an inbox marker"))
 	}
 	return s, true, nil
 }

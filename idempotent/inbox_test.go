@@ -242,7 +242,7 @@ func TestInbox_ConcurrentDeliveries(t *testing.T) {
 
 // TestInbox_Failures: a store that fails writes nothing and retries as a
 // dependency failure; a marker that cannot be decoded reaches the Failure
-// hook as a *MarkerError; documents that cannot be built are Invalid; a
+// hook as an *UnreadableError; documents that cannot be built are Invalid; a
 // conflict on a business document with no marker is retried.
 func TestInbox_Failures(t *testing.T) {
 	throttled := fmt.Errorf("429: %w", idempotent.ErrTransient)
@@ -278,9 +278,9 @@ func TestInbox_Failures(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := in.Process(t.Context(), delivery("ev-1", 1), "t-1", "h1", points("t-1", 1))
-			var me *idempotent.MarkerError
+			var me *idempotent.UnreadableError
 			if r.Outcome != idempotent.Invalid || !errors.As(got, &me) || me.ID != "inbox:loyalty:ev-1" || me.PartitionKey != "t-1" {
-				t.Errorf("marker %s: %v, hook got %v; want the hook's Invalid for a *MarkerError", body, r.Outcome, got)
+				t.Errorf("marker %s: %v, hook got %v; want the hook's Invalid for an *UnreadableError", body, r.Outcome, got)
 			}
 		}
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -146,18 +145,8 @@ func (c *InboxConsumer) inbox() (*idempotent.Inbox, error) {
 func (c *InboxConsumer) newInbox() (*idempotent.Inbox, error) {
 	return idempotent.NewInbox(c.Store, idempotent.InboxConfig{
 		Consumer: c.Name, PartitionKeyField: "orderId", MarkerTTL: c.MarkerTTL, Horizon: c.Horizon, Now: c.Now,
-		ReusedReason: ReasonOrderIDReused, Failure: inboxFailure,
+		ReusedReason: ReasonOrderIDReused, Failure: storeFailure,
 	})
-}
-
-// inboxFailure is storeFailure for the inbox piece: a stored marker that
-// cannot be decoded is a *StoredDocumentError, dead-lettered at once.
-func inboxFailure(orderID, op string, err error) idempotent.Result {
-	var me *idempotent.MarkerError
-	if errors.As(err, &me) {
-		err = &StoredDocumentError{PartitionKey: me.PartitionKey, ID: me.ID, Err: me.Err}
-	}
-	return storeFailure(orderID, op, err)
 }
 
 // Process decides by the message's Subject. An order placement is decoded,
