@@ -99,9 +99,11 @@ type InboxConfig struct {
 	// processed with another content hash. Empty means ReasonIDReused.
 	ReusedReason string
 	// Failure turns a store error of operation op into a result; nil
-	// means StoreFailure. A marker that cannot be decoded reaches it as an
-	// *UnreadableError (it matches ErrUnreadable), for a caller that
-	// dead-letters such a message at once rather than retrying it.
+	// means StoreFailure, except that a marker that cannot be decoded is
+	// Invalid at once (ReasonStoredDocumentUnreadable), as the Consumer
+	// decides its markers: every redelivery would read the same bytes. Such
+	// a marker reaches Failure as an *UnreadableError (it matches
+	// ErrUnreadable), for a caller that describes it in its own words.
 	Failure func(key, op string, err error) Result
 }
 
@@ -217,7 +219,7 @@ func NewInbox(store Store, cfg InboxConfig) (*Inbox, error) {
 		in.policy = RedeliveriesFirst{}
 	}
 	if in.failure == nil {
-		in.failure = StoreFailure
+		in.failure = storeFailure
 	}
 	return in, nil
 }

@@ -284,6 +284,16 @@ func TestInbox_Failures(t *testing.T) {
 			}
 		}
 	})
+	t.Run("undecodable marker, default failure", func(t *testing.T) {
+		s := memstore.New("/tenantId")
+		if _, err := s.CreateBatch(t.Context(), "t-1", []idempotent.Document{{ID: "inbox:loyalty:ev-1", Body: []byte(`{"id":"inbox:loyalty:ev-1","tenantId":"t-1"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		r := newTestInbox(t, s, "loyalty").Process(t.Context(), delivery("ev-1", 2), "t-1", "h1", points("t-1", 1))
+		if r.Outcome != idempotent.Invalid || r.Reason != idempotent.ReasonStoredDocumentUnreadable || !errors.Is(r.Err, idempotent.ErrUnreadable) {
+			t.Errorf("%v %q (%s): want Invalid %s at once, as the Consumer decides an unreadable marker", r.Outcome, r.Reason, r.Description, idempotent.ReasonStoredDocumentUnreadable)
+		}
+	})
 	t.Run("documents cannot be built", func(t *testing.T) {
 		s := memstore.New("/tenantId")
 		r := newTestInbox(t, s, "loyalty").Process(t.Context(), delivery("ev-1", 1), "t-1", "h1",
