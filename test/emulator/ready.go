@@ -39,9 +39,14 @@ func WaitReady(ctx context.Context, interval time.Duration, probe Probe) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("emulator: not ready: %w (last probe: %w)", ctx.Err(), err)
 		case <-t.C:
+			// A tick and the context's end may come together, and select
+			// picks either: never probe once the context has ended.
+			if ctx.Err() == nil {
+				continue
+			}
 		}
+		return fmt.Errorf("emulator: not ready: %w (last probe: %w)", ctx.Err(), err)
 	}
 }
 
