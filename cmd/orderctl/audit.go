@@ -73,16 +73,26 @@ func (e *violationsError) Error() string {
 	return fmt.Sprintf("audit: %d violations (the report above lists them by invariant)", e.n)
 }
 
-func parseAuditConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (auditConfig, error) {
+// defaultRelays is RELAY_NAME's default: the deployed relay's name.
+const defaultRelays = "orderrelay"
+
+// parseAuditConfig reads the environment through lookupEnv (as
+// os.LookupEnv), then args. RELAY_NAME set to "" (or blanks) turns the relay
+// checks off, as -relays= does; not set, it is defaultRelays.
+func parseAuditConfig(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool)) (auditConfig, error) {
 	var c auditConfig
-	env := cli.NewEnv(fs, getenv)
+	env := cli.NewEnv(fs, func(k string) string { v, _ := lookupEnv(k); return v })
+	relays := defaultRelays
+	if v, set := lookupEnv("RELAY_NAME"); set && strings.TrimSpace(v) == "" {
+		relays = ""
+	}
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint (required)")
 	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
 	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", "orders", "Cosmos DB database")
 	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "the orders container")
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
 	env.String(&c.LeasesContainer, "leases-container", "COSMOS_LEASES_CONTAINER", "", "container of the relay's lease documents; empty: the orders container (emulators)")
-	env.String(&c.Relays, "relays", "RELAY_NAME", "orderrelay", "comma-separated names of the relays whose leases are checked; empty: relay-lag and relay-lease are not checked")
+	env.String(&c.Relays, "relays", "RELAY_NAME", relays, "comma-separated names of the relays whose leases are checked; empty (-relays= or RELAY_NAME set to \"\"): relay-lag and relay-lease are not checked")
 	env.Duration(&c.MaxRelayLag, "max-relay-lag", "AUDIT_MAX_RELAY_LAG", audit.DefaultMaxRelayLag, "how old the oldest unpublished event after a relay's checkpoint may be")
 	env.String(&c.Consumers, "consumers", "AUDIT_CONSUMERS", "", "comma-separated inbox consumers, each NAME[=CONTAINER][@SINCE]: its name (WORKER_INBOX_CONSUMER), the container of its markers (default: the orders container) and when its subscription was created (RFC 3339; default: always); empty: inbox and marker-ttl are not checked")
 	env.Duration(&c.InboxTTL, "inbox-ttl", "WORKER_INBOX_TTL", defaultInboxTTL, "time-to-live of the consumers' inbox markers: an event older than it may have lost its markers; unlimited for none")
@@ -227,10 +237,10 @@ func (c *auditConfig) horizon() order.RedeliveryHorizon {
 }
 
 // runAudit is "orderctl audit": args are the flags after "audit".
-func runAudit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, now func() time.Time) error {
+func runAudit(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, now func() time.Time) error {
 	fs := flag.NewFlagSet("orderctl audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg, err := parseAuditConfig(fs, args, getenv)
+	cfg, err := parseAuditConfig(fs, args, lookupEnv)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -194,5 +196,39 @@ func TestAuditConfig_ReportsEveryProblem(t *testing.T) {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("audit -h does not say %q", want)
 		}
+	}
+}
+
+// TestAuditConfig_EmptyRelayNameTurnsRelayChecksOff: RELAY_NAME set to ""
+// turns relay-lag and relay-lease off, as its help says, where RELAY_NAME
+// not set checks the deployed relay; a -relays flag overrides both.
+func TestAuditConfig_EmptyRelayNameTurnsRelayChecksOff(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string
+	}{
+		{name: "not set", env: map[string]string{}, want: []string{"orderrelay"}},
+		{name: "set, empty", env: map[string]string{"RELAY_NAME": ""}, want: nil},
+		{name: "set, blank", env: map[string]string{"RELAY_NAME": " "}, want: nil},
+		{name: "two relays", env: map[string]string{"RELAY_NAME": "r1, r2"}, want: []string{"r1", "r2"}},
+		{name: "empty, the flag names one", env: map[string]string{"RELAY_NAME": ""}, args: []string{"-relays", "r9"}, want: []string{"r9"}},
+		{name: "set, the flag empties it", env: map[string]string{"RELAY_NAME": "r1"}, args: []string{"-relays="}, want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.env["COSMOS_ENDPOINT"] = "https://localhost:8081/"
+			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c, err := parseAuditConfig(fs, tt.args, lookup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.relays(); !slices.Equal(got, tt.want) {
+				t.Errorf("relays %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
