@@ -103,6 +103,13 @@ type Config struct {
 	// Settle is how old an event must be before its consumers' markers are
 	// required. Zero means DefaultSettle.
 	Settle time.Duration
+	// ClockSkew is how far an inbox consumer's clock, which stamps its
+	// markers and entries, may differ from the store's, which expires the
+	// markers: a marker is taken as certainly stored until its
+	// Consumer.MarkerTTL less ClockSkew has passed, and as possibly expired
+	// by design after. Zero means DefaultClockSkew; negative means none
+	// (the consumers and the store share one clock, as in a simulation).
+	ClockSkew time.Duration
 	// PageSize is the number of documents per change feed page. Zero means
 	// DefaultPageSize.
 	PageSize int
@@ -122,6 +129,7 @@ const (
 	DefaultSettle      = time.Hour
 	DefaultPageSize    = 100
 	DefaultMaxIDs      = 20
+	DefaultClockSkew   = idempotent.ClockSkew
 )
 
 // Violation is one breach of an invariant.
@@ -205,6 +213,12 @@ func (c *Config) withDefaults() Config {
 	}
 	if o.Settle == 0 {
 		o.Settle = DefaultSettle
+	}
+	switch {
+	case o.ClockSkew == 0:
+		o.ClockSkew = DefaultClockSkew
+	case o.ClockSkew < 0:
+		o.ClockSkew = 0
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = DefaultPageSize
@@ -613,16 +627,32 @@ func (a *auditor) inbox(ctx context.Context, c Consumer, doc order.OrderDocument
 		a.violate(Inbox, doc.ID, "a document of consumer %s's partition does not decode: %v", c.Name, err)
 		return nil
 	}
+	// A marker and its entry are written in one batch with one time
+	// (processedAt, awardedAt): both are young (their marker certainly
+	// stored) or both old (their marker may have expired by design, the
+	// entry stays). Young ones pair exactly; an old marker still needs
+	// its entry.
 	var markers []markerDoc
+	youngMarkers, oldMarkers := 0, 0
 	for _, m := range cp.markers {
-		if m.Consumer == c.Name {
-			markers = append(markers, m)
+		if m.Consumer != c.Name {
+			continue
+		}
+		markers = append(markers, m)
+		if a.markerMayHaveExpired(c, m.written()) {
+			oldMarkers++
+		} else {
+			youngMarkers++
 		}
 	}
-	entries := 0
+	youngEntries, oldEntries := 0, 0
 	for _, e := range cp.entries {
-		if e.Consumer == c.Name {
-			entries++
+		switch {
+		case e.Consumer != c.Name:
+		case a.markerMayHaveExpired(c, e.AwardedAt):
+			oldEntries++
+		default:
+			youngEntries++
 		}
 	}
 	for _, m := range markers {
@@ -648,13 +678,37 @@ func (a *auditor) inbox(ctx context.Context, c Consumer, doc order.OrderDocument
 			a.violate(Inbox, e.ID, "consumer %s's marker has request hash %s, the event %s", c.Name, markers[i].RequestHash, e.RequestHash)
 		}
 	}
-	if len(markers) > 0 || entries > 0 {
+	if len(markers) > 0 || youngEntries+oldEntries > 0 {
 		a.checked(Inbox)
-		if entries != len(markers) {
-			a.violate(Inbox, doc.ID, "consumer %s has %d entries and %d markers in the order's partition: each marker's batch writes exactly one entry", c.Name, entries, len(markers))
+		switch {
+		case youngEntries != youngMarkers:
+			a.violate(Inbox, doc.ID, "consumer %s has %d entries and %d markers written within the markers' TTL %v in the order's partition: each marker's batch writes exactly one entry", c.Name, youngEntries, youngMarkers, c.MarkerTTL)
+		case oldMarkers > oldEntries:
+			a.violate(Inbox, doc.ID, "consumer %s has %d markers and %d entries older than the markers' TTL %v in the order's partition: each marker's batch writes exactly one entry", c.Name, oldMarkers, oldEntries, c.MarkerTTL)
 		}
 	}
 	return nil
+}
+
+// boundedTTL reports whether c's markers expire.
+func boundedTTL(c Consumer) bool {
+	return c.MarkerTTL > 0 && c.MarkerTTL != order.UnboundedRetention
+}
+
+// markerMayHaveExpired reports whether a marker of c written at written
+// may have expired by design by now: its TTL, less Config.ClockSkew
+// between the writer and the store that expires it, has elapsed. Before
+// that the marker is certainly stored.
+func (a *auditor) markerMayHaveExpired(c Consumer, written time.Time) bool {
+	return boundedTTL(c) && !a.now.Before(written.Add(c.MarkerTTL-a.cfg.ClockSkew))
+}
+
+// written is when m was written: its processedAt, or its _ts.
+func (m markerDoc) written() time.Time {
+	if m.ProcessedAt.IsZero() && m.ts > 0 {
+		return time.Unix(m.ts, 0)
+	}
+	return m.ProcessedAt
 }
 
 // eventDue reports whether e must have c's marker by now.
@@ -665,8 +719,8 @@ func (a *auditor) eventDue(c Consumer, e order.AcceptedEvent) bool {
 		return false
 	case a.now.Sub(at) < a.cfg.Settle:
 		return false
-	case c.MarkerTTL > 0 && c.MarkerTTL != order.UnboundedRetention && a.now.Sub(at) >= c.MarkerTTL:
-		return false
+	case a.markerMayHaveExpired(c, at):
+		return false // its marker, written after it occurred, may have expired by design
 	}
 	return true
 }
@@ -684,10 +738,7 @@ func (a *auditor) markerTTL(c Consumer, m markerDoc) {
 	case m.TTL == -1:
 		return
 	}
-	written := m.ProcessedAt
-	if written.IsZero() && m.ts > 0 {
-		written = time.Unix(m.ts, 0)
-	}
+	written := m.written()
 	if expiry := written.Add(time.Duration(m.TTL) * time.Second); a.now.After(expiry.Add(order.PaymentClockSkew)) {
 		bad("consumer %s's marker expired at %s (processed %s, ttl %ds) but is still stored: the container's time to live is off", c.Name,
 			expiry.Format(time.RFC3339), written.Format(time.RFC3339), m.TTL)
