@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"time"
 
@@ -285,7 +286,23 @@ type auditor struct {
 	cfg     Config
 	now     time.Time
 	results map[string]*Result
+
+	// The event-order check without a read per event: an event's order
+	// lives in its partition, so in its feed range, whose scan meets every
+	// live document once. An event whose order the scan met in its page or
+	// the page before is checked; another waits in pending until the scan
+	// meets its order, and is read at the end of the range (or when the
+	// scan stops) if it does not.
+	pageOrders, prevOrders map[string]bool     // order ids met in this page and the one before
+	pending                map[string][]string // order id → its events met before it
+	nPending               int
+	pendingAt              position // the start of the page of the oldest pending event
 }
+
+// maxPending bounds the events waiting for their order (about 100 bytes
+// each); the events beyond it are checked with a point read of their order
+// at once.
+const maxPending = 10_000
 
 func (a *auditor) checked(name string) { a.results[name].Checked++ }
 
@@ -312,33 +329,74 @@ func (a *auditor) scan(ctx context.Context, rep *Report, continuation string) er
 		}
 		p = position{Ranges: ranges}
 	}
+	// stop ends the scan at p: the events still waiting for their order
+	// are read now, or, when that fails, the scan resumes from the page
+	// of the oldest of them (its checks are idempotent).
+	stop := func(err error) error {
+		rep.Continuation = p.encode()
+		if perr := a.resolvePending(ctx); perr != nil {
+			rep.Continuation = a.pendingAt.encode()
+			err = errors.Join(err, perr)
+		}
+		return err
+	}
+	a.prevOrders = map[string]bool{}
 	for p.Index < len(p.Ranges) {
 		if a.cfg.MaxPages > 0 && rep.Pages >= a.cfg.MaxPages {
-			rep.Continuation = p.encode()
-			return nil
+			return stop(nil)
 		}
 		if err := ctx.Err(); err != nil {
-			rep.Continuation = p.encode()
-			return err
+			return stop(err)
 		}
 		docs, next, err := a.cfg.Feed.ReadChanges(ctx, p.Ranges[p.Index], p.Token, a.cfg.PageSize)
 		if err != nil {
-			rep.Continuation = p.encode()
-			return fmt.Errorf("audit: read the change feed of range %s: %w", p.Ranges[p.Index], err)
+			return stop(fmt.Errorf("audit: read the change feed of range %s: %w", p.Ranges[p.Index], err))
 		}
 		if len(docs) == 0 {
-			p = position{Ranges: p.Ranges, Index: p.Index + 1}
-			continue
-		}
-		for _, d := range docs {
-			if err := a.document(ctx, d); err != nil {
-				rep.Continuation = p.encode() // this page again: its checks are idempotent
+			if err := stop(nil); err != nil {
 				return err
 			}
+			rep.Continuation = ""
+			p = position{Ranges: p.Ranges, Index: p.Index + 1}
+			a.prevOrders = map[string]bool{}
+			continue
 		}
+		heads := make([]head, len(docs))
+		a.pageOrders = make(map[string]bool)
+		for i, d := range docs {
+			if json.Unmarshal(d, &heads[i]) != nil {
+				heads[i] = head{} // not ours to judge
+			} else if heads[i].Type == order.TypeOrder && heads[i].ID == heads[i].OrderID {
+				a.pageOrders[heads[i].OrderID] = true
+			}
+		}
+		for i, d := range docs {
+			if err := a.document(ctx, p, heads[i], d); err != nil {
+				return stop(err) // this page again: its checks are idempotent
+			}
+		}
+		a.prevOrders = a.pageOrders
 		rep.Pages++
 		rep.Documents += len(docs)
 		p.Token = next
+	}
+	return nil
+}
+
+// resolvePending reads the order of every event still waiting for it.
+func (a *auditor) resolvePending(ctx context.Context) error {
+	for orderID, events := range a.pending {
+		_, _, err := a.cfg.Orders.ReadDocument(ctx, orderID, orderID)
+		switch {
+		case errors.Is(err, idempotent.ErrNotFound):
+			for _, id := range events {
+				a.violate(EventOrder, id, "event %s of order %s has no order document", id, orderID)
+			}
+		case err != nil:
+			return fmt.Errorf("audit: read order %s of events %q: %w", orderID, events, err)
+		}
+		delete(a.pending, orderID)
+		a.nPending -= len(events)
 	}
 	return nil
 }
@@ -355,16 +413,33 @@ type head struct {
 // document checks one document of the feed: an order with everything in
 // its partition, an event against its order; others are checked with
 // their order.
-func (a *auditor) document(ctx context.Context, body []byte) error {
-	var h head
-	if err := json.Unmarshal(body, &h); err != nil {
-		return nil // not ours to judge: the relay and the worker skip it too
-	}
+// document checks one document of the feed, met in the page that starts
+// at p, whose head is h (zero: not a JSON object, which is not ours to
+// judge: the relay and the worker skip it too).
+func (a *auditor) document(ctx context.Context, p position, h head, body []byte) error {
 	switch h.Type {
 	case order.TypeOrder:
+		if h.ID == h.OrderID {
+			a.nPending -= len(a.pending[h.OrderID])
+			delete(a.pending, h.OrderID) // their order exists
+		}
 		return a.order(ctx, h, body)
 	case order.TypeEvent:
 		a.checked(EventOrder)
+		switch {
+		case a.pageOrders[h.OrderID] || a.prevOrders[h.OrderID]:
+			return nil
+		case a.nPending < maxPending:
+			if a.nPending == 0 {
+				a.pendingAt = p
+			}
+			if a.pending == nil {
+				a.pending = make(map[string][]string)
+			}
+			a.pending[h.OrderID] = append(a.pending[h.OrderID], h.ID)
+			a.nPending++
+			return nil
+		}
 		_, _, err := a.cfg.Orders.ReadDocument(ctx, h.OrderID, h.OrderID)
 		switch {
 		case errors.Is(err, idempotent.ErrNotFound):
@@ -452,11 +527,22 @@ func (a *auditor) order(ctx context.Context, h head, body []byte) error {
 		return err
 	}
 	for _, c := range a.cfg.Consumers {
-		if err := a.inbox(ctx, c, doc, p); err != nil {
-			return err
+		var cdocs [][]byte
+		if sameContainer(c.Store, a.cfg.Orders) {
+			cdocs = docs // read already
+		} else if cdocs, err = c.Store.ReadPartition(ctx, doc.OrderID); err != nil {
+			return fmt.Errorf("audit: read consumer %s's partition of order %s: %w", c.Name, doc.OrderID, err)
 		}
+		a.inbox(c, doc, p, cdocs)
 	}
 	return nil
+}
+
+// sameContainer reports whether a and b are the same container: equal
+// pointers (other kinds are taken as different, without comparing them).
+func sameContainer(a, b Container) bool {
+	t := reflect.TypeOf(a)
+	return t != nil && t.Kind() == reflect.Pointer && t == reflect.TypeOf(b) && a == b
 }
 
 func raw(body []byte) map[string]json.RawMessage {
@@ -615,17 +701,13 @@ func (a *auditor) payment(ctx context.Context, doc order.OrderDocument, p partit
 }
 
 // inbox checks consumer c's markers and entries for the order doc, whose
-// partition in the orders container is p.
-func (a *auditor) inbox(ctx context.Context, c Consumer, doc order.OrderDocument, p partition) error {
-	docs, err := c.Store.ReadPartition(ctx, doc.OrderID)
-	if err != nil {
-		return fmt.Errorf("audit: read consumer %s's partition of order %s: %w", c.Name, doc.OrderID, err)
-	}
+// partition in the orders container is p and in c's container docs.
+func (a *auditor) inbox(c Consumer, doc order.OrderDocument, p partition, docs [][]byte) {
 	cp, err := decodePartition(docs)
 	if err != nil {
 		a.checked(Inbox)
 		a.violate(Inbox, doc.ID, "a document of consumer %s's partition does not decode: %v", c.Name, err)
-		return nil
+		return
 	}
 	// A marker and its entry are written in one batch with one time
 	// (processedAt, awardedAt): both are young (their marker certainly
@@ -687,7 +769,6 @@ func (a *auditor) inbox(ctx context.Context, c Consumer, doc order.OrderDocument
 			a.violate(Inbox, doc.ID, "consumer %s has %d markers and %d entries older than the markers' TTL %v in the order's partition: each marker's batch writes exactly one entry", c.Name, oldMarkers, oldEntries, c.MarkerTTL)
 		}
 	}
-	return nil
 }
 
 // boundedTTL reports whether c's markers expire.

@@ -71,8 +71,23 @@
 //
 // Run pages through the orders container's change feed (latest version
 // mode, from the beginning of every feed range) with Config.PageSize
-// documents a page, and holds one page and one order's partition at a time.
-// A document changed during the audit may be checked twice. After every page
+// documents a page, and holds one page and one order's partition at a time,
+// and the ids of up to 10,000 events whose order it has not met yet.
+// A document changed during the audit may be checked twice.
+//
+// # Requests
+//
+// Per order it sends one query, of the order's partition, and per inbox
+// consumer whose container is not the orders container one query of the
+// order's partition there; per page of the feed one read, and one more per
+// feed range at its end. An event needs no read of its own: its order
+// lives in its partition, hence in its feed range, whose scan meets every
+// live document once; an event whose order the scan met in its page or the
+// page before is checked at once, and another when the scan meets its
+// order. Only the events whose order the scan never met by the end of
+// their range (or by the time Run stops) cost a point read of the order,
+// as do those beyond the 10,000. A healthy store costs about
+// 1 + 1/PageSize × (documents per order) requests per order. After every page
 // the position is a continuation: Run returns it in Report.Continuation when
 // it stops early (Config.MaxPages, or its context ended), and a Run given it
 // goes on from there. The relay checks run when the scan completes.
