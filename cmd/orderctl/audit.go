@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/order/audit"
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"golang.org/x/term"
 )
 
 // auditConfig is the configuration of "orderctl audit": the Cosmos DB and
@@ -48,6 +50,7 @@ type auditConfig struct {
 	Continuation string
 	Format       string
 	Timeout      time.Duration
+	Progress     time.Duration // a progress line every Progress when stderr is not a terminal; 0: no progress
 
 	consumers []consumerSetting // parsed Consumers
 }
@@ -110,6 +113,7 @@ func parseAuditConfig(fs *flag.FlagSet, args []string, lookupEnv func(string) (s
 	env.String(&c.Continuation, "continuation", "AUDIT_CONTINUATION", "", "resume an audit from the continuation an earlier one printed")
 	env.String(&c.Format, "format", "AUDIT_FORMAT", "text", "output format: text or json")
 	env.Duration(&c.Timeout, "timeout", "AUDIT_TIMEOUT", time.Hour, "bound of the whole audit; when it passes the audit prints its report so far and the continuation")
+	env.Duration(&c.Progress, "progress", "AUDIT_PROGRESS", defaultAuditProgress, "progress on stderr: on a terminal one line, redrawn as the audit goes; otherwise (a job's log) a line every this long; 0: none")
 	fs.Usage = func() { auditUsage(fs) }
 	err := env.Parse(args)
 	var usageErr *cli.UsageError
@@ -197,6 +201,9 @@ func (c *auditConfig) Validate() error {
 	if c.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("AUDIT_TIMEOUT (-timeout) %v must be positive", c.Timeout))
 	}
+	if c.Progress < 0 {
+		errs = append(errs, fmt.Errorf("AUDIT_PROGRESS (-progress) %v must not be negative", c.Progress))
+	}
 	return errors.Join(errs...)
 }
 
@@ -258,7 +265,12 @@ func runAudit(ctx context.Context, args []string, lookupEnv func(string) (string
 		return &auditError{err}
 	}
 	acfg.Now = now
+	progress := newAuditProgress(stderr, cfg.Progress)
+	if cfg.Progress > 0 {
+		acfg.Progress = progress.update
+	}
 	rep, err := audit.Run(ctx, acfg, cfg.Continuation)
+	progress.done()
 	if rep != nil {
 		if werr := writeReport(stdout, cfg.Format, rep); werr != nil && err == nil {
 			err = werr
@@ -334,7 +346,7 @@ func writeReport(w io.Writer, format string, rep *audit.Report) error {
 		return enc.Encode(rep)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "audit of %d documents in %d pages\n", rep.Documents, rep.Pages)
+	fmt.Fprintf(&b, "audit of %d documents (%d orders) in %d pages, %.1fs: %.1f orders/s\n", rep.Documents, rep.Orders, rep.Pages, rep.Seconds, rep.OrdersPerSecond)
 	for _, r := range rep.Invariants {
 		switch {
 		case r.NotChecked != "":
@@ -359,6 +371,62 @@ func writeReport(w io.Writer, format string, rep *audit.Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// defaultAuditProgress is how often a progress line is printed when
+// stderr is not a terminal: a line a minute keeps a job's log short (two
+// hours of audit: 120 lines) and says it is alive.
+const defaultAuditProgress = time.Minute
+
+// progressRedraw is how often, at most, the progress line on a terminal is
+// redrawn.
+const progressRedraw = 200 * time.Millisecond
+
+// auditProgress prints an audit's progress on stderr: on a terminal one
+// line, redrawn at most every progressRedraw and cleared at the end;
+// otherwise a line every interval, the first after one interval (a short
+// audit prints none). It measures time by the audit's Elapsed, and reads
+// no clock of its own. audit.Run calls update from one goroutine.
+type auditProgress struct {
+	w        io.Writer
+	terminal bool
+	every    time.Duration
+	next     time.Duration // the Elapsed from which the next line is due
+	dirty    bool          // a line on the terminal is to be cleared
+}
+
+func newAuditProgress(w io.Writer, every time.Duration) *auditProgress {
+	f, ok := w.(*os.File)
+	p := &auditProgress{w: w, terminal: ok && term.IsTerminal(int(f.Fd())), every: every}
+	if !p.terminal {
+		p.next = every
+	}
+	return p
+}
+
+// update is the audit's Config.Progress.
+func (p *auditProgress) update(pr audit.Progress) {
+	if pr.Elapsed < p.next {
+		return
+	}
+	line := fmt.Sprintf("audit: feed range %d of %d, %d pages, %d documents, %d orders, %.1f orders/s, %v",
+		pr.Range, pr.Ranges, pr.Pages, pr.Documents, pr.Orders, pr.OrdersPerSecond(), pr.Elapsed.Round(time.Second))
+	if p.terminal {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		p.dirty, p.next = true, pr.Elapsed+progressRedraw
+		return
+	}
+	fmt.Fprintln(p.w, line)
+	p.next = pr.Elapsed + p.every
+}
+
+// done clears the terminal's progress line, so that the report and the
+// errors that follow start on a clean line.
+func (p *auditProgress) done() {
+	if p.dirty {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.dirty = false
+	}
 }
 
 func auditUsage(fs *flag.FlagSet) {
@@ -397,8 +465,11 @@ trace in the lease document; the subscriptions' creation times are settings
 document changed during the audit may be checked twice.
 
 Output: a summary by invariant with the first AUDIT_MAX_IDS violations (ids and
-why), as text or with -format json the report object; "incomplete: resume with
--continuation C" when -max-pages or -timeout stopped it.
+why), as text or with -format json the report object, with the documents and
+orders checked, the time taken and the rate (orders/s); "incomplete: resume
+with -continuation C" when -max-pages or -timeout stopped it. Progress goes to
+stderr: on a terminal one line redrawn as the audit goes, otherwise a line
+every AUDIT_PROGRESS (1m; 0: none).
 Exit status: 0 clean; 1 violations; 2 a mistake in the settings, or an audit
 that could not complete (a failed read, the timeout: resume it).
 

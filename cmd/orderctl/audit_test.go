@@ -96,6 +96,10 @@ func TestAudit_Cosmium_ExitStatusAndOutput(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "0 violations") || !strings.Contains(out, "order-event     ok        3 checked") {
 		t.Fatalf("clean store: exit %d, output:\n%s", code, out)
 	}
+	// The summary gives the rate; its figure depends on the machine.
+	if !regexp.MustCompile(`(?m)^audit of \d+ documents \(3 orders\) in \d+ pages, \d+\.\ds: \d+\.\d orders/s$`).MatchString(out) {
+		t.Errorf("clean store: no summary with the rate:\n%s", out)
+	}
 	ev := order.NewWrite(order.Order{OrderID: "ghost", CustomerID: "c", Currency: "EUR"}, "ghost", strings.Repeat("a", 64), time.Now()).Event
 	body, _ := json.Marshal(ev)
 	if _, err := e.store.CreateBatch(t.Context(), "ghost", []idempotent.Document{{ID: ev.ID, Body: body}}); err != nil {
@@ -234,5 +238,34 @@ func TestAuditConfig_EmptyRelayNameTurnsRelayChecksOff(t *testing.T) {
 				t.Errorf("relays %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAuditProgress: where stderr is not a terminal, a progress line every
+// interval of the audit's time, the first after one interval; on a
+// terminal one line, redrawn at most every 200 ms and cleared at the end.
+func TestAuditProgress(t *testing.T) {
+	at := func(d time.Duration, orders int) audit.Progress {
+		return audit.Progress{Documents: 3 * orders, Pages: orders / 10, Orders: orders, Range: 1, Ranges: 2, Elapsed: d}
+	}
+	feed := func(p *auditProgress) {
+		for _, pr := range []audit.Progress{at(0, 10), at(30*time.Second, 100), at(61*time.Second, 200), at(61100*time.Millisecond, 201),
+			at(90*time.Second, 300), at(121*time.Second, 400), at(240*time.Second, 800)} {
+			p.update(pr)
+		}
+		p.done()
+	}
+	var log strings.Builder
+	feed(&auditProgress{w: &log, every: time.Minute, next: time.Minute})
+	want := "audit: feed range 1 of 2, 20 pages, 600 documents, 200 orders, 3.3 orders/s, 1m1s\n" +
+		"audit: feed range 1 of 2, 40 pages, 1200 documents, 400 orders, 3.3 orders/s, 2m1s\n" +
+		"audit: feed range 1 of 2, 80 pages, 2400 documents, 800 orders, 3.3 orders/s, 4m0s\n"
+	if log.String() != want {
+		t.Errorf("log lines:\n%s\nwant:\n%s", log.String(), want)
+	}
+	var tty strings.Builder
+	feed(&auditProgress{w: &tty, terminal: true, every: time.Minute})
+	if got := strings.Count(tty.String(), "\r\033[K"); got != 7 || !strings.HasSuffix(tty.String(), "4m0s\r\033[K") || strings.Contains(tty.String(), "\n") {
+		t.Errorf("terminal: %d redraws (want 6 lines and the clearing), %q", got, tty.String())
 	}
 }

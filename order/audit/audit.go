@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"time"
 
@@ -120,6 +122,10 @@ type Config struct {
 	// MaxIDs bounds the violation ids a Result keeps. Zero means
 	// DefaultMaxIDs.
 	MaxIDs int
+	// Progress, when not nil, is called after every page of the feed with
+	// how far the scan has come, from Run's goroutine: it must return
+	// quickly (print, or hand over).
+	Progress func(Progress)
 	// Now is the clock ages are measured on; nil means time.Now.
 	Now func() time.Time
 }
@@ -150,11 +156,37 @@ type Result struct {
 	NotChecked string `json:"notChecked,omitempty"`
 }
 
+// Progress is how far a Run's scan has come, as Config.Progress receives
+// it after every page.
+type Progress struct {
+	Documents int           // documents read from the feed so far
+	Pages     int           // pages read so far
+	Orders    int           // order documents checked so far
+	Range     int           // the feed range being read, from 1
+	Ranges    int           // the feed ranges to read (the total documents are not known ahead)
+	Elapsed   time.Duration // since Run began, on the monotonic clock (not Config.Now)
+}
+
+// OrdersPerSecond is p's rate: Orders over Elapsed; 0 before any time passed.
+func (p Progress) OrdersPerSecond() float64 { return rate(p.Orders, p.Elapsed) }
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
 // Report is the result of Run.
 type Report struct {
 	Invariants []Result `json:"invariants"`
 	Documents  int      `json:"documents"` // documents read from the feed
 	Pages      int      `json:"pages"`
+	Orders     int      `json:"orders"` // order documents checked
+	// Seconds is how long Run took, in wall time (the monotonic clock, not
+	// Config.Now), and OrdersPerSecond its rate: Orders over Seconds.
+	Seconds         float64 `json:"seconds"`
+	OrdersPerSecond float64 `json:"ordersPerSecond"`
 	// Continuation, when not empty, is where the scan stopped: pass it to
 	// Run to go on. Empty: the scan completed.
 	Continuation string `json:"continuation,omitempty"`
@@ -250,9 +282,10 @@ func Run(ctx context.Context, cfg Config, continuation string) (*Report, error) 
 			return nil, fmt.Errorf("%w: inbox consumer %q needs a name and a container", ErrConfig, c.Name)
 		}
 	}
-	a := &auditor{cfg: cfg.withDefaults(), results: map[string]*Result{}}
+	a := &auditor{cfg: cfg.withDefaults(), results: map[string]*Result{}, began: time.Now()}
 	a.now = a.cfg.Now().UTC()
 	rep := &Report{}
+	a.rep = rep
 	for _, n := range Names() {
 		a.results[n] = &Result{Name: n}
 	}
@@ -277,6 +310,8 @@ func Run(ctx context.Context, cfg Config, continuation string) (*Report, error) 
 		sort.SliceStable(r.First, func(i, j int) bool { return r.First[i].ID < r.First[j].ID })
 		rep.Invariants = append(rep.Invariants, *r)
 	}
+	elapsed := time.Since(a.began)
+	rep.Seconds, rep.OrdersPerSecond = elapsed.Seconds(), rate(rep.Orders, elapsed)
 	return rep, err
 }
 
@@ -286,6 +321,8 @@ type auditor struct {
 	cfg     Config
 	now     time.Time
 	results map[string]*Result
+	rep     *Report
+	began   time.Time // on the monotonic clock, for the rate
 
 	// The event-order check without a read per event: an event's order
 	// lives in its partition, so in its feed range, whose scan meets every
@@ -379,13 +416,18 @@ func (a *auditor) scan(ctx context.Context, rep *Report, continuation string) er
 		rep.Pages++
 		rep.Documents += len(docs)
 		p.Token = next
+		if a.cfg.Progress != nil {
+			a.cfg.Progress(Progress{Documents: rep.Documents, Pages: rep.Pages, Orders: rep.Orders,
+				Range: p.Index + 1, Ranges: len(p.Ranges), Elapsed: time.Since(a.began)})
+		}
 	}
 	return nil
 }
 
 // resolvePending reads the order of every event still waiting for it.
 func (a *auditor) resolvePending(ctx context.Context) error {
-	for orderID, events := range a.pending {
+	for _, orderID := range slices.Sorted(maps.Keys(a.pending)) {
+		events := a.pending[orderID]
 		_, _, err := a.cfg.Orders.ReadDocument(ctx, orderID, orderID)
 		switch {
 		case errors.Is(err, idempotent.ErrNotFound):
@@ -505,6 +547,7 @@ func decodePartition(docs [][]byte) (partition, error) {
 
 // order checks an order document and its partition.
 func (a *auditor) order(ctx context.Context, h head, body []byte) error {
+	a.rep.Orders++
 	var doc order.OrderDocument
 	if err := json.Unmarshal(body, &doc); err != nil {
 		a.checked(OrderEvent)
