@@ -452,12 +452,11 @@ type head struct {
 	TS        int64  `json:"_ts"`
 }
 
-// document checks one document of the feed: an order with everything in
-// its partition, an event against its order; others are checked with
-// their order.
 // document checks one document of the feed, met in the page that starts
 // at p, whose head is h (zero: not a JSON object, which is not ours to
-// judge: the relay and the worker skip it too).
+// judge: the relay and the worker skip it too): an order with everything
+// in its partition, an event against its order; others are checked with
+// their order.
 func (a *auditor) document(ctx context.Context, p position, h head, body []byte) error {
 	switch h.Type {
 	case order.TypeOrder:
