@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/order/audit"
 	"github.com/idempotent-consumer/sbcosmos/payments"
+	"golang.org/x/term"
 )
 
 // auditConfig is the configuration of "orderctl audit": the Cosmos DB and
@@ -48,6 +50,7 @@ type auditConfig struct {
 	Continuation string
 	Format       string
 	Timeout      time.Duration
+	Progress     time.Duration // a progress line every Progress when stderr is not a terminal; 0: no progress
 
 	consumers []consumerSetting // parsed Consumers
 }
@@ -73,16 +76,26 @@ func (e *violationsError) Error() string {
 	return fmt.Sprintf("audit: %d violations (the report above lists them by invariant)", e.n)
 }
 
-func parseAuditConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (auditConfig, error) {
+// defaultRelays is RELAY_NAME's default: the deployed relay's name.
+const defaultRelays = "orderrelay"
+
+// parseAuditConfig reads the environment through lookupEnv (as
+// os.LookupEnv), then args. RELAY_NAME set to "" (or blanks) turns the relay
+// checks off, as -relays= does; not set, it is defaultRelays.
+func parseAuditConfig(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool)) (auditConfig, error) {
 	var c auditConfig
-	env := cli.NewEnv(fs, getenv)
+	env := cli.NewEnv(fs, func(k string) string { v, _ := lookupEnv(k); return v })
+	relays := defaultRelays
+	if v, set := lookupEnv("RELAY_NAME"); set && strings.TrimSpace(v) == "" {
+		relays = ""
+	}
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint (required)")
 	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
 	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", "orders", "Cosmos DB database")
 	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "the orders container")
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
 	env.String(&c.LeasesContainer, "leases-container", "COSMOS_LEASES_CONTAINER", "", "container of the relay's lease documents; empty: the orders container (emulators)")
-	env.String(&c.Relays, "relays", "RELAY_NAME", "orderrelay", "comma-separated names of the relays whose leases are checked; empty: relay-lag and relay-lease are not checked")
+	env.String(&c.Relays, "relays", "RELAY_NAME", relays, "comma-separated names of the relays whose leases are checked; empty (-relays= or RELAY_NAME set to \"\"): relay-lag and relay-lease are not checked")
 	env.Duration(&c.MaxRelayLag, "max-relay-lag", "AUDIT_MAX_RELAY_LAG", audit.DefaultMaxRelayLag, "how old the oldest unpublished event after a relay's checkpoint may be")
 	env.String(&c.Consumers, "consumers", "AUDIT_CONSUMERS", "", "comma-separated inbox consumers, each NAME[=CONTAINER][@SINCE]: its name (WORKER_INBOX_CONSUMER), the container of its markers (default: the orders container) and when its subscription was created (RFC 3339; default: always); empty: inbox and marker-ttl are not checked")
 	env.Duration(&c.InboxTTL, "inbox-ttl", "WORKER_INBOX_TTL", defaultInboxTTL, "time-to-live of the consumers' inbox markers: an event older than it may have lost its markers; unlimited for none")
@@ -100,6 +113,7 @@ func parseAuditConfig(fs *flag.FlagSet, args []string, getenv func(string) strin
 	env.String(&c.Continuation, "continuation", "AUDIT_CONTINUATION", "", "resume an audit from the continuation an earlier one printed")
 	env.String(&c.Format, "format", "AUDIT_FORMAT", "text", "output format: text or json")
 	env.Duration(&c.Timeout, "timeout", "AUDIT_TIMEOUT", time.Hour, "bound of the whole audit; when it passes the audit prints its report so far and the continuation")
+	env.Duration(&c.Progress, "progress", "AUDIT_PROGRESS", defaultAuditProgress, "progress on stderr: on a terminal one line, redrawn as the audit goes; otherwise (a job's log) a line every this long; 0: none")
 	fs.Usage = func() { auditUsage(fs) }
 	err := env.Parse(args)
 	var usageErr *cli.UsageError
@@ -187,6 +201,9 @@ func (c *auditConfig) Validate() error {
 	if c.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("AUDIT_TIMEOUT (-timeout) %v must be positive", c.Timeout))
 	}
+	if c.Progress < 0 {
+		errs = append(errs, fmt.Errorf("AUDIT_PROGRESS (-progress) %v must not be negative", c.Progress))
+	}
 	return errors.Join(errs...)
 }
 
@@ -227,10 +244,10 @@ func (c *auditConfig) horizon() order.RedeliveryHorizon {
 }
 
 // runAudit is "orderctl audit": args are the flags after "audit".
-func runAudit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, now func() time.Time) error {
+func runAudit(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, now func() time.Time) error {
 	fs := flag.NewFlagSet("orderctl audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg, err := parseAuditConfig(fs, args, getenv)
+	cfg, err := parseAuditConfig(fs, args, lookupEnv)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
@@ -248,7 +265,12 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 		return &auditError{err}
 	}
 	acfg.Now = now
+	progress := newAuditProgress(stderr, cfg.Progress)
+	if cfg.Progress > 0 {
+		acfg.Progress = progress.update
+	}
 	rep, err := audit.Run(ctx, acfg, cfg.Continuation)
+	progress.done()
 	if rep != nil {
 		if werr := writeReport(stdout, cfg.Format, rep); werr != nil && err == nil {
 			err = werr
@@ -324,7 +346,7 @@ func writeReport(w io.Writer, format string, rep *audit.Report) error {
 		return enc.Encode(rep)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "audit of %d documents in %d pages\n", rep.Documents, rep.Pages)
+	fmt.Fprintf(&b, "audit of %d documents (%d orders) in %d pages, %.1fs: %.1f orders/s\n", rep.Documents, rep.Orders, rep.Pages, rep.Seconds, rep.OrdersPerSecond)
 	for _, r := range rep.Invariants {
 		switch {
 		case r.NotChecked != "":
@@ -349,6 +371,62 @@ func writeReport(w io.Writer, format string, rep *audit.Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// defaultAuditProgress is how often a progress line is printed when
+// stderr is not a terminal: a line a minute keeps a job's log short (two
+// hours of audit: 120 lines) and says it is alive.
+const defaultAuditProgress = time.Minute
+
+// progressRedraw is how often, at most, the progress line on a terminal is
+// redrawn.
+const progressRedraw = 200 * time.Millisecond
+
+// auditProgress prints an audit's progress on stderr: on a terminal one
+// line, redrawn at most every progressRedraw and cleared at the end;
+// otherwise a line every interval, the first after one interval (a short
+// audit prints none). It measures time by the audit's Elapsed, and reads
+// no clock of its own. audit.Run calls update from one goroutine.
+type auditProgress struct {
+	w        io.Writer
+	terminal bool
+	every    time.Duration
+	next     time.Duration // the Elapsed from which the next line is due
+	dirty    bool          // a line on the terminal is to be cleared
+}
+
+func newAuditProgress(w io.Writer, every time.Duration) *auditProgress {
+	f, ok := w.(*os.File)
+	p := &auditProgress{w: w, terminal: ok && term.IsTerminal(int(f.Fd())), every: every}
+	if !p.terminal {
+		p.next = every
+	}
+	return p
+}
+
+// update is the audit's Config.Progress.
+func (p *auditProgress) update(pr audit.Progress) {
+	if pr.Elapsed < p.next {
+		return
+	}
+	line := fmt.Sprintf("audit: feed range %d of %d, %d pages, %d documents, %d orders, %.1f orders/s, %v",
+		pr.Range, pr.Ranges, pr.Pages, pr.Documents, pr.Orders, pr.OrdersPerSecond(), pr.Elapsed.Round(time.Second))
+	if p.terminal {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		p.dirty, p.next = true, pr.Elapsed+progressRedraw
+		return
+	}
+	fmt.Fprintln(p.w, line)
+	p.next = pr.Elapsed + p.every
+}
+
+// done clears the terminal's progress line, so that the report and the
+// errors that follow start on a clean line.
+func (p *auditProgress) done() {
+	if p.dirty {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.dirty = false
+	}
 }
 
 func auditUsage(fs *flag.FlagSet) {
@@ -387,8 +465,11 @@ trace in the lease document; the subscriptions' creation times are settings
 document changed during the audit may be checked twice.
 
 Output: a summary by invariant with the first AUDIT_MAX_IDS violations (ids and
-why), as text or with -format json the report object; "incomplete: resume with
--continuation C" when -max-pages or -timeout stopped it.
+why), as text or with -format json the report object, with the documents and
+orders checked, the time taken and the rate (orders/s); "incomplete: resume
+with -continuation C" when -max-pages or -timeout stopped it. Progress goes to
+stderr: on a terminal one line redrawn as the audit goes, otherwise a line
+every AUDIT_PROGRESS (1m; 0: none).
 Exit status: 0 clean; 1 violations; 2 a mistake in the settings, or an audit
 that could not complete (a failed read, the timeout: resume it).
 

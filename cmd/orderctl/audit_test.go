@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -94,6 +96,10 @@ func TestAudit_Cosmium_ExitStatusAndOutput(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "0 violations") || !strings.Contains(out, "order-event     ok        3 checked") {
 		t.Fatalf("clean store: exit %d, output:\n%s", code, out)
 	}
+	// The summary gives the rate; its figure depends on the machine.
+	if !regexp.MustCompile(`(?m)^audit of \d+ documents \(3 orders\) in \d+ pages, \d+\.\ds: \d+\.\d orders/s$`).MatchString(out) {
+		t.Errorf("clean store: no summary with the rate:\n%s", out)
+	}
 	ev := order.NewWrite(order.Order{OrderID: "ghost", CustomerID: "c", Currency: "EUR"}, "ghost", strings.Repeat("a", 64), time.Now()).Event
 	body, _ := json.Marshal(ev)
 	if _, err := e.store.CreateBatch(t.Context(), "ghost", []idempotent.Document{{ID: ev.ID, Body: body}}); err != nil {
@@ -143,8 +149,8 @@ func TestAudit_Cosmium_ResumesFromThePrintedContinuation(t *testing.T) {
 }
 
 // TestAudit_Cosmium_ReadsAtLowPriority: every request of orderctl audit
-// that reads documents (the change feed, the partition queries, the point
-// reads) carries x-ms-cosmos-priority-level: Low.
+// that reads documents (the change feed, the partition queries) carries
+// x-ms-cosmos-priority-level: Low; a clean store costs no point read.
 func TestAudit_Cosmium_ReadsAtLowPriority(t *testing.T) {
 	e := newAuditEnv(t)
 	e.mu.Lock()
@@ -161,13 +167,17 @@ func TestAudit_Cosmium_ReadsAtLowPriority(t *testing.T) {
 		if !strings.HasPrefix(f[1], "/dbs/orders/colls/orders/docs") {
 			continue // the account, the container and its partition key ranges: metadata, which the SDK sends without
 		}
-		kinds[f[0]]++
+		kind := f[0]
+		if f[0] == "GET" && f[1] != "/dbs/orders/colls/orders/docs" {
+			kind = "GET one"
+		}
+		kinds[kind]++
 		if len(f) < 3 || f[2] != "Low" {
 			t.Errorf("request %q: want priority Low", r)
 		}
 	}
-	if kinds["GET"] < 2 || kinds["POST"] < 3 {
-		t.Errorf("document requests by method %v: want the change feed and point reads (GET) and a partition query per order (POST)", kinds)
+	if kinds["GET"] < 2 || kinds["POST"] != 3 || kinds["GET one"] != 0 {
+		t.Errorf("document requests by method %v: want the change feed (GET), a partition query per order (POST, 3) and no point read (GET one): the query returns the order of every event", kinds)
 	}
 }
 
@@ -194,5 +204,68 @@ func TestAuditConfig_ReportsEveryProblem(t *testing.T) {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("audit -h does not say %q", want)
 		}
+	}
+}
+
+// TestAuditConfig_EmptyRelayNameTurnsRelayChecksOff: RELAY_NAME set to ""
+// turns relay-lag and relay-lease off, as its help says, where RELAY_NAME
+// not set checks the deployed relay; a -relays flag overrides both.
+func TestAuditConfig_EmptyRelayNameTurnsRelayChecksOff(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string
+	}{
+		{name: "not set", env: map[string]string{}, want: []string{"orderrelay"}},
+		{name: "set, empty", env: map[string]string{"RELAY_NAME": ""}, want: nil},
+		{name: "set, blank", env: map[string]string{"RELAY_NAME": " "}, want: nil},
+		{name: "two relays", env: map[string]string{"RELAY_NAME": "r1, r2"}, want: []string{"r1", "r2"}},
+		{name: "empty, the flag names one", env: map[string]string{"RELAY_NAME": ""}, args: []string{"-relays", "r9"}, want: []string{"r9"}},
+		{name: "set, the flag empties it", env: map[string]string{"RELAY_NAME": "r1"}, args: []string{"-relays="}, want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.env["COSMOS_ENDPOINT"] = "https://localhost:8081/"
+			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c, err := parseAuditConfig(fs, tt.args, lookup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.relays(); !slices.Equal(got, tt.want) {
+				t.Errorf("relays %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAuditProgress: where stderr is not a terminal, a progress line every
+// interval of the audit's time, the first after one interval; on a
+// terminal one line, redrawn at most every 200 ms and cleared at the end.
+func TestAuditProgress(t *testing.T) {
+	at := func(d time.Duration, orders int) audit.Progress {
+		return audit.Progress{Documents: 3 * orders, Pages: orders / 10, Orders: orders, Range: 1, Ranges: 2, Elapsed: d}
+	}
+	feed := func(p *auditProgress) {
+		for _, pr := range []audit.Progress{at(0, 10), at(30*time.Second, 100), at(61*time.Second, 200), at(61100*time.Millisecond, 201),
+			at(90*time.Second, 300), at(121*time.Second, 400), at(240*time.Second, 800)} {
+			p.update(pr)
+		}
+		p.done()
+	}
+	var log strings.Builder
+	feed(&auditProgress{w: &log, every: time.Minute, next: time.Minute})
+	want := "audit: feed range 1 of 2, 20 pages, 600 documents, 200 orders, 3.3 orders/s, 1m1s\n" +
+		"audit: feed range 1 of 2, 40 pages, 1200 documents, 400 orders, 3.3 orders/s, 2m1s\n" +
+		"audit: feed range 1 of 2, 80 pages, 2400 documents, 800 orders, 3.3 orders/s, 4m0s\n"
+	if log.String() != want {
+		t.Errorf("log lines:\n%s\nwant:\n%s", log.String(), want)
+	}
+	var tty strings.Builder
+	feed(&auditProgress{w: &tty, terminal: true, every: time.Minute})
+	if got := strings.Count(tty.String(), "\r\033[K"); got != 7 || !strings.HasSuffix(tty.String(), "4m0s\r\033[K") || strings.Contains(tty.String(), "\n") {
+		t.Errorf("terminal: %d redraws (want 6 lines and the clearing), %q", got, tty.String())
 	}
 }

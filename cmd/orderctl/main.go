@@ -28,12 +28,13 @@ package main
 import (
 	"context"
 	"os"
+	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/startup"
 )
 
 func main() {
 	startup.Main("orderctl", func(ctx context.Context) error {
-		return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+		return runEnv(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, time.Now)
 	})
 }

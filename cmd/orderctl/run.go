@@ -23,6 +23,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // runAt is run with the clock that ages and windows are measured on.
 func runAt(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, now func() time.Time) error {
+	return runEnv(ctx, args, func(k string) (string, bool) { v := getenv(k); return v, v != "" }, stdout, stderr, now)
+}
+
+// runEnv is runAt with the environment read as os.LookupEnv reads it, so
+// that a variable set to "" is told from one not set: "orderctl audit"
+// takes RELAY_NAME= to mean no relays. main calls it.
+func runEnv(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, now func() time.Time) error {
+	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
 	if asked, err := startup.Version("orderctl", args, stdout); asked {
 		return err
 	}
@@ -30,7 +38,7 @@ func runAt(ctx context.Context, args []string, getenv func(string) string, stdou
 		return runPlan(args[1:], getenv, stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "audit" {
-		return runAudit(ctx, args[1:], getenv, stdout, stderr, now)
+		return runAudit(ctx, args[1:], lookupEnv, stdout, stderr, now)
 	}
 	fs := flag.NewFlagSet("orderctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"sort"
 	"time"
 
@@ -103,6 +106,13 @@ type Config struct {
 	// Settle is how old an event must be before its consumers' markers are
 	// required. Zero means DefaultSettle.
 	Settle time.Duration
+	// ClockSkew is how far an inbox consumer's clock, which stamps its
+	// markers and entries, may differ from the store's, which expires the
+	// markers: a marker is taken as certainly stored until its
+	// Consumer.MarkerTTL less ClockSkew has passed, and as possibly expired
+	// by design after. Zero means DefaultClockSkew; negative means none
+	// (the consumers and the store share one clock, as in a simulation).
+	ClockSkew time.Duration
 	// PageSize is the number of documents per change feed page. Zero means
 	// DefaultPageSize.
 	PageSize int
@@ -112,6 +122,10 @@ type Config struct {
 	// MaxIDs bounds the violation ids a Result keeps. Zero means
 	// DefaultMaxIDs.
 	MaxIDs int
+	// Progress, when not nil, is called after every page of the feed with
+	// how far the scan has come, from Run's goroutine: it must return
+	// quickly (print, or hand over).
+	Progress func(Progress)
 	// Now is the clock ages are measured on; nil means time.Now.
 	Now func() time.Time
 }
@@ -122,6 +136,7 @@ const (
 	DefaultSettle      = time.Hour
 	DefaultPageSize    = 100
 	DefaultMaxIDs      = 20
+	DefaultClockSkew   = idempotent.ClockSkew
 )
 
 // Violation is one breach of an invariant.
@@ -141,11 +156,37 @@ type Result struct {
 	NotChecked string `json:"notChecked,omitempty"`
 }
 
+// Progress is how far a Run's scan has come, as Config.Progress receives
+// it after every page.
+type Progress struct {
+	Documents int           // documents read from the feed so far
+	Pages     int           // pages read so far
+	Orders    int           // order documents checked so far
+	Range     int           // the feed range being read, from 1
+	Ranges    int           // the feed ranges to read (the total documents are not known ahead)
+	Elapsed   time.Duration // since Run began, on the monotonic clock (not Config.Now)
+}
+
+// OrdersPerSecond is p's rate: Orders over Elapsed; 0 before any time passed.
+func (p Progress) OrdersPerSecond() float64 { return rate(p.Orders, p.Elapsed) }
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
 // Report is the result of Run.
 type Report struct {
 	Invariants []Result `json:"invariants"`
 	Documents  int      `json:"documents"` // documents read from the feed
 	Pages      int      `json:"pages"`
+	Orders     int      `json:"orders"` // order documents checked
+	// Seconds is how long Run took, in wall time (the monotonic clock, not
+	// Config.Now), and OrdersPerSecond its rate: Orders over Seconds.
+	Seconds         float64 `json:"seconds"`
+	OrdersPerSecond float64 `json:"ordersPerSecond"`
 	// Continuation, when not empty, is where the scan stopped: pass it to
 	// Run to go on. Empty: the scan completed.
 	Continuation string `json:"continuation,omitempty"`
@@ -206,6 +247,12 @@ func (c *Config) withDefaults() Config {
 	if o.Settle == 0 {
 		o.Settle = DefaultSettle
 	}
+	switch {
+	case o.ClockSkew == 0:
+		o.ClockSkew = DefaultClockSkew
+	case o.ClockSkew < 0:
+		o.ClockSkew = 0
+	}
 	if o.PageSize <= 0 {
 		o.PageSize = DefaultPageSize
 	}
@@ -235,9 +282,10 @@ func Run(ctx context.Context, cfg Config, continuation string) (*Report, error) 
 			return nil, fmt.Errorf("%w: inbox consumer %q needs a name and a container", ErrConfig, c.Name)
 		}
 	}
-	a := &auditor{cfg: cfg.withDefaults(), results: map[string]*Result{}}
+	a := &auditor{cfg: cfg.withDefaults(), results: map[string]*Result{}, began: time.Now()}
 	a.now = a.cfg.Now().UTC()
 	rep := &Report{}
+	a.rep = rep
 	for _, n := range Names() {
 		a.results[n] = &Result{Name: n}
 	}
@@ -262,6 +310,8 @@ func Run(ctx context.Context, cfg Config, continuation string) (*Report, error) 
 		sort.SliceStable(r.First, func(i, j int) bool { return r.First[i].ID < r.First[j].ID })
 		rep.Invariants = append(rep.Invariants, *r)
 	}
+	elapsed := time.Since(a.began)
+	rep.Seconds, rep.OrdersPerSecond = elapsed.Seconds(), rate(rep.Orders, elapsed)
 	return rep, err
 }
 
@@ -271,7 +321,25 @@ type auditor struct {
 	cfg     Config
 	now     time.Time
 	results map[string]*Result
+	rep     *Report
+	began   time.Time // on the monotonic clock, for the rate
+
+	// The event-order check without a read per event: an event's order
+	// lives in its partition, so in its feed range, whose scan meets every
+	// live document once. An event whose order the scan met in its page or
+	// the page before is checked; another waits in pending until the scan
+	// meets its order, and is read at the end of the range (or when the
+	// scan stops) if it does not.
+	pageOrders, prevOrders map[string]bool     // order ids met in this page and the one before
+	pending                map[string][]string // order id → its events met before it
+	nPending               int
+	pendingAt              position // the start of the page of the oldest pending event
 }
+
+// maxPending bounds the events waiting for their order (about 100 bytes
+// each); the events beyond it are checked with a point read of their order
+// at once.
+const maxPending = 10_000
 
 func (a *auditor) checked(name string) { a.results[name].Checked++ }
 
@@ -298,33 +366,79 @@ func (a *auditor) scan(ctx context.Context, rep *Report, continuation string) er
 		}
 		p = position{Ranges: ranges}
 	}
+	// stop ends the scan at p: the events still waiting for their order
+	// are read now, or, when that fails, the scan resumes from the page
+	// of the oldest of them (its checks are idempotent).
+	stop := func(err error) error {
+		rep.Continuation = p.encode()
+		if perr := a.resolvePending(ctx); perr != nil {
+			rep.Continuation = a.pendingAt.encode()
+			err = errors.Join(err, perr)
+		}
+		return err
+	}
+	a.prevOrders = map[string]bool{}
 	for p.Index < len(p.Ranges) {
 		if a.cfg.MaxPages > 0 && rep.Pages >= a.cfg.MaxPages {
-			rep.Continuation = p.encode()
-			return nil
+			return stop(nil)
 		}
 		if err := ctx.Err(); err != nil {
-			rep.Continuation = p.encode()
-			return err
+			return stop(err)
 		}
 		docs, next, err := a.cfg.Feed.ReadChanges(ctx, p.Ranges[p.Index], p.Token, a.cfg.PageSize)
 		if err != nil {
-			rep.Continuation = p.encode()
-			return fmt.Errorf("audit: read the change feed of range %s: %w", p.Ranges[p.Index], err)
+			return stop(fmt.Errorf("audit: read the change feed of range %s: %w", p.Ranges[p.Index], err))
 		}
 		if len(docs) == 0 {
-			p = position{Ranges: p.Ranges, Index: p.Index + 1}
-			continue
-		}
-		for _, d := range docs {
-			if err := a.document(ctx, d); err != nil {
-				rep.Continuation = p.encode() // this page again: its checks are idempotent
+			if err := stop(nil); err != nil {
 				return err
 			}
+			rep.Continuation = ""
+			p = position{Ranges: p.Ranges, Index: p.Index + 1}
+			a.prevOrders = map[string]bool{}
+			continue
 		}
+		heads := make([]head, len(docs))
+		a.pageOrders = make(map[string]bool)
+		for i, d := range docs {
+			if json.Unmarshal(d, &heads[i]) != nil {
+				heads[i] = head{} // not ours to judge
+			} else if heads[i].Type == order.TypeOrder && heads[i].ID == heads[i].OrderID {
+				a.pageOrders[heads[i].OrderID] = true
+			}
+		}
+		for i, d := range docs {
+			if err := a.document(ctx, p, heads[i], d); err != nil {
+				return stop(err) // this page again: its checks are idempotent
+			}
+		}
+		a.prevOrders = a.pageOrders
 		rep.Pages++
 		rep.Documents += len(docs)
 		p.Token = next
+		if a.cfg.Progress != nil {
+			a.cfg.Progress(Progress{Documents: rep.Documents, Pages: rep.Pages, Orders: rep.Orders,
+				Range: p.Index + 1, Ranges: len(p.Ranges), Elapsed: time.Since(a.began)})
+		}
+	}
+	return nil
+}
+
+// resolvePending reads the order of every event still waiting for it.
+func (a *auditor) resolvePending(ctx context.Context) error {
+	for _, orderID := range slices.Sorted(maps.Keys(a.pending)) {
+		events := a.pending[orderID]
+		_, _, err := a.cfg.Orders.ReadDocument(ctx, orderID, orderID)
+		switch {
+		case errors.Is(err, idempotent.ErrNotFound):
+			for _, id := range events {
+				a.violate(EventOrder, id, "event %s of order %s has no order document", id, orderID)
+			}
+		case err != nil:
+			return fmt.Errorf("audit: read order %s of events %q: %w", orderID, events, err)
+		}
+		delete(a.pending, orderID)
+		a.nPending -= len(events)
 	}
 	return nil
 }
@@ -338,19 +452,35 @@ type head struct {
 	TS        int64  `json:"_ts"`
 }
 
-// document checks one document of the feed: an order with everything in
-// its partition, an event against its order; others are checked with
+// document checks one document of the feed, met in the page that starts
+// at p, whose head is h (zero: not a JSON object, which is not ours to
+// judge: the relay and the worker skip it too): an order with everything
+// in its partition, an event against its order; others are checked with
 // their order.
-func (a *auditor) document(ctx context.Context, body []byte) error {
-	var h head
-	if err := json.Unmarshal(body, &h); err != nil {
-		return nil // not ours to judge: the relay and the worker skip it too
-	}
+func (a *auditor) document(ctx context.Context, p position, h head, body []byte) error {
 	switch h.Type {
 	case order.TypeOrder:
+		if h.ID == h.OrderID {
+			a.nPending -= len(a.pending[h.OrderID])
+			delete(a.pending, h.OrderID) // their order exists
+		}
 		return a.order(ctx, h, body)
 	case order.TypeEvent:
 		a.checked(EventOrder)
+		switch {
+		case a.pageOrders[h.OrderID] || a.prevOrders[h.OrderID]:
+			return nil
+		case a.nPending < maxPending:
+			if a.nPending == 0 {
+				a.pendingAt = p
+			}
+			if a.pending == nil {
+				a.pending = make(map[string][]string)
+			}
+			a.pending[h.OrderID] = append(a.pending[h.OrderID], h.ID)
+			a.nPending++
+			return nil
+		}
 		_, _, err := a.cfg.Orders.ReadDocument(ctx, h.OrderID, h.OrderID)
 		switch {
 		case errors.Is(err, idempotent.ErrNotFound):
@@ -416,6 +546,7 @@ func decodePartition(docs [][]byte) (partition, error) {
 
 // order checks an order document and its partition.
 func (a *auditor) order(ctx context.Context, h head, body []byte) error {
+	a.rep.Orders++
 	var doc order.OrderDocument
 	if err := json.Unmarshal(body, &doc); err != nil {
 		a.checked(OrderEvent)
@@ -438,11 +569,22 @@ func (a *auditor) order(ctx context.Context, h head, body []byte) error {
 		return err
 	}
 	for _, c := range a.cfg.Consumers {
-		if err := a.inbox(ctx, c, doc, p); err != nil {
-			return err
+		var cdocs [][]byte
+		if sameContainer(c.Store, a.cfg.Orders) {
+			cdocs = docs // read already
+		} else if cdocs, err = c.Store.ReadPartition(ctx, doc.OrderID); err != nil {
+			return fmt.Errorf("audit: read consumer %s's partition of order %s: %w", c.Name, doc.OrderID, err)
 		}
+		a.inbox(c, doc, p, cdocs)
 	}
 	return nil
+}
+
+// sameContainer reports whether a and b are the same container: equal
+// pointers (other kinds are taken as different, without comparing them).
+func sameContainer(a, b Container) bool {
+	t := reflect.TypeOf(a)
+	return t != nil && t.Kind() == reflect.Pointer && t == reflect.TypeOf(b) && a == b
 }
 
 func raw(body []byte) map[string]json.RawMessage {
@@ -601,28 +743,40 @@ func (a *auditor) payment(ctx context.Context, doc order.OrderDocument, p partit
 }
 
 // inbox checks consumer c's markers and entries for the order doc, whose
-// partition in the orders container is p.
-func (a *auditor) inbox(ctx context.Context, c Consumer, doc order.OrderDocument, p partition) error {
-	docs, err := c.Store.ReadPartition(ctx, doc.OrderID)
-	if err != nil {
-		return fmt.Errorf("audit: read consumer %s's partition of order %s: %w", c.Name, doc.OrderID, err)
-	}
+// partition in the orders container is p and in c's container docs.
+func (a *auditor) inbox(c Consumer, doc order.OrderDocument, p partition, docs [][]byte) {
 	cp, err := decodePartition(docs)
 	if err != nil {
 		a.checked(Inbox)
 		a.violate(Inbox, doc.ID, "a document of consumer %s's partition does not decode: %v", c.Name, err)
-		return nil
+		return
 	}
+	// A marker and its entry are written in one batch with one time
+	// (processedAt, awardedAt): both are young (their marker certainly
+	// stored) or both old (their marker may have expired by design, the
+	// entry stays). Young ones pair exactly; an old marker still needs
+	// its entry.
 	var markers []markerDoc
+	youngMarkers, oldMarkers := 0, 0
 	for _, m := range cp.markers {
-		if m.Consumer == c.Name {
-			markers = append(markers, m)
+		if m.Consumer != c.Name {
+			continue
+		}
+		markers = append(markers, m)
+		if a.markerMayHaveExpired(c, m.written()) {
+			oldMarkers++
+		} else {
+			youngMarkers++
 		}
 	}
-	entries := 0
+	youngEntries, oldEntries := 0, 0
 	for _, e := range cp.entries {
-		if e.Consumer == c.Name {
-			entries++
+		switch {
+		case e.Consumer != c.Name:
+		case a.markerMayHaveExpired(c, e.AwardedAt):
+			oldEntries++
+		default:
+			youngEntries++
 		}
 	}
 	for _, m := range markers {
@@ -648,13 +802,36 @@ func (a *auditor) inbox(ctx context.Context, c Consumer, doc order.OrderDocument
 			a.violate(Inbox, e.ID, "consumer %s's marker has request hash %s, the event %s", c.Name, markers[i].RequestHash, e.RequestHash)
 		}
 	}
-	if len(markers) > 0 || entries > 0 {
+	if len(markers) > 0 || youngEntries+oldEntries > 0 {
 		a.checked(Inbox)
-		if entries != len(markers) {
-			a.violate(Inbox, doc.ID, "consumer %s has %d entries and %d markers in the order's partition: each marker's batch writes exactly one entry", c.Name, entries, len(markers))
+		switch {
+		case youngEntries != youngMarkers:
+			a.violate(Inbox, doc.ID, "consumer %s has %d entries and %d markers written within the markers' TTL %v in the order's partition: each marker's batch writes exactly one entry", c.Name, youngEntries, youngMarkers, c.MarkerTTL)
+		case oldMarkers > oldEntries:
+			a.violate(Inbox, doc.ID, "consumer %s has %d markers and %d entries older than the markers' TTL %v in the order's partition: each marker's batch writes exactly one entry", c.Name, oldMarkers, oldEntries, c.MarkerTTL)
 		}
 	}
-	return nil
+}
+
+// boundedTTL reports whether c's markers expire.
+func boundedTTL(c Consumer) bool {
+	return c.MarkerTTL > 0 && c.MarkerTTL != order.UnboundedRetention
+}
+
+// markerMayHaveExpired reports whether a marker of c written at written
+// may have expired by design by now: its TTL, less Config.ClockSkew
+// between the writer and the store that expires it, has elapsed. Before
+// that the marker is certainly stored.
+func (a *auditor) markerMayHaveExpired(c Consumer, written time.Time) bool {
+	return boundedTTL(c) && !a.now.Before(written.Add(c.MarkerTTL-a.cfg.ClockSkew))
+}
+
+// written is when m was written: its processedAt, or its _ts.
+func (m markerDoc) written() time.Time {
+	if m.ProcessedAt.IsZero() && m.ts > 0 {
+		return time.Unix(m.ts, 0)
+	}
+	return m.ProcessedAt
 }
 
 // eventDue reports whether e must have c's marker by now.
@@ -665,8 +842,8 @@ func (a *auditor) eventDue(c Consumer, e order.AcceptedEvent) bool {
 		return false
 	case a.now.Sub(at) < a.cfg.Settle:
 		return false
-	case c.MarkerTTL > 0 && c.MarkerTTL != order.UnboundedRetention && a.now.Sub(at) >= c.MarkerTTL:
-		return false
+	case a.markerMayHaveExpired(c, at):
+		return false // its marker, written after it occurred, may have expired by design
 	}
 	return true
 }
@@ -684,10 +861,7 @@ func (a *auditor) markerTTL(c Consumer, m markerDoc) {
 	case m.TTL == -1:
 		return
 	}
-	written := m.ProcessedAt
-	if written.IsZero() && m.ts > 0 {
-		written = time.Unix(m.ts, 0)
-	}
+	written := m.written()
 	if expiry := written.Add(time.Duration(m.TTL) * time.Second); a.now.After(expiry.Add(order.PaymentClockSkew)) {
 		bad("consumer %s's marker expired at %s (processed %s, ttl %ds) but is still stored: the container's time to live is off", c.Name,
 			expiry.Format(time.RFC3339), written.Format(time.RFC3339), m.TTL)

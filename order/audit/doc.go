@@ -33,10 +33,15 @@
 //     equal to their number.
 //   - inbox: for every consumer, every event that occurred after the
 //     consumer's subscription existed (Consumer.Since), is older than
-//     Config.Settle and younger than Consumer.MarkerTTL has the consumer's
-//     marker, with the event's request hash, in its order's partition of
-//     the consumer's container; and in every such partition the consumer
-//     has as many business entries (loyalty entries) as markers.
+//     Config.Settle and younger than Consumer.MarkerTTL (less
+//     Config.ClockSkew) has the consumer's marker, with the event's request
+//     hash, in its order's partition of the consumer's container; and in
+//     every such partition the consumer has as many business entries
+//     (loyalty entries) as markers written within the TTL, and no more
+//     markers than entries among older ones. A marker and its entry are
+//     written in one batch with one time (processedAt, awardedAt), and the
+//     entry stays when the marker expires by design: an old entry without
+//     its marker is no violation.
 //   - marker-ttl: every marker of a consumer carries a ttl (-1, or at least
 //     Config.MinMarkerRetention seconds) and is not visible after it: a
 //     marker still readable more than order.PaymentClockSkew after its
@@ -56,8 +61,9 @@
 // payment of an order younger than the claim horizon may be in progress or
 // absent. It cannot see two instances of one relay holding one lease at the
 // same moment: a lease document names one owner, and the ETag fencing that
-// keeps a second from writing leaves no trace. It cannot see an inbox
-// consumer whose marker expired, nor an event published before the
+// keeps a second from writing leaves no trace. It cannot see whether an
+// event or an entry older than the marker TTL had its marker (it expired by
+// design), nor an event published before the
 // consumer's subscription existed (Consumer.Since is a setting, since
 // the subscription's creation time is not in the store).
 //
@@ -65,8 +71,23 @@
 //
 // Run pages through the orders container's change feed (latest version
 // mode, from the beginning of every feed range) with Config.PageSize
-// documents a page, and holds one page and one order's partition at a time.
-// A document changed during the audit may be checked twice. After every page
+// documents a page, and holds one page and one order's partition at a time,
+// and the ids of up to 10,000 events whose order it has not met yet.
+// A document changed during the audit may be checked twice.
+//
+// # Requests
+//
+// Per order it sends one query, of the order's partition, and per inbox
+// consumer whose container is not the orders container one query of the
+// order's partition there; per page of the feed one read, and one more per
+// feed range at its end. An event needs no read of its own: its order
+// lives in its partition, hence in its feed range, whose scan meets every
+// live document once; an event whose order the scan met in its page or the
+// page before is checked at once, and another when the scan meets its
+// order. Only the events whose order the scan never met by the end of
+// their range (or by the time Run stops) cost a point read of the order,
+// as do those beyond the 10,000. A healthy store costs about
+// 1 + 1/PageSize × (documents per order) requests per order. After every page
 // the position is a continuation: Run returns it in Report.Continuation when
 // it stops early (Config.MaxPages, or its context ended), and a Run given it
 // goes on from there. The relay checks run when the scan completes.

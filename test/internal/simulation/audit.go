@@ -37,11 +37,11 @@ type AuditReport struct {
 // leases and the inbox consumers' markers all live in it, as on the
 // emulators. Every event must have reached every consumer (the run
 // drained its subscriptions: no settle time), every order with a total
-// must be paid (no claim horizon), and the ledger is the payments
-// service's own.
+// must be paid (no claim horizon), the ledger is the payments service's
+// own, and the consumers share the store's clock (no clock skew).
 func auditStore(ctx context.Context, cfg Config, mem *memstore.Store, svc *paymentservice.Service, relayRan bool, queues []sbqueue.Snapshot, excused map[string]bool) (*AuditReport, error) {
 	ac := audit.Config{Orders: mem, Feed: mem.ChangeFeed(memstore.ChangeFeedOptions{Ranges: feedRanges, Seed: cfg.Seed}),
-		Settle: time.Nanosecond, ClaimHorizon: time.Nanosecond, Payments: svc != nil, MaxIDs: 1 << 20}
+		Settle: time.Nanosecond, ClaimHorizon: time.Nanosecond, Payments: svc != nil, MaxIDs: 1 << 20, ClockSkew: -1}
 	if relayRan {
 		ac.Relays = []string{relayName}
 		for _, c := range inboxConsumers {
