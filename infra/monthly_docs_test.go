@@ -209,3 +209,15 @@ func TestCheckQueryCatches(t *testing.T) {
 		}
 	}
 }
+
+func ExampleCheckQuery() {
+	q := `ContainerAppSystemLogs | where Reasons == "ProbeFailed" | summarize restarts = count() by ContainerAppName`
+	if _, err := infra.CheckQuery(q); err != nil {
+		fmt.Println("refused: a column the table does not have")
+	}
+	names, err := infra.CheckQuery(`ContainerAppSystemLogs | where Reason == "ProbeFailed" | summarize restarts = count() by ContainerAppName`)
+	fmt.Println(names.Table, names.Defined, names.By, err)
+	// Output:
+	// refused: a column the table does not have
+	// ContainerAppSystemLogs [restarts] [ContainerAppName] <nil>
+}

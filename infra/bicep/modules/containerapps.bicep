@@ -239,8 +239,8 @@ var otlpLogsExporter = 'none'
 // default (GOGC=200: the heap may grow to three times the live heap before a
 // collection, about 4 MB more for the worker, test/bench's README), and
 // collect harder near the container's memory instead of being OOM-killed
-// (GOMEMLIMIT about 90 % of it, leaving the rest to what the runtime does not
-// count: thread stacks outside the heap, the binary). Each limit is kept in
+// (GOMEMLIMIT about 90 % of it, leaving the rest to what the Go runtime does
+// not manage: the binary's pages, memory outside the runtime). Each limit is kept in
 // step with its container's memory by a rule test.
 var goGC = '200'
 var workerMemory = '1Gi'
