@@ -39,7 +39,8 @@ const ingestionAllowance = 10 * time.Minute
 // values.
 var corroboratedReasons = map[string]string{
 	"ProbeFailed":         "yeongseon/azure-container-apps-practical-guide, labs/probe-and-port-mismatch: live system log stream, \"Msg\":\"Probe of StartUp failed with status code: 1\",\"Reason\":\"ProbeFailed\"",
-	"PodUnhealthy":        "microsoft/azure-container-apps #723 and #399: \"Readiness probe failed: ...\", \"Reason\":\"PodUnhealthy\" (the earlier spelling of a failed probe)",
+	"PodUnhealthy":        "microsoft/azure-container-apps #723: \"Readiness probe failed: ...\", \"Reason\":\"PodUnhealthy\" (an earlier reason for a failed probe)",
+	"PodUnhealhy":         "microsoft/azure-container-apps #399: \"Startup probe failed: ...\" with the reason PodUnhealhy, so spelled",
 	"ContainerTerminated": "microsoft/azure-container-apps #1163 (reason ContainerTerminated) and #1085 (Log \"Container '...' was terminated with exit code '137'\")",
 }
 
@@ -93,7 +94,7 @@ var monthlyRules = []rule{
 		check: bicepRule(checkLogAlertWindows),
 		mutations: []mutation{
 			{bicepDir + "modules/alerts.bicep", "    evaluationFrequency: 'PT5M'\n    windowSize: 'PT15M'\n    criteria: {\n      allOf: [\n        {\n          query: deadLetterQuery", "    evaluationFrequency: 'PT5M'\n    windowSize: 'PT5M'\n    criteria: {\n      allOf: [\n        {\n          query: deadLetterQuery"},
-			{bicepDir + "modules/alerts.bicep", `Reason == "ProbeFailed"`, `Reason in ("ProbeFailed", "OOMKilled")`},
+			{bicepDir + "modules/alerts.bicep", `"PodUnhealhy")`, `"PodUnhealhy", "OOMKilled")`},
 		},
 	},
 	{

@@ -240,10 +240,11 @@ resource throttled 'Microsoft.Insights/metricAlerts@2018-03-01' = {
 // (ContainerTerminated with "Container '...' was terminated with exit code
 // '137'": microsoft/azure-container-apps #1163, #1085; ProbeFailed, "Probe
 // of StartUp failed ...": a live lab's system log stream; PodUnhealthy,
-// "Liveness probe failed ...": #399, #723), and infra's tests refuse any
+// "Readiness probe failed ...": #723, spelled PodUnhealhy in #399), and
+// infra's tests refuse any
 // other. Jobs' lines carry JobName, not ContainerAppName, and are left to
 // the audit alerts. One alert per app: ContainerAppName is a dimension.
-var restartQuery = 'ContainerAppSystemLogs | where isnotempty(ContainerAppName) | where (Reason == "ContainerTerminated" and Log contains "terminated with exit code" and Log !contains "exit code \'0\'") or ((Reason == "ProbeFailed" or Reason == "PodUnhealthy") and Log has "liveness") | summarize restarts = count() by ContainerAppName'
+var restartQuery = 'ContainerAppSystemLogs | where isnotempty(ContainerAppName) | where (Reason == "ContainerTerminated" and Log contains "terminated with exit code" and Log !contains "exit code \'0\'") or (Reason in ("ProbeFailed", "PodUnhealthy", "PodUnhealhy") and Log has "liveness") | summarize restarts = count() by ContainerAppName'
 
 resource restarts 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   name: 'orders-restarts'
