@@ -19,7 +19,12 @@
 //     rule is broken: duplicate detection off, local auth on, a role broader
 //     than the identity uses, an output the programs read missing, an API
 //     version older than the pinned table, or a key or connection string
-//     anywhere.
+//     anywhere; CheckQuery reads each log alert's query and checks its
+//     columns against the tables' documented schemas (LogTables), since the
+//     alerts skip Azure's own query validation.
+//
+// The typed check also requires the duration properties DurationProperties
+// lists to be ISO 8601 durations.
 //
 // The reader (ReadDir, Decls, ParseObject, ParseArray, References)
 // understands the subset of Bicep the templates are written in: top-level

@@ -24,7 +24,13 @@ var wantGrants = []grant{
 	{"worker", "Azure Service Bus Data Receiver", "microsoft.servicebus/namespaces/queues"},
 	// The worker schedules delayed retries of its own messages on its queue.
 	{"worker", "Azure Service Bus Data Sender", "microsoft.servicebus/namespaces/queues"},
-	{"worker", "Cosmos DB Built-in Data Contributor", "database"},
+	// The worker reads and writes the orders container only: with the
+	// database it could rewrite the relay's leases and delete the
+	// subscribers' inbox markers, which is what lets an event take effect
+	// twice. It reads the database's metadata, as the others scoped to a
+	// container do.
+	{"worker", "Cosmos DB Built-in Data Contributor", "container containerName"},
+	{"worker", metadataReaderRoleName, "database"},
 	{"worker", "AcrPull", "microsoft.containerregistry/registries"},
 	{"producer", "Azure Service Bus Data Sender", "microsoft.servicebus/namespaces/queues"},
 	{"producer", "AcrPull", "microsoft.containerregistry/registries"},

@@ -14,6 +14,8 @@ type OpenEnum struct {
 // values Azure accepts. The key is the lower-case resource type, a space,
 // and the property path without array indices, e.g.
 // "microsoft.insights/diagnosticsettings properties.logAnalyticsDestinationType".
+// A path segment of * matches any key of an object that takes additional
+// properties, such as a budget's named notifications.
 // A listed property takes only its listed values; an open enum that is not
 // listed takes only the known values its type data names. The typed check
 // (TypeData.Check) enforces both, so a misspelling the type data leaves open
@@ -35,6 +37,10 @@ var OpenEnums = map[string]OpenEnum{
 	"microsoft.insights/metricalerts properties.criteria.allOf.timeAggregation": {
 		Values: []string{"Average", "Count", "Minimum", "Maximum", "Total"},
 		Source: "Metric Alerts REST API, AggregationTypeEnum, https://learn.microsoft.com/rest/api/monitor/metric-alerts/create-or-update",
+	},
+	"microsoft.consumption/budgets properties.notifications.*.contactRoles": {
+		Values: []string{"Owner", "Contributor", "Reader"},
+		Source: `Budgets REST API, Notification.contactRoles: "Contact roles to send the budget notification to when the threshold is exceeded", https://learn.microsoft.com/rest/api/consumption/budgets/create-or-update ; the values are Azure role names, of which these three are the built-in general roles, https://learn.microsoft.com/azure/role-based-access-control/built-in-roles (Microsoft lists no other value for budgets)`,
 	},
 	"microsoft.insights/scheduledqueryrules properties.criteria.allOf.timeAggregation": {
 		Values: []string{"Count", "Average", "Minimum", "Maximum", "Total"},

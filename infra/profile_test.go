@@ -320,8 +320,8 @@ func checkBudget(b *bicep) error {
 	if err != nil {
 		return err
 	}
-	if !strings.Contains(n, "contactRoles") || !strings.Contains(n, "contactEmails: contactEmails") {
-		return fmt.Errorf("%v: notifications do not reach the Owners and alertEmail", bs[0])
+	if !strings.Contains(n, "contactRoles") || !strings.Contains(n, "contactGroups") {
+		return fmt.Errorf("%v: notifications do not reach the Owners and the action group", bs[0])
 	}
 	for _, m := range b.all(infra.Module, "modules/budget.bicep") {
 		if !strings.HasPrefix(m.Value, "if (production)") {

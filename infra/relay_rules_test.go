@@ -33,7 +33,10 @@ var relayRules = []rule{
 		check: bicepRule(checkRelayProbes),
 		mutations: []mutation{
 			{bicepDir + "modules/containerapps.bicep", "              name: 'RELAY_HEALTH_ADDR'\n              value: ':${healthPort}'\n", "              name: 'RELAY_HEALTH_ADDR'\n              value: '127.0.0.1:${healthPort}'\n"},
-			{bicepDir + "modules/containerapps.bicep", "          // /livez fails only when its loop has not ended a poll for minutes.\n          probes: workerProbes\n", "          // /livez fails only when its loop has not ended a poll for minutes.\n"},
+			{bicepDir + "modules/containerapps.bicep", "          probes: relayExists ? workerProbes : []\n", ""},
+			// The bootstrap image probed on the health port it does not serve:
+			// the first provisioning's relay never becomes ready.
+			{bicepDir + "modules/containerapps.bicep", "          probes: relayExists ? workerProbes : []\n", "          probes: workerProbes\n"},
 		},
 	},
 }
@@ -92,7 +95,7 @@ func checkOwnContainers(b *bicep) error {
 
 // checkRelayProbes checks that the relay listens on every interface at
 // healthPort (RELAY_HEALTH_ADDR) and that its container has the three
-// probes on the paths orderrelay serves.
+// probes on the paths orderrelay serves once it runs its deployed image.
 func checkRelayProbes(b *bicep) error {
 	const file = bicepDir + "modules/containerapps.bicep"
 	app, err := serviceResource(b, "Microsoft.App/containerApps", "relay")
@@ -115,6 +118,15 @@ func checkRelayProbes(b *bicep) error {
 	if !ok {
 		return fmt.Errorf("%v: container has no probes: orderrelay serves /startupz, /livez and /readyz on RELAY_HEALTH_ADDR", app)
 	}
+	// The bootstrap image (port 80, none of the health paths) gets no
+	// probes; the deployed image gets them. The relay is the one app with
+	// a replica from the first provisioning on, so probes on the bootstrap
+	// image would keep that revision from ever becoming ready.
+	cond, deployed, bootstrap, isTernary := infra.SplitTernary(probes)
+	if !isTernary || cond != "relayExists" || bootstrap != "[]" {
+		return fmt.Errorf("%v: probes = %s, want relayExists ? <probes> : []: the first provisioning runs the bootstrap image, which serves port 80 and no health path", app, probes)
+	}
+	probes = deployed
 	if v, ok := b.find(file, infra.Var, probes); ok {
 		probes = v.Value
 	}

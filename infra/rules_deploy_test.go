@@ -23,7 +23,7 @@ const ownerRoleID = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
 
 // allRules is every rule the tests run.
 func allRules() []rule {
-	return append(append(append(append(append(append(append([]rule(nil), rules...), deployRules...), opsRules...), operateRules...), productionRules...), relayRules...), auditRules...)
+	return append(append(append(append(append(append(append(append([]rule(nil), rules...), deployRules...), opsRules...), operateRules...), productionRules...), relayRules...), auditRules...), monthlyRules...)
 }
 
 var deployRules = []rule{
@@ -44,7 +44,7 @@ var deployRules = []rule{
 		check: bicepRule(checkCosmosChain),
 		mutations: []mutation{
 			// The worker's assignment starts with the containers again.
-			{bicepDir + "modules/cosmos.bicep", "  dependsOn: [\n    metadataReaderRole\n  ]\n", "  dependsOn: [\n    database\n  ]\n"},
+			{bicepDir + "modules/cosmos.bicep", "  dependsOn: [\n    workerReadsMetadata\n  ]\n", "  dependsOn: [\n    database\n  ]\n"},
 			// The two assignments start together.
 			{bicepDir + "modules/cosmos.bicep", "  dependsOn: [\n    workerReadsWritesOrders\n  ]\n", "  dependsOn: [\n    container\n  ]\n"},
 		},

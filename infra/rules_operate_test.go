@@ -188,11 +188,11 @@ func checkMetricsDestination(b *bicep) error {
 		if d, ok := infra.Lookup(e.Body, "properties.openTelemetryConfiguration.metricsConfiguration.destinations"); ok && strings.TrimSpace(strings.Trim(d, "[]\n ")) != "" {
 			continue // a destination takes them
 		}
-		for _, svc := range []string{"worker", "relay", "loyalty", "shipping"} {
-			app, err := serviceResource(b, "Microsoft.App/containerApps", svc)
-			if err != nil {
-				return err
-			}
+		apps, err := allContainers(b)
+		if err != nil {
+			return err
+		}
+		for _, app := range apps {
 			env, err := containerEnv(app)
 			if err != nil {
 				return err
@@ -267,7 +267,7 @@ func checkRestartAlert(b *bicep) error {
 	if !strings.HasPrefix(q, "ContainerAppSystemLogs |") {
 		return fmt.Errorf("%v: query %q does not read ContainerAppSystemLogs, where the platform's restart events are", c, q)
 	}
-	for _, reason := range []string{`"ContainerCrashing"`, `"BackOff"`, `"OOMKilled"`, `"ProbeFailed"`} {
+	for _, reason := range []string{`"ContainerTerminated"`, `"ProbeFailed"`} {
 		if !strings.Contains(q, reason) {
 			return fmt.Errorf("%v: query does not count %s events", c, reason)
 		}

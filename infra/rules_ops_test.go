@@ -65,7 +65,7 @@ var opsRules = []rule{
 			// Main wires the subscription names crosswise.
 			{mainFile, "    loyaltySubscriptionName: serviceBus.outputs.loyaltySubscriptionName\n", "    loyaltySubscriptionName: serviceBus.outputs.shippingSubscriptionName\n"},
 			// The relay scales to zero: nothing would follow the change feed.
-			{bicepDir + "modules/containerapps.bicep", "        minReplicas: 1\n        maxReplicas: 1\n", "        minReplicas: 0\n        maxReplicas: 1\n"},
+			{bicepDir + "modules/containerapps.bicep", "        minReplicas: relayReplicas\n        maxReplicas: relayReplicas\n", "        minReplicas: 0\n        maxReplicas: relayReplicas\n"},
 			// The scale rule authenticates with the subscriber's own identity.
 			{bicepDir + "modules/containerapps.bicep", "            name: 'shipping-subscription-length'\n            custom: {\n              type: 'azure-servicebus'\n              identity: scalerIdentityId\n", "            name: 'shipping-subscription-length'\n            custom: {\n              type: 'azure-servicebus'\n              identity: shippingIdentityId\n"},
 		},
@@ -80,7 +80,7 @@ var opsRules = []rule{
 			{bicepDir + "modules/monitoring.bicep", "    DisableLocalAuth: false\n", "    DisableLocalAuth: true\n"},
 			{bicepDir + "modules/containerapps.bicep", "      tracesConfiguration: {\n        destinations: [\n          'appInsights'\n        ]\n      }\n", ""},
 			// Application Insights accepts no metrics from the agent.
-			{bicepDir + "modules/containerapps.bicep", "      logsConfiguration: {\n", "      metricsConfiguration: {\n        destinations: [\n          'appInsights'\n        ]\n      }\n      logsConfiguration: {\n"},
+			{bicepDir + "modules/containerapps.bicep", "    openTelemetryConfiguration: {\n", "    openTelemetryConfiguration: {\n      metricsConfiguration: {\n        destinations: [\n          'appInsights'\n        ]\n      }\n"},
 			{mainFile, "    appInsightsName: monitoring.outputs.appInsightsName\n", "    appInsightsName: 'appi-other'\n"},
 		},
 	},
@@ -199,13 +199,13 @@ func checkPubSubApps(b *bicep) error {
 	if err != nil {
 		return err
 	}
-	// One replica always: the change feed is polled, so a relay scaled to
-	// zero would never wake up; more are safe (ETag-guarded leases) but
-	// not needed.
-	if err := want(relay, "properties.template.scale.minReplicas", "1"); err != nil {
+	// Always running: the change feed is polled, so a relay scaled to zero
+	// would never wake up; several are safe (ETag-guarded leases), and
+	// production runs one per zone (checkProductionShape).
+	if err := want(relay, "properties.template.scale.minReplicas", "relayReplicas"); err != nil {
 		return err
 	}
-	if err := want(relay, "properties.template.scale.maxReplicas", "1"); err != nil {
+	if err := want(relay, "properties.template.scale.maxReplicas", "relayReplicas"); err != nil {
 		return err
 	}
 	env, err := containerEnv(relay)
@@ -358,7 +358,7 @@ func checkTelemetry(b *bicep) error {
 		if v, err := b.moduleParam(strings.TrimPrefix(e.file, bicepDir), name); err != nil || v != "monitoring.outputs.appInsightsName" {
 			return fmt.Errorf("%v: Application Insights %s is %q (%v), want monitoring.outputs.appInsightsName", e, name, v, err)
 		}
-		for _, signal := range []string{"traces", "logs"} {
+		for _, signal := range []string{"traces"} {
 			d, err := get(e, "properties.openTelemetryConfiguration."+signal+"Configuration.destinations")
 			if err != nil {
 				return err

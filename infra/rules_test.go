@@ -42,7 +42,7 @@ func loadRepo(t *testing.T) repo {
 	for _, f := range files {
 		r[bicepDir+f.Path] = f.Text
 	}
-	for _, p := range []string{"infra/bicep/main.parameters.json", "azure.yaml", "Dockerfile", ".dockerignore"} {
+	for _, p := range []string{"infra/bicep/main.parameters.json", "azure.yaml", "Dockerfile", ".dockerignore", hookSh, hookPs1} {
 		b, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(p)))
 		if err != nil {
 			t.Fatal(err)
@@ -466,6 +466,9 @@ var rules = []rule{
 			{mainFile, "      auditIdentity.outputs.principalId\n    ]", "      auditIdentity.outputs.principalId\n      scalerIdentity.outputs.principalId\n    ]"},
 			// Cosmos data role at account scope.
 			{bicepDir + "modules/cosmos.bicep", "var dataScope = '${account.id}/dbs/${databaseName}'", "var dataScope = account.id"},
+			// The worker's Data Contributor on the whole database: it could
+			// delete the subscribers' inbox markers and rewrite the leases.
+			{bicepDir + "modules/cosmos.bicep", "    principalId: workerPrincipalId\n    scope: ordersScope", "    principalId: workerPrincipalId\n    scope: dataScope"},
 			// Cosmos Data Reader instead of Data Contributor: the worker could not write.
 			{bicepDir + "modules/cosmos.bicep", "var dataContributorRoleId = '00000000-0000-0000-0000-000000000002'", "var dataContributorRoleId = '00000000-0000-0000-0000-000000000001'"},
 			// The relay's feed reader on the whole database (today's shape: it could read every subscriber's container).
@@ -904,6 +907,9 @@ var workerEnv = []string{
 	"OTEL_METRICS_EXPORTER",
 	"WORKER_HEALTH_ADDR",
 	"WORKER_SHUTDOWN_GRACE",
+	"OTEL_LOGS_EXPORTER",
+	"GOGC",
+	"GOMEMLIMIT",
 }
 
 // relayEnv is what orderrelay reads: the orders container whose change feed
@@ -921,6 +927,9 @@ var relayEnv = []string{
 	"OTEL_SERVICE_NAME",
 	"OTEL_METRICS_EXPORTER",
 	"RELAY_HEALTH_ADDR",
+	"OTEL_LOGS_EXPORTER",
+	"GOGC",
+	"GOMEMLIMIT",
 }
 
 // subscriberEnv is the worker's, receiving from a topic subscription in inbox
@@ -943,6 +952,9 @@ var subscriberEnv = []string{
 	"OTEL_METRICS_EXPORTER",
 	"WORKER_HEALTH_ADDR",
 	"WORKER_SHUTDOWN_GRACE",
+	"OTEL_LOGS_EXPORTER",
+	"GOGC",
+	"GOMEMLIMIT",
 }
 
 // orderctlEnv is what orderctl reads in Azure: the queue and its settings
@@ -960,6 +972,10 @@ var orderctlEnv = []string{
 	"COSMOS_DATABASE",
 	"COSMOS_CONTAINER",
 	"LOG_FORMAT",
+	"OTEL_METRICS_EXPORTER",
+	"OTEL_LOGS_EXPORTER",
+	"GOGC",
+	"GOMEMLIMIT",
 }
 
 // auditEnv is what `orderctl audit` reads in Azure (cmd/orderctl/audit.go):
@@ -978,6 +994,10 @@ var auditEnv = []string{
 	"SERVICEBUS_DUPLICATE_DETECTION_WINDOW",
 	"SERVICEBUS_MESSAGE_TTL",
 	"LOG_FORMAT",
+	"OTEL_METRICS_EXPORTER",
+	"OTEL_LOGS_EXPORTER",
+	"GOGC",
+	"GOMEMLIMIT",
 }
 
 var producerEnv = []string{
@@ -985,6 +1005,10 @@ var producerEnv = []string{
 	"SERVICEBUS_NAMESPACE",
 	"SERVICEBUS_QUEUE",
 	"LOG_FORMAT",
+	"OTEL_METRICS_EXPORTER",
+	"OTEL_LOGS_EXPORTER",
+	"GOGC",
+	"GOMEMLIMIT",
 }
 
 // minAPIVersions pins the oldest API version each resource type may use
@@ -1014,6 +1038,7 @@ var minAPIVersions = map[string]string{
 	"microsoft.insights/metricalerts":                               "2018-03-01",
 	"microsoft.insights/scheduledqueryrules":                        "2023-12-01",
 	"microsoft.network/virtualnetworks":                             "2024-07-01",
+	"microsoft.network/networksecuritygroups":                       "2024-07-01",
 	"microsoft.network/privateendpoints":                            "2024-07-01",
 	"microsoft.network/privateendpoints/privatednszonegroups":       "2024-07-01",
 	"microsoft.network/privatednszones":                             "2024-06-01",

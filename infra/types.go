@@ -548,8 +548,13 @@ func (c *checker) check(path string, t *btType, v value) {
 			if t.pattern != nil && !t.pattern.MatchString(v.str) {
 				c.report(CodeWrongType, path, "%s does not match the pattern %s", v.text, *t.Pattern)
 			}
-			if _, listed := OpenEnums[c.typ+" "+enumPath(path)]; listed {
+			if _, listed := openEnumFor(c.typ, path); listed {
 				c.enumValue(path, v, nil)
+			}
+			if src, ok := DurationProperties[c.typ+" "+enumPath(path)]; ok {
+				if _, err := ParseDuration(v.str); err != nil {
+					c.report(CodeWrongType, path, "%s is not an ISO 8601 duration: %v (%s)", v.text, err, src)
+				}
 			}
 		case vInterp:
 		default:
@@ -746,7 +751,7 @@ func (c *checker) openEnum(t *btType) (known []string, open bool) {
 // enumValue checks a string literal at path against the known values of its
 // open enum and the OpenEnums entry for the property.
 func (c *checker) enumValue(path string, v value, known []string) {
-	entry, listed := OpenEnums[c.typ+" "+enumPath(path)]
+	entry, listed := openEnumFor(c.typ, path)
 	for _, k := range known {
 		if v.str == k && !listed {
 			return
@@ -762,6 +767,39 @@ func (c *checker) enumValue(path string, v value, known []string) {
 		return
 	}
 	c.report(CodeWrongType, path, "%s is not one of the known values %s of this open enum; if Azure accepts it, list it in infra.OpenEnums with its source", v.text, quoteAll(known))
+}
+
+// openEnumFor returns the OpenEnums entry for the property at path of a
+// resource of type typ (lower case): the entry for its exact path, or else
+// one whose path has * for a segment, which matches any key of an object
+// with additional properties (a budget's notifications, say).
+func openEnumFor(typ, path string) (OpenEnum, bool) {
+	p := enumPath(path)
+	if e, ok := OpenEnums[typ+" "+p]; ok {
+		return e, true
+	}
+	segs := strings.Split(p, ".")
+	for key, e := range OpenEnums {
+		kt, kp, _ := strings.Cut(key, " ")
+		if kt != typ || !strings.Contains(kp, "*") {
+			continue
+		}
+		ks := strings.Split(kp, ".")
+		if len(ks) != len(segs) {
+			continue
+		}
+		match := true
+		for i := range ks {
+			if ks[i] != "*" && ks[i] != segs[i] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return e, true
+		}
+	}
+	return OpenEnum{}, false
 }
 
 // enumPath removes the array indices from a diagnostic path:

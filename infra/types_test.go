@@ -161,6 +161,16 @@ func TestTypeCheckCatches(t *testing.T) {
 		{"listed open string: logAnalyticsDestinationType 'Dedicate'", "modules/cosmos.bicep",
 			"    logAnalyticsDestinationType: 'Dedicated'\n", "    logAnalyticsDestinationType: 'Dedicate'\n",
 			infra.CodeWrongType, "properties.logAnalyticsDestinationType"},
+		{"listed open string under a named notification: contactRoles 'Owners'", "modules/budget.bicep",
+			"          'Owner'\n        ]\n      }\n      forecast100", "          'Owners'\n        ]\n      }\n      forecast100",
+			infra.CodeWrongType, "properties.notifications.actual80.contactRoles[0]"},
+		// Durations: the type data takes any string, Azure an ISO 8601 duration.
+		{"duration without a unit: windowSize 'PT15'", "modules/alerts.bicep",
+			"    windowSize: 'PT15M'\n    autoMitigate: true\n    criteria: {\n      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'\n      allOf: [\n        {\n          criterionType: 'StaticThresholdCriterion'\n          name: 'backlog'", "    windowSize: 'PT15'\n    autoMitigate: true\n    criteria: {\n      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'\n      allOf: [\n        {\n          criterionType: 'StaticThresholdCriterion'\n          name: 'backlog'",
+			infra.CodeWrongType, "properties.windowSize"},
+		{"duration in Go's notation: a log alert's evaluationFrequency '1h'", "modules/alerts.bicep",
+			"    evaluationFrequency: 'PT1H'\n", "    evaluationFrequency: '1h'\n",
+			infra.CodeWrongType, "properties.evaluationFrequency"},
 		// Values held in vars and parameters.
 		{"string for an int through a var used once", "modules/containerapps.bicep",
 			"var orderctlImage = bootstrapProducerImage\n", "var orderctlImage = 5\n",

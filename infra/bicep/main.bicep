@@ -7,7 +7,9 @@
 // subscriber (the worker in inbox mode). Application Insights receives the
 // programs' traces through the environment's OpenTelemetry agent, diagnostic
 // settings send Service Bus and Cosmos DB logs to Log Analytics, and metric
-// alerts watch dead letters, backlog, throttling and restarts. The audit
+// and log alerts watch dead letters, backlog, throttling and restarts. The
+// programs' logs take one path: stderr to ContainerAppConsoleLogs (the
+// OpenTelemetry log bridge is off in every container). The audit
 // (orderctl audit) runs as a scheduled job, and log alerts watch its failed
 // runs and its absence.
 //
@@ -47,11 +49,14 @@ param principalType string = ''
 param profile string = 'dev'
 
 @minValue(1)
-@description('Production profile: the monthly budget of the resource group, in the billing currency (BUDGET_AMOUNT).')
-param budgetAmount int = 500
+@description('Production profile: the monthly budget of the resource group, in the billing currency (BUDGET_AMOUNT). See infra/README.md for what one month of the production profile costs at least.')
+param budgetAmount int = 1000
 
-@description('Production profile: first day of the first budget month (yyyy-MM-01). Defaults to the current month.')
-param budgetStartDate string = utcNow('yyyy-MM-01')
+@description('When this azd environment was first provisioned (FIRST_PROVISION_TIME, UTC, yyyy-MM-ddTHH:mm:ssZ), written once by the preprovision hook (infra/hooks). The production budget starts on the first of that month, since the budgets API refuses to change a start date, and the audit-missing alert stays quiet for a silence period after it. Empty: this provisioning\'s time, which is the value the hook has just written on the first provisioning.')
+param firstProvisionTime string = ''
+
+@description('This provisioning\'s time; used only while firstProvisionTime is empty. Leave it unset.')
+param deploymentTime string = utcNow('yyyy-MM-ddTHH:mm:ssZ')
 
 @description('Name of the Service Bus queue that carries orders.')
 param queueName string = 'orders'
@@ -134,6 +139,9 @@ param workerMaxReplicas int = 10
 param scaleMessageCount int = 100
 
 var production = profile == 'production'
+// The environment's first provisioning: it fixes the budget's first month
+// and the end of the audit-missing alert's grace period.
+var firstProvision = empty(firstProvisionTime) ? deploymentTime : firstProvisionTime
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
   'azd-env-name': environmentName
@@ -303,8 +311,8 @@ module budget 'modules/budget.bicep' = if (production) {
   params: {
     name: 'budget-${environmentName}'
     amount: budgetAmount
-    startDate: budgetStartDate
-    alertEmail: alertEmail
+    startDate: '${substring(firstProvision, 0, 7)}-01'
+    actionGroupId: alerts.outputs.actionGroupId
   }
 }
 
@@ -416,6 +424,7 @@ module alerts 'modules/alerts.bicep' = {
     auditJobName: apps.outputs.auditName
     auditImagePrefix: '${registry.outputs.loginServer}/'
     auditMaxSilenceHours: auditMaxSilenceHours
+    firstProvisionTime: firstProvision
   }
 }
 

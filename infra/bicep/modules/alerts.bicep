@@ -65,6 +65,9 @@ param auditImagePrefix string
 @description('Hours without output of a deployed audit after which the audit-missing alert fires (the query looks back over two days at most).')
 param auditMaxSilenceHours int = 26
 
+@description('When the environment was first provisioned (UTC, yyyy-MM-ddTHH:mm:ssZ): the audit-missing alert stays quiet for auditMaxSilenceHours after it, until the first scheduled audit has had its chance to run.')
+param firstProvisionTime string
+
 var notify = !empty(alertEmail)
 
 resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = if (notify) {
@@ -108,8 +111,11 @@ resource deadLettered 'Microsoft.Insights/metricAlerts@2018-03-01' = {
     scopes: [
       serviceBusNamespaceId
     ]
+    // Overlapping windows: a line ingested up to ten minutes late is still
+    // counted (Azure Monitor Logs' ingestion takes 20 s to 3 min on
+    // average, with outliers).
     evaluationFrequency: 'PT5M'
-    windowSize: 'PT5M'
+    windowSize: 'PT15M'
     autoMitigate: true
     criteria: {
       'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
@@ -224,12 +230,21 @@ resource throttled 'Microsoft.Insights/metricAlerts@2018-03-01' = {
 // metric. This log alert counts the platform's restart events instead, in
 // the resource-specific table ContainerAppSystemLogs (the environment's
 // diagnostic setting is Dedicated): each one is an increase, and the alert
-// resolves itself (autoMitigate) once a window passes without one. The
-// Reason values are those Container Apps writes for a crashed, OOM-killed or
-// backed-off container and a failed liveness probe (readiness failures are
-// normal while a replica drains, and are not counted). One alert per app:
-// ContainerAppName is a dimension.
-var restartQuery = 'ContainerAppSystemLogs | where Reason in ("ContainerCrashing", "BackOff", "OOMKilled") or (Reason == "ProbeFailed" and Log has "liveness") | summarize restarts = count() by ContainerAppName'
+// resolves itself (autoMitigate) once a window passes without one. It counts
+// a container that ended with a non-zero exit code (a crash; an OOM kill is
+// exit code 137) and a failed liveness probe, which restarts the container
+// (readiness failures are normal while a replica drains, and are not
+// counted); a clean exit (code 0, a scale-in or a new revision) is not a
+// restart. Microsoft documents the Reason column but not its values: the
+// ones named here are those public reports show Container Apps writing
+// (ContainerTerminated with "Container '...' was terminated with exit code
+// '137'": microsoft/azure-container-apps #1163, #1085; ProbeFailed, "Probe
+// of StartUp failed ...": a live lab's system log stream; PodUnhealthy,
+// "Readiness probe failed ...": #723, spelled PodUnhealhy in #399), and
+// infra's tests refuse any
+// other. Jobs' lines carry JobName, not ContainerAppName, and are left to
+// the audit alerts. One alert per app: ContainerAppName is a dimension.
+var restartQuery = 'ContainerAppSystemLogs | where isnotempty(ContainerAppName) | where (Reason == "ContainerTerminated" and Log contains "terminated with exit code" and Log !contains "exit code \'0\'") or (Reason in ("ProbeFailed", "PodUnhealthy", "PodUnhealhy") and Log has "liveness") | summarize restarts = count() by ContainerAppName'
 
 resource restarts 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   name: 'orders-restarts'
@@ -238,6 +253,10 @@ resource restarts 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   kind: 'LogAlert'
   properties: {
     displayName: 'orders-restarts'
+    // Created with the tables it reads: Azure's validation runs the query
+    // and fails on a table that has no rows yet. The query's columns are
+    // checked by infra's tests against the tables' documented schemas.
+    skipQueryValidation: true
     description: 'A container of an app crashed, was OOM-killed, backed off or failed its liveness probe in the last 15 minutes. Its logs are in ContainerAppConsoleLogs, the platform events in ContainerAppSystemLogs.'
     severity: 2
     enabled: true
@@ -279,7 +298,8 @@ resource restarts 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
 // content and logs it, at error, as one JSON line on stderr:
 // {"level":"ERROR","msg":"dead-lettered","order_id":...,"reason":"OrderIdReused",...}.
 // The environment writes it to ContainerAppConsoleLogs (column Log). This log
-// alert counts those lines by reason and app; the dimension reason selects
+// alert counts those lines by reason and app over the last 15 minutes, every
+// 5 (stateful: one notification while it stays fired); the dimension reason selects
 // OrderIdReused, which is never the broker's doing and always needs a person:
 // two different orders share an id. The DeadletteredMessages metric alert
 // above cannot tell it from the other reasons.
@@ -292,14 +312,21 @@ resource mismatches 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   kind: 'LogAlert'
   properties: {
     displayName: 'orders-mismatch'
+    // Created with the tables it reads: Azure's validation runs the query
+    // and fails on a table that has no rows yet. The query's columns are
+    // checked by infra's tests against the tables' documented schemas.
+    skipQueryValidation: true
     description: 'An order id was reused with other content (dead-letter reason OrderIdReused): two different orders share an id. orderctl dlq show <order id> prints the field-by-field difference with the stored order.'
     severity: 1
     enabled: true
     scopes: [
       logAnalyticsWorkspaceId
     ]
+    // Overlapping windows: a line ingested up to ten minutes late is still
+    // counted (Azure Monitor Logs' ingestion takes 20 s to 3 min on
+    // average, with outliers).
     evaluationFrequency: 'PT5M'
-    windowSize: 'PT5M'
+    windowSize: 'PT15M'
     criteria: {
       allOf: [
         {
@@ -370,6 +397,10 @@ resource auditFailed 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   kind: 'LogAlert'
   properties: {
     displayName: 'orders-audit-failed'
+    // Created with the tables it reads: Azure's validation runs the query
+    // and fails on a table that has no rows yet. The query's columns are
+    // checked by infra's tests against the tables' documented schemas.
+    skipQueryValidation: true
     description: 'The scheduled audit (orderctl audit) failed: it found a violation of exactly-once on the real store (exit 1) or could not audit (exit 2). Its summary names the invariant and the first ids: ContainerAppConsoleLogs | where ContainerName == "audit" | order by TimeGenerated desc. Re-run it with az containerapp job start.'
     severity: 1
     enabled: true
@@ -413,8 +444,11 @@ resource auditFailed 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
 // the count is 0, not absent. The query looks back further than the window:
 // overrideQueryTimeRange widens its time range to two days, inside which its
 // own TimeGenerated filter applies. It resolves itself once an audit writes
-// again.
-var auditMissingQuery = 'ContainerAppConsoleLogs | where TimeGenerated > ago(${auditMaxSilenceHours}h) | where ContainerName == "audit" and ContainerImage startswith "${auditImagePrefix}" | summarize lines = count()'
+// again. A new environment has no audit output until the first scheduled
+// run (up to a day later): the last line drops the row, so nothing fires,
+// until auditMaxSilenceHours have passed since the environment's first
+// provisioning (firstProvisionTime, kept by the preprovision hook).
+var auditMissingQuery = 'ContainerAppConsoleLogs | where TimeGenerated > ago(${auditMaxSilenceHours}h) | where ContainerName == "audit" and ContainerImage startswith "${auditImagePrefix}" | summarize lines = count() | where now() > datetime(${firstProvisionTime}) + ${auditMaxSilenceHours}h'
 
 resource auditMissing 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   name: 'orders-audit-missing'
@@ -423,6 +457,10 @@ resource auditMissing 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   kind: 'LogAlert'
   properties: {
     displayName: 'orders-audit-missing'
+    // Created with the tables it reads: Azure's validation runs the query
+    // and fails on a table that has no rows yet. The query's columns are
+    // checked by infra's tests against the tables' documented schemas.
+    skipQueryValidation: true
     description: 'No scheduled audit (orderctl audit) has run the deployed image in the last ${auditMaxSilenceHours} hours: check the audit job\'s schedule, its executions (az containerapp job execution list) and its image (azd deploy audit).'
     severity: 2
     enabled: true
@@ -451,3 +489,6 @@ resource auditMissing 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
     actions: logAlertActions
   }
 }
+
+@description('Resource id of the action group that mails alertEmail; empty when no address is set. The production budget notifies it too.')
+output actionGroupId string = notify ? actionGroup.id : ''

@@ -1,8 +1,18 @@
 // budget.bicep is the production profile's cost guard: a monthly budget on
-// the resource group that mails at 80% of the amount actually spent and at
-// 100% forecast. The recipients are alertEmail when it is set, and always
-// the resource group's Owners (contactRoles), so the budget never lacks a
-// recipient.
+// the resource group that notifies at 80% of the amount actually spent and
+// at 100% forecast. The recipients are the alerts' action group, which
+// mails ALERT_EMAIL (a resource-group budget needs a contact e-mail or a
+// contact group: "Must have at least one contact email or contact group
+// specified at the Subscription or Resource Group scopes", the budgets
+// REST reference), and the resource group's Owners (contactRoles). The
+// preprovision hook refuses the production profile without ALERT_EMAIL, so
+// the action group exists whenever the budget does.
+//
+// The start date is the first of the month of the environment's first
+// provisioning (main.bicep), never the current month: the budgets API
+// refuses to change the start date of an existing budget ("Start date of
+// budgets cannot be updated"), so a date that moved with each provisioning
+// would fail every deployment after the first month.
 
 @description('Budget name.')
 param name string
@@ -11,15 +21,11 @@ param name string
 @description('Monthly amount, in the billing currency.')
 param amount int
 
-@description('First day of the first budget month, yyyy-MM-01 (a budget starts on the first of a month).')
+@description('First day of the first budget month, yyyy-MM-01 (a budget starts on the first of a month). It must never change once the budget exists.')
 param startDate string
 
-@description('E-mail address that receives the budget alerts, besides the Owners. Empty: the Owners only.')
-param alertEmail string = ''
-
-var contactEmails = empty(alertEmail) ? [] : [
-  alertEmail
-]
+@description('Resource id of the action group that receives the budget\'s notifications (the alerts\' action group).')
+param actionGroupId string
 
 resource budget 'Microsoft.Consumption/budgets@2024-08-01' = {
   name: name
@@ -36,7 +42,12 @@ resource budget 'Microsoft.Consumption/budgets@2024-08-01' = {
         operator: 'GreaterThanOrEqualTo'
         threshold: 80
         thresholdType: 'Actual'
-        contactEmails: contactEmails
+        // Required by the API's type; the action group mails ALERT_EMAIL, so
+        // the address is not repeated here.
+        contactEmails: []
+        contactGroups: [
+          actionGroupId
+        ]
         contactRoles: [
           'Owner'
         ]
@@ -46,7 +57,12 @@ resource budget 'Microsoft.Consumption/budgets@2024-08-01' = {
         operator: 'GreaterThanOrEqualTo'
         threshold: 100
         thresholdType: 'Forecasted'
-        contactEmails: contactEmails
+        // Required by the API's type; the action group mails ALERT_EMAIL, so
+        // the address is not repeated here.
+        contactEmails: []
+        contactGroups: [
+          actionGroupId
+        ]
         contactRoles: [
           'Owner'
         ]

@@ -19,10 +19,12 @@
 // routes them to the Log Analytics workspace (table ContainerAppConsoleLogs;
 // the _CL tables belong to the log-analytics destination, which needs the
 // workspace's shared key). Nothing here reads a key, and the workspace has
-// local (shared key) auth disabled.
+// local (shared key) auth disabled. That is the one log path: every
+// container sets OTEL_LOGS_EXPORTER=none, so no line is also exported as an
+// OpenTelemetry log record (and ingested twice, in AppTraces).
 //
 // Telemetry: the environment runs the managed OpenTelemetry agent, which
-// sends traces and OpenTelemetry logs to Application Insights. It injects
+// sends traces to Application Insights. It injects
 // OTEL_EXPORTER_OTLP_ENDPOINT (gRPC, e.g. http://otel.service.k8se-apps:4317/)
 // and OTEL_EXPORTER_OTLP_PROTOCOL=grpc into every container; the programs
 // export OTLP to it when that variable is set. The agent's Application
@@ -226,6 +228,33 @@ var terminationGracePeriodSeconds = 60
 // observed instead.
 var otlpMetricsExporter = 'none'
 
+// One log path: the programs log JSON to stderr, which the environment
+// writes to ContainerAppConsoleLogs, where the log alerts read it. With the
+// OpenTelemetry log bridge on, every line would also be exported through the
+// agent to Application Insights (AppTraces) and ingested twice. So the
+// bridge is off in every container and the agent has no logs destination.
+var otlpLogsExporter = 'none'
+
+// The Go runtime's memory settings (issue 34): collect half as often as the
+// default (GOGC=200: the heap may grow to three times the live heap before a
+// collection, about 4 MB more for the worker, test/bench's README), and
+// collect harder near the container's memory instead of being OOM-killed
+// (GOMEMLIMIT about 90 % of it, leaving the rest to what the Go runtime does
+// not manage: the binary's pages, memory outside the runtime). Each limit is kept in
+// step with its container's memory by a rule test.
+var goGC = '200'
+var workerMemory = '1Gi'
+var workerGoMemLimit = '921MiB' // 90 % of 1024 MiB
+var smallMemory = '0.5Gi'
+var smallGoMemLimit = '460MiB' // 90 % of 512 MiB
+
+// The relay's replicas. Its ETag-guarded leases let several run at once,
+// each owning some feed ranges. In production the environment is
+// zone-redundant, which "only provides benefits when you have 2 or more
+// replicas, with 3 or more being ideal" (Microsoft, Reliability in Azure
+// Container Apps): one per zone. Dev runs one.
+var relayReplicas = empty(infrastructureSubnetId) ? 1 : 3
+
 // The port the worker's health endpoints listen on (WORKER_HEALTH_ADDR).
 var healthPort = 8080
 
@@ -307,11 +336,6 @@ resource environment 'Microsoft.App/managedEnvironments@2025-10-02-preview' = {
     }
     openTelemetryConfiguration: {
       tracesConfiguration: {
-        destinations: [
-          'appInsights'
-        ]
-      }
-      logsConfiguration: {
         destinations: [
           'appInsights'
         ]
@@ -425,7 +449,7 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
           image: workerImage
           resources: {
             cpu: json('0.5')
-            memory: '1Gi'
+            memory: workerMemory
           }
           env: [
             {
@@ -471,6 +495,18 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
             {
               name: 'LOG_FORMAT'
               value: 'json'
+            }
+            {
+              name: 'OTEL_LOGS_EXPORTER'
+              value: otlpLogsExporter
+            }
+            {
+              name: 'GOGC'
+              value: goGC
+            }
+            {
+              name: 'GOMEMLIMIT'
+              value: workerGoMemLimit
             }
             {
               name: 'OTEL_SERVICE_NAME'
@@ -556,7 +592,7 @@ resource producer 'Microsoft.App/jobs@2025-01-01' = {
           ]
           resources: {
             cpu: json('0.25')
-            memory: '0.5Gi'
+            memory: smallMemory
           }
           env: [
             {
@@ -574,6 +610,22 @@ resource producer 'Microsoft.App/jobs@2025-01-01' = {
             {
               name: 'LOG_FORMAT'
               value: 'json'
+            }
+            {
+              name: 'OTEL_METRICS_EXPORTER'
+              value: otlpMetricsExporter
+            }
+            {
+              name: 'OTEL_LOGS_EXPORTER'
+              value: otlpLogsExporter
+            }
+            {
+              name: 'GOGC'
+              value: goGC
+            }
+            {
+              name: 'GOMEMLIMIT'
+              value: smallGoMemLimit
             }
           ]
         }
@@ -632,7 +684,7 @@ resource orderctl 'Microsoft.App/jobs@2025-01-01' = {
           ]
           resources: {
             cpu: json('0.25')
-            memory: '0.5Gi'
+            memory: smallMemory
           }
           env: [
             {
@@ -674,6 +726,22 @@ resource orderctl 'Microsoft.App/jobs@2025-01-01' = {
             {
               name: 'LOG_FORMAT'
               value: 'json'
+            }
+            {
+              name: 'OTEL_METRICS_EXPORTER'
+              value: otlpMetricsExporter
+            }
+            {
+              name: 'OTEL_LOGS_EXPORTER'
+              value: otlpLogsExporter
+            }
+            {
+              name: 'GOGC'
+              value: goGC
+            }
+            {
+              name: 'GOMEMLIMIT'
+              value: smallGoMemLimit
             }
           ]
         }
@@ -738,7 +806,7 @@ resource audit 'Microsoft.App/jobs@2025-01-01' = {
           ]
           resources: {
             cpu: json('0.25')
-            memory: '0.5Gi'
+            memory: smallMemory
           }
           env: [
             {
@@ -781,6 +849,22 @@ resource audit 'Microsoft.App/jobs@2025-01-01' = {
               name: 'LOG_FORMAT'
               value: 'json'
             }
+            {
+              name: 'OTEL_METRICS_EXPORTER'
+              value: otlpMetricsExporter
+            }
+            {
+              name: 'OTEL_LOGS_EXPORTER'
+              value: otlpLogsExporter
+            }
+            {
+              name: 'GOGC'
+              value: goGC
+            }
+            {
+              name: 'GOMEMLIMIT'
+              value: smallGoMemLimit
+            }
           ]
         }
       ]
@@ -789,11 +873,11 @@ resource audit 'Microsoft.App/jobs@2025-01-01' = {
 }
 
 // The relay reads the orders container's change feed and publishes each
-// change to the topic. One replica is enough; it holds an ETag-guarded lease
-// per feed range, so a second replica (during a revision change, say) only
-// takes over ranges whose lease lapsed, never publishes a range twice at
-// once. It has no scale rule: the change feed is polled, not pushed, so it
-// must always run (min = max = 1).
+// change to the topic. It holds an ETag-guarded lease per feed range, so
+// another replica only takes over ranges whose lease lapsed, never publishes
+// a range twice at once. It has no scale rule: the change feed is polled,
+// not pushed, so it must always run (min = max = relayReplicas: one in dev,
+// one per zone in production).
 resource relay 'Microsoft.App/containerApps@2025-01-01' = {
   name: relayName
   location: location
@@ -825,7 +909,7 @@ resource relay 'Microsoft.App/containerApps@2025-01-01' = {
           image: relayImage
           resources: {
             cpu: json('0.25')
-            memory: '0.5Gi'
+            memory: smallMemory
           }
           env: [
             {
@@ -861,6 +945,18 @@ resource relay 'Microsoft.App/containerApps@2025-01-01' = {
               value: 'json'
             }
             {
+              name: 'OTEL_LOGS_EXPORTER'
+              value: otlpLogsExporter
+            }
+            {
+              name: 'GOGC'
+              value: goGC
+            }
+            {
+              name: 'GOMEMLIMIT'
+              value: smallGoMemLimit
+            }
+            {
               name: 'OTEL_SERVICE_NAME'
               value: 'orderrelay'
             }
@@ -875,13 +971,17 @@ resource relay 'Microsoft.App/containerApps@2025-01-01' = {
           ]
           // The relay serves the same three endpoints on the same port; its
           // /livez fails only when its loop has not ended a poll for minutes.
-          probes: workerProbes
+          // Like the other apps, probed only on its deployed image: the
+          // bootstrap image serves none of the paths, and the relay is the
+          // one app with a replica from the first provisioning on, whose
+          // revision would never become ready.
+          probes: relayExists ? workerProbes : []
         }
       ]
       terminationGracePeriodSeconds: terminationGracePeriodSeconds
       scale: {
-        minReplicas: 1
-        maxReplicas: 1
+        minReplicas: relayReplicas
+        maxReplicas: relayReplicas
       }
     }
   }
@@ -929,7 +1029,7 @@ resource loyalty 'Microsoft.App/containerApps@2025-01-01' = {
           image: loyaltyImage
           resources: {
             cpu: json('0.25')
-            memory: '0.5Gi'
+            memory: smallMemory
           }
           env: [
             {
@@ -983,6 +1083,18 @@ resource loyalty 'Microsoft.App/containerApps@2025-01-01' = {
             {
               name: 'LOG_FORMAT'
               value: 'json'
+            }
+            {
+              name: 'OTEL_LOGS_EXPORTER'
+              value: otlpLogsExporter
+            }
+            {
+              name: 'GOGC'
+              value: goGC
+            }
+            {
+              name: 'GOMEMLIMIT'
+              value: smallGoMemLimit
             }
             {
               name: 'OTEL_SERVICE_NAME'
@@ -1070,7 +1182,7 @@ resource shipping 'Microsoft.App/containerApps@2025-01-01' = {
           image: shippingImage
           resources: {
             cpu: json('0.25')
-            memory: '0.5Gi'
+            memory: smallMemory
           }
           env: [
             {
@@ -1124,6 +1236,18 @@ resource shipping 'Microsoft.App/containerApps@2025-01-01' = {
             {
               name: 'LOG_FORMAT'
               value: 'json'
+            }
+            {
+              name: 'OTEL_LOGS_EXPORTER'
+              value: otlpLogsExporter
+            }
+            {
+              name: 'GOGC'
+              value: goGC
+            }
+            {
+              name: 'GOMEMLIMIT'
+              value: smallGoMemLimit
             }
             {
               name: 'OTEL_SERVICE_NAME'

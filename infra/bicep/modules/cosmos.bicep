@@ -129,6 +129,10 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2025-04-15' = {
         tier: 'Continuous7Days'
       }
     } : null
+    // One write region, always: the pattern's create is the arbiter of
+    // "already processed" only within one; with several, two regions could
+    // each accept the same id (the store's Check refuses such an account).
+    enableMultipleWriteLocations: false
     disableLocalAuth: true
     disableKeyBasedMetadataWriteAccess: true
     minimalTlsVersion: 'Tls12'
@@ -280,9 +284,13 @@ resource metadataReaderRole 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefini
   ]
 }
 
-// The worker's (and the developer's) role is scoped to the database: the
-// worker reads and writes orders and payment records. Everyone else's is
-// scoped to the containers it uses: the relay reads the orders container's
+// Every identity's data role is scoped to the containers it uses (only the
+// developer's, for running every program locally, and the read-only
+// orderctl's and audit's are scoped to the database). The worker reads and
+// writes the orders container (orders, payment records, events): scoped to
+// the database it could also rewrite the relay's leases and delete the
+// subscribers' inbox markers, and a deleted marker lets an event take
+// effect twice. The relay reads the orders container's
 // change feed (the custom feed reader role: no write, no query) and writes
 // its leases in the leases container; each subscriber reads and writes its
 // own container only, so no subscriber can rewrite orders or payment
@@ -292,8 +300,8 @@ resource metadataReaderRole 'Microsoft.DocumentDB/databaseAccounts/sqlRoleDefini
 // Cosmos DB runs one control-plane write per account at a time and answers a
 // concurrent one with "another operation is in progress", so the database,
 // the containers, the role definitions and every role assignment are
-// chained: database -> container -> own containers -> roles -> worker ->
-// relay (metadata, orders, leases) -> loyalty (metadata, container) ->
+// chained: database -> container -> own containers -> roles -> worker
+// (metadata, orders) -> relay (metadata, orders, leases) -> loyalty (metadata, container) ->
 // shipping (metadata, container) -> orderctl -> audit -> developer.
 var dataScope = '${account.id}/dbs/${databaseName}'
 var ordersScope = '${dataScope}/colls/${containerName}'
@@ -301,16 +309,29 @@ var leasesScope = '${dataScope}/colls/${leasesContainerName}'
 var loyaltyScope = '${dataScope}/colls/${loyaltyContainerName}'
 var shippingScope = '${dataScope}/colls/${shippingContainerName}'
 
+resource workerReadsMetadata 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: account
+  name: guid(account.id, workerPrincipalId, 'metadata-reader')
+  properties: {
+    roleDefinitionId: metadataReaderRole.id
+    principalId: workerPrincipalId
+    scope: dataScope
+  }
+  dependsOn: [
+    metadataReaderRole
+  ]
+}
+
 resource workerReadsWritesOrders 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
   parent: account
   name: guid(account.id, workerPrincipalId, dataContributorRoleId)
   properties: {
     roleDefinitionId: '${account.id}/sqlRoleDefinitions/${dataContributorRoleId}'
     principalId: workerPrincipalId
-    scope: dataScope
+    scope: ordersScope
   }
   dependsOn: [
-    metadataReaderRole
+    workerReadsMetadata
   ]
 }
 

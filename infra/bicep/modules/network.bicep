@@ -1,6 +1,6 @@
 // network.bicep is the production profile's network: a virtual network with
 // a subnet delegated to the Container Apps environment and a subnet for
-// private endpoints, a private endpoint each for the Service Bus namespace
+// private endpoints, each with a network security group, a private endpoint each for the Service Bus namespace
 // and the Cosmos DB account, and the private DNS zones that resolve their
 // public names to those endpoints inside the network. With it, both
 // services turn public network access off (servicebus.bicep, cosmos.bicep):
@@ -50,6 +50,28 @@ var endpoints = [
   }
 ]
 
+// A network security group on each subnet. Their rules are Azure's default
+// rules (inbound from the virtual network and the load balancer, outbound to
+// the virtual network and the internet; everything else inbound denied): the
+// apps have no ingress and reach Service Bus and Cosmos DB through the
+// private endpoints in the same network. Container Apps supports network
+// security groups on a custom virtual network's subnet; the rules it lists
+// for one are needed only when outbound traffic is restricted beyond the
+// defaults. The private endpoints' subnet keeps network policies off, so its
+// group's rules do not apply to the endpoints themselves; the group is there
+// for the subnet's other traffic and for policies that require one.
+resource infrastructureNsg 'Microsoft.Network/networkSecurityGroups@2024-07-01' = {
+  name: 'nsg-infrastructure-${name}'
+  location: location
+  tags: tags
+}
+
+resource endpointsNsg 'Microsoft.Network/networkSecurityGroups@2024-07-01' = {
+  name: 'nsg-private-endpoints-${name}'
+  location: location
+  tags: tags
+}
+
 resource vnet 'Microsoft.Network/virtualNetworks@2024-07-01' = {
   name: name
   location: location
@@ -73,6 +95,9 @@ resource vnet 'Microsoft.Network/virtualNetworks@2024-07-01' = {
               }
             }
           ]
+          networkSecurityGroup: {
+            id: infrastructureNsg.id
+          }
         }
       }
       {
@@ -80,6 +105,9 @@ resource vnet 'Microsoft.Network/virtualNetworks@2024-07-01' = {
         properties: {
           addressPrefix: privateEndpointPrefix
           privateEndpointNetworkPolicies: 'Disabled'
+          networkSecurityGroup: {
+            id: endpointsNsg.id
+          }
         }
       }
     ]
