@@ -130,18 +130,21 @@
 //
 // Run polls every feed range it holds, one page each, and polls again at
 // once while a poll returns a full page. After a poll that published events
-// it waits PollInterval/32; after a poll that found nothing, twice as long
-// as the last time, up to PollInterval, which it keeps while the feed stays
-// idle (31.25 ms, 62.5 ms, …, 1 s with the default). It starts with that
-// backoff, so the events of its first second wait no full PollInterval;
+// it waits PollInterval/32, and so after the next three polls that find
+// nothing; from the fourth in a row it waits twice as long as the last
+// time, up to PollInterval, which it keeps while the feed stays idle (with
+// the default: 31.25 ms four times, then 62.5 ms, 125 ms, …, 1 s). It
+// starts with that backoff, so the events of its first second wait no full
+// PollInterval;
 // its own lease writes publish no events, so an idle relay reads each range
 // once per PollInterval, as one that always waits PollInterval does; a
 // failed poll waits as an empty one, so that a page that keeps failing
 // half-sent is not republished in a loop. Under a trickle it reads about
-// once per PollInterval/32 (0.7 reads per event at 33 events/s with the
-// default interval) and an event reaches the topic within one or two
-// backoff steps of its write; the first event after an idle spell of about
-// 2 s or more waits up to PollInterval. BenchmarkOutboxLatency measures the
+// once per PollInterval/32 (0.92 reads per event at 33 events/s with the
+// default interval, where polling again at once after each publish took
+// 1.2) and an event reaches the topic within the first wait of its write,
+// unless the feed was quiet for four polls before it; the first event
+// after an idle spell of about 2 s or more waits up to PollInterval. BenchmarkOutboxLatency measures the
 // rule beside the fixed interval of earlier versions, and
 // TestRun_CheckpointsPerEventAtThirtyThreeOrdersASecond counts the reads
 // and lease writes.

@@ -169,16 +169,17 @@ func TestRun_BurstIsDrainedWithoutWaiting(t *testing.T) {
 }
 
 // TestRun_BacksOffFromAThirtySecondOfTheInterval pins the waits after the
-// last page that published events: PollInterval/32, then doubling to
-// PollInterval (the first poll after it finds the checkpoint's lease write,
-// no event); under the fixed rule PollInterval at once.
+// last page that published events: PollInterval/32 until four polls in a
+// row found nothing (the first finds the checkpoint's lease write, no
+// event), then doubling to PollInterval; under the fixed rule PollInterval
+// at once.
 func TestRun_BacksOffFromAThirtySecondOfTheInterval(t *testing.T) {
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	for _, tt := range []struct {
 		fixed bool
 		want  []time.Duration // the gaps between reads after the reads at the start
 	}{
-		{false, []time.Duration{ms(31.25), ms(62.5), ms(125), ms(250), ms(500), time.Second, time.Second, time.Second}},
+		{false, []time.Duration{ms(31.25), ms(31.25), ms(31.25), ms(31.25), ms(62.5), ms(125), ms(250), ms(500), time.Second, time.Second, time.Second}},
 		{true, []time.Duration{time.Second, time.Second, time.Second}},
 	} {
 		t.Run(fmt.Sprintf("fixed=%v", tt.fixed), func(t *testing.T) {
@@ -186,7 +187,7 @@ func TestRun_BacksOffFromAThirtySecondOfTheInterval(t *testing.T) {
 				start := time.Now()
 				p := startPolling(t, 1, tt.fixed, func(f *fixture) { f.addOrders(30) }) // 90 documents: a full page, then 40
 				defer p.stop()
-				time.Sleep(4 * time.Second)
+				time.Sleep(5 * time.Second)
 				synctest.Wait()
 				reads := p.feed.readTimes()
 				atStart := 0
@@ -312,11 +313,11 @@ func TestRun_FailedPollWaits(t *testing.T) {
 		tp.mu.Lock()
 		fails := tp.fails
 		tp.mu.Unlock()
-		// The backoff from the start: polls at 0, 31.25ms, 93.75ms,
-		// 218.75ms, 468.75ms and 968.75ms, then once per PollInterval,
-		// 14 in 9.5s, as many as with no event at all.
-		if n := len(feed.readTimes()); n != 14 || fails != 14 {
-			t.Errorf("%d reads and %d refused sends in 9.5s, want 14 and 14 (the backoff's, then one poll per PollInterval)", n, fails)
+		// The backoff from the start: polls at 0, 31.25ms, 62.5ms,
+		// 93.75ms, 125ms, 187.5ms, 312.5ms, 562.5ms and 1062.5ms, then once
+		// per PollInterval: 16 in 9.5s, as many as with no event at all.
+		if n := len(feed.readTimes()); n != 16 || fails != 16 {
+			t.Errorf("%d reads and %d refused sends in 9.5s, want 16 and 16 (the backoff's, then one poll per PollInterval)", n, fails)
 		}
 		if r.Stats().Published == 0 {
 			t.Error("no batch before the refused one was sent: the test shows nothing")

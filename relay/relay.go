@@ -303,13 +303,15 @@ func (r *Relay) Stats() Stats {
 // write fails is logged and retried at the next poll.
 //
 // Run polls at once when it starts, and again at once while a poll returns
-// a full page. After a poll that published events it waits PollInterval/32;
-// after a poll that found nothing it waits twice as long as the last time
-// (PollInterval/32 after a wait of none), up to PollInterval, which it keeps
-// while the feed stays idle. So the events of its first second are found
-// within a few steps of the backoff, an idle relay reads each range once per
-// PollInterval, and a relay under a steady trickle reads about once per
-// PollInterval/32, each read publishing what the last wait let accumulate.
+// a full page. After a poll that published events it waits PollInterval/32,
+// and so after each of the next three polls that find nothing; from the
+// fourth in a row it waits twice as long as the last time, up to
+// PollInterval, which it keeps while the feed stays idle (with the default:
+// 31.25 ms four times, then 62.5 ms, 125 ms, …, 1 s). So the events of its
+// first second are found within the first waits, an idle relay reads each
+// range once per PollInterval, and a relay under a steady trickle reads
+// about once per PollInterval/32, each read publishing what the last wait
+// let accumulate.
 // Its own lease writes (which publish no events) never shorten the wait. A
 // poll that failed waits as one that found nothing, even if it sent some
 // batches before it failed, so that a page is not republished in a loop.
@@ -322,6 +324,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var wait time.Duration // the first poll at once, the backoff from its start
+	quiet := 0             // polls in a row that found nothing (or failed)
 	for {
 		select {
 		case <-ctx.Done():
@@ -334,7 +337,13 @@ func (r *Relay) Run(ctx context.Context) error {
 		busy, err := r.step(work, ctx.Done())
 		// A poll that failed is no sign of work, even if it sent some
 		// batches: retrying it at once could republish them in a loop.
-		wait = r.nextWait(wait, busy, err == nil && r.published.Load() > before)
+		published := err == nil && r.published.Load() > before
+		if busy || published {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		wait = r.nextWait(wait, quiet, busy, published)
 		t.Reset(wait)
 	}
 }
@@ -343,20 +352,26 @@ func (r *Relay) Run(ctx context.Context) error {
 // found work back to PollInterval: the first wait is PollInterval>>5.
 const pollBackoffSteps = 5
 
-// nextWait returns Run's wait before the next poll, given the last wait and
-// whether the poll just made returned a full page (busy) or published
-// events without an error: none after a full page, PollInterval>>5 after
-// events, else the last wait doubled (PollInterval>>5 after a wait of
-// none), at most PollInterval. With fixedPoll set it is the rule of earlier
-// versions: none after a full page, else PollInterval.
-func (r *Relay) nextWait(last time.Duration, busy, published bool) time.Duration {
+// pollHold is how many polls in a row may find nothing before Run's wait
+// grows past the first: a trickle whose next event is a little late is
+// still found within the first wait.
+const pollHold = 4
+
+// nextWait returns Run's wait before the next poll, given the last wait, how
+// many polls in a row found nothing (quiet, this one included) and whether
+// the poll just made returned a full page (busy) or published events
+// without an error: none after a full page; PollInterval>>5 after events
+// and while fewer than pollHold polls in a row found nothing; then the last
+// wait doubled, at most PollInterval. With fixedPoll set it is the rule of
+// earlier versions: none after a full page, else PollInterval.
+func (r *Relay) nextWait(last time.Duration, quiet int, busy, published bool) time.Duration {
 	first := max(r.o.PollInterval>>pollBackoffSteps, time.Nanosecond)
 	switch {
 	case busy:
 		return 0
 	case r.fixedPoll:
 		return r.o.PollInterval
-	case published, last == 0:
+	case published, quiet < pollHold, last == 0:
 		return first
 	case last >= r.o.PollInterval/2:
 		return r.o.PollInterval
