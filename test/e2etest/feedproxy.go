@@ -29,10 +29,20 @@ import (
 // except the change feed reads (a GET of a container's documents with
 // A-IM: Incremental Feed) and the read of its partition key ranges, which
 // it answers itself, the feed from a log of changes it
-// builds incrementally at each change feed read: it lists the ids and
-// ETags of the container's documents (cosmium gives every write a new
-// _etag) and reads from cosmium only the documents whose ETag it has not
+// builds incrementally at each change feed read: it lists the ids, ETags
+// and _ts of the documents written since the newest _ts it has seen
+// (cosmium gives every write a new _etag and the second of the write as
+// _ts), and reads from cosmium only the documents whose ETag it has not
 // seen, keeping the latest version of every other.
+//
+// A read costs what its page and the writes since the previous read cost,
+// not what the container holds: the log is kept in change order, so a
+// page read finds its continuation by binary search and visits the page's
+// changes (and versions superseded since, which are compacted away once
+// they are half the log); the listing asks only for documents of the
+// second of the previous read's newest change and later; a few new
+// documents are read by id, many (the first read of a full container) in
+// one query. [FeedProxy.Work] counts each.
 //
 // # What it keeps of Cosmos DB, and what it does not
 //
@@ -75,11 +85,11 @@ type FeedProxy struct {
 	lsn      int64
 	versions map[string]string // document key -> body of its latest version
 	changed  map[string]int64  // document key -> lsn of its latest change
-	reads    int               // change feed reads answered
-	modified int               // of them, with documents
+	log      []logEntry        // every change in lsn order; superseded ones until compacted
+	stale    int               // entries of log whose key changed again since
+	since    int64             // the newest _ts listed: the next listing asks for it and later
 	etags    map[string]string // document id -> the _etag of the version last read
-	listings int               // listings of the ids and ETags
-	fetched  int               // documents read from cosmium in full
+	work     Work
 
 	holdMu   sync.Mutex
 	holdCond func() bool   // nil: nothing armed
@@ -229,21 +239,56 @@ func bufferBody(r *http.Request) error {
 	return nil
 }
 
+// logEntry is a change of the log: the lsn it got and its document's key.
+type logEntry struct {
+	lsn int64
+	key string
+}
+
+// Work counts what the proxy did to answer the change feed reads.
+type Work struct {
+	Reads    int // change feed reads answered
+	Modified int // of them, with documents
+	// Listings counts the listings of ids, ETags and _ts from cosmium,
+	// one per change feed read; Listed the documents they returned in
+	// all: those written since the previous listing, and those of the
+	// second of its newest change again (at most a second's writes,
+	// whatever the container holds).
+	Listings, Listed int
+	// Fetched counts the documents read from cosmium in full: each new
+	// version once, by id, or, when a listing finds more than
+	// bulkFetch new ones, those a query of their seconds returns.
+	Fetched int
+	// Scanned counts the entries of the change log the page reads
+	// visited: each change returned, and each superseded version passed
+	// over.
+	Scanned int
+}
+
+// bulkFetch is the most new documents a change feed read fetches by id;
+// more are fetched by one query.
+const bulkFetch = 100
+
+// Work returns what the proxy did so far.
+func (p *FeedProxy) Work() Work {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.work
+}
+
 // Reads returns how many change feed reads the proxy answered, and how
 // many of them returned documents.
 func (p *FeedProxy) Reads() (reads, modified int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.reads, p.modified
+	w := p.Work()
+	return w.Reads, w.Modified
 }
 
-// CosmiumReads returns how many times the proxy listed the ids and ETags
-// of the container's documents (once per change feed read) and how many
-// documents it read from cosmium in full, in all.
+// CosmiumReads returns how many times the proxy listed the documents
+// written since its previous listing (once per change feed read) and how
+// many documents it read from cosmium in full, in all.
 func (p *FeedProxy) CosmiumReads() (listings, documents int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.listings, p.fetched
+	w := p.Work()
+	return w.Listings, w.Fetched
 }
 
 // Documents returns every document of the container, as cosmium lists
@@ -312,62 +357,124 @@ func authorization(verb, resourceType, resourceLink, date, key string) string {
 	return url.QueryEscape("type=master&ver=1.0&sig=" + base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 }
 
-// refresh lists the ids and ETags of the container's documents, reads in
-// full those whose ETag it has not seen, and logs those whose content
-// changed. Cosmium keys documents by id alone, so a document read by id is
-// the one listed. p.mu is held.
+// refresh lists the ids, ETags and _ts of the documents written in the
+// second of the newest change it has seen or later, reads in full those
+// whose ETag it has not seen, and logs those whose content changed.
+// Cosmium keys documents by id alone, so a document read by id is the one
+// listed. p.mu is held.
 func (p *FeedProxy) refresh(ctx context.Context) error {
-	heads, err := p.query(ctx, "SELECT c.id, c._etag FROM c")
+	heads, err := p.query(ctx, "SELECT c.id, c._etag, c._ts FROM c WHERE c._ts >= "+strconv.FormatInt(p.since, 10))
 	if err != nil {
 		return err
 	}
-	p.listings++
+	p.work.Listings++
+	p.work.Listed += len(heads)
 	var ids []string
+	since := p.since
 	for _, h := range heads {
 		var head struct {
 			ID   string `json:"id"`
 			ETag string `json:"_etag"`
+			TS   int64  `json:"_ts"`
 		}
 		if err := json.Unmarshal(h, &head); err != nil {
 			return fmt.Errorf("cosmium listing %s: %w", h, err)
 		}
+		since = max(since, head.TS)
 		if p.etags[head.ID] != head.ETag {
 			ids = append(ids, head.ID)
 		}
 	}
-	for chunk := range slices.Chunk(ids, 50) {
-		quoted := make([]string, len(chunk))
-		for i, id := range chunk {
-			b, err := json.Marshal(id)
+	var docs []json.RawMessage
+	if len(ids) > bulkFetch {
+		// Many (a first read): one query, which cosmium answers by a
+		// scan of the container, instead of a request per document.
+		if docs, err = p.query(ctx, "SELECT * FROM c WHERE c._ts >= "+strconv.FormatInt(p.since, 10)); err != nil {
+			return err
+		}
+	} else {
+		for _, id := range ids {
+			d, err := p.read(ctx, id)
+			if errors.Is(err, errNoDocument) {
+				continue // deleted since the listing: deletions are not in the feed
+			}
 			if err != nil {
 				return err
 			}
-			quoted[i] = string(b)
-		}
-		docs, err := p.query(ctx, "SELECT * FROM c WHERE c.id IN ("+strings.Join(quoted, ", ")+")")
-		if err != nil {
-			return err
-		}
-		p.fetched += len(docs)
-		for _, d := range docs {
-			var head struct {
-				ID      string `json:"id"`
-				OrderID string `json:"orderId"`
-				ETag    string `json:"_etag"`
-			}
-			if err := json.Unmarshal(d, &head); err != nil {
-				return fmt.Errorf("cosmium document %s: %w", d, err)
-			}
-			p.etags[head.ID] = head.ETag
-			key := head.OrderID + "\x00" + head.ID
-			if p.versions[key] == string(d) {
-				continue
-			}
-			p.lsn++
-			p.versions[key], p.changed[key] = string(d), p.lsn
+			docs = append(docs, d)
 		}
 	}
+	p.work.Fetched += len(docs)
+	for _, d := range docs {
+		var head struct {
+			ID      string `json:"id"`
+			OrderID string `json:"orderId"`
+			ETag    string `json:"_etag"`
+		}
+		if err := json.Unmarshal(d, &head); err != nil {
+			return fmt.Errorf("cosmium document %s: %w", d, err)
+		}
+		if p.etags[head.ID] == head.ETag {
+			continue // of the listing's first second, and seen before
+		}
+		// Not since = max(since, head.TS): a document written after the
+		// listing and before this read may be newer than another written
+		// meanwhile, which only the next listing finds.
+		p.etags[head.ID] = head.ETag
+		key := head.OrderID + "\x00" + head.ID
+		if p.versions[key] == string(d) {
+			continue
+		}
+		p.append(key, string(d))
+	}
+	p.since = since
 	return nil
+}
+
+// append logs a new version of the document key. p.mu is held.
+func (p *FeedProxy) append(key, body string) {
+	if _, ok := p.changed[key]; ok {
+		p.stale++ // its earlier entry is superseded
+	}
+	p.lsn++
+	p.versions[key], p.changed[key] = body, p.lsn
+	p.log = append(p.log, logEntry{p.lsn, key})
+	if p.stale > len(p.log)/2 {
+		p.log = slices.DeleteFunc(p.log, func(e logEntry) bool { return p.changed[e.key] != e.lsn })
+		p.stale = 0
+	}
+}
+
+// errNoDocument reports a document that cosmium does not hold.
+var errNoDocument = errors.New("no such document")
+
+// read reads the document id from cosmium.
+func (p *FeedProxy) read(ctx context.Context, id string) (json.RawMessage, error) {
+	link := "dbs/" + p.db + "/colls/" + p.coll + "/docs/" + id
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.target.JoinPath("dbs", p.db, "colls", p.coll, "docs", id).String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	date := time.Now().UTC().Format(http.TimeFormat)
+	req.Header.Set("x-ms-date", date)
+	req.Header.Set("x-ms-version", "2018-12-31")
+	req.Header.Set("Authorization", authorization(http.MethodGet, "docs", link, date, p.key))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return body, nil
+	case http.StatusNotFound:
+		return nil, errNoDocument
+	}
+	return nil, fmt.Errorf("cosmium read document %s with %s: %s", id, resp.Status, body)
 }
 
 // servePartitionKeyRanges answers the read of the container's partition
@@ -417,22 +524,21 @@ func (p *FeedProxy) serveFeed(w http.ResponseWriter, r *http.Request) {
 		body string
 	}
 	var page []change
-	for k, lsn := range p.changed {
-		if lsn > from {
-			page = append(page, change{lsn, p.versions[k]})
+	i, _ := slices.BinarySearchFunc(p.log, from+1, func(e logEntry, lsn int64) int { return cmp.Compare(e.lsn, lsn) })
+	for ; i < len(p.log) && len(page) < maxItems; i++ {
+		e := p.log[i]
+		p.work.Scanned++
+		if p.changed[e.key] == e.lsn { // else superseded by a later entry
+			page = append(page, change{e.lsn, p.versions[e.key]})
 		}
 	}
-	slices.SortFunc(page, func(a, b change) int { return cmp.Compare(a.lsn, b.lsn) })
-	if len(page) > maxItems {
-		page = page[:maxItems]
-	}
-	p.reads++
+	p.work.Reads++
 	if len(page) == 0 {
 		w.Header().Set("ETag", fmt.Sprintf(`"%d"`, from))
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	p.modified++
+	p.work.Modified++
 	var b bytes.Buffer
 	b.WriteString(`{"_rid":"` + p.coll + `","Documents":[`)
 	for i, c := range page {

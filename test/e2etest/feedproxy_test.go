@@ -167,6 +167,81 @@ func TestFeedProxy_ReadsIncrementally(t *testing.T) {
 	}
 }
 
+// TestFeedProxy_PageReadCostsItsPage counts the proxy's work per change
+// feed read, exactly: with 150 orders (300 documents) in the container, a
+// read of a page of 10 visits 10 entries of its change log, and fetches
+// nothing from cosmium but the first read's one query of every document;
+// a read at the head visits none; after one more order, a read visits and
+// fetches its 2 documents. Before the log, each page read visited every
+// document the proxy knew (300 here), listed the ids and ETags of the whole
+// container, and the first read fetched its documents 50 to a query, each
+// query a scan of the container in cosmium: with 5,000 orders a first read
+// took minutes.
+func TestFeedProxy_PageReadCostsItsPage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs cosmium; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := cosmiumtest.Start(t)
+	proxy := e2etest.StartFeedProxy(t, srv.Endpoint, srv.Key, "orders", "orders")
+	c, err := cosmosstore.NewClientWithKey(proxy.Endpoint, srv.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := cosmosstore.CreateDatabaseAndContainer(ctx, c, "orders", "orders", order.PartitionKeyPath); err != nil {
+		t.Fatal(err)
+	}
+	s, err := cosmosstore.New(c, "orders", "orders", order.PartitionKeyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const orders, page = 150, 10
+	gen := ordergen.New(3, "paged")
+	for i := range orders {
+		o := gen.Order(i)
+		e2etest.WriteOrder(t, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()))
+	}
+	feed := s.ChangeFeed()
+	ranges, err := feed.FeedRanges(ctx)
+	if err != nil || len(ranges) != 1 {
+		t.Fatalf("FeedRanges = %v, %v; want cosmium's one range", ranges, err)
+	}
+	continuation := ""
+	// read reads one page and returns its size and the proxy's work for it.
+	read := func() (int, e2etest.Work) {
+		before := proxy.Work()
+		docs, next, err := feed.ReadChanges(ctx, ranges[0], continuation, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		continuation = next
+		after := proxy.Work()
+		return len(docs), e2etest.Work{Reads: after.Reads - before.Reads, Listings: after.Listings - before.Listings,
+			Fetched: after.Fetched - before.Fetched, Scanned: after.Scanned - before.Scanned}
+	}
+	for i := range 2 * orders / page {
+		n, w := read()
+		want := e2etest.Work{Reads: 1, Listings: 1, Scanned: page}
+		if i == 0 {
+			want.Fetched = 2 * orders // the first read's one query
+		}
+		if n != page || w != want {
+			t.Fatalf("page read %d: %d documents, work %+v; want %d, %+v", i, n, w, page, want)
+		}
+	}
+	if n, w := read(); n != 0 || w != (e2etest.Work{Reads: 1, Listings: 1}) {
+		t.Fatalf("read at the head: %d documents, work %+v; want none and nothing visited or fetched", n, w)
+	}
+	o := gen.Order(orders)
+	e2etest.WriteOrder(t, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()))
+	if n, w := read(); n != 2 || w != (e2etest.Work{Reads: 1, Listings: 1, Fetched: 2, Scanned: 2}) {
+		t.Fatalf("read after one more order: %d documents, work %+v; want its 2, fetched by id and visited once", n, w)
+	}
+	t.Logf("in all: %+v", proxy.Work())
+}
+
 // TestFeedProxy_ForwardsAWholeAnswerToABody: a request the proxy forwards
 // (a query, a batch: a POST with a body) gets cosmium's whole answer even
 // when the incoming body is closed as soon as the answer's header is

@@ -5,8 +5,9 @@
 // feed reads goes to cosmium unchanged, so the worker, the subscribers and
 // orderctl can use it too.
 //
-// The feed it serves is computed from snapshots of cosmium's documents, not
-// Cosmos DB's log; leases written through it are not fenced (cosmium ignores
+// The feed it serves is computed from cosmium's documents, not Cosmos DB's
+// log, at the cost of its page and of the writes since the previous read,
+// not of the container's size; leases written through it are not fenced (cosmium ignores
 // If-Match), so run a single relay instance. See e2etest.FeedProxy for what
 // it keeps of Cosmos DB and what it does not.
 //
@@ -120,7 +121,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := srv.Shutdown(sctx); err != nil {
 		return err
 	}
-	reads, modified := p.Reads()
-	fmt.Fprintf(stderr, "feedproxy stopped: %d change feed reads answered, %d with changes\n", reads, modified)
+	w := p.Work()
+	fmt.Fprintf(stderr, "feedproxy stopped: %d change feed reads answered, %d with changes; %d log entries visited, %d documents listed and %d fetched from cosmium\n",
+		w.Reads, w.Modified, w.Scanned, w.Listed, w.Fetched)
 	return nil
 }
