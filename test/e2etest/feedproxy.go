@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -29,20 +30,26 @@ import (
 // except the change feed reads (a GET of a container's documents with
 // A-IM: Incremental Feed) and the read of its partition key ranges, which
 // it answers itself, the feed from a log of changes it
-// builds incrementally at each change feed read: it lists the ids, ETags
-// and _ts of the documents written since the newest _ts it has seen
-// (cosmium gives every write a new _etag and the second of the write as
-// _ts), and reads from cosmium only the documents whose ETag it has not
-// seen, keeping the latest version of every other.
+// builds incrementally at each change feed read: it reads from cosmium the
+// documents written since its previous read (cosmium gives every write a
+// new _etag) and logs those whose content changed, keeping the latest
+// version of every other.
 //
-// A read costs what its page and the writes since the previous read cost,
-// not what the container holds: the log is kept in change order, so a
-// page read finds its continuation by binary search and visits the page's
-// changes (and versions superseded since, which are compacted away once
-// they are half the log); the listing asks only for documents of the
-// second of the previous read's newest change and later; a few new
-// documents are read by id, many (the first read of a full container) in
-// one query. [FeedProxy.Work] counts each.
+// It learns what was written in two ways. Every write it forwards (a
+// create, upsert, replace, patch or delete, alone or in a transactional
+// batch) names its documents, which the next read fetches by id: when every
+// writer goes through the proxy, as on the local stack, a read costs what
+// its page and the writes since the previous read cost, not what the
+// container holds. Writes that reach cosmium directly, as in the end-to-end
+// tests' workers, only a listing of the ids and ETags of the whole
+// container finds: the first read makes one, and so does every read at
+// least [FeedProxy.SetRescan]'s interval after the previous listing (by
+// default 0: every read). The log is kept in change order, so a page read
+// finds its continuation by binary search and visits the page's changes
+// (and the versions superseded since, compacted away once they are half
+// the log); many new documents (a first read of a full container) are
+// fetched by one query instead of one read each. [FeedProxy.Work] counts
+// each.
 //
 // # What it keeps of Cosmos DB, and what it does not
 //
@@ -55,8 +62,9 @@ import (
 // one; 304 Not Modified with the same ETag when nothing changed. Documents
 // carry cosmium's system properties and an _lsn. Writes between two reads
 // collapse into their latest version, as in Cosmos DB; documents that
-// changed between the same two reads get their numbers in the order
-// cosmium lists them, not in their write order (Cosmos DB orders one
+// changed between the same two reads get their numbers in the order the
+// proxy reads them (by id, or as cosmium lists them), not in their write
+// order (Cosmos DB orders one
 // partition key value's changes; a reader of this feed must not depend on
 // more, and the relay does not). Deletions are not in the feed, as in the
 // latest-version mode. The feed is computed from snapshots, not from
@@ -87,9 +95,14 @@ type FeedProxy struct {
 	changed  map[string]int64  // document key -> lsn of its latest change
 	log      []logEntry        // every change in lsn order; superseded ones until compacted
 	stale    int               // entries of log whose key changed again since
-	since    int64             // the newest _ts listed: the next listing asks for it and later
 	etags    map[string]string // document id -> the _etag of the version last read
+	listedAt time.Time         // of the last listing of the whole container; zero: none yet
+	rescan   time.Duration     // see SetRescan
 	work     Work
+
+	dirtyMu  sync.Mutex
+	dirty    map[string]bool // ids written through the proxy since the last read
+	dirtyAll bool            // a write through the proxy named no ids it could read
 
 	holdMu   sync.Mutex
 	holdCond func() bool   // nil: nothing armed
@@ -162,7 +175,8 @@ func NewFeedProxy(endpoint, key, db, coll string) (*FeedProxy, error) {
 	if db == "" || coll == "" {
 		return nil, errors.New("feed proxy: the database and the container must be named")
 	}
-	p := &FeedProxy{target: target, key: key, db: db, coll: coll, versions: make(map[string]string), changed: make(map[string]int64), etags: make(map[string]string)}
+	p := &FeedProxy{target: target, key: key, db: db, coll: coll, versions: make(map[string]string), changed: make(map[string]int64), etags: make(map[string]string),
+		dirty: make(map[string]bool)}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	// The account read names the regional endpoints the SDK sends every
 	// later request to: cosmium's own. They must name the proxy.
@@ -208,15 +222,66 @@ func (p *FeedProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.servePartitionKeyRanges(w, r)
 		return
 	}
-	if err := bufferBody(r); err != nil {
+	body, err := bufferBody(r)
+	if err != nil {
 		http.Error(w, `{"code":"BadRequest","message":`+strconv.Quote("read the request body: "+err.Error())+`}`, http.StatusBadRequest)
 		return
 	}
 	p.forward.ServeHTTP(w, r)
+	// After the answer, so that the write is in cosmium when a read
+	// fetches what it names.
+	if r.URL.Path == feedPath || strings.HasPrefix(r.URL.Path, feedPath+"/") {
+		p.noteWrite(r, strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, feedPath), "/"), body)
+	}
 }
 
-// bufferBody reads r's body into memory, so that forwarding r reads a copy
-// and never the connection's. net/http's transport, once it has sent a
+// noteWrite records the ids of the documents that r, a request on the
+// container's documents (docID: the document of its path, if any) with the
+// body body, may have written, for the next change feed read to fetch; a
+// write whose ids it cannot tell makes that read list the container.
+func (p *FeedProxy) noteWrite(r *http.Request, docID string, body []byte) {
+	var ids []string
+	all := false
+	switch {
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		return
+	case r.Method == http.MethodPost && docID == "" && (strings.EqualFold(r.Header.Get("x-ms-documentdb-isquery"), "true") ||
+		strings.HasPrefix(r.Header.Get("Content-Type"), "application/query+json")):
+		return // a query
+	case docID != "": // a replace, patch or delete of the document of the path (decoded by net/http)
+		ids = []string{docID}
+	case strings.EqualFold(r.Header.Get("x-ms-cosmos-is-batch-request"), "true"):
+		var ops []struct {
+			ID           string `json:"id"`
+			ResourceBody struct {
+				ID string `json:"id"`
+			} `json:"resourceBody"`
+		}
+		all = json.Unmarshal(body, &ops) != nil
+		for _, op := range ops {
+			ids = append(ids, cmp.Or(op.ID, op.ResourceBody.ID))
+		}
+	default: // a create or an upsert
+		var doc struct {
+			ID string `json:"id"`
+		}
+		all = json.Unmarshal(body, &doc) != nil
+		ids = append(ids, doc.ID)
+	}
+	p.dirtyMu.Lock()
+	defer p.dirtyMu.Unlock()
+	for _, id := range ids {
+		if id == "" {
+			all = true
+			continue
+		}
+		p.dirty[id] = true
+	}
+	p.dirtyAll = p.dirtyAll || all
+}
+
+// bufferBody reads r's body into memory and returns it, so that forwarding
+// r reads a copy and never the connection's. net/http's transport, once it has sent a
 // body of known length, reads once more to check that nothing is left;
 // cosmium may have answered by then, and once the reverse proxy writes
 // that answer's header, the server closes the incoming body (so that the
@@ -226,17 +291,17 @@ func (p *FeedProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // response: the SDK retried the query or batch, and under -race reported
 // a data race in azcore's rewind of the retried body. Cosmos DB request
 // bodies are at most 2 MB.
-func bufferBody(r *http.Request) error {
+func bufferBody(r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil
+		return nil, nil
 	}
 	b, err := io.ReadAll(r.Body)
 	r.Body.Close()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
-	return nil
+	return b, nil
 }
 
 // logEntry is a change of the log: the lsn it got and its document's key.
@@ -249,15 +314,14 @@ type logEntry struct {
 type Work struct {
 	Reads    int // change feed reads answered
 	Modified int // of them, with documents
-	// Listings counts the listings of ids, ETags and _ts from cosmium,
-	// one per change feed read; Listed the documents they returned in
-	// all: those written since the previous listing, and those of the
-	// second of its newest change again (at most a second's writes,
-	// whatever the container holds).
+	// Listings counts the listings of the ids and ETags of the whole
+	// container: the first read's, and then one per SetRescan interval
+	// (with 0, one per read); Listed the documents they returned in all.
 	Listings, Listed int
-	// Fetched counts the documents read from cosmium in full: each new
-	// version once, by id, or, when a listing finds more than
-	// bulkFetch new ones, those a query of their seconds returns.
+	// Fetched counts the documents read from cosmium in full: those a
+	// write through the proxy named or a listing found changed, each by
+	// id, or, when a listing finds more than bulkFetch, every document by
+	// one query.
 	Fetched int
 	// Scanned counts the entries of the change log the page reads
 	// visited: each change returned, and each superseded version passed
@@ -276,6 +340,16 @@ func (p *FeedProxy) Work() Work {
 	return p.work
 }
 
+// SetRescan sets how long a listing of the whole container serves: a change
+// feed read at least d after the previous listing makes another, to find
+// the writes that did not go through the proxy; 0, the default, lists at
+// every read. Set it longer when every writer goes through the proxy.
+func (p *FeedProxy) SetRescan(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rescan = d
+}
+
 // Reads returns how many change feed reads the proxy answered, and how
 // many of them returned documents.
 func (p *FeedProxy) Reads() (reads, modified int) {
@@ -283,9 +357,9 @@ func (p *FeedProxy) Reads() (reads, modified int) {
 	return w.Reads, w.Modified
 }
 
-// CosmiumReads returns how many times the proxy listed the documents
-// written since its previous listing (once per change feed read) and how
-// many documents it read from cosmium in full, in all.
+// CosmiumReads returns how many times the proxy listed the ids and ETags of
+// the whole container and how many documents it read from cosmium in full,
+// in all.
 func (p *FeedProxy) CosmiumReads() (listings, documents int) {
 	w := p.Work()
 	return w.Listings, w.Fetched
@@ -357,48 +431,65 @@ func authorization(verb, resourceType, resourceLink, date, key string) string {
 	return url.QueryEscape("type=master&ver=1.0&sig=" + base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 }
 
-// refresh lists the ids, ETags and _ts of the documents written in the
-// second of the newest change it has seen or later, reads in full those
-// whose ETag it has not seen, and logs those whose content changed.
-// Cosmium keys documents by id alone, so a document read by id is the one
-// listed. p.mu is held.
+// refresh reads from cosmium the documents written since the previous
+// read: those the writes through the proxy named, or, at the first read,
+// after the rescan interval or after a write whose ids it could not read, those whose
+// ETag a listing of the whole container shows it has not seen. It logs
+// those whose content changed. Cosmium keys documents by id alone, so a
+// document read by id is the one listed. p.mu is held.
 func (p *FeedProxy) refresh(ctx context.Context) error {
-	heads, err := p.query(ctx, "SELECT c.id, c._etag, c._ts FROM c WHERE c._ts >= "+strconv.FormatInt(p.since, 10))
-	if err != nil {
-		return err
-	}
-	p.work.Listings++
-	p.work.Listed += len(heads)
+	// Taken before the listing or the reads: a write answered from now on
+	// stays for the next read.
+	p.dirtyMu.Lock()
+	named, all := p.dirty, p.dirtyAll
+	p.dirty, p.dirtyAll = make(map[string]bool), false
+	p.dirtyMu.Unlock()
+	now := time.Now()
 	var ids []string
-	since := p.since
-	for _, h := range heads {
-		var head struct {
-			ID   string `json:"id"`
-			ETag string `json:"_etag"`
-			TS   int64  `json:"_ts"`
+	listing := all || p.listedAt.IsZero() || now.Sub(p.listedAt) >= p.rescan
+	if listing {
+		heads, err := p.query(ctx, "SELECT c.id, c._etag FROM c")
+		if err != nil {
+			p.forget(named, all)
+			return err
 		}
-		if err := json.Unmarshal(h, &head); err != nil {
-			return fmt.Errorf("cosmium listing %s: %w", h, err)
+		p.listedAt = now
+		p.work.Listings++
+		p.work.Listed += len(heads)
+		for _, h := range heads {
+			var head struct {
+				ID   string `json:"id"`
+				ETag string `json:"_etag"`
+			}
+			if err := json.Unmarshal(h, &head); err != nil {
+				p.forget(named, true)
+				return fmt.Errorf("cosmium listing %s: %w", h, err)
+			}
+			if p.etags[head.ID] != head.ETag {
+				ids = append(ids, head.ID)
+			}
 		}
-		since = max(since, head.TS)
-		if p.etags[head.ID] != head.ETag {
-			ids = append(ids, head.ID)
-		}
+	} else {
+		ids = slices.Sorted(maps.Keys(named))
 	}
 	var docs []json.RawMessage
-	if len(ids) > bulkFetch {
-		// Many (a first read): one query, which cosmium answers by a
-		// scan of the container, instead of a request per document.
-		if docs, err = p.query(ctx, "SELECT * FROM c WHERE c._ts >= "+strconv.FormatInt(p.since, 10)); err != nil {
+	if listing && len(ids) > bulkFetch {
+		// Many found by a listing (a first read): one query, which
+		// cosmium answers by a scan of the container, instead of a
+		// request per document.
+		var err error
+		if docs, err = p.query(ctx, "SELECT * FROM c"); err != nil {
+			p.forget(named, true)
 			return err
 		}
 	} else {
 		for _, id := range ids {
 			d, err := p.read(ctx, id)
 			if errors.Is(err, errNoDocument) {
-				continue // deleted since the listing: deletions are not in the feed
+				continue // deleted: deletions are not in the feed
 			}
 			if err != nil {
+				p.forget(named, all)
 				return err
 			}
 			docs = append(docs, d)
@@ -415,11 +506,8 @@ func (p *FeedProxy) refresh(ctx context.Context) error {
 			return fmt.Errorf("cosmium document %s: %w", d, err)
 		}
 		if p.etags[head.ID] == head.ETag {
-			continue // of the listing's first second, and seen before
+			continue // unchanged since it was read last
 		}
-		// Not since = max(since, head.TS): a document written after the
-		// listing and before this read may be newer than another written
-		// meanwhile, which only the next listing finds.
 		p.etags[head.ID] = head.ETag
 		key := head.OrderID + "\x00" + head.ID
 		if p.versions[key] == string(d) {
@@ -427,8 +515,18 @@ func (p *FeedProxy) refresh(ctx context.Context) error {
 		}
 		p.append(key, string(d))
 	}
-	p.since = since
 	return nil
+}
+
+// forget puts back what a failed refresh took of the writes named through
+// the proxy, for the next read.
+func (p *FeedProxy) forget(named map[string]bool, all bool) {
+	p.dirtyMu.Lock()
+	defer p.dirtyMu.Unlock()
+	for id := range named {
+		p.dirty[id] = true
+	}
+	p.dirtyAll = p.dirtyAll || all
 }
 
 // append logs a new version of the document key. p.mu is held.
