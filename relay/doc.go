@@ -32,7 +32,8 @@
 // Subject = the event's subject field and the event document, without
 // Cosmos DB's system properties, as its JSON body. The relay publishes a
 // page of changes before it checkpoints the page's continuation, so a crash
-// between the two republishes the page and loses nothing. A republish
+// between the two republishes what was published since the last checkpoint
+// and loses nothing. A republish
 // inside the topic's duplicate-detection window (MessageId = the event id)
 // is dropped by Service Bus (detection applies at the topic, before the
 // fan-out); a later one reaches the subscribers again, whose inbox markers
@@ -103,25 +104,50 @@
 // partition as long as the business partition key values refuse ':': a
 // consumer that reads only by its own keys never sees a lease. Lease writes
 // in a shared container appear in its change feed; the relay skips them,
-// and it writes a lease only to publish progress (after a page that held
+// and it writes a lease only to save progress (after pages that held
 // events), to renew or to release, so its own writes never keep it busy.
+//
+// # Checkpoints
+//
+// A checkpoint is a lease write, a conditional replace that costs request
+// units, so the relay does not write one per page: it checkpoints a range
+// once events were published there and [Options].CheckpointInterval (1 s
+// by default) has passed since the range's last checkpoint, at the poll
+// that published them or at the first poll after the interval. The first
+// events after a quiet spell are checkpointed at once; a steady trickle
+// costs one checkpoint per interval, however many polls it takes (0.03 per
+// event at 33 events/s, where a checkpoint per page cost 0.5 and more).
+// Never before the publish: a page's continuation is saved only once the
+// topic accepted every event of it. A lease renewal saves the published
+// continuation too, and so does the release at shutdown (each write bounded
+// by CallTimeout), so a relay that stops cleanly republishes nothing. A
+// crash, or a lease lost to another instance, republishes what was
+// published since the last checkpoint: about CheckpointInterval +
+// PollInterval of events at most, which duplicate detection and the inbox
+// markers absorb.
 //
 // # Polling
 //
 // Run polls every feed range it holds, one page each, and polls again at
-// once while a poll returns a full page or publishes events without an
-// error. After a poll that does neither it waits PollInterval/32, then
-// twice as long after each further such poll, up to PollInterval, which it
-// keeps while the feed stays idle (31.25 ms, 62.5 ms, …, 1 s with the
-// default). It starts idle, and its own lease writes publish no events, so
-// an idle relay reads each range once per PollInterval, as one that always
-// waits PollInterval does; a failed poll waits too, so that a page that
-// keeps failing half-sent is not republished in a loop. Under load it
-// reads more often (about 40 reads per second per range at 33 events/s
-// with the default interval, against 1 to 2 when it always waited) and an
-// event reaches the topic within one or two backoff steps of its write;
-// the first event after an idle spell of about 2 s or more waits up to
-// PollInterval. BenchmarkOutboxLatency measures both rules side by side.
+// once while a poll returns a full page. After a poll that published events
+// it waits PollInterval/32, and so after the next three polls that find
+// nothing; from the fourth in a row it waits twice as long as the last
+// time, up to PollInterval, which it keeps while the feed stays idle (with
+// the default: 31.25 ms four times, then 62.5 ms, 125 ms, …, 1 s). It
+// starts with that backoff, so the events of its first second wait no full
+// PollInterval;
+// its own lease writes publish no events, so an idle relay reads each range
+// once per PollInterval, as one that always waits PollInterval does; a
+// failed poll waits as an empty one, so that a page that keeps failing
+// half-sent is not republished in a loop. Under a trickle it reads about
+// once per PollInterval/32 (0.92 reads per event at 33 events/s with the
+// default interval, where polling again at once after each publish took
+// 1.2) and an event reaches the topic within the first wait of its write,
+// unless the feed was quiet for four polls before it; the first event
+// after an idle spell of about 2 s or more waits up to PollInterval. BenchmarkOutboxLatency measures the
+// rule beside the fixed interval of earlier versions, and
+// TestRun_CheckpointsPerEventAtThirtyThreeOrdersASecond counts the reads
+// and lease writes.
 //
 // # Concurrency
 //

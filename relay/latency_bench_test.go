@@ -47,10 +47,10 @@ func (s topicSender) SendBatch(ctx context.Context, b relay.Batch) error {
 // order.InboxConsumer. Each b.N is one order; run it with -benchtime 600x.
 //
 // It reports the latency from the create to the marker (p50-ms, p99-ms,
-// max-ms) over the b.N orders that follow a second of warm-up (the relay
-// starts idle, so the first events wait up to PollInterval), the feed reads
-// per second under that load, and the feed reads per idle minute, from the
-// gaps between reads in the 4s that follow 2.5s without orders. The
+// max-ms) over the b.N orders that follow a second of warm-up, the feed
+// reads per second under that load and the checkpoints per order, and the
+// feed reads per idle minute, from the gaps between reads in the 4s that
+// follow 2.5s without orders. The
 // sub-benchmarks run the relay's poll rule (adaptive) and the fixed
 // interval of earlier versions (fixed) side by side, with the default
 // PollInterval (1s). memstore and the queue model answer in microseconds:
@@ -153,6 +153,7 @@ func benchOutbox(b *testing.B, fixed bool) {
 	}
 	loaded := time.Since(loadStart)
 	readsLoaded := len(feed.readTimes()) - readsAtLoad
+	checkpoints := r.Stats().Checkpoints
 	select {
 	case <-allMarked:
 	case <-time.After(time.Minute):
@@ -180,6 +181,7 @@ func benchOutbox(b *testing.B, fixed bool) {
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(ds[len(ds)-1])/float64(time.Millisecond), "max-ms")
 	b.ReportMetric(float64(readsLoaded)/loaded.Seconds(), "feed-reads/s")
+	b.ReportMetric(float64(checkpoints)/float64(total), "checkpoints/order")
 	if len(idle) >= 2 {
 		b.ReportMetric(float64(len(idle)-1)/idle[len(idle)-1].Sub(idle[0]).Minutes(), "feed-reads/idle-min")
 	}

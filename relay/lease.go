@@ -95,6 +95,10 @@ type lease struct {
 	etag      string
 	renewAt   time.Time // renew once the clock passes it
 	published string    // the continuation up to which everything was published
+	// unsaved reports events published since the lease document last
+	// saved published: a checkpoint is due at savedAt+CheckpointInterval.
+	unsaved bool
+	savedAt time.Time // when published was last saved; zero: never by this instance
 }
 
 // errLost reports that another instance holds the lease.
@@ -248,9 +252,10 @@ func (r *Relay) acquire(ctx context.Context, fr string) (*lease, error) {
 // and has expired by this instance's clock is dropped too.
 func (r *Relay) renew(ctx context.Context, fr string, l *lease) error {
 	now := r.o.Now()
+	saves := l.doc.Continuation != l.published
 	err := r.write(ctx, l, func(d *Lease) {
 		d.ExpiresAt = now.Add(r.o.LeaseDuration).UTC()
-		if d.Continuation != l.published {
+		if saves {
 			d.Continuation = l.published
 			d.CheckpointedAt = now.UTC()
 		}
@@ -258,6 +263,9 @@ func (r *Relay) renew(ctx context.Context, fr string, l *lease) error {
 	switch {
 	case err == nil:
 		l.renewAt = now.Add(r.o.LeaseDuration / 3)
+		if saves && l.unsaved {
+			l.unsaved, l.savedAt = false, now // the renewal was the checkpoint
+		}
 		return nil
 	case errors.Is(err, errLost):
 		r.drop(fr, "renew")
@@ -268,7 +276,8 @@ func (r *Relay) renew(ctx context.Context, fr string, l *lease) error {
 	return fmt.Errorf("renew lease: %w", err)
 }
 
-// checkpoint saves l's published continuation in its lease.
+// checkpoint saves l's published continuation in its lease. The caller
+// has published every event before it.
 func (r *Relay) checkpoint(ctx context.Context, fr string, l *lease) error {
 	now := r.o.Now()
 	err := r.write(ctx, l, func(d *Lease) {
@@ -278,13 +287,14 @@ func (r *Relay) checkpoint(ctx context.Context, fr string, l *lease) error {
 	switch {
 	case err == nil:
 		r.checkpoints.Add(1)
+		l.unsaved, l.savedAt = false, now
 		return nil
 	case errors.Is(err, errLost):
 		r.drop(fr, "checkpoint")
 		return err
 	}
 	// The page stays published; its continuation is saved by the next
-	// checkpoint or renewal.
+	// checkpoint (due at the next poll), renewal or release.
 	return fmt.Errorf("checkpoint: %w", err)
 }
 

@@ -169,16 +169,17 @@ func TestRun_BurstIsDrainedWithoutWaiting(t *testing.T) {
 }
 
 // TestRun_BacksOffFromAThirtySecondOfTheInterval pins the waits after the
-// last page that published events: none (the next poll at once), then
-// PollInterval/32, doubling to PollInterval; under the fixed rule
-// PollInterval at once.
+// last page that published events: PollInterval/32 until four polls in a
+// row found nothing (the first finds the checkpoint's lease write, no
+// event), then doubling to PollInterval; under the fixed rule PollInterval
+// at once.
 func TestRun_BacksOffFromAThirtySecondOfTheInterval(t *testing.T) {
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	for _, tt := range []struct {
 		fixed bool
 		want  []time.Duration // the gaps between reads after the reads at the start
 	}{
-		{false, []time.Duration{ms(31.25), ms(62.5), ms(125), ms(250), ms(500), time.Second, time.Second, time.Second}},
+		{false, []time.Duration{ms(31.25), ms(31.25), ms(31.25), ms(31.25), ms(62.5), ms(125), ms(250), ms(500), time.Second, time.Second, time.Second}},
 		{true, []time.Duration{time.Second, time.Second, time.Second}},
 	} {
 		t.Run(fmt.Sprintf("fixed=%v", tt.fixed), func(t *testing.T) {
@@ -186,16 +187,15 @@ func TestRun_BacksOffFromAThirtySecondOfTheInterval(t *testing.T) {
 				start := time.Now()
 				p := startPolling(t, 1, tt.fixed, func(f *fixture) { f.addOrders(30) }) // 90 documents: a full page, then 40
 				defer p.stop()
-				time.Sleep(4 * time.Second)
+				time.Sleep(5 * time.Second)
 				synctest.Wait()
 				reads := p.feed.readTimes()
 				atStart := 0
 				for atStart < len(reads) && reads[atStart].Equal(start) {
 					atStart++
 				}
-				// A full page, the rest with events; adaptive: one more poll
-				// at once, which finds the checkpoint's lease write.
-				if want := map[bool]int{false: 3, true: 2}[tt.fixed]; atStart != want {
+				// A full page, then the rest with events; then the waits.
+				if want := 2; atStart != want {
 					t.Errorf("%d reads at the start, want %d", atStart, want)
 				}
 				var gaps []time.Duration
@@ -211,10 +211,10 @@ func TestRun_BacksOffFromAThirtySecondOfTheInterval(t *testing.T) {
 }
 
 // TestRun_TrickleIsPublishedWithinTwoBackoffSteps: orders written one every
-// 30ms (33 orders/s) are each published within PollInterval/16 (62.5ms) of
-// their write once the relay has found the first (it starts idle, so that
-// finds the trickle at the next PollInterval), where the fixed rule makes
-// most wait for the next second.
+// 30ms (33 orders/s) from the relay's start are each published within
+// PollInterval/16 (62.5ms) of their write, those of its first second too
+// (it starts with the backoff, not idle), where the fixed rule makes most
+// wait for the next second.
 func TestRun_TrickleIsPublishedWithinTwoBackoffSteps(t *testing.T) {
 	for _, rule := range rules {
 		t.Run(rule.name, func(t *testing.T) {
@@ -236,6 +236,9 @@ func TestRun_TrickleIsPublishedWithinTwoBackoffSteps(t *testing.T) {
 				if !ok || first.Sub(written[ids[0]]) > time.Second {
 					t.Fatalf("the first event was not published within PollInterval of its write")
 				}
+				if !rule.fixed && first.Sub(written[ids[0]]) > time.Second/16 {
+					t.Errorf("the first event, written 30ms after the start, was published %v after its write", first.Sub(written[ids[0]]))
+				}
 				var worst time.Duration
 				measured, late := 0, 0
 				for _, id := range ids {
@@ -243,8 +246,8 @@ func TestRun_TrickleIsPublishedWithinTwoBackoffSteps(t *testing.T) {
 					if !ok {
 						t.Fatalf("event %s never published", id)
 					}
-					if !written[id].After(first) {
-						continue // written while the relay was idle
+					if rule.fixed && !written[id].After(first) {
+						continue // written before the fixed rule's first poll found one
 					}
 					measured++
 					d := at.Sub(written[id])
@@ -310,8 +313,11 @@ func TestRun_FailedPollWaits(t *testing.T) {
 		tp.mu.Lock()
 		fails := tp.fails
 		tp.mu.Unlock()
-		if n := len(feed.readTimes()); n != 10 || fails != 10 {
-			t.Errorf("%d reads and %d refused sends in 9.5s, want 10 and 10 (one poll per PollInterval)", n, fails)
+		// The backoff from the start: polls at 0, 31.25ms, 62.5ms,
+		// 93.75ms, 125ms, 187.5ms, 312.5ms, 562.5ms and 1062.5ms, then once
+		// per PollInterval: 16 in 9.5s, as many as with no event at all.
+		if n := len(feed.readTimes()); n != 16 || fails != 16 {
+			t.Errorf("%d reads and %d refused sends in 9.5s, want 16 and 16 (the backoff's, then one poll per PollInterval)", n, fails)
 		}
 		if r.Stats().Published == 0 {
 			t.Error("no batch before the refused one was sent: the test shows nothing")

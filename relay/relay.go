@@ -87,6 +87,10 @@ const (
 	DefaultPageSize         = 100
 	DefaultMaxBatchMessages = 100
 	DefaultCallTimeout      = 5 * time.Second
+	// DefaultCheckpointInterval is the default of
+	// Options.CheckpointInterval: at most one checkpoint a second per
+	// feed range, 0.03 per event at 33 events/s.
+	DefaultCheckpointInterval = time.Second
 	// DefaultLeasePartitionKeyPath is the partition key path of a
 	// leases container of the relay's own: the lease's id.
 	DefaultLeasePartitionKeyPath = "/id"
@@ -117,6 +121,19 @@ type Options struct {
 	// CallTimeout bounds every call to the feed, the lease store and the
 	// sender.
 	CallTimeout time.Duration
+	// CheckpointInterval is the least time between two checkpoints of one
+	// feed range (by Now). A page's continuation is checkpointed only
+	// after its events were published, at the first poll at least
+	// CheckpointInterval after the range's last checkpoint: at once for
+	// the first events after a quiet spell, then at most once per
+	// interval while events keep coming, however many pages they take.
+	// What was published and not yet checkpointed is saved by the next
+	// checkpoint, renewal or release; after a crash it is republished
+	// (at most about CheckpointInterval+PollInterval of events), which
+	// the topic's duplicate detection and the consumers' inbox markers
+	// absorb. Longer means fewer lease writes and more republished after
+	// a crash.
+	CheckpointInterval time.Duration
 	// Now is the clock of lease expiry; nil means time.Now.
 	Now func() time.Time
 	// Logger receives the relay's log; nil means slog.Default().
@@ -189,6 +206,9 @@ func New(feed ChangeFeed, leases idempotent.DocumentStore, sender Sender, o Opti
 	if o.CallTimeout == 0 {
 		o.CallTimeout = DefaultCallTimeout
 	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -209,9 +229,9 @@ func New(feed ChangeFeed, leases idempotent.DocumentStore, sender Sender, o Opti
 	if err := ValidateName(o.Name); err != nil {
 		errs = append(errs, err)
 	}
-	if o.PollInterval < 0 || o.PageSize < 1 || o.MaxBatchMessages < 1 || o.CallTimeout < 0 {
-		errs = append(errs, fmt.Errorf("relay: poll interval %v, page size %d, batch size %d and call timeout %v must be positive",
-			o.PollInterval, o.PageSize, o.MaxBatchMessages, o.CallTimeout))
+	if o.PollInterval < 0 || o.PageSize < 1 || o.MaxBatchMessages < 1 || o.CallTimeout < 0 || o.CheckpointInterval < 0 {
+		errs = append(errs, fmt.Errorf("relay: poll interval %v, page size %d, batch size %d, call timeout %v and checkpoint interval %v must be positive",
+			o.PollInterval, o.PageSize, o.MaxBatchMessages, o.CallTimeout, o.CheckpointInterval))
 	}
 	if o.LeaseDuration < 3*o.CallTimeout {
 		errs = append(errs, fmt.Errorf("relay: lease duration %v is below 3 call timeouts (%v): a renewal could not finish before the lease expires",
@@ -277,26 +297,34 @@ func (r *Relay) Stats() Stats {
 }
 
 // Run publishes until ctx ends, then finishes the page in flight (its
-// batches and its checkpoint, each call bounded by CallTimeout), releases
-// every lease it holds with its last checkpoint, and returns nil, or the
-// error of a release. A range whose read, send or lease write fails is
-// logged and retried at the next poll.
+// batches, each call bounded by CallTimeout), releases every lease it holds
+// with the continuation it published up to (its last checkpoint), and
+// returns nil, or the error of a release. A range whose read, send or lease
+// write fails is logged and retried at the next poll.
 //
-// Run polls again at once while a poll returns a full page or publishes
-// events; after a poll that does neither it waits, first PollInterval/32,
-// then twice as long after each further such poll, up to PollInterval,
-// which it keeps while the feed stays idle. It starts idle: a relay that
-// finds no events reads each range once per PollInterval, as often as one
-// that always waits PollInterval, and its own lease writes (which publish
-// no events) never shorten the wait. A poll that failed waits as one that
-// found nothing, even if it sent some batches before it failed, so that a
-// page is not republished in a loop.
+// Run polls at once when it starts, and again at once while a poll returns
+// a full page. After a poll that published events it waits PollInterval/32,
+// and so after each of the next three polls that find nothing; from the
+// fourth in a row it waits twice as long as the last time, up to
+// PollInterval, which it keeps while the feed stays idle (with the default:
+// 31.25 ms four times, then 62.5 ms, 125 ms, …, 1 s). So the events of its
+// first second are found within the first waits, an idle relay reads each
+// range once per PollInterval, and a relay under a steady trickle reads
+// about once per PollInterval/32, each read publishing what the last wait
+// let accumulate.
+// Its own lease writes (which publish no events) never shorten the wait. A
+// poll that failed waits as one that found nothing, even if it sent some
+// batches before it failed, so that a page is not republished in a loop.
+//
+// Checkpoints follow Options.CheckpointInterval, never before the events
+// they cover were published.
 func (r *Relay) Run(ctx context.Context) error {
 	work := context.WithoutCancel(ctx)
 	r.log.Info("relay starting", "lease_duration", r.o.LeaseDuration.String(), "poll_interval", r.o.PollInterval.String())
 	t := time.NewTimer(0)
 	defer t.Stop()
-	wait := r.o.PollInterval // idle until a poll publishes
+	var wait time.Duration // the first poll at once, the backoff from its start
+	quiet := 0             // polls in a row that found nothing (or failed)
 	for {
 		select {
 		case <-ctx.Done():
@@ -309,7 +337,13 @@ func (r *Relay) Run(ctx context.Context) error {
 		busy, err := r.step(work, ctx.Done())
 		// A poll that failed is no sign of work, even if it sent some
 		// batches: retrying it at once could republish them in a loop.
-		wait = r.nextWait(wait, busy, err == nil && r.published.Load() > before)
+		published := err == nil && r.published.Load() > before
+		if busy || published {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		wait = r.nextWait(wait, quiet, busy, published)
 		t.Reset(wait)
 	}
 }
@@ -318,22 +352,27 @@ func (r *Relay) Run(ctx context.Context) error {
 // found work back to PollInterval: the first wait is PollInterval>>5.
 const pollBackoffSteps = 5
 
-// nextWait returns Run's wait before the next poll, given the last wait and
-// whether the poll just made returned a full page (busy) or published
-// events without an error: none after either, else the last wait doubled
-// (PollInterval>>5 after a wait of none), at most PollInterval. With
-// fixedPoll set it is the rule of earlier versions: none after a full page,
-// else PollInterval.
-func (r *Relay) nextWait(last time.Duration, busy, published bool) time.Duration {
+// pollHold is how many polls in a row may find nothing before Run's wait
+// grows past the first: a trickle whose next event is a little late is
+// still found within the first wait.
+const pollHold = 4
+
+// nextWait returns Run's wait before the next poll, given the last wait, how
+// many polls in a row found nothing (quiet, this one included) and whether
+// the poll just made returned a full page (busy) or published events
+// without an error: none after a full page; PollInterval>>5 after events
+// and while fewer than pollHold polls in a row found nothing; then the last
+// wait doubled, at most PollInterval. With fixedPoll set it is the rule of
+// earlier versions: none after a full page, else PollInterval.
+func (r *Relay) nextWait(last time.Duration, quiet int, busy, published bool) time.Duration {
+	first := max(r.o.PollInterval>>pollBackoffSteps, time.Nanosecond)
 	switch {
 	case busy:
 		return 0
 	case r.fixedPoll:
 		return r.o.PollInterval
-	case published:
-		return 0
-	case last == 0:
-		return max(r.o.PollInterval>>pollBackoffSteps, time.Nanosecond)
+	case published, quiet < pollHold, last == 0:
+		return first
 	case last >= r.o.PollInterval/2:
 		return r.o.PollInterval
 	}
@@ -342,7 +381,8 @@ func (r *Relay) nextWait(last time.Duration, busy, published bool) time.Duration
 
 // Step is one poll of every feed range: it acquires the leases it can,
 // renews those due, and for each range it holds reads one page of changes,
-// publishes its events and checkpoints it. It returns the errors it met,
+// publishes its events and, once Options.CheckpointInterval has passed
+// since the range's last checkpoint, checkpoints what it published. It returns the errors it met,
 // which it also logged; a failed range is retried by the next Step. Step
 // must not be called concurrently with itself or Run.
 func (r *Relay) Step(ctx context.Context) error {
@@ -384,8 +424,9 @@ func (r *Relay) step(ctx context.Context, stop <-chan struct{}) (busy bool, err 
 	return busy, errors.Join(errs...)
 }
 
-// stepRange acquires or renews the lease of fr, then reads, publishes and
-// checkpoints one page. full reports a full page.
+// stepRange acquires or renews the lease of fr, then reads and publishes
+// one page, and checkpoints what was published once a checkpoint is due.
+// full reports a full page.
 func (r *Relay) stepRange(ctx context.Context, fr string) (full bool, err error) {
 	l := r.owned[fr]
 	if l == nil {
@@ -412,26 +453,39 @@ func (r *Relay) stepRange(ctx context.Context, fr string) (full bool, err error)
 	}
 	if len(docs) == 0 {
 		if next != "" {
-			l.published = next // nothing to publish; saved with the next renewal
+			l.published = next // nothing to publish; saved with the next write
 		}
-		return false, nil
+		return false, r.checkpointIfDue(ctx, fr, l)
 	}
 	events, err := r.publish(ctx, fr, docs)
 	if err != nil {
-		// Not checkpointed: the next Step reads the page again and
-		// republishes what this one sent.
+		// Not published in full, so not checkpointed: the next Step
+		// reads the page again and republishes what this one sent.
 		return false, err
 	}
 	if next == "" {
 		return false, fmt.Errorf("the change feed returned %d documents and no continuation", len(docs))
 	}
+	// Only now, with every event of the page accepted by the topic, may
+	// the continuation past it be saved.
 	l.published = next
 	if events > 0 {
-		if err := r.checkpoint(ctx, fr, l); err != nil {
-			return false, err
-		}
+		l.unsaved = true
+	}
+	if err := r.checkpointIfDue(ctx, fr, l); err != nil {
+		return false, err
 	}
 	return len(docs) >= r.o.PageSize, nil
+}
+
+// checkpointIfDue checkpoints l's published continuation if events were
+// published since its last checkpoint and CheckpointInterval has passed
+// since then.
+func (r *Relay) checkpointIfDue(ctx context.Context, fr string, l *lease) error {
+	if !l.unsaved || r.o.Now().Before(l.savedAt.Add(r.o.CheckpointInterval)) {
+		return nil
+	}
+	return r.checkpoint(ctx, fr, l)
 }
 
 func (r *Relay) readChanges(ctx context.Context, fr, continuation string) ([][]byte, string, error) {

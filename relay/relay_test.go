@@ -87,6 +87,7 @@ func TestRelay_CrashBetweenPublishAndCheckpointRepublishes(t *testing.T) {
 	f.store.setFailReplace(func(id string) error {
 		return errors.New("crash: the process died before the checkpoint")
 	})
+	f.clock.Advance(relay.DefaultCheckpointInterval) // the checkpoint after the page is due
 	if err := a.Step(context.Background()); err == nil {
 		t.Fatal("the step survived its checkpoint failing")
 	}
@@ -123,9 +124,15 @@ func TestRelay_LeaseTakeoverAfterExpiryContinuesFromTheCheckpoint(t *testing.T) 
 	if err := drain(t, a); err != nil {
 		t.Fatal(err)
 	}
+	// Its pages after the first were published within CheckpointInterval
+	// of the first's checkpoint: the poll after the interval saves them.
+	f.clock.Advance(relay.DefaultCheckpointInterval)
+	if err := a.Step(context.Background()); err != nil || a.Stats().Checkpoints != 2 {
+		t.Fatalf("the poll after CheckpointInterval: err %v, stats %+v; want the second checkpoint", err, a.Stats())
+	}
 	f.addOrders(10)
 	b := f.relay("b", f.clock.Now, nil)
-	f.clock.Advance(29 * time.Second)
+	f.clock.Advance(28 * time.Second)
 	if err := b.Step(context.Background()); err != nil || len(b.Owned()) != 0 {
 		t.Fatalf("b took a lease 29s into a 30s lease: owned %v, err %v", b.Owned(), err)
 	}
@@ -152,8 +159,10 @@ func TestRelay_LeaseTakeoverAfterExpiryContinuesFromTheCheckpoint(t *testing.T) 
 func TestRelay_StaleOwnersCheckpointIsRejected(t *testing.T) {
 	f := newFixture(t, 1)
 	f.addOrders(10)
-	stuck := f.clock.Now() // a's clock stands still: a paused process, or skew
-	a := f.relay("a", func() time.Time { return stuck }, nil)
+	stuck := f.clock.Now() // a's clock barely moves: a paused process, or skew
+	var aClock clock
+	aClock.now = stuck
+	a := f.relay("a", aClock.Now, nil)
 	if err := drain(t, a); err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +175,9 @@ func TestRelay_StaleOwnersCheckpointIsRejected(t *testing.T) {
 	fr := b.Owned()[0]
 	bLease := f.lease(fr)
 	f.addOrders(5)
+	// By a's clock its lease holds for 28s more and needs no renewal, but
+	// its next checkpoint is due.
+	aClock.Advance(2 * relay.DefaultCheckpointInterval)
 	err := a.Step(context.Background())
 	if err == nil || len(a.Owned()) != 0 || a.Stats().Lost != 1 {
 		t.Fatalf("stale owner a: err %v, owned %v, stats %+v; want its checkpoint rejected and the range dropped", err, a.Owned(), a.Stats())

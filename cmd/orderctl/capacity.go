@@ -50,6 +50,8 @@ func parsePlanConfig(fs *flag.FlagSet, args []string, getenv func(string) string
 	env.Duration(&c.PaymentLatency, "payment-latency", "", d.PaymentLatency, "one payment capture as you measured it (assumed otherwise)")
 	env.Int(&c.RelayPageSize, "relay-page-size", "RELAY_PAGE_SIZE", d.RelayPageSize, "most changes per change-feed read")
 	env.Duration(&c.RelayLease, "relay-lease", "RELAY_LEASE_DURATION", d.RelayLease, "relay lease duration, renewed every third of it")
+	env.Duration(&c.RelayPoll, "relay-poll", "RELAY_POLL_INTERVAL", d.RelayPoll, "relay poll interval: it waits 1/32 of it after a poll with events")
+	env.Duration(&c.RelayCheckpoint, "relay-checkpoint", "RELAY_CHECKPOINT_INTERVAL", d.RelayCheckpoint, "least time between two checkpoints of a feed range")
 	env.String(&c.Format, "format", "", "table", "output: table or json")
 	fs.Usage = func() { planUsage(fs) }
 	err := env.Parse(args)

@@ -28,13 +28,14 @@ type config struct {
 	CosmosLeasesContainer    string // empty: the orders container
 	CosmosInsecureSkipVerify bool   // emulators' self-signed certificate only
 
-	Name             string
-	Owner            string
-	PollInterval     time.Duration
-	LeaseDuration    time.Duration
-	CallTimeout      time.Duration
-	PageSize         int
-	MaxBatchMessages int
+	Name               string
+	Owner              string
+	PollInterval       time.Duration
+	CheckpointInterval time.Duration
+	LeaseDuration      time.Duration
+	CallTimeout        time.Duration
+	PageSize           int
+	MaxBatchMessages   int
 
 	HealthAddr string // listen address of /livez, /readyz, /startupz (and /metrics); empty: no listener
 	// Telemetry: OTEL_EXPORTER_OTLP_ENDPOINT exports metrics (and logs)
@@ -66,7 +67,8 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
 	env.String(&c.Name, "name", "RELAY_NAME", "orderrelay", "relay name, shared by its instances: the leases are lease:<name>:<feed range>")
 	env.String(&c.Owner, "owner", "RELAY_OWNER", "", "this instance's name in the leases; empty: host name and a random suffix")
-	env.Duration(&c.PollInterval, "poll-interval", "RELAY_POLL_INTERVAL", relay.DefaultPollInterval, "pause between polls while the change feed is idle (the longest: after events it polls again at once, then backs off from 1/32 of it)")
+	env.Duration(&c.PollInterval, "poll-interval", "RELAY_POLL_INTERVAL", relay.DefaultPollInterval, "pause between polls while the change feed is idle (the longest: after events it polls again after 1/32 of it, and backs off from there)")
+	env.Duration(&c.CheckpointInterval, "checkpoint-interval", "RELAY_CHECKPOINT_INTERVAL", relay.DefaultCheckpointInterval, "least time between two checkpoints (lease writes) of a feed range, always after the events they cover were published; a crash republishes up to about this much more")
 	env.Duration(&c.LeaseDuration, "lease-duration", "RELAY_LEASE_DURATION", relay.DefaultLeaseDuration, "how long a lease survives without renewal (renewed every third of it); a crashed instance's ranges are taken over after it")
 	env.Duration(&c.CallTimeout, "call-timeout", "RELAY_CALL_TIMEOUT", relay.DefaultCallTimeout, "deadline of every Cosmos DB and Service Bus call")
 	env.Int(&c.PageSize, "page-size", "RELAY_PAGE_SIZE", relay.DefaultPageSize, "most changes read per change feed request")
@@ -138,6 +140,9 @@ func (c *config) Validate() error {
 	if c.CallTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("RELAY_CALL_TIMEOUT (-call-timeout) %v must be positive", c.CallTimeout))
 	}
+	if c.CheckpointInterval <= 0 {
+		errs = append(errs, fmt.Errorf("RELAY_CHECKPOINT_INTERVAL (-checkpoint-interval) %v must be positive", c.CheckpointInterval))
+	}
 	if c.LeaseDuration < 3*c.CallTimeout {
 		errs = append(errs, fmt.Errorf("RELAY_LEASE_DURATION (-lease-duration) %v must be at least 3 times RELAY_CALL_TIMEOUT (%v): a renewal must finish before the lease expires", c.LeaseDuration, c.CallTimeout))
 	}
@@ -182,7 +187,7 @@ var orderEvents = relay.EventFormat{
 // lease documents partitioned as the orders container is (the leases
 // container the Bicep template creates is too).
 func (c *config) options(logger *slog.Logger, hooks relay.Hooks) relay.Options {
-	return relay.Options{Name: c.Name, Owner: c.Owner, LeaseDuration: c.LeaseDuration, PollInterval: c.PollInterval,
+	return relay.Options{Name: c.Name, Owner: c.Owner, LeaseDuration: c.LeaseDuration, PollInterval: c.PollInterval, CheckpointInterval: c.CheckpointInterval,
 		PageSize: c.PageSize, MaxBatchMessages: c.MaxBatchMessages, CallTimeout: c.CallTimeout, Logger: logger, Hooks: hooks,
 		Events: orderEvents, LeasePartitionKeyPath: order.OutboxLeasePartitionKeyPath}
 }
@@ -200,6 +205,7 @@ func (c config) LogValue() slog.Value {
 		slog.String("cosmos_leases_container", c.leasesContainer()),
 		slog.String("name", c.Name),
 		slog.String("poll_interval", cli.FormatDuration(c.PollInterval)),
+		slog.String("checkpoint_interval", cli.FormatDuration(c.CheckpointInterval)),
 		slog.String("lease_duration", cli.FormatDuration(c.LeaseDuration)),
 		slog.String("call_timeout", cli.FormatDuration(c.CallTimeout)),
 		slog.Int("page_size", c.PageSize),

@@ -51,21 +51,23 @@ func TestConfig(t *testing.T) {
 	}{
 		{name: "azd outputs are enough", env: azure, check: func(t *testing.T, c config) {
 			if c.Topic != "order-events" || c.Name != "orderrelay" || c.CosmosContainer != "orders" ||
-				c.LeaseDuration != relay.DefaultLeaseDuration || c.PollInterval != relay.DefaultPollInterval {
+				c.LeaseDuration != relay.DefaultLeaseDuration || c.PollInterval != relay.DefaultPollInterval ||
+				c.CheckpointInterval != relay.DefaultCheckpointInterval || c.options(nil, relay.Hooks{}).CheckpointInterval != relay.DefaultCheckpointInterval {
 				t.Errorf("config = %+v", c)
 			}
 		}},
 		{name: "environment and flags", env: with("SERVICEBUS_TOPIC", "events", "RELAY_LEASE_DURATION", "PT1M", "RELAY_NAME", "r1"),
-			args: []string{"-poll-interval", "250ms", "-name", "r2"}, check: func(t *testing.T, c config) {
-				if c.Topic != "events" || c.LeaseDuration != time.Minute || c.PollInterval != 250*time.Millisecond || c.Name != "r2" {
+			args: []string{"-poll-interval", "250ms", "-name", "r2", "-checkpoint-interval", "3s"}, check: func(t *testing.T, c config) {
+				if c.Topic != "events" || c.LeaseDuration != time.Minute || c.PollInterval != 250*time.Millisecond || c.Name != "r2" ||
+					c.options(nil, relay.Hooks{}).CheckpointInterval != 3*time.Second {
 					t.Errorf("config = %+v", c)
 				}
 			}},
 		{name: "nothing set names every missing variable", env: map[string]string{},
 			wantErr: []string{"SERVICEBUS_NAMESPACE", "SERVICEBUS_CONNECTION_STRING", "COSMOS_ENDPOINT"}},
 		{name: "every problem at once", env: with("RELAY_NAME", "a:b", "RELAY_LEASE_DURATION", "10s",
-			"RELAY_CALL_TIMEOUT", "5s", "RELAY_PAGE_SIZE", "0", "RELAY_POLL_INTERVAL", "0s"), args: []string{"-topic", ""},
-			wantErr: []string{"SERVICEBUS_TOPIC", "RELAY_NAME", "RELAY_LEASE_DURATION", "RELAY_PAGE_SIZE", "RELAY_POLL_INTERVAL"}},
+			"RELAY_CALL_TIMEOUT", "5s", "RELAY_PAGE_SIZE", "0", "RELAY_POLL_INTERVAL", "0s", "RELAY_CHECKPOINT_INTERVAL", "-1s"), args: []string{"-topic", ""},
+			wantErr: []string{"SERVICEBUS_TOPIC", "RELAY_NAME", "RELAY_LEASE_DURATION", "RELAY_PAGE_SIZE", "RELAY_POLL_INTERVAL", "RELAY_CHECKPOINT_INTERVAL"}},
 		{name: "unparsable variable", env: with("RELAY_BATCH_MESSAGES", "many"), wantErr: []string{`RELAY_BATCH_MESSAGES="many"`}},
 		{name: "two Service Bus identities", env: with("SERVICEBUS_CONNECTION_STRING", "Endpoint=sb://x"), wantErr: []string{"only one"}},
 		{name: "emulator switch needs a key", env: with("COSMOS_INSECURE_SKIP_VERIFY", "true"), wantErr: []string{"COSMOS_INSECURE_SKIP_VERIFY"}},

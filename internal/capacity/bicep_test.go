@@ -61,11 +61,15 @@ func TestDefaultsAgreeWithBicep(t *testing.T) {
 		if m := regexp.MustCompile(`"WORKER_CONCURRENCY", (\d+),`).FindStringSubmatch(worker); m == nil || atoi(m[1]) != in.Concurrency {
 			t.Errorf("Concurrency %d, orderworker's WORKER_CONCURRENCY default %v (the Bicep sets none)", in.Concurrency, m)
 		}
-		if strings.Contains(apps, "WORKER_CONCURRENCY") || strings.Contains(apps, "RELAY_PAGE_SIZE") || strings.Contains(apps, "RELAY_LEASE_DURATION") {
-			t.Error("containerapps.bicep sets WORKER_CONCURRENCY, RELAY_PAGE_SIZE or RELAY_LEASE_DURATION: compare with it, not with the binaries' defaults")
+		for _, v := range []string{"WORKER_CONCURRENCY", "RELAY_PAGE_SIZE", "RELAY_LEASE_DURATION", "RELAY_POLL_INTERVAL", "RELAY_CHECKPOINT_INTERVAL"} {
+			if strings.Contains(apps, v) {
+				t.Errorf("containerapps.bicep sets %s: compare with it, not with the binaries' defaults", v)
+			}
 		}
-		if in.RelayPageSize != relay.DefaultPageSize || in.RelayLease != relay.DefaultLeaseDuration {
-			t.Errorf("relay page size %d, lease %v; relay defaults %d, %v", in.RelayPageSize, in.RelayLease, relay.DefaultPageSize, relay.DefaultLeaseDuration)
+		if in.RelayPageSize != relay.DefaultPageSize || in.RelayLease != relay.DefaultLeaseDuration ||
+			in.RelayPoll != relay.DefaultPollInterval || in.RelayCheckpoint != relay.DefaultCheckpointInterval {
+			t.Errorf("relay page size %d, lease %v, poll %v, checkpoint %v; relay defaults %d, %v, %v, %v", in.RelayPageSize, in.RelayLease, in.RelayPoll, in.RelayCheckpoint,
+				relay.DefaultPageSize, relay.DefaultLeaseDuration, relay.DefaultPollInterval, relay.DefaultCheckpointInterval)
 		}
 	}
 	// dev: serverless and Standard; production: the database's autoscale

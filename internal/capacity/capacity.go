@@ -55,6 +55,8 @@ type Inputs struct {
 	PaymentLatency     time.Duration `json:"paymentLatencyNs"`   // one capture at the payment gateway, as measured
 	RelayPageSize      int           `json:"relayPageSize"`      // RELAY_PAGE_SIZE
 	RelayLease         time.Duration `json:"relayLeaseNs"`       // RELAY_LEASE_DURATION: renewed every third of it
+	RelayPoll          time.Duration `json:"relayPollNs"`        // RELAY_POLL_INTERVAL: after a poll with events the relay waits 1/32 of it
+	RelayCheckpoint    time.Duration `json:"relayCheckpointNs"`  // RELAY_CHECKPOINT_INTERVAL: at most one checkpoint per range per interval
 }
 
 // The deployment profiles of infra/bicep/main.bicep (DEPLOY_PROFILE).
@@ -77,7 +79,7 @@ func DefaultInputs(profile string) Inputs {
 		Cosmos: Serverless, ServiceBus: Standard, MessageKB: 1,
 		Concurrency: 8, Workers: 10, SubscriberReplicas: 5,
 		CosmosLatency: 10 * time.Millisecond, SettleLatency: 10 * time.Millisecond, PaymentLatency: 100 * time.Millisecond,
-		RelayPageSize: 100, RelayLease: 30 * time.Second,
+		RelayPageSize: 100, RelayLease: 30 * time.Second, RelayPoll: time.Second, RelayCheckpoint: time.Second,
 	}
 	if profile == ProfileProduction {
 		in.Cosmos, in.CosmosRUs, in.ServiceBus, in.MessagingUnit = Provisioned, 1000, Premium, 1
@@ -171,6 +173,12 @@ func (in Inputs) Validate() error {
 		}
 		if in.RelayLease <= 0 {
 			bad("-relay-lease %v must be positive", in.RelayLease)
+		}
+		if in.RelayPoll <= 0 {
+			bad("-relay-poll %v must be positive", in.RelayPoll)
+		}
+		if in.RelayCheckpoint <= 0 {
+			bad("-relay-checkpoint %v must be positive", in.RelayCheckpoint)
 		}
 	}
 	return errors.Join(errs...)

@@ -79,10 +79,10 @@ func TestCompute(t *testing.T) {
 		{name: "relay and two subscribers", in: func(in *capacity.Inputs) {
 			in.Rate, in.Relay, in.Subscribers = 100, true, []string{"loyalty", "shipping"}
 		}, rus: map[string]float64{
-			"orders":   1100 + 200,              // + the feed: 200 changes/s read at 1 RU each
-			"loyalty":  1100,                    // one batch of 2 per event
-			"shipping": 1100,                    //
-			"leases":   (1/0.030 + 3.0/30) * 11, // a checkpoint per cycle of 30 ms, a renewal per 10 s
+			"orders":   1100 + 200,            // + the feed: 200 changes/s read at 1 RU each
+			"loyalty":  1100,                  // one batch of 2 per event
+			"shipping": 1100,                  //
+			"leases":   (1.0/1 + 3.0/30) * 11, // a checkpoint per second (RELAY_CHECKPOINT_INTERVAL), a renewal per 10 s
 		}, credits: 100 + 100 + 100 + 200 + 200, // queue send, receive; topic send; 2 filter evaluations; 2 receives
 			mbps: (100 + 100 + 100 + 200) / 1024.0},
 		{name: "large messages", in: func(in *capacity.Inputs) { in.Rate, in.MessageKB = 10, 200 },
@@ -131,7 +131,7 @@ func TestFirstLimit(t *testing.T) {
 		}, "Service Bus Standard namespace", 200 * 1000.0 / 1300},
 		{"production: the database's shared 1,000 RU/s", func(in *capacity.Inputs) {
 			*in = capacity.DefaultInputs(capacity.ProfileProduction)
-		}, "Cosmos DB database throughput, shared by its containers", 100 * 1000 / (1100 + 200 + 2200 + (1/0.030+0.1)*11)},
+		}, "Cosmos DB database throughput, shared by its containers", 100 * 1000 / (1100 + 200 + 2200 + (1.0/1+0.1)*11)}, // a checkpoint a second, a renewal per 10 s
 		{"one slow worker", func(in *capacity.Inputs) {
 			in.Concurrency, in.Workers, in.CosmosLatency = 1, 1, 90*time.Millisecond
 		}, "workers: replicas × concurrency ÷ latency", 10}, // 1 ÷ (90 ms + 10 ms)
@@ -141,7 +141,7 @@ func TestFirstLimit(t *testing.T) {
 		{"a relay reading one change per page", func(in *capacity.Inputs) {
 			*in = capacity.DefaultInputs(capacity.ProfileDev)
 			in.RelayPageSize = 1
-		}, "relay: page size ÷ cycle, per feed range", 100 * (1 / 0.030) / 200},
+		}, "relay: page size ÷ cycle, per feed range", 100 * (1 / 0.020) / 200}, // a read and a send per page
 		{"a small subscriber", func(in *capacity.Inputs) {
 			*in = capacity.DefaultInputs(capacity.ProfileDev)
 			in.SubscriberReplicas, in.Concurrency = 1, 1
@@ -174,11 +174,11 @@ func TestNeeds(t *testing.T) {
 	}{
 		{"the dev profile at 100/s", func(in *capacity.Inputs) { *in = capacity.DefaultInputs(capacity.ProfileDev) },
 			capacity.Needs{WorkerReplicas: 1, WorkerConcurrency: 8, SubscriberReplicas: 1, ServiceBus: capacity.Standard, Cosmos: capacity.Serverless}},
-		{"2,000/s: Premium with 4 units, 70,400 RU/s", func(in *capacity.Inputs) {
+		{"2,000/s: Premium with 4 units, 70,100 RU/s", func(in *capacity.Inputs) {
 			*in = capacity.DefaultInputs(capacity.ProfileDev)
-			in.Rate = 2000 // 14,000 credits/s; 9.8 MB/s; 70,368 RU/s over four containers
+			in.Rate = 2000 // 14,000 credits/s; 9.8 MB/s; 70,012 RU/s over four containers (a checkpoint a second)
 		}, capacity.Needs{WorkerReplicas: 5, WorkerConcurrency: 8, SubscriberReplicas: 5, ServiceBus: capacity.Premium, MessagingUnits: 4,
-			Cosmos: capacity.Provisioned, CosmosRUs: 70_400}},
+			Cosmos: capacity.Provisioned, CosmosRUs: 70_100}},
 		{"more replicas than allowed: the concurrency instead", func(in *capacity.Inputs) {
 			in.Rate = 10_000 // 400/s per replica at 20 ms: 25 replicas, or concurrency 20 on 10
 		}, capacity.Needs{WorkerReplicas: 25, WorkerConcurrency: 20, ServiceBus: capacity.Premium, MessagingUnits: 8,
@@ -208,14 +208,14 @@ func TestValidate(t *testing.T) {
 	}
 	bad := capacity.Inputs{Rate: -1, Duplicates: 1.5, Redeliveries: -0.1, StatusChanges: -1, Subscribers: []string{"a", "a", ""},
 		Cosmos: "cassandra", ServiceBus: "basic", MessageKB: 0, Concurrency: 0, Workers: 301, SubscriberReplicas: 0,
-		Relay: true, RelayPageSize: 0}
+		Relay: true, RelayPageSize: 0, RelayPoll: -1, RelayCheckpoint: 0}
 	err := bad.Validate()
 	if err == nil {
 		t.Fatal("Validate() = nil")
 	}
 	for _, want := range []string{"-rate", "-duplicates", "-redeliveries", "-status-changes", `"a" is named twice`, `"" is not`,
 		"-cosmos", "-servicebus", "-message-kb", "-concurrency", "-workers", "-subscriber-replicas", "-cosmos-latency",
-		"-settle-latency", "-payment-latency", "-relay-page-size", "-relay-lease"} {
+		"-settle-latency", "-payment-latency", "-relay-page-size", "-relay-lease", "-relay-poll", "-relay-checkpoint"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() does not report %s:\n%v", want, err)
 		}

@@ -27,7 +27,7 @@ func Example() {
 	// orders: 6020 RU/s
 	// loyalty: 1980 RU/s
 	// shipping: 1980 RU/s
-	// leases: 368 RU/s
+	// leases: 12 RU/s
 	// first limit: Service Bus Standard namespace at 154 messages/s
 	// needs: 3 worker replicas, Service Bus premium, Cosmos DB provisioned
 }

@@ -141,11 +141,14 @@ func Compute(in Inputs) Plan {
 	subLat := in.CosmosLatency.Seconds() + in.SettleLatency.Seconds() // InboxNew: one round trip
 	perSubscriber := float64(in.Concurrency) / subLat
 
-	// The relay: it polls again at once while polls find changes, so under
-	// load it reads once per cycle (a feed read, a topic send, a
-	// checkpoint) and each read returns what the cycle let accumulate; a
-	// quieter feed is read about once per change (an estimate: the
-	// backoff's exact schedule is relay's).
+	// The relay: under load it reads a range once per cycle (a feed read
+	// and a topic send, after a wait of 1/32 of the poll interval), each
+	// read returning what the cycle let accumulate; a quieter feed is
+	// read about once per change, an idle one once per poll interval (an
+	// estimate: the backoff's exact schedule is relay's). It checkpoints
+	// a range at most once per checkpoint interval, and at most once per
+	// event; a backlog is read in full pages, one after the other, with
+	// no wait.
 	partitions := 1.0
 	if in.Cosmos == Provisioned {
 		partitions = math.Max(1, math.Ceil(in.CosmosRUs/PartitionRUs))
@@ -158,9 +161,10 @@ func Compute(in Inputs) Plan {
 			docsPerOrder += 2 // the claim, its completed mark
 		}
 		relayDocs = newOrders * docsPerOrder
-		cycle := 2*in.CosmosLatency.Seconds() + in.SettleLatency.Seconds()
-		polls := math.Min(partitions/cycle, relayDocs+partitions) // +1 idle read per second per range
-		checkpoints := math.Min(polls, events)
+		cycle := in.CosmosLatency.Seconds() + in.SettleLatency.Seconds()
+		wait := in.RelayPoll.Seconds() / 32
+		polls := math.Min(partitions/(wait+cycle), relayDocs+partitions/in.RelayPoll.Seconds()) // + the idle reads
+		checkpoints := math.Min(partitions/in.RelayCheckpoint.Seconds(), events)
 		feedRUs = math.Max(polls, relayDocs) * PointReadRU
 		leaseRUs = (checkpoints + partitions*3/in.RelayLease.Seconds()) * ReplaceRU
 		relayCap = partitions * float64(in.RelayPageSize) / cycle

@@ -167,6 +167,95 @@ func TestFeedProxy_ReadsIncrementally(t *testing.T) {
 	}
 }
 
+// TestFeedProxy_PageReadCostsItsPage counts the proxy's work per change
+// feed read, exactly, when the writers go through it (as on the local
+// stack): with 150 orders (300 documents) in the container, a read of a
+// page of 10 visits 10 entries of its change log and asks cosmium for
+// nothing but the first read's listing and one query of every document; a
+// read at the head does nothing; after one more order, a read fetches and
+// visits its 2 documents by id. An order written to cosmium directly is
+// found by the next listing of the whole container. Before the log and the
+// writes' ids, each page read visited every document the proxy knew (300
+// here) and listed the ids and ETags of the whole container, and the first
+// read fetched its documents 50 to a query, each query a scan of the
+// container in cosmium: with 5,000 orders a first read took minutes.
+func TestFeedProxy_PageReadCostsItsPage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs cosmium; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := cosmiumtest.Start(t)
+	proxy := e2etest.StartFeedProxy(t, srv.Endpoint, srv.Key, "orders", "orders")
+	proxy.SetRescan(time.Hour)
+	store := func(endpoint string) *cosmosstore.Store {
+		c, err := cosmosstore.NewClientWithKey(endpoint, srv.Key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		if err := cosmosstore.CreateDatabaseAndContainer(ctx, c, "orders", "orders", order.PartitionKeyPath); err != nil {
+			t.Fatal(err)
+		}
+		s, err := cosmosstore.New(c, "orders", "orders", order.PartitionKeyPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s, direct := store(proxy.Endpoint), store(srv.Endpoint)
+	const orders, page = 150, 10
+	gen := ordergen.New(3, "paged")
+	write := func(s *cosmosstore.Store, i int) {
+		o := gen.Order(i)
+		e2etest.WriteOrder(t, s, order.NewWrite(o, o.OrderID, o.RequestHash(), time.Now()))
+	}
+	for i := range orders {
+		write(s, i)
+	}
+	feed := s.ChangeFeed()
+	ranges, err := feed.FeedRanges(ctx)
+	if err != nil || len(ranges) != 1 {
+		t.Fatalf("FeedRanges = %v, %v; want cosmium's one range", ranges, err)
+	}
+	continuation := ""
+	// read reads one page and returns its size and the proxy's work for it.
+	read := func() (int, e2etest.Work) {
+		before := proxy.Work()
+		docs, next, err := feed.ReadChanges(ctx, ranges[0], continuation, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		continuation = next
+		after := proxy.Work()
+		return len(docs), e2etest.Work{Reads: after.Reads - before.Reads, Modified: after.Modified - before.Modified,
+			Listings: after.Listings - before.Listings, Listed: after.Listed - before.Listed,
+			Fetched: after.Fetched - before.Fetched, Scanned: after.Scanned - before.Scanned}
+	}
+	for i := range 2 * orders / page {
+		n, w := read()
+		want := e2etest.Work{Reads: 1, Modified: 1, Scanned: page}
+		if i == 0 { // the listing, and one query of every document
+			want.Listings, want.Listed, want.Fetched = 1, 2*orders, 2*orders
+		}
+		if n != page || w != want {
+			t.Fatalf("page read %d: %d documents, work %+v; want %d, %+v", i, n, w, page, want)
+		}
+	}
+	if n, w := read(); n != 0 || w != (e2etest.Work{Reads: 1}) {
+		t.Fatalf("read at the head: %d documents, work %+v; want none and no work", n, w)
+	}
+	write(s, orders)
+	if n, w := read(); n != 2 || w != (e2etest.Work{Reads: 1, Modified: 1, Fetched: 2, Scanned: 2}) {
+		t.Fatalf("read after one more order: %d documents, work %+v; want its 2, fetched by id and visited once", n, w)
+	}
+	write(direct, orders+1)
+	proxy.SetRescan(0)
+	if n, w := read(); n != 2 || w != (e2etest.Work{Reads: 1, Modified: 1, Listings: 1, Listed: 2*orders + 4, Fetched: 2, Scanned: 2}) {
+		t.Fatalf("read after an order written to cosmium directly: %d documents, work %+v; want its 2, found by a listing", n, w)
+	}
+}
+
 // TestFeedProxy_ForwardsAWholeAnswerToABody: a request the proxy forwards
 // (a query, a batch: a POST with a body) gets cosmium's whole answer even
 // when the incoming body is closed as soon as the answer's header is

@@ -25,6 +25,8 @@ func TestRun_Refusals(t *testing.T) {
 			want: []string{"the proxy's own address"}},
 		{name: "relative endpoint", args: []string{"-addr", "127.0.0.1:0"}, env: map[string]string{"FEEDPROXY_COSMOS_ENDPOINT": "localhost/", "COSMOS_KEY": "k"},
 			want: []string{"not an absolute URL"}},
+		{name: "negative rescan", args: []string{"-addr", "127.0.0.1:0", "-rescan", "-1s"}, env: map[string]string{"FEEDPROXY_COSMOS_ENDPOINT": "http://127.0.0.1:8081/", "COSMOS_KEY": "k"},
+			want: []string{"FEEDPROXY_RESCAN"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
