@@ -32,7 +32,7 @@ func MessageIDLength(id string) int {
 // sends anything. The error names the limit and the id.
 func CheckMessageID(id string) error {
 	if n := MessageIDLength(id); n > MaxMessageIDLength {
-		return fmt.Errorf("MessageId %q has %d UTF-16 code units (a character outside the Basic Multilingual Plane counts as 2); Service Bus accepts at most %d and refuses the send", id, n, MaxMessageIDLength)
+		return fmt.Errorf("MessageId %q has %d characters; Service Bus accepts at most %d and refuses the send (it counts UTF-16 code units: a character outside the Basic Multilingual Plane, such as an emoji, counts as 2)", id, n, MaxMessageIDLength)
 	}
 	return nil
 }
