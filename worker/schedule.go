@@ -159,17 +159,17 @@ func (w *Worker) planRetry(st retryState, res idempotent.Result, now time.Time) 
 		return nil
 	}
 	left := st.since.Add(ro.MaxDelay).Sub(now)
-	delay := min(backoff(res.RetryAfter, st.attempt), left)
+	delay := min(doubled(res.RetryAfter, st.attempt), left)
 	if delay <= 0 {
 		return nil
 	}
 	return &retryPlan{state: st, attempt: st.attempt + 1, delay: delay}
 }
 
-// backoff returns d doubled n times, saturated at the longest Duration: a
+// doubled returns d doubled n times, saturated at the longest Duration: a
 // shift that overflowed would give a negative delay, which planRetry would
 // take for "no delay left".
-func backoff(d time.Duration, n int) time.Duration {
+func doubled(d time.Duration, n int) time.Duration {
 	for ; n > 0 && d > 0; n-- {
 		if d > math.MaxInt64/2 {
 			return math.MaxInt64

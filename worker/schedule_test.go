@@ -251,7 +251,7 @@ func TestScheduleFailureAbandons(t *testing.T) {
 }
 
 // TestRetryMessageID: a copy's id differs from the original's and from
-// every other copy's, and stays within Service Bus's 128 characters; a
+// every other copy's, and stays within Service Bus's 128 UTF-16 code units; a
 // message that only claims to be a copy (its id not derived from its
 // properties) is handled under its own id.
 func TestRetryMessageID(t *testing.T) {
