@@ -69,6 +69,15 @@ type CheckResult struct {
 	// v0.1.20, which neither reports nor applies any TTL; from Cosmos DB,
 	// nil means TTL off and Check fails.
 	DefaultTTL *int32
+	// WriteRegions are the account's write regions, as the account's
+	// properties list them (writableLocations), and AccountRead reports
+	// whether Check saw those properties: it sees them through a client
+	// built by NewClient, NewClientWithKey or NewClientFromConnectionString
+	// (azcosmos reads them but does not export them), and not through a
+	// client built with azcosmos directly. Check refuses an account with
+	// multiple write locations (see SettingMultipleWriteLocations).
+	WriteRegions []string
+	AccountRead  bool
 }
 
 // RequiredDefaultTTL is the container default time to live that Check
@@ -85,7 +94,8 @@ const RequiredDefaultTTL = -1
 // container is partitioned on the Store's partition key path (the one New
 // was given) with the default time to live -1 (RequiredDefaultTTL), that the
 // identity may read and write items, and whether the server honours If-Match
-// ETags and patch conditions. It reads a missing item, reads the container's properties,
+// ETags and patch conditions, and that the account has a single write
+// region (see SettingMultipleWriteLocations). It reads a missing item, reads the container's properties,
 // creates a probe document in a partition of its own (a random id with a
 // "ttl"), replaces it with a wrong If-Match ETag, patches it with a false
 // condition and deletes it. Each failure names the setting to fix (see
@@ -114,6 +124,13 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 		if err = classifyDocument(opCheck, probe, probe, err); !isMissingItem(err) {
 			return res, s.checkFailure(ctx, "read an item", err)
 		}
+	}
+
+	// The account: that read went through the client's pipeline, which
+	// read the account's properties first (azcosmos does so before the
+	// first request and every few minutes after).
+	if err := s.checkAccount(&res); err != nil {
+		return res, err
 	}
 
 	// 2. The container's partition key path.
@@ -186,6 +203,32 @@ func (s *Store) Check(ctx context.Context) (res CheckResult, err error) {
 		res.PatchConditionsHonoured = true
 	}
 	return res, nil
+}
+
+// checkAccount fills in what res says about the account and refuses one
+// with multiple write locations.
+func (s *Store) checkAccount(res *CheckResult) error {
+	w := watchOf(s.client)
+	if w == nil {
+		return nil
+	}
+	props, ok := w.properties()
+	if !ok {
+		return nil
+	}
+	res.AccountRead = true
+	for _, l := range props.WritableLocations {
+		res.WriteRegions = append(res.WriteRegions, l.Name)
+	}
+	if props.MultipleWriteLocations {
+		return fmt.Errorf("cosmosstore: check: the account at %s=%s has multiple write locations (%s: true; write regions %q): "+
+			"there Cosmos DB accepts a create of the same id in two regions, both commit and last-writer-wins merges them without a conflict, "+
+			"so two deliveries of one message handled in two regions would both be taken for the first and both act. "+
+			"Use an account with a single write region (az cosmosdb update --name ACCOUNT --resource-group GROUP --enable-multiple-write-locations false; "+
+			"read regions stay), as docs/exactly-once.md explains",
+			SettingEndpoint, s.endpoint, SettingMultipleWriteLocations, res.WriteRegions)
+	}
+	return nil
 }
 
 // ttlError explains a container whose default TTL is ttl, not -1.

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
 
 // healthyGateway is a fake gateway that answers Check as Cosmos DB does for a
@@ -292,5 +295,76 @@ func TestPing_FakeGateway(t *testing.T) {
 				t.Errorf("Ping = %v, want a *cosmosstore.Error of op ping", err)
 			}
 		})
+	}
+}
+
+// TestCheck_FakeGateway_MultipleWriteLocationsAreRefused: on an account
+// with multiple write regions a create of an existing id in another region
+// commits (last writer wins, no 409), so the duplicate check cannot hold:
+// Check refuses it, naming the setting, before it writes anything. Check
+// used to accept it.
+func TestCheck_FakeGateway_MultipleWriteLocationsAreRefused(t *testing.T) {
+	tests := []struct {
+		name        string
+		multiWrite  bool
+		wantErr     bool
+		wantRegions []string
+	}{
+		{"single write region", false, false, []string{"local"}},
+		{"multiple write regions", true, true, []string{"local", "remote"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := healthyGateway(t)
+			g.multiWrite = tt.multiWrite
+			s := storeFor(t, g.endpoint(), noRetries())
+			res, err := s.Check(t.Context())
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Check = %v, want error %v", err, tt.wantErr)
+			}
+			if !res.AccountRead || !slices.Equal(res.WriteRegions, tt.wantRegions) {
+				t.Errorf("Check found account read %v, write regions %q; want true, %q", res.AccountRead, res.WriteRegions, tt.wantRegions)
+			}
+			if !tt.wantErr {
+				return
+			}
+			for _, want := range []string{"enableMultipleWriteLocations", cosmosstore.SettingEndpoint, "single write region", "last-writer-wins"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Check = %v; want it to name %q", err, want)
+				}
+			}
+			g.mu.Lock()
+			created := len(g.created)
+			g.mu.Unlock()
+			if created != 0 {
+				t.Errorf("Check created %d probe documents on a refused account, want none", created)
+			}
+		})
+	}
+}
+
+// TestCheck_FakeGateway_ForeignClientCannotSeeTheAccount: a client built
+// with azcosmos directly gives Check no view of the account's properties
+// (the SDK does not export them): Check says so in AccountRead rather than
+// guess.
+func TestCheck_FakeGateway_ForeignClientCannotSeeTheAccount(t *testing.T) {
+	g := healthyGateway(t)
+	g.multiWrite = true
+	cred, err := azcosmos.NewKeyCredential(cosmiumtest.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := azcosmos.NewClientWithKey(g.endpoint(), cred, &noRetries().ClientOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s, err := cosmosstore.New(c, "orders", "orders", "/orderId")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Check(t.Context())
+	if err != nil || res.AccountRead || res.WriteRegions != nil {
+		t.Errorf("Check = %+v, %v; want no error and the account not read", res, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,7 +14,10 @@ import (
 )
 
 // ClientOptions configures the clients that NewClient, NewClientWithKey and
-// NewClientFromConnectionString build. A nil *ClientOptions and the zero
+// NewClientFromConnectionString build. Each such client also keeps the
+// account's properties as azcosmos reads them, so that Store.Check can
+// refuse an account with multiple write locations; a client built with
+// azcosmos directly works the same but gives Check no view of the account. A nil *ClientOptions and the zero
 // value both mean the SDK's defaults.
 type ClientOptions struct {
 	// ClientOptions is passed to azcosmos unchanged, except for Transport
@@ -39,10 +43,13 @@ func NewClient(endpoint string, cred azcore.TokenCredential, o *ClientOptions) (
 	if err != nil {
 		return nil, err
 	}
+	w := &accountWatch{}
+	opts.PerRetryPolicies = append(slices.Clip(opts.PerRetryPolicies), w)
 	c, err := azcosmos.NewClient(endpoint, cred, opts)
 	if err != nil {
 		return nil, fmt.Errorf("cosmosstore: client for %s: %w", endpoint, err)
 	}
+	register(c, w)
 	return c, nil
 }
 
@@ -59,10 +66,13 @@ func NewClientWithKey(endpoint, key string, o *ClientOptions) (*azcosmos.Client,
 	if err != nil {
 		return nil, err
 	}
+	w := &accountWatch{}
+	opts.PerRetryPolicies = append(slices.Clip(opts.PerRetryPolicies), w)
 	c, err := azcosmos.NewClientWithKey(endpoint, cred, opts)
 	if err != nil {
 		return nil, fmt.Errorf("cosmosstore: client for %s: %w", endpoint, err)
 	}
+	register(c, w)
 	return c, nil
 }
 
@@ -104,11 +114,11 @@ func parseConnectionString(s string) (endpoint, key string, err error) {
 	return endpoint, key, nil
 }
 
-// sdkOptions returns the azcosmos options for o, with the emulator transport
-// when InsecureSkipVerify is set. It never modifies o.
+// sdkOptions returns the azcosmos options for o (never nil), with the
+// emulator transport when InsecureSkipVerify is set. It never modifies o.
 func (o *ClientOptions) sdkOptions() (*azcosmos.ClientOptions, error) {
 	if o == nil {
-		return nil, nil
+		return &azcosmos.ClientOptions{}, nil
 	}
 	opts := o.ClientOptions
 	if o.InsecureSkipVerify {

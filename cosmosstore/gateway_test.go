@@ -55,6 +55,11 @@ type gateway struct {
 	readTokens []string          // the x-ms-session-token of each document read, "" for none
 	priorities []string          // "METHOD path: x-ms-cosmos-priority-level" of every request
 
+	// multiWrite, when set before the first request, makes the account
+	// one with multiple write locations: two write regions, both served
+	// here, and enableMultipleWriteLocations true.
+	multiWrite bool
+
 	// hangAccount, when set before the first request, holds the answer to
 	// the account request until it is closed; accountRequested is closed
 	// when that request arrives, and accountDisconnected records that the
@@ -186,9 +191,15 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		// The account: one region, whose endpoint is this server.
 		loc := []map[string]string{{"name": "local", "databaseAccountEndpoint": g.endpoint()}}
+		g.mu.Lock()
+		multi := g.multiWrite
+		g.mu.Unlock()
+		if multi {
+			loc = append(loc, map[string]string{"name": "remote", "databaseAccountEndpoint": g.endpoint()})
+		}
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"id": "fake", "writableLocations": loc, "readableLocations": loc,
-			"enableMultipleWriteLocations": false,
+			"enableMultipleWriteLocations": multi,
 			"userConsistencyPolicy":        map[string]string{"defaultConsistencyLevel": "Session"},
 		})
 	case r.Method == http.MethodPost && r.URL.Path == docs && r.Header.Get("x-ms-cosmos-is-batch-request") != "":

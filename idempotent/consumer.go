@@ -62,7 +62,9 @@ func (e *EntityError) Unwrap() error { return e.Err }
 
 // ReasonMarkerMissing: an entity's create conflicted on a companion of its
 // batch, but the marker document is gone: it was deleted after the entity
-// was accepted. An operator must restore it (or delete the companion)
+// was accepted. The Consumer decides it on a redelivery only (a first
+// delivery is retried), since reads from a replica behind the create can
+// show the same: a store without session tokens (see Store). An operator must restore it (or delete the companion)
 // before the message is resubmitted. A Kind may name it for its domain
 // (see MissingNamer).
 const ReasonMarkerMissing = "MarkerMissing"
@@ -374,8 +376,12 @@ func (c *Consumer[T]) fromStore(ctx context.Context, d delivery, conflicted bool
 // consumer recreate the entity by itself, since downstream readers may
 // have consumed the companion. So the message is dead-lettered at once
 // with ReasonMarkerMissing (or the Kind's name for it, see MissingNamer),
-// telling an operator what exists and what to do. If the companion is gone
-// too, both were deleted in between: a retry decides anew. A batch of the
+// telling an operator what exists and what to do, but only on a
+// redelivery (DeliveryCount above 1): on a first delivery every read that
+// missed the marker may have lagged (a store without session tokens), so
+// the message is retried and a later delivery, reading again, decides. If
+// the companion is gone too, both were deleted in between: a retry decides
+// anew. A batch of the
 // marker alone has no companion to read, and a retry is the safe side.
 func (c *Consumer[T]) markerMissing(ctx context.Context, d delivery) Result {
 	if d.companion == "" {
@@ -402,6 +408,17 @@ func (c *Consumer[T]) markerMissing(ctx context.Context, d delivery) Result {
 	case found:
 		return Result{Outcome: Transient, Key: d.id, Reason: ReasonConcurrentUpdate,
 			Description: fmt.Sprintf("read after conflict: a first read found no marker document, a read after its companion %q found it (a read that lagged behind the create); retrying", d.companion)}
+	}
+	// A store that carries no session token (or one the read did not get)
+	// may serve both marker reads from a replica behind the create while
+	// the companion's read reached a current one: the same evidence as a
+	// deleted marker. Decide on a later delivery: its reads come after the
+	// replicas caught up (Cosmos DB's within a region: milliseconds). An
+	// abandon, not a delayed retry: a scheduled copy's delivery count
+	// starts at 1 again and would put the decision off for every copy.
+	if d.m.DeliveryCount <= 1 {
+		return Result{Outcome: Transient, Key: d.id, Reason: ReasonConcurrentUpdate,
+			Description: fmt.Sprintf("read after conflict: two reads found no marker document although its companion %q exists; on a first delivery that may be a replica behind the create, so a redelivery decides", d.companion)}
 	}
 	err = fmt.Errorf("marker document %s is missing but its companion %s exists in partition %s", d.id, d.companion, d.id)
 	return Result{Outcome: Invalid, Key: d.id, Reason: c.missing,

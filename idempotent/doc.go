@@ -64,7 +64,13 @@
 // DB; package test/memstore on an in-memory model of Cosmos DB. Adapters
 // translate their status codes into the sentinel errors ([ErrAlreadyExists],
 // [ErrNotFound], [ErrTransient], [ErrPreconditionFailed], [ErrRejected]) so
-// that the decision uses errors.Is and never reads a status code.
+// that the decision uses errors.Is and never reads a status code. A
+// store's reads must see its own writes and what its refused writes saw
+// (read your writes: Cosmos DB's Session consistency with the session
+// tokens carried, as cosmosstore does; see [Store]): after a 409 the reads
+// decide, and a read from a replica behind the create can miss a document
+// that exists. The Consumer dead-letters a missing marker on a redelivery
+// only, so a store that breaks the rule costs a retry, not a message.
 //
 // Optimizations are decorators of the [Lookup] seam and options, in files
 // of their own ([FactCache] through [WithFactCache], [CopyShare] through

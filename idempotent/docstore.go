@@ -5,7 +5,10 @@ import "context"
 // DocumentStore is the document-level storage that the patterns beyond the
 // create-or-conflict path need: ETag-conditioned replaces for the
 // in-progress/completed records of side effects and for updates.
-// Implementations must be safe for concurrent use.
+// Implementations must be safe for concurrent use, and their reads must
+// see their own writes, as Store's (see Store): a replace based on a read
+// that lagged fails with 412 and is decided again, but a read that finds a
+// record missing while it exists can take the wrong branch.
 type DocumentStore interface {
 	Store
 	// ReplaceDocument replaces document d.ID in partition pk if its ETag

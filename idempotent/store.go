@@ -13,6 +13,22 @@ type Document struct {
 
 // Store is the storage the pattern needs. Implementations must be safe for
 // concurrent use.
+//
+// Consistency: a read must see every write the same Store made, and every
+// document a refused write (409, 412) or an earlier read of the same
+// partition saw before it began (read your writes, monotonic reads: Cosmos
+// DB's Session consistency within one session, or Strong). The decisions
+// after a conflict rest on it: a 409 says some document of the batch
+// exists, and the reads that follow decide which and with what content. A
+// store whose reads may be served by a replica behind the create that
+// conflicted (Session consistency without session tokens, Eventual,
+// Consistent Prefix) can answer "not found" for a document that exists.
+// cosmosstore carries the session token of each partition's latest
+// response into its next read for this reason. The Consumer still decides
+// nothing permanent on a first delivery from reads that found a document
+// missing (see ReasonMarkerMissing), so a store that breaks the rule costs
+// retries, not messages; but an adapter of one's own must carry the
+// tokens, or read at Strong consistency.
 type Store interface {
 	// CreateBatch creates every document of docs in partition pk in one
 	// transactional batch, all of them or none, and returns the ETag of

@@ -28,8 +28,9 @@ type storeOnly struct{ idempotent.Store }
 
 // TestConflictOnTheCompanionOnly: a create that conflicts only because the
 // OrderAccepted event is left (the order document was deleted) is a
-// permanent state, dead-lettered at once with a reason that says so; a
-// conflict whose documents are all gone again is retried.
+// permanent state, dead-lettered on its redelivery (a first delivery's reads
+// may have lagged) with a reason that says so; a conflict whose documents
+// are all gone again is retried.
 func TestConflictOnTheCompanionOnly(t *testing.T) {
 	eventOnly := func() *memstore.Store {
 		s := memstore.New("/orderId")
@@ -72,7 +73,16 @@ func TestConflictOnTheCompanionOnly(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p, s := tt.proc()
 			before := s.Items()
-			r := p.Process(context.Background(), msg(validBody))
+			m := msg(validBody)
+			if tt.want == idempotent.Invalid {
+				// A first delivery cannot tell a deleted order document
+				// from reads that lagged: it is retried.
+				if r := p.Process(context.Background(), m); r.Outcome != idempotent.Transient || r.Reason != idempotent.ReasonConcurrentUpdate {
+					t.Fatalf("first delivery: %v %q (%s), want a retry", r.Outcome, r.Reason, r.Description)
+				}
+				m.DeliveryCount = 2
+			}
+			r := p.Process(context.Background(), m)
 			if r.Outcome != tt.want || r.Reason != tt.wantReason || r.Key != "ord-1" {
 				t.Fatalf("Process = %v %q for %q (%s), want %v %q", r.Outcome, r.Reason, r.Key, r.Description, tt.want, tt.wantReason)
 			}

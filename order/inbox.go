@@ -81,6 +81,22 @@ type LoyaltyEntry struct {
 // the other. Its business write here awards loyalty points; this package
 // keeps the decoding, the hash and the loyalty entry.
 //
+// It trusts the topic: an OrderAccepted event is awarded as it reads,
+// without reading the order it names, so an event for an order that never
+// existed is awarded too. Only the relay sends to the topic: in the
+// deployment the namespace has local (SAS) authentication off and Data
+// Sender on the topic is held by the relay's identity alone (and an
+// optional developer principal), and the relay publishes only events that
+// the worker's batch wrote beside their order. A read per event (a point read:
+// about one request unit and one round trip more per event) would catch
+// only a forged event for an unknown id from a principal who may send to
+// the topic, and that principal could as well forge one for an order that
+// exists: the protection is the topic's authorization, not a read. A
+// consumer of a topic that others may send to must verify the event
+// against its source instead (read the order in its partition and compare
+// the request hash and the fields it uses), and retry a read that misses,
+// which may have lagged behind the order's write.
+//
 // An InboxConsumer is safe for concurrent use and implements the worker's
 // Handler. MarkerTTL must be at least RedeliveryHorizon.MinRetention of the
 // queue it consumes, or a late copy would be processed twice: set Horizon

@@ -307,3 +307,45 @@ func repeatedKey(body []byte) (string, bool) {
 		}
 	}
 }
+
+// readLog is a store that records the documents read, by partition and id.
+type readLog struct {
+	*memstore.Store
+	reads []string
+}
+
+func (s *readLog) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
+	s.reads = append(s.reads, pk+"/"+id)
+	return s.Store.ReadDocument(ctx, pk, id)
+}
+
+// TestInboxConsumerTrustsTheTopic pins a decision (see InboxConsumer): an
+// OrderAccepted event for an order that was never stored is awarded like
+// any other, on the batch alone, with no read of the order. Only the relay
+// may send to the topic, and a principal who could forge the event could
+// forge one for an existing order too, so a read per event would cost a
+// request unit and a round trip without protecting anything; the topic's
+// authorization does. A change to verify events must change this test.
+func TestInboxConsumerTrustsTheTopic(t *testing.T) {
+	s := &readLog{Store: memstore.New("/orderId")}
+	c := &order.InboxConsumer{Name: "loyalty", Store: s, MarkerTTL: time.Hour, Now: fixedNow}
+	ghost := testOrder("ord-never-stored")
+	r := c.Process(t.Context(), eventMsg(ghost.OrderID, eventBody(t, ghost)))
+	if r.Outcome != idempotent.Created {
+		t.Fatalf("an event for an order never stored: %v %q (%s), want Created (awarded)", r.Outcome, r.Reason, r.Description)
+	}
+	for _, read := range s.reads {
+		if read == ghost.OrderID+"/"+ghost.OrderID {
+			t.Errorf("the consumer read the order document %s: the decision is to trust the topic", read)
+		}
+	}
+	var entries int
+	for _, it := range s.Items() {
+		if bytes.Contains(it.Body, []byte(`"type":"`+order.TypeLoyaltyEntry+`"`)) {
+			entries++
+		}
+	}
+	if entries != 1 {
+		t.Errorf("%d loyalty entries, want 1", entries)
+	}
+}

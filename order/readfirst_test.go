@@ -189,7 +189,8 @@ func TestAdaptiveReadFirst(t *testing.T) {
 // Each case is decided by a processor that creates first (the choice off)
 // and by one that reads first (warmed by copies), with and without a
 // payment step: the same outcome and reason, for a new order, a copy, a
-// reused id and an order document deleted after its order was accepted.
+// reused id and an order document deleted after its order was accepted
+// (retried on its first delivery, dead-lettered on its redelivery).
 func TestAdaptiveReadFirst_SameOutcomes(t *testing.T) {
 	ctx := t.Context()
 	changed := ordergen.Changed(ordergen.New(1, "case").Order(0))
@@ -200,15 +201,21 @@ func TestAdaptiveReadFirst_SameOutcomes(t *testing.T) {
 		m       func(stored, fresh idempotent.Message) idempotent.Message
 		want    idempotent.Outcome
 		reason  string
+		// then and thenReason, when set, decide a redelivery of the same
+		// message: a first delivery cannot tell a deleted order document
+		// from a read that lagged, a redelivery can.
+		then       idempotent.Outcome
+		thenReason string
 	}{
-		{"new", nil, func(_, fresh idempotent.Message) idempotent.Message { return fresh }, idempotent.Created, ""},
-		{"copy", nil, func(stored, _ idempotent.Message) idempotent.Message { return stored }, idempotent.Duplicate, ""},
-		{"id reused", nil, func(_, _ idempotent.Message) idempotent.Message { return changedMsg }, idempotent.Mismatch, order.ReasonOrderIDReused},
+		{"new", nil, func(_, fresh idempotent.Message) idempotent.Message { return fresh }, idempotent.Created, "", 0, ""},
+		{"copy", nil, func(stored, _ idempotent.Message) idempotent.Message { return stored }, idempotent.Duplicate, "", 0, ""},
+		{"id reused", nil, func(_, _ idempotent.Message) idempotent.Message { return changedMsg }, idempotent.Mismatch, order.ReasonOrderIDReused, 0, ""},
 		{"order document deleted", func(s *memstore.Store, stored idempotent.Message) {
 			if !s.Delete(stored.ID, stored.ID) {
 				t.Fatal("no order document to delete")
 			}
-		}, func(stored, _ idempotent.Message) idempotent.Message { return stored }, idempotent.Invalid, order.ReasonOrderDocumentMissing},
+		}, func(stored, _ idempotent.Message) idempotent.Message { return stored }, idempotent.Transient, idempotent.ReasonConcurrentUpdate,
+			idempotent.Invalid, order.ReasonOrderDocumentMissing},
 	}
 	for _, payments := range []bool{false, true} {
 		for _, tt := range cases {
@@ -244,9 +251,16 @@ func TestAdaptiveReadFirst_SameOutcomes(t *testing.T) {
 					if tt.prepare != nil {
 						tt.prepare(s.Store, stored)
 					}
-					r := p.Process(ctx, tt.m(stored, orders("fresh", 1)[0]))
+					m := tt.m(stored, orders("fresh", 1)[0])
+					r := p.Process(ctx, m)
 					if r.Outcome != tt.want || r.Reason != tt.reason {
 						t.Errorf("%v %q (%s), want %v %q", r.Outcome, r.Reason, r.Description, tt.want, tt.reason)
+					}
+					if tt.then != 0 {
+						m.DeliveryCount++
+						if r := p.Process(ctx, m); r.Outcome != tt.then || r.Reason != tt.thenReason {
+							t.Errorf("redelivered: %v %q (%s), want %v %q", r.Outcome, r.Reason, r.Description, tt.then, tt.thenReason)
+						}
 					}
 				})
 			}

@@ -1,6 +1,7 @@
 package order_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -89,5 +90,67 @@ func TestReplicaLag_ConflictThenLaggingReads_NeverOrderDocumentMissing(t *testin
 		if !reached {
 			t.Errorf("payments=%v: no combination reached a first read that lagged and a re-read that did not", payments)
 		}
+	}
+}
+
+// tokenless is a store adapter that carries no session token: every read
+// is a new session's, as a copier's adapter that drops Cosmos DB's session
+// tokens would read, so any read may lag behind writes, its own included.
+type tokenless struct{ *memstore.Store }
+
+func (s tokenless) ReadDocument(ctx context.Context, pk, id string) ([]byte, string, error) {
+	return s.NewSession().ReadDocument(ctx, pk, id)
+}
+
+// The sequence of issue 32 (item 4): after a 409, two lagging reads of the
+// order around one current read of its event, from a store that carries no
+// session token. The first delivery used to dead-letter the existing (and
+// paid) order OrderDocumentMissing; no read a lagging replica can serve may
+// do that on the first delivery. The consumer retries, and a later delivery
+// (whose reads see the order) settles it Duplicate.
+func TestReplicaLag_NoSessionToken_LaggingReadsAroundTheEvent_NotDeadLettered(t *testing.T) {
+	tests := []struct {
+		name     string
+		payments bool
+		script   []bool // true: the read sees the latest state
+	}{
+		// marker (lags), event (current), marker again (lags)
+		{"no payment", false, []bool{false, true, false}},
+		// the payment record (lags), then as above
+		{"paid", true, []bool{false, false, true, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			picks := &scriptedPicks{}
+			s := memstore.New("/orderId")
+			s.SetReplicaLag(memstore.ReplicaLag{Versions: 4, Pick: picks.pick})
+			newProcessor := func(st tokenless) *order.Processor {
+				opts := []order.Option{order.WithDocuments(st), order.WithFactCache(0), order.WithAdaptiveReadFirst(false)}
+				if tt.payments {
+					opts = append(opts, order.WithPayments(newGateway(), time.Hour, "w1"))
+				}
+				return order.NewProcessor(st, fixedNow, opts...)
+			}
+			if r := newProcessor(tokenless{s}).Process(t.Context(), delivery(validBody, 1, 1)); r.Outcome != idempotent.Created {
+				t.Fatalf("worker A: %v %s", r.Outcome, r.Description)
+			}
+			picks.mu.Lock()
+			picks.script = tt.script
+			picks.mu.Unlock()
+			b := newProcessor(tokenless{s})
+			r := b.Process(t.Context(), delivery(validBody, 2, 1))
+			if r.Outcome != idempotent.Transient {
+				t.Fatalf("worker B, first delivery: %v %q (%s); want a retry: every read that missed the order may have lagged", r.Outcome, r.Reason, r.Description)
+			}
+			picks.mu.Lock()
+			left := len(picks.script)
+			picks.mu.Unlock()
+			if left != 0 {
+				t.Fatalf("worker B's first delivery made %d reads fewer than the script's %d: the sequence was not reached", left, len(tt.script))
+			}
+			if r := b.Process(t.Context(), delivery(validBody, 2, 2)); r.Outcome != idempotent.Duplicate {
+				t.Errorf("worker B, second delivery (the replicas caught up): %v %q (%s); want Duplicate", r.Outcome, r.Reason, r.Description)
+			}
+		})
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"math"
 	"strconv"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -51,32 +53,50 @@ const (
 )
 
 // maxMessageIDLength is the longest MessageId Service Bus accepts, in
-// characters.
+// UTF-16 code units. The documentation says "characters"; the service and
+// its reference SDK are .NET, whose string length counts UTF-16 code units,
+// so a character outside the Basic Multilingual Plane counts twice. That is
+// inferred, not documented: counting units is the reading under which every
+// id the worker builds is accepted either way.
 const maxMessageIDLength = 128
+
+// utf16Len returns the length of s in UTF-16 code units. A byte that is not
+// valid UTF-8 counts as one unit, as the U+FFFD it decodes to (an upper
+// bound: a decoder may replace a longer invalid sequence with one U+FFFD).
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
 
 // RetryMessageID returns the MessageId of the attempt-th scheduled copy of
 // the message whose MessageId is original: original + "~r" + attempt, or,
-// when that would exceed Service Bus's 128 characters, a prefix of
-// original, "~", 16 hex digits of the SHA-256 of original, and the same
-// suffix. It differs from original and from every other copy's id, so
-// duplicate detection drops only a second scheduling of the same copy; it
-// can equal a producer's own MessageId only if the producer uses '~' in
-// its ids.
+// when that would exceed Service Bus's 128 UTF-16 code units, a prefix of
+// original (whole characters), "~", 16 hex digits of the SHA-256 of
+// original, and the same suffix. It differs from original and from every
+// other copy's id, so duplicate detection drops only a second scheduling of
+// the same copy; it can equal a producer's own MessageId only if the
+// producer uses '~' in its ids. For an original within the BMP the result
+// is the same as when the bound was counted in characters.
 func RetryMessageID(original string, attempt int) string {
 	suffix := "~r" + strconv.Itoa(attempt)
-	if utf8.RuneCountInString(original)+len(suffix) <= maxMessageIDLength {
+	if utf16Len(original)+len(suffix) <= maxMessageIDLength {
 		return original + suffix
 	}
 	sum := sha256.Sum256([]byte(original))
 	tag := "~" + hex.EncodeToString(sum[:8])
 	keep := maxMessageIDLength - len(suffix) - len(tag)
 	cut := 0
-	for i := range original { // keep runes, not bytes
-		if keep == 0 {
-			cut = i
+	for cut < len(original) { // whole characters, counted in UTF-16 units
+		r, size := utf8.DecodeRuneInString(original[cut:])
+		n := utf16.RuneLen(r)
+		if n > keep {
 			break
 		}
-		keep--
+		keep -= n
+		cut += size
 	}
 	return original[:cut] + tag + suffix
 }
@@ -139,11 +159,24 @@ func (w *Worker) planRetry(st retryState, res idempotent.Result, now time.Time) 
 		return nil
 	}
 	left := st.since.Add(ro.MaxDelay).Sub(now)
-	delay := min(res.RetryAfter<<min(st.attempt, 30), left)
+	delay := min(doubled(res.RetryAfter, st.attempt), left)
 	if delay <= 0 {
 		return nil
 	}
 	return &retryPlan{state: st, attempt: st.attempt + 1, delay: delay}
+}
+
+// doubled returns d doubled n times, saturated at the longest Duration: a
+// shift that overflowed would give a negative delay, which planRetry would
+// take for "no delay left".
+func doubled(d time.Duration, n int) time.Duration {
+	for ; n > 0 && d > 0; n-- {
+		if d > math.MaxInt64/2 {
+			return math.MaxInt64
+		}
+		d *= 2
+	}
+	return d
 }
 
 // wantsRetry reports whether res asks for a delayed retry and the

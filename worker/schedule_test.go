@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -249,7 +251,7 @@ func TestScheduleFailureAbandons(t *testing.T) {
 }
 
 // TestRetryMessageID: a copy's id differs from the original's and from
-// every other copy's, and stays within Service Bus's 128 characters; a
+// every other copy's, and stays within Service Bus's 128 UTF-16 code units; a
 // message that only claims to be a copy (its id not derived from its
 // properties) is handled under its own id.
 func TestRetryMessageID(t *testing.T) {
@@ -258,8 +260,8 @@ func TestRetryMessageID(t *testing.T) {
 	for _, orig := range []string{"ord-1:v2", strings.Repeat("a", 126), strings.Repeat("a", 127), long, long[:len(long)-2] + "b"} {
 		for attempt := 1; attempt <= 12; attempt++ {
 			id := worker.RetryMessageID(orig, attempt)
-			if n := utf8.RuneCountInString(id); n > 128 || !utf8.ValidString(id) {
-				t.Errorf("RetryMessageID(%q, %d) = %q: %d characters", orig, attempt, id, n)
+			if n := utf16Len(id); n > 128 || !utf8.ValidString(id) {
+				t.Errorf("RetryMessageID(%q, %d) = %q: %d UTF-16 units", orig, attempt, id, n)
 			}
 			if id == orig || ids[id] {
 				t.Errorf("RetryMessageID(%q, %d) = %q is not unique", orig, attempt, id)
@@ -297,6 +299,121 @@ func TestRetryMessageID(t *testing.T) {
 		slices.Sort(got)
 		if strings.Join(got, " ") != "a forged" {
 			t.Errorf("handler ids %v, want [a forged]: a copy under its original's id, a forged one under its own", got)
+		}
+	})
+}
+
+// TestRetryBackoffSaturates: a copy's delay is RetryAfter doubled per
+// earlier copy, cut to what MaxDelay leaves; at a large attempt the doubling
+// saturates instead of overflowing. 9 s << 30 exceeds an int64 of
+// nanoseconds, and the delay used to wrap negative, which read as "no delay
+// left": the copy was never scheduled and the message was abandoned.
+func TestRetryBackoffSaturates(t *testing.T) {
+	tests := []struct {
+		name       string
+		attempt    int
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{"small", 3, time.Second, 8 * time.Second},
+		{"2^20 s fits", 20, time.Second, time.Second << 20},
+		{"9 s at copy 30 overflows", 30, 9 * time.Second, 1000 * time.Hour},
+		{"the largest RetryAfter", 30, time.Duration(1<<63 - 1), 1000 * time.Hour},
+		{"beyond 30 doublings", 40, 9 * time.Second, 1000 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := workertest.NewReceiver()
+				s := &fakeScheduler{r: r}
+				h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+					return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, RetryAfter: tt.retryAfter}
+				})
+				w := workertest.NewWorker(t, r, h, worker.Options{Scheduler: s,
+					Retry: worker.RetryOptions{MaxAttempts: 50, MaxDelay: 1000 * time.Hour}})
+				ctx, cancel := context.WithCancel(context.Background())
+				errc := make(chan error, 1)
+				go func() { errc <- w.Run(ctx) }()
+				now := time.Now()
+				r.Send(&azservicebus.ReceivedMessage{MessageID: worker.RetryMessageID("m1", tt.attempt), DeliveryCount: 1, EnqueuedTime: &now,
+					ApplicationProperties: map[string]any{worker.PropertyOriginalMessageID: "m1",
+						worker.PropertyRetryAttempt: int64(tt.attempt), worker.PropertyRetrySince: now.UnixMilli()}})
+				synctest.Wait()
+				cancel()
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+				copies := s.copies()
+				if len(copies) != 1 {
+					t.Fatalf("copy %d of a message with RetryAfter %v: %d copies scheduled, want 1", tt.attempt, tt.retryAfter, len(copies))
+				}
+				if d := copies[0].at.Sub(now); d != tt.want {
+					t.Errorf("copy %d waits %v, want %v", tt.attempt+1, d, tt.want)
+				}
+			})
+		})
+	}
+}
+
+// utf16Len is the length of s in UTF-16 code units, as Service Bus
+// measures a MessageId.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
+
+// TestRetryMessageIDUTF16: Service Bus bounds a MessageId at 128 UTF-16
+// code units, so a character outside the Basic Multilingual Plane counts
+// twice. A valid id of 128 units made of such characters (64 runes) used to
+// give copy ids of 131 to 133 units, which Service Bus refuses.
+func TestRetryMessageIDUTF16(t *testing.T) {
+	emoji := strings.Repeat("😀", 64) // 128 units, 64 runes
+	tests := []struct {
+		original string
+		attempt  int
+	}{
+		{emoji, 1}, {emoji, 10}, {emoji, 100},
+		{strings.Repeat("a", 60) + strings.Repeat("😀", 33), 7},
+		{strings.Repeat("😀", 62), 1},       // 124 units: the suffix does not fit
+		{strings.Repeat("😀", 61) + "a", 9}, // 123 units + "~r9": kept whole
+		{strings.Repeat("a", 125), 1},      // 125 + 3 = 128: kept whole
+		{strings.Repeat("é", 128), 12},
+	}
+	for _, tt := range tests {
+		id := worker.RetryMessageID(tt.original, tt.attempt)
+		if n := utf16Len(id); n > 128 || !utf8.ValidString(id) || id == tt.original {
+			t.Errorf("RetryMessageID(%d runes, %d units; %d) = %q: %d UTF-16 units, valid %v; want at most 128, valid, not the original",
+				utf8.RuneCountInString(tt.original), utf16Len(tt.original), tt.attempt, id, n, utf8.ValidString(id))
+		}
+		if n := utf16Len(tt.original) + len("~r") + len(strconv.Itoa(tt.attempt)); n <= 128 && id != tt.original+"~r"+strconv.Itoa(tt.attempt) {
+			t.Errorf("RetryMessageID(%q, %d) = %q, want the original and its suffix: %d units fit", tt.original, tt.attempt, id, n)
+		}
+	}
+}
+
+// FuzzRetryMessageID: for any MessageId Service Bus accepts (at most 128
+// UTF-16 units), every copy id is valid UTF-8, at most 128 units, differs
+// from the original, and differs between attempts.
+func FuzzRetryMessageID(f *testing.F) {
+	for _, s := range []string{"ord-1:v2", strings.Repeat("😀", 64), strings.Repeat("a", 126), strings.Repeat("é", 100) + "😀"} {
+		f.Add(s, uint16(1))
+	}
+	f.Fuzz(func(t *testing.T, original string, attempt uint16) {
+		if original == "" || !utf8.ValidString(original) || utf16Len(original) > 128 {
+			t.Skip()
+		}
+		a := int(attempt%1000) + 1
+		id, next := worker.RetryMessageID(original, a), worker.RetryMessageID(original, a+1)
+		for _, c := range []string{id, next} {
+			if n := utf16Len(c); n > 128 || !utf8.ValidString(c) || c == original {
+				t.Fatalf("RetryMessageID(%q, %d) = %q: %d UTF-16 units, valid %v", original, a, c, n, utf8.ValidString(c))
+			}
+		}
+		if id == next {
+			t.Fatalf("copies %d and %d of %q share the id %q", a, a+1, original, id)
 		}
 	})
 }

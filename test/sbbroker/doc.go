@@ -43,7 +43,7 @@
 //     (a topic's are dropped at the topic, before fan-out), but each drop is
 //     logged (queue or topic, message_id, window) and counted (Dropped); the
 //     link announces a 256 KiB max-message-size (Options.MaxMessageSize). A
-//     MessageId over 128 characters (MaxMessageIDLength) rejects the send,
+//     MessageId over 128 UTF-16 code units (MaxMessageIDLength) rejects the send,
 //     for a batch the whole batch, with com.microsoft:argument-out-of-range.
 //     Service Bus refuses such ids; the exact condition it uses is not
 //     documented, and the SDK maps neither it nor this one, so it retries

@@ -163,3 +163,45 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestMessageIDIsMeasuredInUTF16Units: Service Bus measures a MessageId in
+// UTF-16 code units (inferred: it is a .NET service), so 64 characters
+// outside the Basic Multilingual Plane (128 units) are the most it takes,
+// and 65 of them (130 units) fail a send and a scheduling alike. The broker
+// counted characters and accepted both.
+func TestMessageIDIsMeasuredInUTF16Units(t *testing.T) {
+	f := newFixture(t, sbqueue.QueueOptions{})
+	ctx := testContext(t)
+	client, err := azservicebus.NewClientFromConnectionString(f.broker.ConnectionString(), cli.ClientOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(ctx)
+	s, err := client.NewSender(queueName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	tests := []struct {
+		name    string
+		id      string
+		wantErr bool
+	}{
+		{"64 emoji, 128 units", strings.Repeat("😀", 64), false},
+		{"126 letters and an emoji, 128 units", strings.Repeat("a", 126) + "😀", false},
+		{"65 emoji, 130 units", strings.Repeat("😀", 65), true},
+		{"127 letters and an emoji, 128 characters, 129 units", strings.Repeat("a", 127) + "😀", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := s.SendMessage(ctx, &azservicebus.Message{MessageID: to(tt.id)}, nil)
+			if (err != nil) != tt.wantErr {
+				t.Errorf("send: err = %v, want error %v", err, tt.wantErr)
+			}
+			_, err = s.ScheduleMessages(ctx, []*azservicebus.Message{{MessageID: to(tt.id)}}, time.Now().Add(time.Hour), nil)
+			if (err != nil) != tt.wantErr {
+				t.Errorf("schedule: err = %v, want error %v", err, tt.wantErr)
+			}
+		})
+	}
+}

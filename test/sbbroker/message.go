@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 	"time"
-	"unicode/utf8"
+	"unicode/utf16"
 
 	"github.com/Azure/go-amqp"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker/internal/wire"
@@ -199,8 +199,22 @@ func decodeSend(format uint32, data []byte) ([]sbqueue.Message, error) {
 }
 
 // MaxMessageIDLength is the longest MessageId Service Bus accepts, in
-// characters. A longer one fails the send (for a batch, the whole batch).
+// UTF-16 code units (see messageIDLength). A longer one fails the send (for
+// a batch, the whole batch) and the scheduling.
 const MaxMessageIDLength = 128
+
+// messageIDLength returns the length of id as Service Bus measures it. The
+// documentation says "characters"; Service Bus is a .NET service, whose
+// string length counts UTF-16 code units, so a character outside the Basic
+// Multilingual Plane counts as 2 (inferred, not documented). A byte that is
+// not valid UTF-8 counts as one unit, as the U+FFFD it decodes to.
+func messageIDLength(id string) int {
+	n := 0
+	for _, r := range id {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
 
 // condArgumentOutOfRange is the condition the broker rejects a too-long
 // MessageId with: the one Service Bus uses for an argument outside its
@@ -233,9 +247,9 @@ func (c *conn) enqueue(l *link, format uint32, data []byte) any {
 		return c.b.reject(kind, name, condDecodeError, err.Error())
 	}
 	for i, m := range ms {
-		if n := utf8.RuneCountInString(m.MessageID); n > MaxMessageIDLength {
+		if n := messageIDLength(m.MessageID); n > MaxMessageIDLength {
 			return c.b.reject(kind, name, condArgumentOutOfRange, fmt.Sprintf(
-				"message %d: the MessageId is %d characters long; the maximum is %d", i, n, MaxMessageIDLength))
+				"message %d: the MessageId is %d UTF-16 code units long; the maximum is %d", i, n, MaxMessageIDLength))
 		}
 	}
 	dropped, window, err := send(context.Background(), ms)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/Azure/go-amqp"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
@@ -27,6 +26,11 @@ const (
 // message, in order. Duplicate detection applies at scheduling time, as in
 // Service Bus: a duplicate is accepted, gets a sequence number, and is
 // dropped, logged and counted like a dropped send (see Broker.Dropped).
+// A returned sequence number names the message while it waits (cancel
+// takes it); at its enqueue time the message is appended to the queue with
+// a new sequence number, as Service Bus documents ("Message sequencing and
+// timestamps": the scheduled message's number is valid only while it is
+// scheduled), so a receiver sees another number than the one returned.
 func (b *Broker) schedule(q *sbqueue.Queue, body map[string]any) response {
 	list, ok := body["messages"].([]any)
 	if !ok || len(list) == 0 {
@@ -42,8 +46,8 @@ func (b *Broker) schedule(q *sbqueue.Queue, body map[string]any) response {
 		if err != nil {
 			return statusf(400, "message %d: %v", i, err)
 		}
-		if n := utf8.RuneCountInString(m.MessageID); n > MaxMessageIDLength {
-			return statusf(400, "message %d: the MessageId is %d characters long; the maximum is %d", i, n, MaxMessageIDLength)
+		if n := messageIDLength(m.MessageID); n > MaxMessageIDLength {
+			return statusf(400, "message %d: the MessageId is %d UTF-16 code units long; the maximum is %d", i, n, MaxMessageIDLength)
 		}
 		all = append(all, scheduled{m, at})
 	}

@@ -34,7 +34,7 @@
 //     is dropped before fan-out, so no subscription gets it.
 //   - An entity takes only the timings and names Service Bus accepts: a
 //     lock duration of 5 s to 5 min, a duplicate-detection window of 20 s
-//     to 7 days, a subscription name of 1 to 50 letters, digits, '.', '-'
+//     to 7 days, a MaxDeliveryCount of 1 to 2000, a subscription name of 1 to 50 letters, digits, '.', '-'
 //     and '_' starting and ending with a letter or digit (ErrOutOfRange,
 //     and see MinLockDuration). A test at a compressed time scale asks for
 //     shorter timings with NamespaceOptions.AllowUnrealisticTimings, whose

@@ -16,6 +16,8 @@ import (
 //   - A duplicate-detection window is 20 seconds to 7 days
 //     (duplicateDetectionHistoryTimeWindow in the resource provider's
 //     schema).
+//   - A MaxDeliveryCount is 1 to 2000 (Service Bus's quotas); the override
+//     for compressed timings does not change it.
 //
 // A model that accepted more would let a test pass with settings no
 // deployment can have.
@@ -24,6 +26,7 @@ const (
 	MaxLockDuration             = 5 * time.Minute
 	MinDuplicateDetectionWindow = 20 * time.Second
 	MaxDuplicateDetectionWindow = 7 * 24 * time.Hour
+	MaxMaxDeliveryCount         = 2000
 )
 
 // ErrOutOfRange is wrapped by the errors of CreateQueue, CreateTopic and
@@ -66,6 +69,15 @@ func checkLockDuration(entity string, d time.Duration, allowShort bool) error {
 		return fmt.Errorf("%s: lock duration %v: Service Bus accepts %v to %v "+
 			"(NamespaceOptions.AllowUnrealisticTimings allows shorter ones at a compressed scale): %w",
 			entity, d, MinLockDuration, "5m", ErrOutOfRange)
+	}
+	return nil
+}
+
+// checkMaxDeliveryCount reports a MaxDeliveryCount (defaults applied)
+// outside Service Bus's range, naming the entity.
+func checkMaxDeliveryCount(entity string, n int) error {
+	if n < 1 || n > MaxMaxDeliveryCount {
+		return fmt.Errorf("%s: MaxDeliveryCount %d: Service Bus accepts 1 to %d: %w", entity, n, MaxMaxDeliveryCount, ErrOutOfRange)
 	}
 	return nil
 }

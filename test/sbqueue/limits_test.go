@@ -116,3 +116,36 @@ func TestSubscriptionNames(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxDeliveryCountLimits: a queue or subscription gets only a
+// MaxDeliveryCount Service Bus accepts, 1 to 2000 (its quotas page and the
+// resource provider's maxDeliveryCount); the model accepted 2001 and more,
+// which would let a test pass with a setting no deployment can have. The
+// override for compressed timings does not lift it.
+func TestMaxDeliveryCountLimits(t *testing.T) {
+	tests := []struct {
+		count   int
+		wantErr bool
+	}{
+		{1, false}, {10, false}, {2000, false}, {2001, true}, {1 << 30, true},
+	}
+	for _, tt := range tests {
+		for _, allowShort := range []bool{false, true} {
+			ns := sbqueue.NewNamespaceWith(sbqueue.NewVirtualClock(t0), sbqueue.NamespaceOptions{AllowUnrealisticTimings: allowShort})
+			_, qerr := ns.CreateQueue("orders", sbqueue.QueueOptions{MaxDeliveryCount: tt.count})
+			topic, err := ns.CreateTopic("order-events", sbqueue.TopicOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, serr := topic.CreateSubscription("loyalty", sbqueue.SubscriptionOptions{MaxDeliveryCount: tt.count})
+			for what, err := range map[string]error{"queue": qerr, "subscription": serr} {
+				switch {
+				case !tt.wantErr && err != nil:
+					t.Errorf("%s with MaxDeliveryCount %d: %v, want it created", what, tt.count, err)
+				case tt.wantErr && (!errors.Is(err, sbqueue.ErrOutOfRange) || !strings.Contains(err.Error(), "1 to 2000")):
+					t.Errorf("%s with MaxDeliveryCount %d: err = %v, want ErrOutOfRange naming 1 to 2000", what, tt.count, err)
+				}
+			}
+		}
+	}
+}

@@ -135,7 +135,8 @@ func (n *Namespace) CreateQueue(name string, o QueueOptions) (*Queue, error) {
 	}
 	entity := fmt.Sprintf("sbqueue: queue %q", name)
 	if err := errors.Join(checkLockDuration(entity, o.LockDuration, n.allowUnrealistic),
-		checkDuplicateWindow(entity, o.DuplicateDetectionWindow, n.allowUnrealistic)); err != nil {
+		checkDuplicateWindow(entity, o.DuplicateDetectionWindow, n.allowUnrealistic),
+		checkMaxDeliveryCount(entity, o.MaxDeliveryCount)); err != nil {
 		return nil, err
 	}
 	key := strings.ToLower(name)

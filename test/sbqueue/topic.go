@@ -153,7 +153,9 @@ func (t *Topic) CreateSubscription(name string, o SubscriptionOptions) (*Queue, 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLockDuration(fmt.Sprintf("sbqueue: subscription %q of topic %q", name, t.name), qo.LockDuration, t.allowUnrealistic); err != nil {
+	entity := fmt.Sprintf("sbqueue: subscription %q of topic %q", name, t.name)
+	if err := errors.Join(checkLockDuration(entity, qo.LockDuration, t.allowUnrealistic),
+		checkMaxDeliveryCount(entity, qo.MaxDeliveryCount)); err != nil {
 		return nil, err
 	}
 	qo.DuplicateDetectionWindow = 0 // the topic's, not the subscription's

@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var topics topicList
 	fs.Var(&topics, "topic", "a topic to create with its subscriptions, as `topic:sub1,sub2`; repeat for more topics (default $SBBROKER_TOPICS, topics separated by ;)")
 	lock := fs.Duration("lock-duration", sbqueue.DefaultLockDuration, "message lock `duration`, 5s to 5m as on Service Bus")
-	maxDeliveries := fs.Int("max-delivery-count", sbqueue.DefaultMaxDeliveryCount, "deliveries before a message is dead-lettered")
+	maxDeliveries := fs.Int("max-delivery-count", sbqueue.DefaultMaxDeliveryCount, "deliveries before a message is dead-lettered, 1 to 2000 as on Service Bus")
 	dupWindow := fs.Duration("duplicate-detection-window", sbqueue.DefaultDuplicateDetectionWindow, "duplicate-detection `window`, 20s to 168h (7 days) as on Service Bus (a resend inside it is dropped and logged); 0 disables duplicate detection")
 	unrealistic := fs.Bool("allow-unrealistic-timings", false, "allow a -lock-duration below 5s and a -duplicate-detection-window below 20s, for runs at a compressed scale (the Service Bus emulator accepts windows from 5s)")
 	ttl := fs.Duration("ttl", defaultTTL, "default message time-to-live of every queue and topic, as a received message's ExpiresAt (EnqueuedTime + TimeToLive) reports it; 0 means messages never expire (the SDK then reports ExpiresAt = EnqueuedTime and TimeToLive 0)")
@@ -175,6 +175,8 @@ Flags:
 		return fmt.Errorf("-lock-duration %v: Service Bus accepts 5s to 5m (-allow-unrealistic-timings allows shorter)", *lock)
 	case *maxDeliveries <= 0:
 		return fmt.Errorf("-max-delivery-count %d must be positive", *maxDeliveries)
+	case *maxDeliveries > sbqueue.MaxMaxDeliveryCount:
+		return fmt.Errorf("-max-delivery-count %d: Service Bus accepts 1 to %d", *maxDeliveries, sbqueue.MaxMaxDeliveryCount)
 	case *dupWindow < 0 || *ttl < 0:
 		return errors.New("-duplicate-detection-window and -ttl must not be negative")
 	case *dupWindow > sbqueue.MaxDuplicateDetectionWindow || *dupWindow > 0 && *dupWindow < sbqueue.MinDuplicateDetectionWindow && !*unrealistic:

@@ -89,6 +89,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{"bad address", []string{"-addr", "nonsense"}, "missing port"},
 		{"zero lock duration", []string{"-lock-duration", "0s"}, "must be positive"},
 		{"zero max delivery count", []string{"-max-delivery-count", "0"}, "must be positive"},
+		{"max delivery count above 2000", []string{"-max-delivery-count", "2001"}, "-max-delivery-count 2001: Service Bus accepts 1 to 2000"},
 		{"negative ttl", []string{"-ttl", "-1s"}, "must not be negative"},
 		{"unparsable duration", []string{"-lock-duration", "soon"}, "invalid value"},
 		{"stray argument", []string{"extra"}, "unexpected arguments"},
