@@ -163,7 +163,9 @@ the settings orderworker uses (the variables azd writes):
                                  for an OrderAccepted event the stored order's status (with COSMOS_ENDPOINT)
   dlq resubmit ID...|-reason R|-all [-yes] [-force-window] [-force]
                                  sends each selected message to the queue again with the same MessageId, body,
-                                 subject and properties, then completes its dead-letter copy
+                                 subject and properties, then completes its dead-letter copy; a delayed-retry
+                                 copy (ID~rN) is sent as its original message: the original's MessageId, without
+                                 the worker's retry properties, so the worker gives it delayed retries again
   dlq purge ID...|-reason R|-all|-older-than D [-yes]
                                  completes (deletes) the selected dead-letter copies
 
