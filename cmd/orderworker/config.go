@@ -81,7 +81,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.String(&c.Subscription, "subscription", "SERVICEBUS_SUBSCRIPTION", "", "subscription of -topic to receive from; also the default inbox consumer name")
 	env.Duration(&c.LockDuration, "lock-duration", "SERVICEBUS_LOCK_DURATION", defaultLockDuration, "the queue's lock duration; a lock is renewed when half of the time the broker granted it has passed, and the worker warns if the broker grants another duration")
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint, such as https://x.documents.azure.com:443/")
-	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
+	env.Secret(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
 	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", defaultCosmosDatabase, "Cosmos DB database")
 	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", defaultCosmosContainer, "Cosmos DB container, partitioned on /orderId")
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
@@ -89,7 +89,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 		"create the container first if it is missing, and the database if it is missing and named "+defaultCosmosDatabase+" (see -cosmos-create-database); for emulators only")
 	env.Bool(&c.CosmosCreateDatabase, "cosmos-create-database", "COSMOS_CREATE_DATABASE", false,
 		"with -cosmos-create-container: create a missing database of another name too; without it a missing database is an error (a misspelt name would start a new, empty store); for emulators only")
-	env.String(&c.PaymentsURL, "payments-url", "PAYMENTS_URL", "", "base URL of the payments service; when set, each accepted order's payment is captured once")
+	env.SecretURL(&c.PaymentsURL, "payments-url", "PAYMENTS_URL", "", "base URL of the payments service; when set, each accepted order's payment is captured once")
 	// The default is the payment step's safe assumption, 24 hours (the
 	// shortest retention payment providers commonly keep), not the
 	// reference service's 30 days: assuming more than the real service
