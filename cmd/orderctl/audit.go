@@ -90,7 +90,7 @@ func parseAuditConfig(fs *flag.FlagSet, args []string, lookupEnv func(string) (s
 		relays = ""
 	}
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint (required)")
-	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
+	env.Secret(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
 	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", "orders", "Cosmos DB database")
 	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "the orders container")
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
@@ -104,7 +104,7 @@ func parseAuditConfig(fs *flag.FlagSet, args []string, lookupEnv func(string) (s
 	env.Duration(&c.DuplicateWindow, "duplicate-detection-window", "SERVICEBUS_DUPLICATE_DETECTION_WINDOW", defaultDuplicateWindow, "the queue's duplicate-detection window (for the redelivery horizon)")
 	env.Duration(&c.ResubmissionHorizon, "resubmission-horizon", "WORKER_RESUBMISSION_HORIZON", defaultHorizon, "how long after dead-lettering a message may be resubmitted (for the redelivery horizon)")
 	env.Duration(&c.ClaimHorizon, "claim-horizon", "AUDIT_CLAIM_HORIZON", 0, "how long a payment claim may stay in progress, and an order with a total stay unpaid; 0: the redelivery horizon W + 2T + 2D + H of the four settings above")
-	env.String(&c.PaymentsURL, "payments-url", "PAYMENTS_URL", "", "base URL of the payments service: the workers capture payments, and its ledger (lookup by order reference) is checked")
+	env.SecretURL(&c.PaymentsURL, "payments-url", "PAYMENTS_URL", "", "base URL of the payments service: the workers capture payments, and its ledger (lookup by order reference) is checked")
 	env.Bool(&c.Payments, "payments", "AUDIT_PAYMENTS", false, "the workers capture payments, without checking the ledger (implied by -payments-url)")
 	env.Duration(&c.Settle, "settle", "AUDIT_SETTLE", audit.DefaultSettle, "how old an event must be before every consumer's marker is required")
 	env.Int(&c.PageSize, "page-size", "AUDIT_PAGE_SIZE", audit.DefaultPageSize, "documents per change feed page: the audit holds one page and one order's partition at a time")

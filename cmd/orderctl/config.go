@@ -72,7 +72,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.String(&c.InboxConsumer, "inbox-consumer", "WORKER_INBOX_CONSUMER", "", "the worker runs the inbox-marker variant as this consumer: resubmissions are also checked against its markers' time-to-live")
 	env.Duration(&c.InboxTTL, "inbox-ttl", "WORKER_INBOX_TTL", defaultInboxTTL, "time-to-live of the worker's inbox markers (with -inbox-consumer)")
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint; 'dlq show' compares an OrderIdReused message with the stored order when set")
-	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
+	env.Secret(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
 	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", "orders", "Cosmos DB database")
 	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "Cosmos DB container")
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
@@ -163,7 +163,9 @@ the settings orderworker uses (the variables azd writes):
                                  for an OrderAccepted event the stored order's status (with COSMOS_ENDPOINT)
   dlq resubmit ID...|-reason R|-all [-yes] [-force-window] [-force]
                                  sends each selected message to the queue again with the same MessageId, body,
-                                 subject and properties, then completes its dead-letter copy
+                                 subject and properties, then completes its dead-letter copy; a delayed-retry
+                                 copy (ID~rN) is sent as its original message: the original's MessageId, without
+                                 the worker's retry properties, so the worker gives it delayed retries again
   dlq purge ID...|-reason R|-all|-older-than D [-yes]
                                  completes (deletes) the selected dead-letter copies
 

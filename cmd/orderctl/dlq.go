@@ -15,6 +15,7 @@ import (
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 	"github.com/idempotent-consumer/sbcosmos/order"
+	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
 // Application properties orderctl sets on a resubmission, besides those it
@@ -240,7 +241,8 @@ func (s selector) match(m *azservicebus.ReceivedMessage, now time.Time) bool {
 	case s.all:
 		return true
 	case s.ids != nil:
-		return s.ids[m.MessageID]
+		// A delayed-retry copy is selected by its own id or its original's.
+		return s.ids[m.MessageID] || s.ids[sendID(m)]
 	}
 	if s.reason != "" && deref(m.DeadLetterReason) != s.reason {
 		return false
@@ -318,12 +320,61 @@ type plan struct {
 }
 
 func (p plan) label() string {
-	return fmt.Sprintf("%s (seq %d, %s, enqueued %s)", p.m.MessageID, seq(p.m), reasonOf(p.m), enqueued(p.m).UTC().Format(time.RFC3339))
+	var copyOf string
+	if rc, ok := retryCopyOf(p.m); ok {
+		copyOf = fmt.Sprintf(", delayed-retry copy %d of %s", rc.attempt, rc.original)
+	}
+	return fmt.Sprintf("%s (seq %d, %s, enqueued %s%s)", p.m.MessageID, seq(p.m), reasonOf(p.m), enqueued(p.m).UTC().Format(time.RFC3339), copyOf)
+}
+
+// retryCopy is what a dead-lettered delayed-retry copy says about the
+// message it retries.
+type retryCopy struct {
+	original string    // the original's MessageId
+	attempt  int64     // the copy's attempt, 1 for the first
+	since    time.Time // when the original was enqueued
+}
+
+// retryCopyOf reports whether m is a delayed-retry copy the worker scheduled
+// (worker/schedule.go), by the worker's own test: its retry properties are
+// all present and its MessageId is worker.RetryMessageID of them. A message
+// that merely carries the properties is no copy, to the worker or here.
+func retryCopyOf(m *azservicebus.ReceivedMessage) (retryCopy, bool) {
+	orig, ok1 := m.ApplicationProperties[worker.PropertyOriginalMessageID].(string)
+	attempt, ok2 := asInt64(m.ApplicationProperties[worker.PropertyRetryAttempt])
+	since, ok3 := asInt64(m.ApplicationProperties[worker.PropertyRetrySince])
+	if !ok1 || !ok2 || !ok3 || orig == "" || attempt <= 0 || attempt >= 1<<20 || m.MessageID != worker.RetryMessageID(orig, int(attempt)) {
+		return retryCopy{}, false
+	}
+	return retryCopy{original: orig, attempt: attempt, since: time.UnixMilli(since)}, true
+}
+
+func asInt64(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+// sendID is the MessageId a resubmission of m carries: the original's for a
+// delayed-retry copy (see resubmission), else m's own.
+func sendID(m *azservicebus.ReceivedMessage) string {
+	if rc, ok := retryCopyOf(m); ok {
+		return rc.original
+	}
+	return m.MessageID
 }
 
 // firstEnqueued returns when the first copy of m entered the queue: the
-// OriginalEnqueuedTime an earlier resubmission recorded, else m's own
-// enqueue time (Service Bus keeps a dead-lettered message's enqueue time).
+// OriginalEnqueuedTime an earlier resubmission recorded, else for a
+// delayed-retry copy the original's enqueue time (its RetrySince), else m's
+// own enqueue time (Service Bus keeps a dead-lettered message's enqueue
+// time).
 func firstEnqueued(m *azservicebus.ReceivedMessage) time.Time {
 	if v, ok := m.ApplicationProperties[PropOriginalEnqueuedTime]; ok {
 		switch v := v.(type) {
@@ -334,6 +385,9 @@ func firstEnqueued(m *azservicebus.ReceivedMessage) time.Time {
 				return t
 			}
 		}
+	}
+	if rc, ok := retryCopyOf(m); ok {
+		return rc.since
 	}
 	return enqueued(m)
 }
@@ -356,6 +410,10 @@ func firstEnqueued(m *azservicebus.ReceivedMessage) time.Time {
 // With the inbox variant, the markers' TTL bounds it directly as well: the
 // resubmission may be delivered up to T after it is sent.
 //
+// A delayed-retry copy is resubmitted under its original's MessageId
+// (resubmission), which was last enqueued no later than the copy: the
+// window counted from the copy's enqueue covers it.
+//
 // A copy dead-lettered as OrderIdReused is sent (an operator may have fixed
 // the stored order), with a warning: unchanged, it meets the same stored
 // order and is dead-lettered again.
@@ -364,7 +422,7 @@ func (c *config) resubmitPlan(m *azservicebus.ReceivedMessage, now time.Time) pl
 	// Such a copy cannot come from Service Bus, which refuses the id, but
 	// can from a broker that accepted it; sent, it would fail only after
 	// the SDK's retries, as "context deadline exceeded".
-	if err := cli.CheckMessageID(m.MessageID); err != nil {
+	if err := cli.CheckMessageID(sendID(m)); err != nil {
 		p.refused = append(p.refused, fmt.Sprintf("%v, so it cannot be resubmitted: purge it (`orderctl dlq purge <MessageId> -yes`) and send its content under a shorter id", err))
 	}
 	if reasonOf(m) == order.ReasonOrderIDReused {
@@ -411,15 +469,33 @@ func (c *config) resubmitPlan(m *azservicebus.ReceivedMessage, now time.Time) pl
 // resubmission returns the message to send for dead-letter copy m: the same
 // MessageId, body, subject, content type, correlation id, time-to-live and
 // application properties, without the dead-letter reason and description,
-// with OriginalEnqueuedTime and ResubmissionCount set.
+// with OriginalEnqueuedTime (when the first copy was enqueued:
+// firstEnqueued) and ResubmissionCount set.
+//
+// A delayed-retry copy (retryCopyOf) is resubmitted as the original
+// message: under the original's MessageId, without the worker's retry
+// properties. Kept, they would make the worker take the resubmission for
+// the same copy of an old message, whose retry budget (attempts, and the
+// total delay counted from the original's enqueue) is spent, so a transient
+// failure would get no delayed retry; and its id would be the copy's, not
+// the deduplication key the handler sees. As an original it starts a
+// budget of its own, as any other resubmission does; the handler
+// deduplicates it by the original's id as before.
 func resubmission(m *azservicebus.ReceivedMessage) *azservicebus.Message {
 	out := m.Message()
 	props := make(map[string]any, len(m.ApplicationProperties)+2)
 	maps.Copy(props, m.ApplicationProperties) // Message() shares the map
 	delete(props, propDeadLetterReason)
 	delete(props, propDeadLetterDescription)
+	id := m.MessageID
+	if rc, ok := retryCopyOf(m); ok {
+		id = rc.original
+		delete(props, worker.PropertyOriginalMessageID)
+		delete(props, worker.PropertyRetryAttempt)
+		delete(props, worker.PropertyRetrySince)
+	}
 	if _, ok := props[PropOriginalEnqueuedTime]; !ok {
-		props[PropOriginalEnqueuedTime] = enqueued(m).UTC().Format(time.RFC3339Nano)
+		props[PropOriginalEnqueuedTime] = firstEnqueued(m).UTC().Format(time.RFC3339Nano)
 	}
 	n := int64(0)
 	switch v := props[PropResubmissionCount].(type) {
@@ -432,7 +508,6 @@ func resubmission(m *azservicebus.ReceivedMessage) *azservicebus.Message {
 	}
 	props[PropResubmissionCount] = n + 1
 	out.ApplicationProperties = props
-	id := m.MessageID
 	out.MessageID = &id
 	out.ScheduledEnqueueTime = nil
 	return out
@@ -468,11 +543,11 @@ func (d *dlq) act(ctx context.Context, c config, w io.Writer) error {
 		p := plan{m: m}
 		if c.Verb == "resubmit" {
 			p = c.resubmitPlan(m, now)
-			if resubmitting[m.MessageID] {
+			if resubmitting[sendID(m)] {
 				// The first copy's send starts the window again.
 				p.refused = append(p.refused, "another copy of this MessageId is resubmitted in this pass, and the broker would drop this one as its duplicate: purge it, or resubmit it after the window")
 			} else if len(p.refused) == 0 {
-				resubmitting[m.MessageID] = true
+				resubmitting[sendID(m)] = true
 			}
 		}
 		plans = append(plans, p)
@@ -480,6 +555,7 @@ func (d *dlq) act(ctx context.Context, c config, w io.Writer) error {
 	found := map[string]bool{}
 	for _, p := range plans {
 		found[p.m.MessageID] = true
+		found[sendID(p.m)] = true
 	}
 	var missing []string
 	for _, id := range c.IDs {

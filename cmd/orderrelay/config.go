@@ -57,10 +57,10 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	var c config
 	env := cli.NewEnv(fs, getenv)
 	env.String(&c.ServiceBusNamespace, "namespace", "SERVICEBUS_NAMESPACE", "", "fully qualified Service Bus namespace, such as sb-x.servicebus.windows.net (Entra ID auth)")
-	env.String(&c.ServiceBusConnectionString, "servicebus-connection-string", "SERVICEBUS_CONNECTION_STRING", "", "Service Bus connection string, for the emulator or the test broker only (instead of -namespace)")
+	env.Secret(&c.ServiceBusConnectionString, "servicebus-connection-string", "SERVICEBUS_CONNECTION_STRING", "", "Service Bus connection string, for the emulator or the test broker only (instead of -namespace)")
 	env.String(&c.Topic, "topic", "SERVICEBUS_TOPIC", defaultTopic, "topic to publish the events to; it must have duplicate detection on")
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint, such as https://x.documents.azure.com:443/")
-	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
+	env.Secret(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
 	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", "orders", "Cosmos DB database")
 	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "Cosmos DB container of the orders, partitioned on /orderId, whose change feed is read (the relay only reads it)")
 	env.String(&c.CosmosLeasesContainer, "cosmos-leases-container", "COSMOS_LEASES_CONTAINER", "", "Cosmos DB container of the relay's lease documents, partitioned on /orderId, such as leases (what the Bicep template creates, and the relay's identity may write); empty: the orders container (emulators, one identity)")

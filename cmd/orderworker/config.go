@@ -29,6 +29,7 @@ type config struct {
 	CosmosInsecureSkipVerify bool // emulators' self-signed certificate only
 	CosmosCreateContainer    bool // emulators only: in Azure, Bicep creates them
 	CosmosCreateDatabase     bool // with CosmosCreateContainer: create a database of another name than the default too
+	CosmosCreateOther        bool // with CosmosCreateContainer: create a container of another name than the default too
 
 	PaymentsURL          string        // enables the payment capture step
 	PaymentsKeyRetention time.Duration // how long the payments service remembers an idempotency key
@@ -81,15 +82,17 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 	env.String(&c.Subscription, "subscription", "SERVICEBUS_SUBSCRIPTION", "", "subscription of -topic to receive from; also the default inbox consumer name")
 	env.Duration(&c.LockDuration, "lock-duration", "SERVICEBUS_LOCK_DURATION", defaultLockDuration, "the queue's lock duration; a lock is renewed when half of the time the broker granted it has passed, and the worker warns if the broker grants another duration")
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "COSMOS_ENDPOINT", "", "Cosmos DB account endpoint, such as https://x.documents.azure.com:443/")
-	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
+	env.Secret(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "Cosmos DB account key, for emulators only (Azure uses Entra ID)")
 	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", defaultCosmosDatabase, "Cosmos DB database")
 	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", defaultCosmosContainer, "Cosmos DB container, partitioned on /orderId")
 	env.Bool(&c.CosmosInsecureSkipVerify, "cosmos-insecure-skip-verify", "COSMOS_INSECURE_SKIP_VERIFY", false, "accept the emulator's self-signed certificate; never for Azure")
 	env.Bool(&c.CosmosCreateContainer, "cosmos-create-container", "COSMOS_CREATE_CONTAINER", false,
-		"create the container first if it is missing, and the database if it is missing and named "+defaultCosmosDatabase+" (see -cosmos-create-database); for emulators only")
+		"create the container first if it is missing and named "+defaultCosmosContainer+" (see -cosmos-create-other-container), and the database if it is missing and named "+defaultCosmosDatabase+" (see -cosmos-create-database); for emulators only")
 	env.Bool(&c.CosmosCreateDatabase, "cosmos-create-database", "COSMOS_CREATE_DATABASE", false,
 		"with -cosmos-create-container: create a missing database of another name too; without it a missing database is an error (a misspelt name would start a new, empty store); for emulators only")
-	env.String(&c.PaymentsURL, "payments-url", "PAYMENTS_URL", "", "base URL of the payments service; when set, each accepted order's payment is captured once")
+	env.Bool(&c.CosmosCreateOther, "cosmos-create-other-container", "COSMOS_CREATE_OTHER_CONTAINER", false,
+		"with -cosmos-create-container: create a missing container of another name than "+defaultCosmosContainer+" too; without it a missing container is an error (a misspelt name would start a new, empty store beside the real one, and the worker would write into it); for emulators only")
+	env.SecretURL(&c.PaymentsURL, "payments-url", "PAYMENTS_URL", "", "base URL of the payments service; when set, each accepted order's payment is captured once")
 	// The default is the payment step's safe assumption, 24 hours (the
 	// shortest retention payment providers commonly keep), not the
 	// reference service's 30 days: assuming more than the real service
@@ -136,8 +139,10 @@ after it, so the variables that azd writes are enough to run in Azure.
 
 In Azure:     SERVICEBUS_NAMESPACE, COSMOS_ENDPOINT (+ AZURE_CLIENT_ID for a managed identity)
 On emulators: SERVICEBUS_CONNECTION_STRING, COSMOS_ENDPOINT, COSMOS_KEY, COSMOS_CREATE_CONTAINER=true
-              (creates a missing container, and a missing database only when it is named
-              `+defaultCosmosDatabase+` or COSMOS_CREATE_DATABASE=true: a misspelt COSMOS_DATABASE is an error)
+              (creates a missing container only when it is named `+defaultCosmosContainer+` or
+              COSMOS_CREATE_OTHER_CONTAINER=true, and a missing database only when it is named
+              `+defaultCosmosDatabase+` or COSMOS_CREATE_DATABASE=true: a misspelt COSMOS_CONTAINER or
+              COSMOS_DATABASE is an error, and the log says what was created)
 `+cli.LocalStackUsage+`Subscription: SERVICEBUS_TOPIC + SERVICEBUS_SUBSCRIPTION receive the relay's events as the inbox
               consumer named after the subscription; it captures no payments, so on the local
               env start it with -payments-url ''
@@ -181,6 +186,9 @@ func (c *config) Validate() error {
 	}
 	if c.CosmosCreateDatabase && !c.CosmosCreateContainer {
 		errs = append(errs, errors.New("COSMOS_CREATE_DATABASE (-cosmos-create-database) creates the database with the container: set COSMOS_CREATE_CONTAINER=true too (emulators only)"))
+	}
+	if c.CosmosCreateOther && !c.CosmosCreateContainer {
+		errs = append(errs, errors.New("COSMOS_CREATE_OTHER_CONTAINER (-cosmos-create-other-container) widens COSMOS_CREATE_CONTAINER: set COSMOS_CREATE_CONTAINER=true too (emulators only)"))
 	}
 	if c.LockDuration < time.Second || c.LockDuration > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("SERVICEBUS_LOCK_DURATION (-lock-duration) %v is outside Service Bus's 1s to 5m", c.LockDuration))
@@ -331,6 +339,7 @@ func (c config) LogValue() slog.Value {
 		slog.Bool("cosmos_insecure_skip_verify", c.CosmosInsecureSkipVerify),
 		slog.Bool("cosmos_create_container", c.CosmosCreateContainer),
 		slog.Bool("cosmos_create_database", c.CosmosCreateDatabase),
+		slog.Bool("cosmos_create_other_container", c.CosmosCreateOther),
 		slog.String("payments_url", cli.MaskURL(c.PaymentsURL)), // may carry credentials: user info, ?code=
 		slog.String("payments_key_retention", cli.FormatDuration(c.PaymentsKeyRetention)),
 		slog.String("inbox_consumer", c.InboxConsumer),

@@ -281,15 +281,21 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Providers, logger
 		return nil, err
 	}
 	if cfg.CosmosCreateContainer {
-		// The project's own database name is created without being asked:
-		// a fresh emulator has none. Another name must exist, or be asked
+		// The project's own names are created without being asked: a
+		// fresh emulator has neither. Another name must exist, or be asked
 		// for, so that a misspelt one is not a new, empty store.
 		createDatabase := cfg.CosmosCreateDatabase || cfg.CosmosDatabase == defaultCosmosDatabase
-		created, err := cli.CreateCosmosContainer(ctx, client, cfg.CosmosEndpoint, cfg.CosmosDatabase, cfg.CosmosContainer, order.PartitionKeyPath, createDatabase)
+		createContainer := cfg.CosmosCreateOther || cfg.CosmosContainer == defaultCosmosContainer
+		created, err := cli.CreateCosmosContainer(ctx, client, cfg.CosmosEndpoint, cfg.CosmosDatabase, cfg.CosmosContainer, order.PartitionKeyPath, createDatabase, createContainer)
 		if err != nil {
 			return nil, fmt.Errorf("COSMOS_CREATE_CONTAINER: %w", err)
 		}
-		logger.Info("the database and container are ready for the emulator", "database", cfg.CosmosDatabase, "container", cfg.CosmosContainer, "created_database", created)
+		if created.Container {
+			logger.Info("created a new, empty Cosmos DB container: it did not exist",
+				"database", cfg.CosmosDatabase, "container", cfg.CosmosContainer, "created_database", created.Database, "created_container", created.Container)
+		} else {
+			logger.Info("the database and container exist", "database", cfg.CosmosDatabase, "container", cfg.CosmosContainer)
+		}
 	}
 	return cosmosstore.New(client, cfg.CosmosDatabase, cfg.CosmosContainer, order.PartitionKeyPath)
 }

@@ -16,8 +16,8 @@ import (
 // TestStartupErrorsNameTheSettingToFix starts the worker on the local
 // env's settings (the test broker, cosmium, COSMOS_CREATE_CONTAINER=true)
 // with one setting wrong at a time: each start fails with an error, on one
-// line, that names the setting to fix, and no database is created for a
-// misspelt COSMOS_DATABASE.
+// line, that names the setting to fix, and no database or container is
+// created for a misspelt COSMOS_DATABASE or COSMOS_CONTAINER.
 func TestStartupErrorsNameTheSettingToFix(t *testing.T) {
 	cosmium := cosmiumtest.Start(t)
 	ns := sbqueue.NewNamespace(sbqueue.RealClock())
@@ -51,6 +51,8 @@ func TestStartupErrorsNameTheSettingToFix(t *testing.T) {
 	}{
 		{"misspelt database", map[string]string{"COSMOS_DATABASE": "ordres"},
 			[]string{`database "ordres" does not exist`, "set COSMOS_DATABASE (-cosmos-database)", "COSMOS_CREATE_DATABASE=true"}},
+		{"misspelt container", map[string]string{"COSMOS_CONTAINER": "ordres"},
+			[]string{`container "ordres" does not exist in database "orders"`, "set COSMOS_CONTAINER (-cosmos-container)", "COSMOS_CREATE_OTHER_CONTAINER=true"}},
 		{"wrong Cosmos DB key", map[string]string{"COSMOS_KEY": wrongKey},
 			[]string{"refused COSMOS_KEY (-cosmos-key)", "401 Unauthorized"}},
 		{"unreachable Cosmos DB", map[string]string{"COSMOS_ENDPOINT": "http://" + closed + "/"},
@@ -89,5 +91,27 @@ func TestStartupErrorsNameTheSettingToFix(t *testing.T) {
 			}
 			t.Logf("orderworker: %v", err)
 		})
+	}
+
+	// A container of another name, asked for, is created and the log says
+	// so; found at the next start, it is not said to be new. (The misspelt
+	// queue stops each start after the store's set-up.)
+	for i, wantCreated := range []bool{true, false} {
+		env := map[string]string{}
+		for k, v := range local {
+			env[k] = v
+		}
+		env["COSMOS_CONTAINER"], env["COSMOS_CREATE_OTHER_CONTAINER"], env["SERVICEBUS_QUEUE"] = "invoices", "true", "ordres"
+		var logs strings.Builder
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := run(ctx, nil, envOf(env), io.Discard, &logs)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), `queue "ordres" does not exist`) {
+			t.Fatalf("start %d: %v, want the misspelt queue refused", i+1, err)
+		}
+		created := strings.Contains(logs.String(), `"msg":"created a new, empty Cosmos DB container: it did not exist","database":"orders","container":"invoices"`)
+		if created != wantCreated {
+			t.Errorf("start %d: logged a created container %v, want %v:\n%s", i+1, created, wantCreated, logs.String())
+		}
 	}
 }

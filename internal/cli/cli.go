@@ -67,6 +67,46 @@ func (e *Env) String(p *string, name, env, def, usage string) {
 	e.fs.StringVar(p, name, def, e.usage(name, env, usage))
 }
 
+// Secret defines a string flag name whose default is $env or else def, as
+// String does, for a secret (a key, a connection string): the usage text
+// (-h) prints its default masked as the start-up log does (Mask), never
+// the value itself, which a shell with the local stack's variables would
+// otherwise print in full.
+func (e *Env) Secret(p *string, name, env, def, usage string) {
+	e.secret(p, name, env, def, usage, Mask)
+}
+
+// SecretURL is Secret for a URL that may carry credentials (user
+// information, ?code=…): the usage text prints its default as MaskURL
+// does, with the scheme, host and path kept.
+func (e *Env) SecretURL(p *string, name, env, def, usage string) {
+	e.secret(p, name, env, def, usage, MaskURL)
+}
+
+func (e *Env) secret(p *string, name, env, def, usage string, mask func(string) string) {
+	if v, ok := e.lookup(env); ok {
+		def = v
+	}
+	*p = def
+	e.fs.Var(&secretValue{p: p, mask: mask}, name, e.usage(name, env, usage))
+}
+
+// secretValue is a string flag.Value whose String is masked: package flag
+// prints a flag's default through it.
+type secretValue struct {
+	p    *string
+	mask func(string) string
+}
+
+func (v *secretValue) Set(s string) error { *v.p = s; return nil }
+
+func (v *secretValue) String() string {
+	if v == nil || v.p == nil { // flag's zero value, to tell a default is set
+		return ""
+	}
+	return v.mask(*v.p)
+}
+
 // Int defines an int flag name whose default is $env or else def.
 func (e *Env) Int(p *int, name, env string, def int, usage string) {
 	if v, ok := e.lookup(env); ok {

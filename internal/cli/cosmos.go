@@ -14,40 +14,74 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/cosmosstore"
 )
 
+// Created says what CreateCosmosContainer created: each is true only for a
+// resource that was missing and is now there.
+type Created struct {
+	Database  bool
+	Container bool
+}
+
 // CreateCosmosContainer is what COSMOS_CREATE_CONTAINER=true does at start
 // on an emulator: it creates container in database when it is missing
 // (cosmosstore.CreateDatabaseAndContainer), partitioned on partitionKeyPath
 // as the store needs.
 //
-// It creates a missing database only when createDatabase is true. Without
-// it, a missing database is an error naming COSMOS_DATABASE: most likely
-// the name is misspelt, and creating it would silently start a new, empty
-// store beside the real one. A key the account refuses and an endpoint
-// that cannot be reached are errors naming COSMOS_KEY and COSMOS_ENDPOINT,
-// with the status or the network error only, not the SDK's dump of the
-// response (explainCosmos). It reports whether it created the database.
-func CreateCosmosContainer(ctx context.Context, client *azcosmos.Client, endpoint, database, container, partitionKeyPath string, createDatabase bool) (createdDatabase bool, err error) {
+// It creates a missing database only when createDatabase is true, and a
+// missing container only when createContainer is true. Without it, a
+// missing database is an error naming COSMOS_DATABASE, and a missing
+// container one naming COSMOS_CONTAINER: most likely the name is misspelt,
+// and creating it would silently start a new, empty store beside the real
+// one, into which the worker would then write (a redelivered order would be
+// created again there). Both are checked before anything is created. A key
+// the account refuses and an endpoint that cannot be reached are errors
+// naming COSMOS_KEY and COSMOS_ENDPOINT, with the status or the network
+// error only, not the SDK's dump of the response (explainCosmos). It
+// reports what it created; concurrent callers may each report a resource
+// one of them created.
+func CreateCosmosContainer(ctx context.Context, client *azcosmos.Client, endpoint, database, container, partitionKeyPath string, createDatabase, createContainer bool) (Created, error) {
+	var created Created
 	db, err := client.NewDatabase(database)
 	if err != nil {
-		return false, fmt.Errorf("COSMOS_DATABASE (-cosmos-database) %q: %w", database, err)
+		return created, fmt.Errorf("COSMOS_DATABASE (-cosmos-database) %q: %w", database, err)
 	}
 	_, err = db.Read(ctx, nil)
-	var re *azcore.ResponseError
 	switch {
 	case err == nil:
-	case errors.As(err, &re) && re.StatusCode == http.StatusNotFound:
-		if !createDatabase {
-			return false, fmt.Errorf("database %q does not exist at COSMOS_ENDPOINT=%s: set COSMOS_DATABASE (-cosmos-database) to the database that holds the orders, "+
-				"or COSMOS_CREATE_DATABASE=true (-cosmos-create-database) to create a new, empty one", database, endpoint)
+		cc, err := db.NewContainer(container)
+		if err != nil {
+			return created, fmt.Errorf("COSMOS_CONTAINER (-cosmos-container) %q: %w", container, err)
 		}
-		createdDatabase = true
+		_, err = cc.Read(ctx, nil)
+		switch {
+		case err == nil:
+		case isNotFound(err):
+			created.Container = true
+		default:
+			return created, explainCosmos(err, endpoint, "read the container")
+		}
+	case isNotFound(err):
+		created.Database, created.Container = true, true
 	default:
-		return false, explainCosmos(err, endpoint, "read the database")
+		return created, explainCosmos(err, endpoint, "read the database")
+	}
+	if created.Database && !createDatabase {
+		return Created{}, fmt.Errorf("database %q does not exist at COSMOS_ENDPOINT=%s: set COSMOS_DATABASE (-cosmos-database) to the database that holds the orders, "+
+			"or COSMOS_CREATE_DATABASE=true (-cosmos-create-database) to create a new, empty one", database, endpoint)
+	}
+	if created.Container && !createContainer {
+		return Created{}, fmt.Errorf("container %q does not exist in database %q at COSMOS_ENDPOINT=%s: set COSMOS_CONTAINER (-cosmos-container) to the container that holds the orders, "+
+			"or COSMOS_CREATE_OTHER_CONTAINER=true (-cosmos-create-other-container) to create a new, empty one", container, database, endpoint)
 	}
 	if err := cosmosstore.CreateDatabaseAndContainer(ctx, client, database, container, partitionKeyPath); err != nil {
-		return false, explainCosmos(err, endpoint, "create the database and container")
+		return Created{}, explainCosmos(err, endpoint, "create the database and container")
 	}
-	return createdDatabase, nil
+	return created, nil
+}
+
+// isNotFound reports whether err is Cosmos DB's 404.
+func isNotFound(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
 }
 
 // explainCosmos returns err, the failure of a command's call to Cosmos DB

@@ -17,10 +17,11 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 )
 
-// TestCreateCosmosContainerOnCosmium: a missing database is created only
-// when asked for, else refused naming COSMOS_DATABASE; the container is
-// created in it, and found again; a wrong key and a closed port name
-// COSMOS_KEY and COSMOS_ENDPOINT without the SDK's dump.
+// TestCreateCosmosContainerOnCosmium: a missing database or container is
+// created only when asked for, else refused naming COSMOS_DATABASE or
+// COSMOS_CONTAINER, with nothing created; what was created is reported;
+// the container is usable, and found again; a wrong key and a closed port
+// name COSMOS_KEY and COSMOS_ENDPOINT without the SDK's dump.
 func TestCreateCosmosContainerOnCosmium(t *testing.T) {
 	srv := cosmiumtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -29,23 +30,42 @@ func TestCreateCosmosContainerOnCosmium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	create := func(database string, createDatabase bool) (bool, error) {
-		return cli.CreateCosmosContainer(ctx, client, srv.Endpoint, database, "orders", order.PartitionKeyPath, createDatabase)
+	create := func(database, container string, createDatabase, createContainer bool) (cli.Created, error) {
+		return cli.CreateCosmosContainer(ctx, client, srv.Endpoint, database, container, order.PartitionKeyPath, createDatabase, createContainer)
 	}
-	_, err = create("ordres", false)
+	_, err = create("ordres", "orders", false, true)
 	for _, want := range []string{`database "ordres" does not exist at COSMOS_ENDPOINT=` + srv.Endpoint, "set COSMOS_DATABASE (-cosmos-database)", "COSMOS_CREATE_DATABASE=true"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("missing database: %v; want %q in it", err, want)
 		}
 	}
-	if _, err := create("ordres", false); err == nil {
+	if _, err := create("ordres", "orders", false, true); err == nil {
 		t.Error("the refused database was created")
 	}
-	if created, err := create("orders", true); err != nil || !created {
-		t.Fatalf("asked to create the database: created %v, %v", created, err)
+	// A database asked for, with a container that was not: neither is created.
+	if _, err := create("other", "x", true, false); err == nil || !strings.Contains(err.Error(), `container "x" does not exist`) {
+		t.Errorf("missing container in a missing database: %v", err)
 	}
-	if created, err := create("orders", false); err != nil || created {
-		t.Fatalf("again: created %v, %v; want the database found", created, err)
+	if _, err := create("other", "x", false, true); err == nil || !strings.Contains(err.Error(), `database "other" does not exist`) {
+		t.Errorf("the database of a refused container was created: %v", err)
+	}
+	if created, err := create("orders", "orders", true, true); err != nil || created != (cli.Created{Database: true, Container: true}) {
+		t.Fatalf("asked to create the database and container: created %+v, %v", created, err)
+	}
+	if created, err := create("orders", "orders", false, false); err != nil || created != (cli.Created{}) {
+		t.Fatalf("again: created %+v, %v; want both found", created, err)
+	}
+	for range 2 {
+		_, err = create("orders", "ordres", false, false)
+		for _, want := range []string{`container "ordres" does not exist in database "orders" at COSMOS_ENDPOINT=` + srv.Endpoint,
+			"set COSMOS_CONTAINER (-cosmos-container)", "COSMOS_CREATE_OTHER_CONTAINER=true"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("missing container: %v; want %q in it", err, want)
+			}
+		}
+	}
+	if created, err := create("orders", "invoices", false, true); err != nil || created != (cli.Created{Container: true}) {
+		t.Fatalf("asked to create another container: created %+v, %v", created, err)
 	}
 	store, err := cosmosstore.New(client, "orders", "orders", order.PartitionKeyPath)
 	if err != nil {
@@ -59,7 +79,7 @@ func TestCreateCosmosContainerOnCosmium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = cli.CreateCosmosContainer(ctx, wrong, srv.Endpoint, "orders", "orders", order.PartitionKeyPath, false)
+	_, err = cli.CreateCosmosContainer(ctx, wrong, srv.Endpoint, "orders", "orders", order.PartitionKeyPath, false, false)
 	checkExplained(t, "wrong key", err, []string{"COSMOS_KEY (-cosmos-key)", "COSMOS_ENDPOINT=" + srv.Endpoint, "401 Unauthorized"})
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) || re.StatusCode != http.StatusUnauthorized {
@@ -76,7 +96,7 @@ func TestCreateCosmosContainerOnCosmium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = cli.CreateCosmosContainer(ctx, unreachable, closed, "orders", "orders", order.PartitionKeyPath, false)
+	_, err = cli.CreateCosmosContainer(ctx, unreachable, closed, "orders", "orders", order.PartitionKeyPath, false, false)
 	checkExplained(t, "closed port", err, []string{"cannot reach Cosmos DB at COSMOS_ENDPOINT=" + closed, "connection refused"})
 }
 

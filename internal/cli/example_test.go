@@ -44,7 +44,7 @@ func ExampleExit() {
 }
 
 func ExampleStages() {
-	sigs := make(chan os.Signal, 2)
+	sigs := make(chan os.Signal, 3)
 	// In main: signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	ctx, stop := cli.Stages(context.Background(), sigs)
 	defer stop()
@@ -53,6 +53,7 @@ func ExampleStages() {
 	go func() {
 		sigs <- os.Interrupt // the first: drain
 		<-ctx.Done()
+		sigs <- os.Interrupt // the same within cli.DuplicateGap: a duplicate, ignored
 		sigs <- os.Interrupt // the second: stop at once
 	}()
 	err := cli.RunUntilForced(ctx, func(ctx context.Context) error {

@@ -24,7 +24,7 @@ type ServiceBus struct {
 // flags on env, with queueUsage describing the queue.
 func (s *ServiceBus) Define(env *Env, queueUsage string) {
 	env.String(&s.Namespace, "namespace", "SERVICEBUS_NAMESPACE", "", "fully qualified Service Bus namespace, such as sb-x.servicebus.windows.net (Entra ID auth)")
-	env.String(&s.ConnectionString, "servicebus-connection-string", "SERVICEBUS_CONNECTION_STRING", "", "Service Bus connection string, for the emulator or the test broker only (instead of -namespace)")
+	env.Secret(&s.ConnectionString, "servicebus-connection-string", "SERVICEBUS_CONNECTION_STRING", "", "Service Bus connection string, for the emulator or the test broker only (instead of -namespace)")
 	env.String(&s.Queue, "queue", "SERVICEBUS_QUEUE", "orders", queueUsage)
 }
 

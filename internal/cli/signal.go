@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 )
 
 // ErrForced is wrapped by the error RunUntilForced returns when a second
@@ -34,6 +35,10 @@ func (e SignalError) Is(target error) bool { return target == context.Canceled }
 
 type forceKey struct{}
 
+// DuplicateGap is how long after the first signal the same signal again is
+// taken for a duplicate of it rather than for "stop at once" (see Stages).
+const DuplicateGap = time.Second
+
 // Stages turns the signals read from sigs into the two stages of a
 // shutdown: the returned context is cancelled at the first signal (its
 // context.Cause is a SignalError), and the context Force returns for it is
@@ -41,20 +46,42 @@ type forceKey struct{}
 // (buffered, so that no signal is lost before run reads it); tests send on
 // a channel of their own. stop releases the goroutine that reads sigs and
 // cancels both contexts. Safe for concurrent use.
+//
+// A duplicate is not a second signal: a supervisor that signals the
+// process and its process group (timeout(1), some init systems) delivers
+// the same signal twice within a millisecond, and the drain must not be
+// cut short by it. So the same signal again less than DuplicateGap after
+// the first is ignored, once; the next signal after it, or any other
+// signal, or the same one DuplicateGap or more after the first, is the
+// second. An operator who presses Ctrl-C twice at once stops at once with
+// a third.
 func Stages(parent context.Context, sigs <-chan os.Signal) (ctx context.Context, stop func()) {
+	return StagesWithClock(parent, sigs, time.Now)
+}
+
+// StagesWithClock is Stages with the time read from now, which tests
+// inject to place signals inside or outside DuplicateGap.
+func StagesWithClock(parent context.Context, sigs <-chan os.Signal, now func() time.Time) (ctx context.Context, stop func()) {
 	drain, cancelDrain := context.WithCancelCause(parent)
 	force, cancelForce := context.WithCancelCause(context.WithoutCancel(parent))
 	done := make(chan struct{})
 	go func() {
-		for n := 1; ; n++ {
+		var first os.Signal
+		var at time.Time
+		duplicates := 0
+		for {
 			select {
 			case s := <-sigs:
-				if n == 1 {
+				switch {
+				case first == nil:
+					first, at = s, now()
 					cancelDrain(SignalError{Signal: s, N: 1})
-					continue
+				case s == first && duplicates == 0 && now().Sub(at) < DuplicateGap:
+					duplicates++ // the same delivery again: keep draining
+				default:
+					cancelForce(SignalError{Signal: s, N: 2})
+					return
 				}
-				cancelForce(SignalError{Signal: s, N: 2})
-				return
 			case <-done:
 				return
 			}

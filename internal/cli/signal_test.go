@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/cli"
 )
@@ -30,6 +31,62 @@ func TestStagesFirstSignalDrainsSecondForces(t *testing.T) {
 	<-force.Done()
 	if cause := context.Cause(force); !errors.As(cause, &se) || se.Signal != syscall.SIGTERM || se.N != 2 {
 		t.Fatalf("force cause = %v, want the second signal", cause)
+	}
+}
+
+// TestStagesIgnoreADuplicateSignal: the same signal again within
+// cli.DuplicateGap of the first (a supervisor that signals the process and
+// its group) is ignored once and the drain goes on; the same signal after
+// the gap, another signal, or a third signal stops at once. The clock is
+// injected; sigs is unbuffered, so each send returns once Stages has taken
+// the signal, and a send that Stages no longer reads loses to force.Done.
+func TestStagesIgnoreADuplicateSignal(t *testing.T) {
+	tests := []struct {
+		name   string
+		second os.Signal
+		after  time.Duration // of the second signal after the first
+		forces bool          // whether the second signal stops at once
+	}{
+		{"same signal in the same millisecond", syscall.SIGTERM, 0, false},
+		{"same signal just inside the gap", syscall.SIGTERM, cli.DuplicateGap - time.Millisecond, false},
+		{"same signal at the gap", syscall.SIGTERM, cli.DuplicateGap, true},
+		{"same signal long after", syscall.SIGTERM, time.Minute, true},
+		{"another signal at once", os.Interrupt, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			clock := start // written before each send, read by Stages after it receives
+			sigs := make(chan os.Signal)
+			ctx, stop := cli.StagesWithClock(context.Background(), sigs, func() time.Time { return clock })
+			defer stop()
+			force := cli.Force(ctx)
+
+			sigs <- syscall.SIGTERM
+			<-ctx.Done()
+			clock = start.Add(tt.after)
+			sigs <- tt.second
+
+			third := syscall.SIGHUP
+			forcedBySecond := false
+			select {
+			case sigs <- third:
+			case <-force.Done():
+				forcedBySecond = true
+			}
+			if forcedBySecond != tt.forces {
+				t.Fatalf("the second signal stopped at once: %v, want %v", forcedBySecond, tt.forces)
+			}
+			<-force.Done()
+			want := tt.second
+			if !tt.forces {
+				want = third
+			}
+			var se cli.SignalError
+			if cause := context.Cause(force); !errors.As(cause, &se) || se.Signal != want || se.N != 2 {
+				t.Errorf("force cause = %v, want the second signal %v", cause, want)
+			}
+		})
 	}
 }
 
@@ -58,7 +115,7 @@ func TestRunUntilForced(t *testing.T) {
 		}()
 		<-started
 		sigs <- os.Interrupt
-		sigs <- os.Interrupt
+		sigs <- syscall.SIGTERM
 		err := <-errc
 		if !errors.Is(err, cli.ErrForced) {
 			t.Fatalf("err = %v, want ErrForced", err)

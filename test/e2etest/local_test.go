@@ -128,6 +128,42 @@ func TestLocalScript(t *testing.T) {
 		}
 	}
 
+	// The demo's claim about run 2 is exact: the drops of its messages it
+	// reports are those in the broker's log, and the resends it says
+	// reached the worker are among the worker's duplicates and mismatches.
+	prefix := regexp.MustCompile(`id prefix (demo-\d+-b),`).FindStringSubmatch(out)
+	resends := regexp.MustCompile(`: \d+ orders, (\d+) duplicates, (\d+) reused ids`).FindAllStringSubmatch(out, -1)
+	if prefix == nil || len(resends) != 2 {
+		t.Fatalf("the demo does not print run 2's id prefix and both runs' resends:\n%s", out)
+	}
+	brokerLog, err := os.ReadFile(filepath.Join(dir, "log", "sbbroker.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := 0
+	for _, line := range strings.Split(string(brokerLog), "\n") {
+		if strings.Contains(line, "duplicate dropped") && strings.Contains(line, " queue=orders message_id="+prefix[1]) {
+			logged++
+		}
+	}
+	claimed := -1
+	if strings.Contains(out, "run 2: none of its messages dropped on the queue") {
+		claimed = 0
+	} else if m := regexp.MustCompile(`run 2: (\d+) of its messages dropped`).FindStringSubmatch(out); m != nil {
+		claimed, _ = strconv.Atoi(m[1])
+	}
+	if claimed != logged {
+		t.Errorf("the demo says %d of run 2's messages were dropped, the broker logged %d:\n%s", claimed, logged, out)
+	}
+	dups, _ := strconv.Atoi(resends[1][1])
+	reused, _ := strconv.Atoi(resends[1][2])
+	d, _ := summary["duplicate"].(float64)
+	mm, _ := summary["mismatch"].(float64)
+	caught := d + mm
+	if claimed == 0 && caught < float64(dups+reused) {
+		t.Errorf("the demo says run 2's %d resends all reached the worker, which caught %v duplicates and mismatches:\n%s", dups+reused, caught, out)
+	}
+
 	created, _ := summary["created"].(float64)
 	for _, s := range subscribers {
 		// cosmium does not fence an inbox marker's write (it ignores

@@ -33,16 +33,30 @@ func main() {
 	os.Exit(exitCode(err, os.Stderr))
 }
 
-// exitTiming is the exit status of a run whose timing assumptions the
-// machine broke: neither a pass nor a correctness failure.
-const exitTiming = 3
+// The exit statuses besides 0 (every invariant holds), 1 (an invariant
+// failed: simulation.ErrViolations) and 2 (a mistake on the command line).
+const (
+	// exitTiming is the exit status of a run whose timing assumptions the
+	// machine broke: neither a pass nor a correctness failure.
+	exitTiming = 3
+	// exitNoVerdict is the exit status of a run that ended without a
+	// verdict: interrupted, or stopped by an error of its own, with no
+	// report. Status 1 means a failed invariant and nothing else.
+	exitNoVerdict = 4
+)
 
 // exitCode is cli.Exit, with exitTiming for a run that matches
-// simulation.ErrTiming.
+// simulation.ErrTiming and exitNoVerdict for any other error that is not
+// simulation.ErrViolations.
 func exitCode(err error, stderr io.Writer) int {
 	code := cli.Exit("simulate", err, stderr)
-	if code == 1 && errors.Is(err, simulation.ErrTiming) {
+	switch {
+	case code != 1:
+		return code
+	case errors.Is(err, simulation.ErrTiming):
 		return exitTiming
+	case !errors.Is(err, simulation.ErrViolations):
+		return exitNoVerdict
 	}
 	return code
 }

@@ -85,7 +85,9 @@ later). Then it proves from the final state of the queues, their
 dead-letter queues, the store and the payments service that every order was
 written and charged exactly once, ends at its highest status version, was
 processed once by each inbox consumer, and that no message was lost. Exits
-with status 1 if any invariant fails.
+with status 1 if any invariant fails, and only then; with status 4 if the run
+ended without a verdict (interrupted, or stopped by an error of its own,
+with no report).
 
 The run measures its own scheduling delay. If every violation coincides
 with a timing assumption broken during a measured delay (a lock lost, or a

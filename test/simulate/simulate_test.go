@@ -220,6 +220,8 @@ func TestExitCode(t *testing.T) {
 		{fmt.Errorf("seed 1: 2 violations: %w", simulation.ErrViolations), 1},
 		{fmt.Errorf("seed 1: the machine was too busy: %w", simulation.ErrTiming), exitTiming},
 		{&cli.UsageError{Err: errors.New("bad flag")}, 2},
+		{errors.New("simulation: stalled"), exitNoVerdict},
+		{fmt.Errorf("run: %w", context.Canceled), exitNoVerdict},
 	}
 	for _, tt := range tests {
 		if got := exitCode(tt.err, io.Discard); got != tt.want {

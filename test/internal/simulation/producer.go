@@ -3,6 +3,7 @@ package simulation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -304,10 +305,18 @@ type ResubmissionCounts struct {
 // receives them from the dead-letter queue, sends a copy with the same
 // MessageId and body (without the dead-letter properties), then completes
 // the dead-lettered message. Which messages it resubmits in which round is
-// the plan's decision; the others it abandons back to the dead-letter
-// queue. It resubmits one message per MessageId per round: a second copy
-// sent within the duplicate-detection window would be dropped, and the
-// dead-lettered message it completes lost.
+// the plan's decision; the others it holds and abandons back to the
+// dead-letter queue at the end of the round. It resubmits one message per
+// MessageId per round: a second copy sent within the duplicate-detection
+// window would be dropped, and the dead-lettered message it completes lost.
+//
+// A lost lock is a timing event, not a failure: the operator receives in
+// small batches and acts on each at once, renews a message's lock before
+// it sends its copy (a message whose lock is lost then is not sent, and is
+// taken again when the dead-letter queue gives it back), and a message
+// whose complete lost its lock after its copy was sent is completed when
+// it comes back. Only the lost locks of the messages it abandons are
+// ignored: abandoning gives back what a lapsed lock gave back already.
 type operator struct {
 	out       *outlet
 	plan      *plan
@@ -315,107 +324,206 @@ type operator struct {
 	retention time.Duration
 	hist      *history
 	counts    ResubmissionCounts
+	// wrap, when set, wraps the dead-letter queue's receiver: tests lose
+	// locks with it. Nil in runs.
+	wrap func(dlqReceiver) dlqReceiver
 }
+
+// dlqReceiver is the part of *sbqueue.Receiver the operator uses.
+type dlqReceiver interface {
+	ReceiveMessages(ctx context.Context, maxMessages int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
+	CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.CompleteMessageOptions) error
+	AbandonMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.AbandonMessageOptions) error
+	RenewMessageLock(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.RenewMessageLockOptions) error
+}
+
+var _ dlqReceiver = (*sbqueue.Receiver)(nil)
+
+// operatorBatch is how many dead-lettered messages the operator receives at
+// once: it acts on each before it receives more, so that no lock waits for
+// the rest of the dead-letter queue (the compressed lock is a second).
+const operatorBatch = 16
+
+// isLockLost reports whether err is a settlement or renewal refused for a
+// lost lock.
+func isLockLost(err error) bool {
+	var sbErr *azservicebus.Error
+	return errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeLockLost
+}
+
+// dlqState is what the operator did with a dead-lettered message this
+// round.
+type dlqState int
+
+const (
+	dlqHeld          dlqState = iota + 1 // not resubmitted: abandoned at the end
+	dlqSentUncleared                     // its copy sent, its complete lost the lock
+	dlqDone                              // its copy sent and it completed
+)
 
 // resubmit runs round (1 or 2) and returns how many messages it
 // resubmitted.
 func (o *operator) resubmit(ctx context.Context, round int) (int, error) {
 	dlq := o.out.q.DeadLetterQueue()
-	n := len(dlq.Peek(1 << 30))
-	if n == 0 {
+	peeked := dlq.Peek(1 << 30)
+	if len(peeked) == 0 {
 		return 0, nil
 	}
-	r := dlq.NewReceiver()
-	defer r.Close(context.WithoutCancel(ctx))
-	var got []*azservicebus.ReceivedMessage
-	for len(got) < n {
+	// The round is over when each message in the dead-letter queue at its
+	// start has been acted on: one dead-lettered during the round (a
+	// resubmission dead-lettered again) may be received too, and held.
+	unseen := make(map[int64]bool, len(peeked))
+	for _, m := range peeked {
+		unseen[m.SequenceNumber] = true
+	}
+	sr := dlq.NewReceiver()
+	defer sr.Close(context.WithoutCancel(ctx))
+	var r dlqReceiver = sr
+	if o.wrap != nil {
+		r = o.wrap(r)
+	}
+	state := make(map[int64]dlqState)
+	var held []*azservicebus.ReceivedMessage // each lock the round holds, to abandon at its end
+	uncleared := 0
+	resubmitted := 0
+	sentIDs := make(map[string]bool) // a second copy of an id within the window would be dropped
+	for len(unseen) > 0 || uncleared > 0 {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		ms, err := r.ReceiveMessages(rctx, min(n-len(got), 5000), nil)
+		ms, err := r.ReceiveMessages(rctx, operatorBatch, nil)
 		cancel()
 		if err != nil && ctx.Err() != nil {
-			return 0, context.Cause(ctx)
+			return resubmitted, context.Cause(ctx)
 		}
 		if len(ms) == 0 {
 			break // what is left is locked elsewhere: nothing else receives from it
 		}
-		got = append(got, ms...)
+		for _, m := range ms {
+			seq := *m.SequenceNumber
+			switch state[seq] {
+			case dlqSentUncleared:
+				if err := r.CompleteMessage(ctx, m, nil); err == nil {
+					state[seq] = dlqDone
+					uncleared--
+				} else if !isLockLost(err) {
+					return resubmitted, fmt.Errorf("simulation: complete dead-lettered #%d: %w", seq, err)
+				}
+				continue
+			case dlqHeld, dlqDone: // back after its lock lapsed
+				held = append(held, m)
+				continue
+			}
+			st, err := o.resubmitOne(ctx, r, m, round, sentIDs)
+			if err != nil {
+				return resubmitted, err
+			}
+			switch st {
+			case 0: // its lock was lost before the send: taken again when it comes back
+				continue
+			case dlqHeld:
+				held = append(held, m)
+			case dlqSentUncleared:
+				uncleared++
+				resubmitted++
+			case dlqDone:
+				resubmitted++
+			}
+			state[seq] = st
+			delete(unseen, seq)
+		}
 	}
-	resubmitted := 0
-	sentIDs := make(map[string]bool) // a second copy of an id within the window would be dropped
-	for _, m := range got {
-		seq := *m.SequenceNumber
-		orderID := m.MessageID
-		if m.CorrelationID != nil {
-			orderID = *m.CorrelationID
-		}
-		if !o.plan.resubmits(m.MessageID, seq, round) || sentIDs[m.MessageID] {
-			if err := r.AbandonMessage(ctx, m, nil); err != nil {
-				return resubmitted, fmt.Errorf("simulation: abandon dead-lettered #%d: %w", seq, err)
-			}
-			continue
-		}
-		cp := m.Message()
-		props := maps.Clone(cp.ApplicationProperties)
-		delete(props, sbqueue.PropertyDeadLetterReason)
-		delete(props, sbqueue.PropertyDeadLetterErrorDescription)
-		id, props := resubmissionOf(m.MessageID, props)
-		i := slices.IndexFunc(o.out.sent, func(s Sent) bool { return s.Enqueued && s.Seq == seq })
-		if i < 0 && id != m.MessageID { // a scheduled retry: its status change's last copy sent
-			i = slices.IndexFunc(o.out.sent, func(s Sent) bool { return s.Enqueued && s.MessageID == id && !s.Resubmitted })
-		}
-		if sentIDs[id] { // a second copy of an id within the window would be dropped
-			if err := r.AbandonMessage(ctx, m, nil); err != nil {
-				return resubmitted, fmt.Errorf("simulation: abandon dead-lettered #%d: %w", seq, err)
-			}
-			continue
-		}
-		if i < 0 {
-			return resubmitted, fmt.Errorf("simulation: dead-lettered #%d (%s) was never sent", seq, m.MessageID)
-		}
-		orig := &o.out.sent[i]
-		msg := sbqueue.Message{MessageID: id, Body: cp.Body, ApplicationProperties: props}
-		if cp.ContentType != nil {
-			msg.ContentType = *cp.ContentType
-		}
-		if cp.CorrelationID != nil {
-			msg.CorrelationID = *cp.CorrelationID
-		}
-		if cp.Subject != nil {
-			msg.Subject = *cp.Subject
-		}
-		s := *orig
-		s.Resend, s.Resubmission, s.ResubmittedOf, s.Resubmitted, s.ResubmittedAs = false, true, seq, false, 0
-		s.DeadLetterReason, s.DeadLetterDescription = "", ""
-		if err := o.out.send(ctx, s, msg); err != nil {
-			return resubmitted, err
-		}
-		sentIDs[id] = true
-		orig = &o.out.sent[i] // send appended: o.out.sent may have moved
-		copySent := o.out.sent[len(o.out.sent)-1]
-		orig.Resubmitted, orig.ResubmittedAs = true, copySent.Seq
-		orig.DeadLetterReason, orig.DeadLetterDescription = deref0(m.DeadLetterReason), deref0(m.DeadLetterErrorDescription)
-		if !copySent.Enqueued {
-			o.counts.Dropped++
-		}
-		if err := r.CompleteMessage(ctx, m, nil); err != nil {
-			return resubmitted, fmt.Errorf("simulation: complete dead-lettered #%d: %w", seq, err)
-		}
-		resubmitted++
-		after := ""
-		if o.gw != nil && s.Kind.Processable() {
-			if at, ok := o.gw.firstCharge(orderID); ok && time.Since(at) >= o.retention {
-				o.counts.AfterKeyRetention++
-				after = fmt.Sprintf(", %v after its first charge: past the key retention %v", time.Since(at).Round(time.Second), o.retention)
-			}
-		}
-		o.hist.add(orderID, "", "operator resubmitted dead-lettered #%d (%s) as #%d, round %d%s", seq, orig.DeadLetterReason, copySent.Seq, round, after)
-		if round == 1 {
-			o.counts.Early++
-		} else {
-			o.counts.Late++
+	for _, m := range held {
+		if err := r.AbandonMessage(ctx, m, nil); err != nil && !isLockLost(err) {
+			return resubmitted, fmt.Errorf("simulation: abandon dead-lettered #%d: %w", *m.SequenceNumber, err)
 		}
 	}
 	return resubmitted, nil
+}
+
+// resubmitOne acts on dead-lettered message m in round: it holds m when
+// the plan does not resubmit it or its id was resubmitted this round,
+// else sends its copy and completes it. It returns 0 when m's lock was
+// lost before the send (nothing sent), dlqSentUncleared when the complete
+// lost it after.
+func (o *operator) resubmitOne(ctx context.Context, r dlqReceiver, m *azservicebus.ReceivedMessage, round int, sentIDs map[string]bool) (dlqState, error) {
+	seq := *m.SequenceNumber
+	orderID := m.MessageID
+	if m.CorrelationID != nil {
+		orderID = *m.CorrelationID
+	}
+	if !o.plan.resubmits(m.MessageID, seq, round) || sentIDs[m.MessageID] {
+		return dlqHeld, nil
+	}
+	cp := m.Message()
+	props := maps.Clone(cp.ApplicationProperties)
+	delete(props, sbqueue.PropertyDeadLetterReason)
+	delete(props, sbqueue.PropertyDeadLetterErrorDescription)
+	id, props := resubmissionOf(m.MessageID, props)
+	i := slices.IndexFunc(o.out.sent, func(s Sent) bool { return s.Enqueued && s.Seq == seq })
+	if i < 0 && id != m.MessageID { // a scheduled retry: its status change's last copy sent
+		i = slices.IndexFunc(o.out.sent, func(s Sent) bool { return s.Enqueued && s.MessageID == id && !s.Resubmitted })
+	}
+	if sentIDs[id] { // a second copy of an id within the window would be dropped
+		return dlqHeld, nil
+	}
+	if i < 0 {
+		return 0, fmt.Errorf("simulation: dead-lettered #%d (%s) was never sent", seq, m.MessageID)
+	}
+	// The lock must outlive the send, so that the complete after it
+	// succeeds: a message whose lock is already lost is not sent.
+	if err := r.RenewMessageLock(ctx, m, nil); err != nil {
+		if isLockLost(err) {
+			o.hist.add(orderID, "", "operator: the lock of dead-lettered #%d was lost before its resubmission; taken again when it comes back, round %d", seq, round)
+			return 0, nil
+		}
+		return 0, fmt.Errorf("simulation: renew dead-lettered #%d: %w", seq, err)
+	}
+	orig := &o.out.sent[i]
+	msg := sbqueue.Message{MessageID: id, Body: cp.Body, ApplicationProperties: props}
+	if cp.ContentType != nil {
+		msg.ContentType = *cp.ContentType
+	}
+	if cp.CorrelationID != nil {
+		msg.CorrelationID = *cp.CorrelationID
+	}
+	if cp.Subject != nil {
+		msg.Subject = *cp.Subject
+	}
+	s := *orig
+	s.Resend, s.Resubmission, s.ResubmittedOf, s.Resubmitted, s.ResubmittedAs = false, true, seq, false, 0
+	s.DeadLetterReason, s.DeadLetterDescription = "", ""
+	if err := o.out.send(ctx, s, msg); err != nil {
+		return 0, err
+	}
+	sentIDs[id] = true
+	orig = &o.out.sent[i] // send appended: o.out.sent may have moved
+	copySent := o.out.sent[len(o.out.sent)-1]
+	orig.Resubmitted, orig.ResubmittedAs = true, copySent.Seq
+	orig.DeadLetterReason, orig.DeadLetterDescription = deref0(m.DeadLetterReason), deref0(m.DeadLetterErrorDescription)
+	if !copySent.Enqueued {
+		o.counts.Dropped++
+	}
+	st := dlqDone
+	if err := r.CompleteMessage(ctx, m, nil); err != nil {
+		if !isLockLost(err) {
+			return 0, fmt.Errorf("simulation: complete dead-lettered #%d: %w", seq, err)
+		}
+		st = dlqSentUncleared
+		o.hist.add(orderID, "", "operator: the complete of dead-lettered #%d lost its lock after its resubmission; completed when it comes back, round %d", seq, round)
+	}
+	after := ""
+	if o.gw != nil && s.Kind.Processable() {
+		if at, ok := o.gw.firstCharge(orderID); ok && time.Since(at) >= o.retention {
+			o.counts.AfterKeyRetention++
+			after = fmt.Sprintf(", %v after its first charge: past the key retention %v", time.Since(at).Round(time.Second), o.retention)
+		}
+	}
+	o.hist.add(orderID, "", "operator resubmitted dead-lettered #%d (%s) as #%d, round %d%s", seq, orig.DeadLetterReason, copySent.Seq, round, after)
+	if round == 1 {
+		o.counts.Early++
+	} else {
+		o.counts.Late++
+	}
+	return st, nil
 }
 
 func deref0(s *string) string {
