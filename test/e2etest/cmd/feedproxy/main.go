@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	env := cli.NewEnv(fs, getenv)
 	env.String(&c.Addr, "addr", "FEEDPROXY_ADDR", "127.0.0.1:8082", "address to listen on")
 	env.String(&c.CosmosEndpoint, "cosmos-endpoint", "FEEDPROXY_COSMOS_ENDPOINT", "", "cosmium's endpoint, the proxy's target")
-	env.String(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "cosmium's account key")
+	env.Secret(&c.CosmosKey, "cosmos-key", "COSMOS_KEY", "", "cosmium's account key")
 	env.String(&c.CosmosDatabase, "cosmos-database", "COSMOS_DATABASE", "orders", "database of the container whose change feed is served")
 	env.String(&c.CosmosContainer, "cosmos-container", "COSMOS_CONTAINER", "orders", "container whose change feed is served")
 	env.Duration(&c.Rescan, "rescan", "FEEDPROXY_RESCAN", defaultRescan, "how often a change feed read lists the whole container, to find writes that did not go through the proxy (0: every read); the writes through it are read by id")

@@ -89,3 +89,22 @@ func TestRun_ServesAndForwards(t *testing.T) {
 		t.Fatal("run did not return after the signal")
 	}
 }
+
+// TestHelpMasksTheKey: -h prints the key's default masked when it comes
+// from the environment, as the commands' help does.
+func TestHelpMasksTheKey(t *testing.T) {
+	const key = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+	var stderr strings.Builder
+	err := run(context.Background(), []string{"-h"}, func(k string) string {
+		return map[string]string{"COSMOS_KEY": key}[k]
+	}, io.Discard, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "-cosmos-key") {
+		t.Fatalf("no -cosmos-key in the help:\n%s", stderr.String())
+	}
+	if strings.Contains(stderr.String(), key[:8]) {
+		t.Errorf("the help prints the key:\n%s", stderr.String())
+	}
+}
