@@ -143,6 +143,9 @@ func (s *Store) readAt(ctx context.Context, pk, id string, token uint64) (Item, 
 	if p := checkID(id); p != nil {
 		return Item{}, 0, &StatusError{Op: opReadDocument, PartitionKey: pk, ID: id, Index: -1, StatusCode: p.status, Reason: p.reason}
 	}
+	if err := s.failure(OpRead, opReadDocument, pk, id); err != nil {
+		return Item{}, 0, err
+	}
 	notFound := &StatusError{Op: opReadDocument, PartitionKey: pk, ID: id, Index: -1, StatusCode: http.StatusNotFound, Reason: "no such document"}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -51,6 +51,16 @@
 // reports one failure too, but does not document which one it picks when a
 // batch has several: a caller that depends on which is wrong either way.
 //
+// # Outages
+//
+// SetOutage makes the store fail some of its calls until the outage ends:
+// the writes only, one operation, or the partition key values of one
+// physical partition (HashRange), with Cosmos DB's status for the failure
+// it stands for: WriteRegionOutage, ReadOnlyRole, StorageQuota and
+// HotPartition. Ping, the circuit breaker's probe, is a point read, as
+// cosmosstore's: it fails only when reads of its partition do, so these
+// outages are the ones such a probe cannot see.
+//
 // # Simplifications
 //
 // The store stands for one container partitioned on one top-level field
@@ -84,6 +94,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
@@ -115,6 +126,8 @@ type Store struct {
 	defaultTTLSet bool
 	// lag is the replica-lag mode's state (lag.go); nil when it is off.
 	lag *lagState
+	// outage is the outage in progress (outage.go), or nil.
+	outage atomic.Pointer[Outage]
 }
 
 var (
@@ -170,6 +183,9 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []idempoten
 	}
 	if len(docs) == 0 {
 		return nil, fmt.Errorf("memstore: %s %q: no documents to create", op, pk)
+	}
+	if err := s.failure(OpCreate, op, pk, ""); err != nil {
+		return nil, err
 	}
 	fail := func(i int, p *problem) error {
 		e := &StatusError{Op: op, PartitionKey: pk, Index: i, StatusCode: p.status, SubStatus: p.subStatus, Reason: p.reason}
@@ -250,6 +266,9 @@ func (s *Store) read(ctx context.Context, op, pk, id string) (Item, error) {
 	if p := checkID(id); p != nil {
 		return Item{}, &StatusError{Op: op, PartitionKey: pk, ID: id, Index: -1, StatusCode: p.status, Reason: p.reason}
 	}
+	if err := s.failure(OpRead, op, pk, id); err != nil {
+		return Item{}, err
+	}
 	it, ok := s.Get(pk, id)
 	if !ok {
 		return Item{}, &StatusError{Op: op, PartitionKey: pk, ID: id, Index: -1, StatusCode: http.StatusNotFound, Reason: "no such document"}
@@ -271,6 +290,9 @@ func (s *Store) ReplaceDocument(ctx context.Context, pk string, d idempotent.Doc
 	}
 	if p := checkID(d.ID); p != nil {
 		return "", fail(p.status, p.reason)
+	}
+	if err := s.failure(OpReplace, opReplaceDocument, pk, d.ID); err != nil {
+		return "", err
 	}
 	p, err := parseDocument(s.pkField, pk, d)
 	if err != nil {
