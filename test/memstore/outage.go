@@ -109,10 +109,12 @@ func HotPartition(partitionKeys func(pk string) bool) Outage {
 }
 
 // HashRange returns a selector of the partition key values that physical
-// partition i of n holds: the i-th of n equal ranges of the hash space, as
-// ChangeFeedOptions.Ranges splits it into feed ranges. One partition of
-// four down is HashRange(0, 4) in an Outage's PartitionKeys. It panics
-// unless 0 <= i < n, a mistake of the test.
+// partition i of n holds: the i-th of n equal ranges of a hash space, as
+// Cosmos DB gives each physical partition a range of the hash of the
+// partition key value, so that about one value in n falls in each, however
+// alike the values are. One partition of four down is HashRange(0, 4) in an
+// Outage's PartitionKeys. It panics unless 0 <= i < n, a mistake of the
+// test.
 func HashRange(i, n int) func(pk string) bool {
 	if n < 1 || i < 0 || i >= n {
 		panic("memstore: HashRange wants 0 <= i < n")
@@ -120,9 +122,21 @@ func HashRange(i, n int) func(pk string) bool {
 	const space = uint64(1) << 32
 	lo, hi := space*uint64(i)/uint64(n), space*uint64(i+1)/uint64(n)
 	return func(pk string) bool {
-		h := hashKey(pk)
-		return h >= lo && h < hi
+		h := mix32(uint32(hashKey(pk)))
+		return uint64(h) >= lo && uint64(h) < hi
 	}
+}
+
+// mix32 is MurmurHash3's finalizer: it spreads hashKey's FNV-1a value,
+// whose high bits barely change between keys that differ in their last
+// characters (ord-001, ord-002), over the whole space.
+func mix32(h uint32) uint32 {
+	h ^= h >> 16
+	h *= 0x85ebca6b
+	h ^= h >> 13
+	h *= 0xc2b2ae35
+	h ^= h >> 16
+	return h
 }
 
 // SetOutage starts o, replacing the outage in progress if there is one,

@@ -102,7 +102,8 @@ func TestOutageFailsOnlyItsOperationsAndPartitions(t *testing.T) {
 }
 
 // TestHashRangePartitionsTheKeys: the n ranges of HashRange hold every
-// key exactly once, each about a quarter of them for n = 4.
+// key exactly once, each about a quarter of them for n = 4
+// (within a tenth), though they differ only in their last characters.
 func TestHashRangePartitionsTheKeys(t *testing.T) {
 	const n, keys = 4, 4000
 	ranges := make([]func(string) bool, n)
@@ -113,7 +114,7 @@ func TestHashRangePartitionsTheKeys(t *testing.T) {
 	for k := range keys {
 		in := 0
 		for i, r := range ranges {
-			if r(fmt.Sprintf("ord-%d", k)) {
+			if r(fmt.Sprintf("ord-%03d", k)) { // alike keys, as orders' are
 				counts[i]++
 				in++
 			}
@@ -123,7 +124,7 @@ func TestHashRangePartitionsTheKeys(t *testing.T) {
 		}
 	}
 	for i, c := range counts {
-		if c < keys/n/2 || c > keys/n*2 {
+		if c < keys/n*9/10 || c > keys/n*11/10 {
 			t.Errorf("range %d holds %d of %d keys, want about %d", i, c, keys, keys/n)
 		}
 	}
