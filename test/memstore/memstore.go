@@ -81,8 +81,10 @@
 // so no id this store accepts is refused by Cosmos DB. The change feed
 // (see ChangeFeed) is read from a write log that keeps only each live
 // document's latest write, which is all its latest version mode returns,
-// so the store's memory is bounded by its live documents however long it
-// runs.
+// and a partition whose documents have all expired or been deleted leaves
+// nothing behind (in the replica-lag mode, once its ReplicaLag.Window has
+// passed), so the store's memory is bounded by its live documents, and
+// those written within the lag's window, however long it runs.
 package memstore
 
 import (
@@ -240,8 +242,8 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []idempoten
 	etags := make([]string, len(docs))
 	for i, d := range docs {
 		it := &Item{PartitionKey: pk, ID: d.ID}
+		part[d.ID] = it // before the write, whose sweep drops empty partitions
 		s.write(it, d.Body, parsedDocs[i].ttl)
-		part[d.ID] = it
 		etags[i] = it.ETag
 	}
 	s.commitLag(pk)
@@ -322,7 +324,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, pk string, d idempotent.Doc
 func (s *Store) live(pk, id string) (*Item, bool) {
 	it, ok := s.parts[pk][id]
 	if ok && !it.ExpiresAt.IsZero() && !s.now().Before(it.ExpiresAt) {
-		delete(s.parts[pk], id)
+		s.remove(pk, id)
 		s.unlog(it)
 		return nil, false
 	}
@@ -377,10 +379,21 @@ func (s *Store) Delete(pk, id string) bool {
 	if !ok {
 		return false
 	}
-	delete(s.parts[pk], id)
+	s.remove(pk, id)
 	s.unlog(it)
 	s.forgetVersions(pk, id)
 	return true
+}
+
+// remove drops the document pk/id from the store, and the partition with
+// its last document, so that the store holds nothing for a partition whose
+// documents have all expired or been deleted. s.mu must be held.
+func (s *Store) remove(pk, id string) {
+	part := s.parts[pk]
+	delete(part, id)
+	if len(part) == 0 {
+		delete(s.parts, pk)
+	}
 }
 
 // Items returns a copy of every live document, ordered by partition key and
