@@ -631,7 +631,6 @@ func (b *Breaker) stop(next time.Time) {
 		b.opened++
 	}
 	b.nextAttempt = next
-	b.trial = false
 	if b.cancelRx != nil {
 		b.cancelRx() // the receive in progress would only bring more failures
 	}
