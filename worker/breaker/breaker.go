@@ -79,9 +79,9 @@ type Options struct {
 	// probe succeeded before its first trial: since the probe cannot tell
 	// whether the dependency is back, only deliveries can, and each trial
 	// costs the messages at the head of the queue a delivery (at most
-	// TrialLimit of them). It doubles with each failed trial up to MaxTrialBackoff, and
-	// starts again from TrialBackoff once the breaker has stayed closed for
-	// TrialBackoff. With the defaults, 10m and 40m, trials come 10, 30, 70
+	// TrialLimit of them). It doubles with each failed trial up to
+	// MaxTrialBackoff, and starts again from TrialBackoff once the breaker
+	// has stayed closed for TrialBackoff. With the defaults, 10m and 40m, trials come 10, 30, 70
 	// and 110 minutes into an outage: an hour costs each message at most
 	// five deliveries of the queue's MaxDeliveryCount (three before the
 	// breaker opened, two trials), two hours seven. A worker on a
