@@ -99,7 +99,7 @@ func (h *workerHealth) started() { h.status.Started() }
 func (h *workerHealth) watch(w *worker.Worker, b *breaker.Breaker, peek func(context.Context) error) {
 	h.status.AddReady("breaker", func(context.Context) error {
 		if state := b.State(); state != breaker.Closed {
-			return errors.New("circuit breaker " + state.String() + ": the store or the payments service fails; receiving paused until their probe answers")
+			return errors.New("circuit breaker " + state.String() + ": the store or the payments service fails; receiving paused until their probe answers, or a trial delivery succeeds for an outage the probe cannot see")
 		}
 		return nil
 	})

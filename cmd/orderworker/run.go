@@ -310,10 +310,18 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Providers, logger
 // service, the breaker probes them: if the probe fails, it stops receiving
 // and probes until they answer (an outage costs the in-flight deliveries,
 // not the backlog); if it succeeds, the failures are the messages' own and
-// do not count again.
+// do not count again. Five orders failing again (three deliveries each in a
+// row) within the last 50 deliveries open it even when the probe answers
+// (breaker.SpreadFor the concurrency): an outage the probe cannot see, such
+// as a store that refuses writes or an acquirer outage behind a payments
+// service whose /healthz answers; trial deliveries, 10 minutes after and
+// then with a doubling wait up to 40 minutes, close it (each trial lets up
+// to concurrency-1 failing messages through, past poison messages at the
+// head of the queue).
 func workerOptions(cfg config, tel *telemetry.Providers, logger *slog.Logger, r worker.Receiver, probe func(context.Context) error,
 	cacheStats func() idempotent.CacheStats, requestCharge func() float64, o *worker.Options) (worker.Receiver, *breaker.Breaker, error) {
-	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe}
+	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe,
+		Spread: breaker.SpreadFor(cfg.Concurrency), TrialLimit: breaker.TrialLimitFor(cfg.Concurrency)}
 	if tel.Enabled() {
 		t, err := otelworker.New(otelworker.Options{
 			TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider, Propagator: tel.Propagator, Queue: cfg.Queue,

@@ -253,7 +253,7 @@ func (s *Store) sweepExpired() {
 	kept := s.writes[:0]
 	for _, it := range s.writes {
 		if !it.ExpiresAt.IsZero() && !now.Before(it.ExpiresAt) {
-			delete(s.parts[it.PartitionKey], it.ID)
+			s.remove(it.PartitionKey, it.ID)
 			continue
 		}
 		kept = append(kept, it)
@@ -261,6 +261,7 @@ func (s *Store) sweepExpired() {
 	clear(s.writes[len(kept):])
 	s.writes = kept
 	s.swept = len(kept)
+	s.forgetIdleLag(now)
 }
 
 // withSystemProperties returns body, a JSON object, with Cosmos DB's _etag

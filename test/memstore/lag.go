@@ -116,6 +116,26 @@ func (s *Store) commitLag(pk string) {
 	l.at[pk] = trimTo(append(at, s.now()), l.cfg.Versions+1)
 }
 
+// forgetIdleLag drops the lag mode's state of every partition that holds
+// no document and whose last write every replica has applied (committed
+// more than Window ago): a read of it can only see the latest state, which
+// has no document, so the state says nothing. Without a Window a replica
+// may lag for ever, and the state stays. s.mu must be held.
+func (s *Store) forgetIdleLag(now time.Time) {
+	l := s.lag
+	if l == nil || l.cfg.Window <= 0 {
+		return
+	}
+	for pk, at := range l.at {
+		if _, live := s.parts[pk]; live || len(at) == 0 || now.Sub(at[len(at)-1]) < l.cfg.Window {
+			continue
+		}
+		delete(l.log, pk)
+		delete(l.at, pk)
+		delete(l.docs, pk)
+	}
+}
+
 // forgetVersions drops the history of pk/id, deleted. s.mu must be held.
 func (s *Store) forgetVersions(pk, id string) {
 	if s.lag != nil {
@@ -142,6 +162,9 @@ func (s *Store) readAt(ctx context.Context, pk, id string, token uint64) (Item, 
 	}
 	if p := checkID(id); p != nil {
 		return Item{}, 0, &StatusError{Op: opReadDocument, PartitionKey: pk, ID: id, Index: -1, StatusCode: p.status, Reason: p.reason}
+	}
+	if err := s.failure(OpRead, opReadDocument, pk, id); err != nil {
+		return Item{}, 0, err
 	}
 	notFound := &StatusError{Op: opReadDocument, PartitionKey: pk, ID: id, Index: -1, StatusCode: http.StatusNotFound, Reason: "no such document"}
 	s.mu.Lock()

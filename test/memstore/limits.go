@@ -52,8 +52,9 @@ const (
 //
 // It matches the sentinel errors of package idempotent with errors.Is:
 // 409 idempotent.ErrAlreadyExists, 404 idempotent.ErrNotFound, 412
-// idempotent.ErrPreconditionFailed, and 400 (every 400 this store returns is
-// caused by the request's content) and 413 idempotent.ErrRejected.
+// idempotent.ErrPreconditionFailed, 400 (every 400 this store returns is
+// caused by the request's content) and 413 idempotent.ErrRejected, and the
+// 429 and 503 of an Outage idempotent.ErrTransient.
 type StatusError struct {
 	Op           string // "create order", "read order", "create documents", "read document" or "replace document"
 	PartitionKey string
@@ -101,6 +102,8 @@ func (e *StatusError) Is(target error) bool {
 		return target == idempotent.ErrPreconditionFailed
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
 		return target == idempotent.ErrRejected
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable: // an Outage's
+		return target == idempotent.ErrTransient
 	}
 	return false
 }

@@ -51,6 +51,16 @@
 // reports one failure too, but does not document which one it picks when a
 // batch has several: a caller that depends on which is wrong either way.
 //
+// # Outages
+//
+// SetOutage makes the store fail some of its calls until the outage ends:
+// the writes only, one operation, or the partition key values of one
+// physical partition (HashRange), with Cosmos DB's status for the failure
+// it stands for: WriteRegionOutage, ReadOnlyRole, StorageQuota and
+// HotPartition. Ping, the circuit breaker's probe, is a point read, as
+// cosmosstore's: it fails only when reads of its partition do, so these
+// outages are the ones such a probe cannot see.
+//
 // # Simplifications
 //
 // The store stands for one container partitioned on one top-level field
@@ -71,8 +81,10 @@
 // so no id this store accepts is refused by Cosmos DB. The change feed
 // (see ChangeFeed) is read from a write log that keeps only each live
 // document's latest write, which is all its latest version mode returns,
-// so the store's memory is bounded by its live documents however long it
-// runs.
+// and a partition whose documents have all expired or been deleted leaves
+// nothing behind (in the replica-lag mode, once its ReplicaLag.Window has
+// passed), so the store's memory is bounded by its live documents, and
+// those written within the lag's window, however long it runs.
 package memstore
 
 import (
@@ -84,6 +96,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
@@ -115,6 +128,8 @@ type Store struct {
 	defaultTTLSet bool
 	// lag is the replica-lag mode's state (lag.go); nil when it is off.
 	lag *lagState
+	// outage is the outage in progress (outage.go), or nil.
+	outage atomic.Pointer[Outage]
 }
 
 var (
@@ -171,6 +186,9 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []idempoten
 	if len(docs) == 0 {
 		return nil, fmt.Errorf("memstore: %s %q: no documents to create", op, pk)
 	}
+	if err := s.failure(OpCreate, op, pk, ""); err != nil {
+		return nil, err
+	}
 	fail := func(i int, p *problem) error {
 		e := &StatusError{Op: op, PartitionKey: pk, Index: i, StatusCode: p.status, SubStatus: p.subStatus, Reason: p.reason}
 		if i >= 0 {
@@ -224,8 +242,8 @@ func (s *Store) createBatch(ctx context.Context, op, pk string, docs []idempoten
 	etags := make([]string, len(docs))
 	for i, d := range docs {
 		it := &Item{PartitionKey: pk, ID: d.ID}
+		part[d.ID] = it // before the write, whose sweep drops empty partitions
 		s.write(it, d.Body, parsedDocs[i].ttl)
-		part[d.ID] = it
 		etags[i] = it.ETag
 	}
 	s.commitLag(pk)
@@ -250,6 +268,9 @@ func (s *Store) read(ctx context.Context, op, pk, id string) (Item, error) {
 	if p := checkID(id); p != nil {
 		return Item{}, &StatusError{Op: op, PartitionKey: pk, ID: id, Index: -1, StatusCode: p.status, Reason: p.reason}
 	}
+	if err := s.failure(OpRead, op, pk, id); err != nil {
+		return Item{}, err
+	}
 	it, ok := s.Get(pk, id)
 	if !ok {
 		return Item{}, &StatusError{Op: op, PartitionKey: pk, ID: id, Index: -1, StatusCode: http.StatusNotFound, Reason: "no such document"}
@@ -271,6 +292,9 @@ func (s *Store) ReplaceDocument(ctx context.Context, pk string, d idempotent.Doc
 	}
 	if p := checkID(d.ID); p != nil {
 		return "", fail(p.status, p.reason)
+	}
+	if err := s.failure(OpReplace, opReplaceDocument, pk, d.ID); err != nil {
+		return "", err
 	}
 	p, err := parseDocument(s.pkField, pk, d)
 	if err != nil {
@@ -300,7 +324,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, pk string, d idempotent.Doc
 func (s *Store) live(pk, id string) (*Item, bool) {
 	it, ok := s.parts[pk][id]
 	if ok && !it.ExpiresAt.IsZero() && !s.now().Before(it.ExpiresAt) {
-		delete(s.parts[pk], id)
+		s.remove(pk, id)
 		s.unlog(it)
 		return nil, false
 	}
@@ -355,10 +379,21 @@ func (s *Store) Delete(pk, id string) bool {
 	if !ok {
 		return false
 	}
-	delete(s.parts[pk], id)
+	s.remove(pk, id)
 	s.unlog(it)
 	s.forgetVersions(pk, id)
 	return true
+}
+
+// remove drops the document pk/id from the store, and the partition with
+// its last document, so that the store holds nothing for a partition whose
+// documents have all expired or been deleted. s.mu must be held.
+func (s *Store) remove(pk, id string) {
+	part := s.parts[pk]
+	delete(part, id)
+	if len(part) == 0 {
+		delete(s.parts, pk)
+	}
 }
 
 // Items returns a copy of every live document, ordered by partition key and

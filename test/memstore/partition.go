@@ -22,6 +22,9 @@ func (s *Store) ReadPartition(ctx context.Context, pk string) ([][]byte, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := s.failure(OpRead, "read partition", pk, ""); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ids := make([]string, 0, len(s.parts[pk]))

@@ -42,6 +42,9 @@ func (s *Store) PatchDocument(ctx context.Context, pk, id string, p idempotent.P
 	if pr := checkID(id); pr != nil {
 		return "", fail(pr)
 	}
+	if err := s.failure(OpPatch, opPatchDocument, pk, id); err != nil {
+		return "", err
+	}
 	if len(p.Ops) == 0 || len(p.Ops) > idempotent.MaxPatchOps {
 		return "", fail(badRequest("a patch has 1 to %d operations, not %d", idempotent.MaxPatchOps, len(p.Ops)))
 	}

@@ -1,9 +1,11 @@
 package paymentservice
 
 import (
-	"github.com/idempotent-consumer/sbcosmos/payments"
+	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/payments"
 )
 
 // FaultKind is what a [Fault] does to one request.
@@ -77,4 +79,56 @@ type FaultRequest struct {
 	// lets a fault function fail, say, the first two attempts of every key,
 	// deterministically.
 	Attempt int
+}
+
+// Outage is a failure of the payments service that lasts until it is
+// ended, unlike a [Fault], which a [ServiceOptions.Faults] function decides
+// request by request: every POST /payments answers Status with a problem
+// document before the service looks at its key, so nothing is charged or
+// replayed and no key is claimed. GET /healthz, the lookup
+// (GET /payments?orderId=) and GET /payments/{paymentId} go on answering:
+// they read the service's own ledger. Set it with [Service.SetOutage].
+type Outage struct {
+	// Status is the answer to every capture; zero means 503 Service
+	// Unavailable.
+	Status int
+	// RetryAfter, if positive, sets a Retry-After header (in seconds,
+	// rounded up) on the answers.
+	RetryAfter time.Duration
+}
+
+// AcquirerOutage stands for an outage of the acquirer (the processor or
+// card network) behind the payments service: the service's own process
+// runs, so its health endpoint answers 200 and a circuit breaker that
+// probes it (payments.Client.Ping, GET /healthz) sees nothing, while every
+// capture, which needs the acquirer, answers 503.
+func AcquirerOutage() Outage { return Outage{Status: http.StatusServiceUnavailable} }
+
+// SetOutage starts o, replacing the outage in progress if there is one,
+// and returns the function that ends it. Requests already past their check
+// are not affected. It is safe for concurrent use.
+func (s *Service) SetOutage(o Outage) (end func()) {
+	if o.Status == 0 {
+		o.Status = http.StatusServiceUnavailable
+	}
+	p := &o
+	s.outage.Store(p)
+	return func() { s.outage.CompareAndSwap(p, nil) }
+}
+
+// EndOutage ends the outage in progress, if there is one. It is safe for
+// concurrent use.
+func (s *Service) EndOutage() { s.outage.Store(nil) }
+
+// failOutage answers a capture during an outage and reports whether it did.
+func (s *Service) failOutage(w http.ResponseWriter) bool {
+	o := s.outage.Load()
+	if o == nil {
+		return false
+	}
+	if o.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((o.RetryAfter+time.Second-1)/time.Second), 10))
+	}
+	writeProblem(w, o.Status, "outage: the service cannot capture payments now")
+	return true
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,6 +56,7 @@ type Service struct {
 	now       func() time.Time
 	faults    func(FaultRequest) Fault
 	mux       *http.ServeMux
+	outage    atomic.Pointer[Outage] // the outage in progress (see SetOutage), or nil
 
 	mu        sync.Mutex
 	keys      map[string]*keyEntry
@@ -168,6 +170,9 @@ type decision struct {
 }
 
 func (s *Service) capture(w http.ResponseWriter, r *http.Request) {
+	if s.failOutage(w) {
+		return
+	}
 	key, err := payments.ParseKey(r.Header.Get(payments.HeaderIdempotencyKey))
 	if err != nil {
 		writeProblem(w, http.StatusBadRequest, err.Error())

@@ -20,7 +20,9 @@ import (
 
 const (
 	breakerConcurrency = 4
-	breakerThreshold   = 5 // what orderworker uses
+	breakerThreshold   = 5                     // what orderworker uses
+	breakerSpread      = breaker.DefaultSpread // what orderworker uses
+	breakerTrialLimit  = 7                     // orderworker's for its concurrency of 8
 	breakerBacklog     = 100
 )
 

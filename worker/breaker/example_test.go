@@ -29,6 +29,7 @@ func ExampleNew() {
 	ping := func(ctx context.Context) error { return nil } // e.g. a cheap read of the store
 	b, err := breaker.New(breaker.Options{
 		Threshold:  5,
+		Spread:     breaker.SpreadFor(2), // failing entities that open it whatever the probe says
 		Probe:      ping,
 		MinBackoff: time.Second,
 		MaxBackoff: time.Minute,

@@ -76,7 +76,7 @@ func TestBreakerPoisonMessagesDoNotStopTheWorker(t *testing.T) {
 		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, slog.New(logs), worker.Options{
 			Concurrency: 8, SummaryInterval: -1,
-			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold, Probe: probeWhileDown(&h.down, &probes)}),
+			Gate: newBreaker(t, &b, slog.New(logs), breaker.Options{Threshold: breakerThreshold, Spread: breakerSpread, TrialLimit: breakerTrialLimit, Probe: probeWhileDown(&h.down, &probes)}),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -159,7 +159,7 @@ func TestBreakerExcusesAfterTheProbeCloses(t *testing.T) {
 		var b *breaker.Breaker
 		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{
 			Concurrency: 8, SummaryInterval: -1,
-			Gate: newBreaker(t, &b, nil, breaker.Options{Threshold: breakerThreshold, Probe: probeWhileDown(&h.down, nil)}),
+			Gate: newBreaker(t, &b, nil, breaker.Options{Threshold: breakerThreshold, Spread: breakerSpread, TrialLimit: breakerTrialLimit, Probe: probeWhileDown(&h.down, nil)}),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -177,6 +177,69 @@ func TestBreakerExcusesAfterTheProbeCloses(t *testing.T) {
 		if s.Completed != healthy || s.DeadLettered != poison || b.Opened() != 1 || b.Paused() {
 			t.Errorf("%d completed, %d dead-lettered, breaker opened %d times (open now %v); want %d completed, the %d poison dead-lettered, no reopening",
 				s.Completed, s.DeadLettered, b.Opened(), b.Paused(), healthy, poison)
+		}
+		stop()
+	})
+}
+
+// manyPoisonHandler fails every message whose id starts with "poison" with
+// a StoreError of its own entity (the id), each delivery; else it creates.
+type manyPoisonHandler struct{ created atomic.Int64 }
+
+func (h *manyPoisonHandler) Process(ctx context.Context, m idempotent.Message) idempotent.Result {
+	if strings.HasPrefix(m.ID, "poison") {
+		return idempotent.StoreFailure(m.ID, "read for status change", errUndecodable)
+	}
+	h.created.Add(1)
+	return idempotent.Result{Outcome: idempotent.Created, Key: m.ID}
+}
+
+// TestBreakerPoisonAtTheHeadPassedByTheFirstTrial: six poison entities,
+// with the deployment's options (concurrency 8, spread 5, trial limit 7),
+// fail on every delivery while the probe answers and return to the head of
+// the queue after each: six entities failing again, they look like an
+// outage the probe cannot see and open the breaker (the spread rule's
+// documented limit). Orders sent meanwhile wait behind them. The first
+// trial, after TrialBackoff (10 min), lets the six fail one by one and
+// reaches an order, which closes the breaker: the trial got past the six,
+// so they no longer count in the spread, the orders flow, and the broker
+// dead-letters only the poison messages. With a trial limit of the spread
+// (5) no trial could get past the sixth, and each would cost the six a
+// delivery, doubling the wait, until the broker dead-lettered them hours
+// later.
+func TestBreakerPoisonAtTheHeadPassedByTheFirstTrial(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const poison, healthy = 6, 200
+		q := backlogQueue(t, 0)
+		send(t, q, "poison-%d", 0, poison)
+		h := &manyPoisonHandler{}
+		var b *breaker.Breaker
+		w, err := worker.New(q.NewReceiver(), h, nil, worker.Options{
+			Concurrency: 8, SummaryInterval: -1,
+			Gate: newBreaker(t, &b, nil, breaker.Options{Threshold: breakerThreshold, Spread: breakerSpread, TrialLimit: breakerTrialLimit,
+				Probe: func(context.Context) error { return nil }}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := run(t, w)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if !b.Paused() || b.Opened() != 1 {
+			t.Fatalf("breaker paused %v, opened %d times; want the six poison entities to open it", b.Paused(), b.Opened())
+		}
+		send(t, q, "m-%03d", 0, healthy)
+		time.Sleep(10 * time.Minute) // the first trial comes 10 min after the opening
+		synctest.Wait()
+		s := q.Snapshot()
+		t.Logf("%d deliveries, %d completed, %d dead-lettered, breaker opened %d times, paused %v", s.Delivered, s.Completed, s.DeadLettered, b.Opened(), b.Paused())
+		if h.created.Load() != healthy || b.Paused() || b.Opened() != 1 {
+			t.Errorf("%d of %d orders created, breaker paused %v, opened %d times; want all created after the first trial, no reopening", h.created.Load(), healthy, b.Paused(), b.Opened())
+		}
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if s := q.Snapshot(); s.DeadLettered != poison || s.Completed != healthy || b.Opened() != 1 {
+			t.Errorf("%d dead-lettered, %d completed, breaker opened %d times; want the %d poison dead-lettered, the %d orders completed, one opening", s.DeadLettered, s.Completed, b.Opened(), poison, healthy)
 		}
 		stop()
 	})

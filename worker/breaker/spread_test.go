@@ -1,0 +1,179 @@
+package breaker_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idempotent-consumer/sbcosmos/idempotent"
+	"github.com/idempotent-consumer/sbcosmos/worker"
+	"github.com/idempotent-consumer/sbcosmos/worker/breaker"
+)
+
+func failed(key string) worker.Decision {
+	return worker.Decision{Telling: true, Result: idempotent.Result{Outcome: idempotent.Transient, Key: key, Reason: idempotent.ReasonStoreUnavailable, Err: errStoreDown}}
+}
+
+func succeeded(key string) worker.Decision {
+	return worker.Decision{Telling: true, Result: idempotent.Result{Outcome: idempotent.Created, Key: key}}
+}
+
+// admit calls b.Admit as the receive loop does and reports the Admission
+// if it returned one before the bubble blocked; otherwise it gives up the
+// call. Call it in a synctest bubble.
+func admit(b *breaker.Breaker) (worker.Admission, bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan worker.Admission, 1)
+	go func() {
+		if _, a, ok := b.Admit(ctx, context.Background()); ok {
+			got <- a
+		}
+	}()
+	synctest.Wait()
+	select {
+	case a := <-got:
+		return a, true
+	default:
+		cancel()
+		synctest.Wait()
+		return worker.Admission{}, false
+	}
+}
+
+// TestSpreadOpensOnFiveEntitiesFailingAgain states the spread rule with
+// its numbers, with a probe that always succeeds: five entities whose
+// last three deliveries failed by a dependency, within the last 50
+// deliveries, open the breaker, whatever the successes of other entities
+// in between; four never do, nor does any number of entities whose
+// failures pass (two failures, then a success), nor five whose failures
+// are more than 50 deliveries old.
+func TestSpreadOpensOnFiveEntitiesFailingAgain(t *testing.T) {
+	type step struct {
+		entity string
+		fail   bool
+	}
+	failingAgain := func(entities int) (steps []step) {
+		for round := range 3 {
+			for e := range entities {
+				steps = append(steps, step{fmt.Sprintf("e-%d", e), true}, step{fmt.Sprintf("ok-%d-%d", round, e), false})
+			}
+		}
+		return steps
+	}
+	for _, tt := range []struct {
+		name  string
+		steps []step
+		open  bool
+	}{
+		{"four entities failing again", failingAgain(4), false},
+		{"five entities failing again amid successes", failingAgain(5), true},
+		{"twenty entities failing twice, then passing", func() (steps []step) {
+			for e := range 20 {
+				k := fmt.Sprintf("e-%d", e)
+				steps = append(steps, step{k, true}, step{k, true}, step{k, false})
+			}
+			return steps
+		}(), false},
+		{"five failing again, one of them 50 deliveries ago", func() []step {
+			steps := []step{{"e-old", true}, {"e-old", true}, {"e-old", true}}
+			for i := range 50 {
+				steps = append(steps, step{fmt.Sprintf("ok-%d", i), false})
+			}
+			return append(steps, failingAgain(4)...)
+		}(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, err := breaker.New(breaker.Options{Threshold: 1000, Spread: breaker.DefaultSpread, Probe: func(context.Context) error { return nil }}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range tt.steps {
+					if s.fail {
+						b.Record(failed(s.entity))
+					} else {
+						b.Record(succeeded(s.entity))
+					}
+				}
+				_, admitted := admit(b)
+				if admitted == tt.open || b.Paused() != tt.open || b.Opened() != map[bool]int64{false: 0, true: 1}[tt.open] {
+					t.Errorf("admitted %v, paused %v, opened %d times; want open %v", admitted, b.Paused(), b.Opened(), tt.open)
+				}
+			})
+		})
+	}
+}
+
+// TestSpreadTrials: opened by the spread while the probe succeeds, the
+// breaker waits TrialBackoff (10 min), then lets one message through at a
+// time: a trial that fails lets the next through until five entities have
+// failed, which opens it again for twice the wait (20 min); the first
+// success closes it. The probe is asked before each trial.
+func TestSpreadTrials(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		probes := 0
+		b, err := breaker.New(breaker.Options{Threshold: 1000, Spread: breaker.DefaultSpread,
+			Probe: func(context.Context) error { probes++; return nil }}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			for e := range 5 {
+				b.Record(failed(fmt.Sprintf("e-%d", e)))
+			}
+		}
+		if _, ok := admit(b); ok || b.State() != breaker.Open {
+			t.Fatalf("state %v after five entities failed again, want open", b.State())
+		}
+		opened := time.Now()
+		trial := func(wait time.Duration) worker.Admission {
+			t.Helper()
+			time.Sleep(wait)
+			a, ok := admit(b)
+			if !ok || !a.Trial || a.Max != 1 {
+				t.Fatalf("%v after opening: admission %+v (%v), want one trial message", time.Since(opened), a, ok)
+			}
+			a.Done(1)
+			return a
+		}
+		// Nothing before the wait.
+		time.Sleep(10*time.Minute - time.Second)
+		if _, ok := admit(b); ok {
+			t.Fatal("admitted before TrialBackoff")
+		}
+		trial(time.Second)
+		for e := range 4 { // four fail: the next goes at once
+			d := failed(fmt.Sprintf("e-%d", e))
+			d.Trial = true
+			b.Record(d)
+			if e < 3 {
+				trial(0)
+			}
+		}
+		trial(0)
+		d := failed("e-new")
+		d.Trial = true
+		b.Record(d) // the fifth: open again
+		if b.State() != breaker.Open {
+			t.Fatalf("state %v after five entities failed their trials, want open", b.State())
+		}
+		reopened := time.Now()
+		time.Sleep(20*time.Minute - time.Second)
+		if _, ok := admit(b); ok {
+			t.Fatal("admitted before twice the wait")
+		}
+		trial(time.Second)
+		d = succeeded("e-0")
+		d.Trial = true
+		b.Record(d)
+		if b.State() != breaker.Closed || b.Opened() != 1 {
+			t.Errorf("after a trial succeeded: %v, opened %d times; want closed, opened once", b.State(), b.Opened())
+		}
+		if probes != 3 {
+			t.Errorf("%d probes, want one before opening and one before the trials of each of the two waits (%v since reopening)", probes, time.Since(reopened))
+		}
+	})
+}
