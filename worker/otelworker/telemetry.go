@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"go.opentelemetry.io/otel/attribute"
@@ -198,9 +199,27 @@ func (t *Telemetry) Receiver(r worker.Receiver) worker.Receiver {
 func (t *Telemetry) Start(ctx context.Context, m *azservicebus.ReceivedMessage) context.Context {
 	t.inFlight.Add(ctx, 1, t.baseOpt)
 	parent := ExtractTraceContext(ctx, t.prop, m.ApplicationProperties)
-	attrs := append(t.messageAttrs(m), semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"))
+	attrs := t.processAttrs(m.MessageID, m.DeliveryCount)
+	if m.DeliveryCount > 1 {
+		attrs = append(attrs, AttrKept.String(KeptRedelivery)) // Sampler keeps the whole trace
+	}
 	ctx, _ = t.tracer.Start(parent, "process "+t.queue, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 	return ctx
+}
+
+// processAttrs are the attributes a process span starts with.
+func (t *Telemetry) processAttrs(id string, deliveryCount uint32) []attribute.KeyValue {
+	return append(t.base[:len(t.base):len(t.base)],
+		semconv.MessagingMessageID(id),
+		semconv.MessagingServiceBusMessageDeliveryCount(int(deliveryCount)),
+		semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"))
+}
+
+// failed reports whether a delivery did not complete as it should: its
+// span is kept whatever the sampler's ratio (AttrKept).
+func failed(rep worker.Report) bool {
+	return rep.Result.Outcome.Settlement() != idempotent.Complete || rep.LockLost || rep.CutOff ||
+		rep.SettleErr != nil || rep.ScheduleErr != nil
 }
 
 // End ends the process span Start began and records the delivery's
@@ -230,6 +249,15 @@ func (t *Telemetry) End(ctx context.Context, rep worker.Report) {
 		t.resumed.Add(ctx, 1, t.baseOpt)
 	}
 
+	if !span.SpanContext().IsSampled() && span.SpanContext().IsValid() && failed(rep) {
+		// The sampler dropped this delivery's trace at its start, before
+		// its outcome was known: record its process span now, a child of
+		// the dropped one, from the delivery's start (Sampler keeps it).
+		span.End()
+		_, span = t.tracer.Start(ctx, "process "+t.queue, trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithTimestamp(time.Now().Add(-rep.Duration)),
+			trace.WithAttributes(append(t.processAttrs(rep.MessageID, rep.DeliveryCount), AttrKept.String(KeptFailure))...))
+	}
 	if span.IsRecording() {
 		span.SetAttributes(outcome, t.n.LockLost.Bool(rep.LockLost), t.n.CutOff.Bool(rep.CutOff))
 		if res.Reason != "" {

@@ -226,6 +226,14 @@ var terminationGracePeriodSeconds = 60
 // observed instead.
 var otlpMetricsExporter = 'none'
 
+// The worker's traces: a parent-based ratio sampler (OTEL_TRACES_SAMPLER,
+// OTEL_TRACES_SAMPLER_ARG) keeps this share of ordinary deliveries' traces;
+// the worker keeps every redelivery's trace and a span of every delivery
+// dead-lettered, abandoned or not settled whatever the ratio (see
+// docs/operating.md and docs/cost.md for what each setting costs).
+var workerTracesSampler = 'parentbased_traceidratio'
+var workerTracesSamplerArg = '0.1'
+
 // The port the worker's health endpoints listen on (WORKER_HEALTH_ADDR).
 var healthPort = 8080
 
@@ -479,6 +487,14 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
             {
               name: 'OTEL_METRICS_EXPORTER'
               value: otlpMetricsExporter
+            }
+            {
+              name: 'OTEL_TRACES_SAMPLER'
+              value: workerTracesSampler
+            }
+            {
+              name: 'OTEL_TRACES_SAMPLER_ARG'
+              value: workerTracesSamplerArg
             }
             {
               name: 'WORKER_HEALTH_ADDR'
