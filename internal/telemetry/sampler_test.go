@@ -9,6 +9,7 @@ import (
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	collmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -133,6 +134,44 @@ func TestKeptSampler(t *testing.T) {
 		}
 		if got := telemetry.KeptSampler(tt.base).ShouldSample(p).Decision; got != tt.want {
 			t.Errorf("KeptSampler(%s), kept %v: %v, want %v", tt.base.Description(), tt.kept, got, tt.want)
+		}
+	}
+}
+
+// TestAzureSpansFollowTheSampler: the Cosmos DB SDK starts no span under a
+// dropped parent (the sampler would drop it too), and starts its spans as
+// before under a sampled parent or none; with no metrics read, no
+// request-charge policy runs.
+func TestAzureSpansFollowTheSampler(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	// A sampler that ignores the parent, so that a span the SDK starts is
+	// recorded whatever its parent: what is recorded is what was started.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	p := &telemetry.Providers{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider(), Propagator: telemetry.Propagator()}
+	o := p.AzureClientOptions()
+	if len(o.PerRetryPolicies) != 0 {
+		t.Errorf("PerRetryPolicies = %v with no metrics read, want none", o.PerRetryPolicies)
+	}
+	azTracer := o.TracingProvider.NewTracer("azcosmos", "v1")
+	dropped := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
+	droppedCtx, parent := dropped.Tracer("t").Start(context.Background(), "process orders")
+	defer parent.End()
+	sampledCtx, sampled := tp.Tracer("t").Start(context.Background(), "process orders")
+	defer sampled.End()
+	for _, tt := range []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"under a dropped parent: not started", droppedCtx, false},
+		{"under a sampled parent", sampledCtx, true},
+		{"without a parent", context.Background(), true},
+	} {
+		before := len(spans.Ended())
+		_, span := azTracer.Start(tt.ctx, "execute_batch orders", nil)
+		span.End()
+		if got := len(spans.Ended()) > before; got != tt.want {
+			t.Errorf("%s: the SDK's span recorded %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }
