@@ -24,7 +24,8 @@ const RequestChargeMetric = "orderworker.cosmosdb.request_charge"
 
 // AzureClientOptions returns the azcore options that instrument an Azure
 // SDK client, such as azcosmos's: the SDK's own spans through azotel's
-// tracing provider (none under a parent span the sampler dropped), and,
+// tracing provider (none under a parent span the sampler dropped; none at
+// all with AZURE_TRACING_DISABLED), and,
 // for Cosmos DB when metrics are read, the request-charge histogram (a
 // per-retry policy). Copy its fields into the client's options. With
 // disabled providers it returns the zero options, which cost nothing.
@@ -32,7 +33,10 @@ func (p *Providers) AzureClientOptions() azcore.ClientOptions {
 	if !p.Enabled() {
 		return azcore.ClientOptions{}
 	}
-	o := azcore.ClientOptions{TracingProvider: sampledOnly(azotel.NewTracingProvider(p.TracerProvider, nil))}
+	var o azcore.ClientOptions
+	if !p.noAzureSpans {
+		o.TracingProvider = sampledOnly(azotel.NewTracingProvider(p.TracerProvider, nil))
+	}
 	if _, noMetrics := p.MeterProvider.(metricnoop.MeterProvider); noMetrics {
 		return o // nothing would read the request charges
 	}

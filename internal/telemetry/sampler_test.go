@@ -175,3 +175,32 @@ func TestAzureSpansFollowTheSampler(t *testing.T) {
 		}
 	}
 }
+
+// TestAzureTracingDisabled: AZURE_TRACING_DISABLED=true leaves the Azure
+// SDK clients without a tracing provider, while the worker's own spans are
+// exported as before.
+func TestAzureTracingDisabled(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  bool // a tracing provider for the SDK
+	}{{"", true}, {"false", true}, {"true", false}} {
+		cfg := parseTelemetry(t, map[string]string{
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1/", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+			"OTEL_METRICS_EXPORTER": "none", "AZURE_TRACING_DISABLED": tt.value,
+		})
+		p, err := telemetry.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Enabled() {
+			t.Errorf("AZURE_TRACING_DISABLED=%q: providers disabled, want the worker's traces", tt.value)
+		}
+		o := p.AzureClientOptions()
+		if got := o.TracingProvider.NewTracer("azcosmos", "v1").Enabled(); got != tt.want {
+			t.Errorf("AZURE_TRACING_DISABLED=%q: the SDK's tracer enabled %v, want %v", tt.value, got, tt.want)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = p.Shutdown(ctx)
+		cancel()
+	}
+}

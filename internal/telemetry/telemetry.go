@@ -80,6 +80,13 @@ type Config struct {
 	// any of them the worker's redeliveries and failed deliveries are kept
 	// (KeptSampler).
 	TracesSampler, TracesSamplerArg string
+	// AzureTracingDisabled is AZURE_TRACING_DISABLED, the Azure SDKs'
+	// switch: true leaves the Azure SDK clients (Cosmos DB) without spans
+	// of their own. Their operation and HTTP spans cost the worker about
+	// 45 allocations per Cosmos DB call even when the sampler drops them
+	// (the SDK builds and wraps them before the sampler decides); the
+	// process span, its outcome and duration stay.
+	AzureTracingDisabled bool
 }
 
 // The values of Config.TracesSampler, as OTEL_TRACES_SAMPLER spells them.
@@ -124,6 +131,7 @@ func (c *Config) Define(env *cli.Env, service, prometheusEnv string) {
 	env.String(&c.MetricsExporter, "metrics-exporter", "OTEL_METRICS_EXPORTER", "", "otlp (when empty): export the metrics to the OTLP endpoint too; none: traces only, for a collector that takes no metrics")
 	env.String(&c.TracesSampler, "otel-traces-sampler", "OTEL_TRACES_SAMPLER", "", "which traces are exported: parentbased_always_on (when empty: every trace), parentbased_traceidratio (the share OTEL_TRACES_SAMPLER_ARG of new traces, and those whose producer's trace was sampled), always_on, always_off, traceidratio, parentbased_always_off; a redelivery's trace and a failed delivery's span are kept whatever it says")
 	env.String(&c.TracesSamplerArg, "otel-traces-sampler-arg", "OTEL_TRACES_SAMPLER_ARG", "", "the ratio of the traceidratio samplers, 0 to 1 (when empty: 1)")
+	env.Bool(&c.AzureTracingDisabled, "azure-tracing-disabled", "AZURE_TRACING_DISABLED", false, "true: the Azure SDK clients (Cosmos DB) record no spans of their own; the worker's spans stay")
 	env.String(&c.LogsExporter, "otel-logs-exporter", "OTEL_LOGS_EXPORTER", "", "otlp (when empty): with an OTLP endpoint, the logs are also exported as OpenTelemetry log records, with the trace and span ids of the context they were logged with; none: not exported")
 	if prometheusEnv != "" {
 		env.Bool(&c.Prometheus, "metrics-prometheus", prometheusEnv, false, "serve the metrics in the Prometheus format on the health listener's /metrics")
@@ -225,6 +233,7 @@ func (c *Config) LogAttrs() []slog.Attr {
 		slog.Bool("otlp_logs", c.LogsEnabled()),
 		slog.Bool("metrics_prometheus", c.Prometheus),
 		slog.String("traces_sampler", c.samplerDescription()),
+		slog.Bool("azure_sdk_spans", !c.AzureTracingDisabled),
 	}
 }
 
@@ -262,9 +271,10 @@ type Providers struct {
 	MeterProvider  metric.MeterProvider
 	Propagator     propagation.TextMapPropagator
 
-	metrics  http.Handler
-	logs     slog.Handler // nil: logs not exported
-	shutdown []func(context.Context) error
+	metrics      http.Handler
+	logs         slog.Handler // nil: logs not exported
+	noAzureSpans bool         // AZURE_TRACING_DISABLED
+	shutdown     []func(context.Context) error
 }
 
 // Disabled returns providers that record nothing.
@@ -285,7 +295,7 @@ func New(ctx context.Context, c Config) (*Providers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	p := &Providers{Propagator: Propagator(), TracerProvider: tracenoop.NewTracerProvider()}
+	p := &Providers{Propagator: Propagator(), TracerProvider: tracenoop.NewTracerProvider(), noAzureSpans: c.AzureTracingDisabled}
 	var readers []sdkmetric.Option
 	if c.OTLPEndpoint != "" {
 		te, me, err := otlpExporters(ctx, c)

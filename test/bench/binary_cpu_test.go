@@ -138,6 +138,10 @@ func binaryVariants(b *testing.B, otlp string, dep deployedEnv) []binaryVariant 
 		deployed("deployed-logs-otlp", "OTEL_LOGS_EXPORTER=otlp"),
 		// Larger export batches and queue than the SDK's 512 and 2048:
 		deployed("deployed-batch-2048", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=2048", "OTEL_BSP_MAX_QUEUE_SIZE=8192"),
+		// Smaller export batches, sent sooner: fewer spans held live.
+		deployed("deployed-batch-128", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=128", "OTEL_BSP_SCHEDULE_DELAY=1000"),
+		// The Cosmos DB SDK's own spans off (AZURE_TRACING_DISABLED):
+		deployed("deployed-no-azure-spans", "AZURE_TRACING_DISABLED=true"),
 		// The deployed worker at the runtime's defaults, against the bare
 		// loop at its defaults:
 		func() binaryVariant {

@@ -226,13 +226,15 @@ var terminationGracePeriodSeconds = 60
 // observed instead.
 var otlpMetricsExporter = 'none'
 
-// The worker's traces: a parent-based ratio sampler (OTEL_TRACES_SAMPLER,
+// The worker's traces: a trace-id ratio sampler (OTEL_TRACES_SAMPLER,
 // OTEL_TRACES_SAMPLER_ARG) keeps this share of ordinary deliveries' traces;
 // the worker keeps every redelivery's trace and a span of every delivery
-// dead-lettered, abandoned or not settled whatever the ratio (see
-// docs/operating.md and docs/cost.md for what each setting costs).
-var workerTracesSampler = 'parentbased_traceidratio'
-var workerTracesSamplerArg = '0.1'
+// dead-lettered, abandoned or not settled whatever the ratio (docs/cost.md
+// has what each setting costs). Not parent-based: the producer samples
+// every trace, and a parent-based worker would follow it; a producer given
+// the same ratio decides alike for the same trace id, so traces stay whole.
+var workerTracesSampler = 'traceidratio'
+var workerTracesSamplerArg = '0.01'
 
 // The port the worker's health endpoints listen on (WORKER_HEALTH_ADDR).
 var healthPort = 8080

@@ -41,8 +41,8 @@ func TestWorkerTemplate(t *testing.T) {
 		"LOG_FORMAT=json",
 		"OTEL_SERVICE_NAME=orderworker",
 		"OTEL_METRICS_EXPORTER=none",
-		"OTEL_TRACES_SAMPLER=parentbased_traceidratio",
-		"OTEL_TRACES_SAMPLER_ARG=0.1",
+		"OTEL_TRACES_SAMPLER=traceidratio",
+		"OTEL_TRACES_SAMPLER_ARG=0.01",
 	}
 	if !runtimeMatches(env, want) {
 		t.Errorf("the worker's runtime environment = %q\nwant %q (plus GOGC, GOMEMLIMIT, OTEL_LOGS_EXPORTER, when set)", env, want)
@@ -123,7 +123,7 @@ func TestWorkerTemplateWithRuntimeSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"GOGC=200", "GOMEMLIMIT=921MiB", "OTEL_LOGS_EXPORTER=none", "OTEL_TRACES_SAMPLER=parentbased_traceidratio"} {
+	for _, want := range []string{"GOGC=200", "GOMEMLIMIT=921MiB", "OTEL_LOGS_EXPORTER=none", "OTEL_TRACES_SAMPLER=traceidratio"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("runtime environment %q lacks %s", env, want)
 		}
