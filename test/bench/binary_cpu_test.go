@@ -142,6 +142,14 @@ func binaryVariants(b *testing.B, otlp string, dep deployedEnv) []binaryVariant 
 		deployed("deployed-batch-128", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=128", "OTEL_BSP_SCHEDULE_DELAY=1000"),
 		// The Cosmos DB SDK's own spans off (AZURE_TRACING_DISABLED):
 		deployed("deployed-no-azure-spans", "AZURE_TRACING_DISABLED=true"),
+		// Both at GOGC=400 (the deployed GOMEMLIMIT kept): a third of
+		// the collections again.
+		{name: "bare-gogc400", binary: "bareloop", bare: true, env: append(dep.goRuntime(), "GOGC=400")},
+		func() binaryVariant {
+			v := deployed("deployed-gogc400", "GOGC=400")
+			v.floor = "bare-gogc400"
+			return v
+		}(),
 		// The deployed worker at the runtime's defaults, against the bare
 		// loop at its defaults:
 		func() binaryVariant {
