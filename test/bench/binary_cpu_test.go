@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -30,17 +31,18 @@ import (
 // its own environment on): how many phases each consumer runs, which
 // consumers, whether the probe is built in, and where CPU profiles go.
 const (
-	envBinaryRounds   = "BINARY_CPU_ROUNDS"     // phases per consumer, default 5
-	envBinaryVariants = "BINARY_CPU_VARIANTS"   // comma-separated, default bare,worker; all = every variant
-	envBinaryProbe    = "BINARY_CPU_PROBE"      // 0: build without the probe (no allocations, no heap figures)
-	envBinaryProfile  = "BINARY_CPU_PROFILE"    // a directory: write a CPU profile of every window there
-	envBinaryWarmUp   = "BINARY_CPU_WARMUP"     // settlements before the window opens, default 300
-	envBinaryGOGC     = "BINARY_CPU_GOGC"       // GOGC of every consumer process; unset: the runtime's default (100)
-	envBinaryMemLimit = "BINARY_CPU_GOMEMLIMIT" // GOMEMLIMIT of every consumer process; unset: none
-	envBinaryHeapRate = "BINARY_CPU_HEAPRATE"   // with BINARY_CPU_PROFILE: bytes between heap profile samples (GODEBUG memprofilerate); unset: the runtime's 512 KB
-	envBinaryOther    = "BINARY_CPU_OTHER"      // the root of another checkout of this module: its orderworker runs as the variant "other"
-	envBinaryPerf     = "BINARY_CPU_PERF"       // a directory: record every window with Linux perf there (perf record -g, from outside the process)
-	envBinaryBicep    = "BINARY_CPU_BICEP"      // the template the deployed variants read their environment from; unset: infra/bicep/modules/containerapps.bicep
+	envBinaryRounds   = "BINARY_CPU_ROUNDS"      // phases per consumer, default 5
+	envBinaryVariants = "BINARY_CPU_VARIANTS"    // comma-separated, default bare,worker; all = every variant
+	envBinaryProbe    = "BINARY_CPU_PROBE"       // 0: build without the probe (no allocations, no heap figures)
+	envBinaryProfile  = "BINARY_CPU_PROFILE"     // a directory: write a CPU profile of every window there
+	envBinaryWarmUp   = "BINARY_CPU_WARMUP"      // settlements before the window opens, default 300
+	envBinaryGOGC     = "BINARY_CPU_GOGC"        // GOGC of every consumer process; unset: the runtime's default (100)
+	envBinaryMemLimit = "BINARY_CPU_GOMEMLIMIT"  // GOMEMLIMIT of every consumer process; unset: none
+	envBinaryHeapRate = "BINARY_CPU_HEAPRATE"    // with BINARY_CPU_PROFILE: bytes between heap profile samples (GODEBUG memprofilerate); unset: the runtime's 512 KB
+	envBinaryOther    = "BINARY_CPU_OTHER"       // the root of another checkout of this module: its orderworker runs as the variant "other"
+	envBinaryPerf     = "BINARY_CPU_PERF"        // a directory: record every window with Linux perf there (perf record -g, from outside the process)
+	envBinaryBicep    = "BINARY_CPU_BICEP"       // the template the deployed variants read their environment from; unset: infra/bicep/modules/containerapps.bicep
+	envBinaryTrace    = "BINARY_CPU_TRACEPARENT" // 1: every message carries a sampled W3C traceparent, as the deployed producer sends them
 )
 
 // binaryVariant is one consumer process BenchmarkBinaryCPU runs.
@@ -150,6 +152,9 @@ func binaryVariants(b *testing.B, otlp string, dep deployedEnv) []binaryVariant 
 			v.floor = "bare-gogc400"
 			return v
 		}(),
+		// A parent-based ratio: it follows the sampled flag of the
+		// producer's trace context (run with BINARY_CPU_TRACEPARENT=1).
+		deployed("deployed-parentbased", "OTEL_TRACES_SAMPLER=parentbased_traceidratio"),
 		// The deployed worker at the runtime's defaults, against the bare
 		// loop at its defaults:
 		func() binaryVariant {
@@ -542,7 +547,11 @@ func (r binaryPhaseRun) run() binaryPhase {
 	for i := 0; i < len(msgs); i += 100 {
 		batch := make([]sbqueue.Message, 0, 100)
 		for _, m := range msgs[i:min(i+100, len(msgs))] {
-			batch = append(batch, sbqueue.Message{MessageID: m.ID, Body: m.Body})
+			sm := sbqueue.Message{MessageID: m.ID, Body: m.Body}
+			if os.Getenv(envBinaryTrace) == "1" {
+				sm.ApplicationProperties = map[string]any{"traceparent": sampledTraceparent(m.ID)}
+			}
+			batch = append(batch, sm)
 		}
 		if _, err := r.q.SendBatch(r.ctx, batch); err != nil {
 			b.Fatal(err)
@@ -719,6 +728,14 @@ func (r binaryPhaseRun) run() binaryPhase {
 		res.total = int64(total)
 	}
 	return res
+}
+
+// sampledTraceparent returns a W3C traceparent with the sampled flag set,
+// its trace id and parent id derived from id: what a producer whose sampler
+// keeps every trace sends with each message.
+func sampledTraceparent(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return fmt.Sprintf("00-%x-%x-01", sum[:16], sum[16:24])
 }
 
 // interrupted reports whether a process ended by SIGINT.
