@@ -248,7 +248,17 @@ func envInt(b *testing.B, name string, def int) int {
 // collection found live) and V-goroutines (from the probe: runtime/metrics
 // of the process); V-VmHWM-MB (the process's peak resident set, highest of
 // its phases) and V-anon-MB / V-file-MB (RssAnon and RssFile at the
-// window's end, median).
+// window's end, median); for a variant that exports to the agent's
+// stand-in, V-spans/kmsg and V-logs/kmsg (what the collector received over
+// the whole phase, per 1000 messages).
+//
+// The deployed variants (worker-deployed and the levers deployed-*) run
+// with the worker container's OTEL_*, GO* and LOG_* variables read from
+// the Bicep when the benchmark starts (BINARY_CPU_BICEP names another
+// template) and the agent's OTLP endpoint over gRPC, and are compared with
+// bare-deployed, the bare loop at the same GO* settings (V/bare-deployed);
+// BINARY_CPU_TRACEPARENT=1 gives every message a sampled traceparent, as
+// the deployed producer's messages carry.
 //
 // The probe (test/bench/cmd/bareloop/probe.go) is compiled into both
 // binaries with the build tag benchprobe, into orderworker as a
