@@ -1,14 +1,18 @@
 package telemetry
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/tracing"
 	"github.com/Azure/azure-sdk-for-go/sdk/tracing/azotel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RequestChargeMetric is the histogram of the request units that each
@@ -20,18 +24,44 @@ const RequestChargeMetric = "orderworker.cosmosdb.request_charge"
 
 // AzureClientOptions returns the azcore options that instrument an Azure
 // SDK client, such as azcosmos's: the SDK's own spans through azotel's
-// tracing provider, and, for Cosmos DB, the request-charge histogram (a
+// tracing provider (none under a parent span the sampler dropped; none at
+// all with AZURE_TRACING_DISABLED), and,
+// for Cosmos DB when metrics are read, the request-charge histogram (a
 // per-retry policy). Copy its fields into the client's options. With
 // disabled providers it returns the zero options, which cost nothing.
 func (p *Providers) AzureClientOptions() azcore.ClientOptions {
 	if !p.Enabled() {
 		return azcore.ClientOptions{}
 	}
-	o := azcore.ClientOptions{TracingProvider: azotel.NewTracingProvider(p.TracerProvider, nil)}
+	var o azcore.ClientOptions
+	if !p.noAzureSpans {
+		o.TracingProvider = sampledOnly(azotel.NewTracingProvider(p.TracerProvider, nil))
+	}
+	if _, noMetrics := p.MeterProvider.(metricnoop.MeterProvider); noMetrics {
+		return o // nothing would read the request charges
+	}
 	if pol, err := newRequestChargePolicy(p.MeterProvider); err == nil {
 		o.PerRetryPolicies = []policy.Policy{pol}
 	}
 	return o
+}
+
+// sampledOnly wraps an azcore tracing provider so that the SDK starts no
+// span under a parent span that was not sampled: the sampler would drop it
+// anyway (a parent-based sampler follows the parent; a trace-id ratio
+// decides the same for the whole trace), but the SDK's spans cost their
+// conversion to OpenTelemetry and the span's set-up on every call. With a
+// sampled parent, or none, the provider starts its spans as before.
+func sampledOnly(p tracing.Provider) tracing.Provider {
+	return tracing.NewProvider(func(name, version string) tracing.Tracer {
+		t := p.NewTracer(name, version)
+		return tracing.NewTracer(func(ctx context.Context, spanName string, o *tracing.SpanOptions) (context.Context, tracing.Span) {
+			if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsSampled() {
+				return ctx, tracing.Span{} // a span that records nothing
+			}
+			return t.Start(ctx, spanName, o)
+		}, &tracing.TracerOptions{SpanFromContext: t.SpanFromContext})
+	}, nil)
 }
 
 // requestChargePolicy records the request charge of every Cosmos DB

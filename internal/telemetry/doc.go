@@ -13,7 +13,18 @@
 //
 // Nothing is exported unless a setting asks for it: with no exporter
 // configured, New returns no-op providers, and the worker, the producer and
-// the Cosmos DB client record nothing.
+// the Cosmos DB client record nothing; with no metrics reader (OTEL_METRICS_EXPORTER=none
+// and no Prometheus) the meter provider is the no-op one.
+//
+// # Sampling
+//
+// OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG choose the sampler by the
+// OpenTelemetry specification's names (parentbased_traceidratio with a
+// ratio, say), read through the command's settings rather than by the SDK
+// from the process environment. Whatever the sampler, KeptSampler
+// keeps what the worker marks as kept: a redelivery's whole trace, and the
+// process span of a delivery that was dead-lettered, abandoned or not
+// settled, recorded at its end when the ratio had dropped its trace.
 //
 // # Trace context in messages
 //

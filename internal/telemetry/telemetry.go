@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,7 +72,32 @@ type Config struct {
 	LogsExporter string
 	// Prometheus serves the metrics for scraping (Providers.MetricsHandler).
 	Prometheus bool
+	// TracesSampler is OTEL_TRACES_SAMPLER, the OpenTelemetry
+	// specification's sampler names: parentbased_always_on (empty means it
+	// too), parentbased_traceidratio, parentbased_always_off, always_on,
+	// traceidratio, always_off. TracesSamplerArg (OTEL_TRACES_SAMPLER_ARG)
+	// is the ratio of the *traceidratio samplers, 0 to 1 (empty: 1). Over
+	// any of them the worker's redeliveries and failed deliveries are kept
+	// (KeptSampler).
+	TracesSampler, TracesSamplerArg string
+	// AzureTracingDisabled is AZURE_TRACING_DISABLED, the Azure SDKs'
+	// switch: true leaves the Azure SDK clients (Cosmos DB) without spans
+	// of their own. Their operation and HTTP spans cost the worker about
+	// 45 allocations per Cosmos DB call even when the sampler drops them
+	// (the SDK builds and wraps them before the sampler decides); the
+	// process span, its outcome and duration stay.
+	AzureTracingDisabled bool
 }
+
+// The values of Config.TracesSampler, as OTEL_TRACES_SAMPLER spells them.
+const (
+	SamplerAlwaysOn                = "always_on"
+	SamplerAlwaysOff               = "always_off"
+	SamplerTraceIDRatio            = "traceidratio"
+	SamplerParentBasedAlwaysOn     = "parentbased_always_on"
+	SamplerParentBasedAlwaysOff    = "parentbased_always_off"
+	SamplerParentBasedTraceIDRatio = "parentbased_traceidratio"
+)
 
 // The values of Config.LogsExporter, as OTEL_LOGS_EXPORTER spells them.
 const (
@@ -102,6 +129,9 @@ func (c *Config) Define(env *cli.Env, service, prometheusEnv string) {
 	env.String(&c.OTLPEndpoint, "otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "base URL of an OTLP collector, such as http://localhost:4318 (http/protobuf) or http://localhost:4317 (grpc); when set, traces, metrics and logs are exported to it")
 	env.String(&c.OTLPProtocol, "otlp-protocol", "OTEL_EXPORTER_OTLP_PROTOCOL", "", "OTLP transport: http/protobuf (when empty) or grpc (what the Azure Container Apps OpenTelemetry agent sets)")
 	env.String(&c.MetricsExporter, "metrics-exporter", "OTEL_METRICS_EXPORTER", "", "otlp (when empty): export the metrics to the OTLP endpoint too; none: traces only, for a collector that takes no metrics")
+	env.String(&c.TracesSampler, "otel-traces-sampler", "OTEL_TRACES_SAMPLER", "", "which traces are exported: parentbased_always_on (when empty: every trace), parentbased_traceidratio (the share OTEL_TRACES_SAMPLER_ARG of new traces, and those whose producer's trace was sampled), always_on, always_off, traceidratio, parentbased_always_off; a redelivery's trace and a failed delivery's span are kept whatever it says")
+	env.String(&c.TracesSamplerArg, "otel-traces-sampler-arg", "OTEL_TRACES_SAMPLER_ARG", "", "the ratio of the traceidratio samplers, 0 to 1 (when empty: 1)")
+	env.Bool(&c.AzureTracingDisabled, "azure-tracing-disabled", "AZURE_TRACING_DISABLED", false, "true: the Azure SDK clients (Cosmos DB) record no spans of their own; the worker's spans stay")
 	env.String(&c.LogsExporter, "otel-logs-exporter", "OTEL_LOGS_EXPORTER", "", "otlp (when empty): with an OTLP endpoint, the logs are also exported as OpenTelemetry log records, with the trace and span ids of the context they were logged with; none: not exported")
 	if prometheusEnv != "" {
 		env.Bool(&c.Prometheus, "metrics-prometheus", prometheusEnv, false, "serve the metrics in the Prometheus format on the health listener's /metrics")
@@ -136,10 +166,48 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("OTEL_LOGS_EXPORTER (-otel-logs-exporter) %q: want %s or %s", c.LogsExporter, LogsOTLP, LogsNone))
 	}
+	if _, err := c.sampler(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Enabled() && c.ServiceName == "" {
 		errs = append(errs, errors.New("OTEL_SERVICE_NAME (-otel-service-name) must not be empty when telemetry is exported"))
 	}
 	return errors.Join(errs...)
+}
+
+// sampler returns the sampler of TracesSampler and TracesSamplerArg, under
+// KeptSampler, which keeps what the worker marks as kept.
+func (c *Config) sampler() (sdktrace.Sampler, error) {
+	ratio := 1.0
+	switch c.TracesSampler {
+	case SamplerTraceIDRatio, SamplerParentBasedTraceIDRatio:
+		if c.TracesSamplerArg != "" {
+			r, err := strconv.ParseFloat(c.TracesSamplerArg, 64)
+			if err != nil || r < 0 || r > 1 {
+				return nil, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG (-otel-traces-sampler-arg) %q: want a ratio from 0 to 1", c.TracesSamplerArg)
+			}
+			ratio = r
+		}
+	}
+	var s sdktrace.Sampler
+	switch c.TracesSampler {
+	case "", SamplerParentBasedAlwaysOn:
+		s = sdktrace.ParentBased(sdktrace.AlwaysSample())
+	case SamplerParentBasedAlwaysOff:
+		s = sdktrace.ParentBased(sdktrace.NeverSample())
+	case SamplerParentBasedTraceIDRatio:
+		s = sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
+	case SamplerAlwaysOn:
+		s = sdktrace.AlwaysSample()
+	case SamplerAlwaysOff:
+		s = sdktrace.NeverSample()
+	case SamplerTraceIDRatio:
+		s = sdktrace.TraceIDRatioBased(ratio)
+	default:
+		return nil, fmt.Errorf("OTEL_TRACES_SAMPLER (-otel-traces-sampler) %q: want one of %s, %s, %s, %s, %s, %s", c.TracesSampler,
+			SamplerParentBasedAlwaysOn, SamplerParentBasedTraceIDRatio, SamplerParentBasedAlwaysOff, SamplerAlwaysOn, SamplerTraceIDRatio, SamplerAlwaysOff)
+	}
+	return KeptSampler(s), nil
 }
 
 // Enabled reports whether the settings export anything.
@@ -164,7 +232,26 @@ func (c *Config) LogAttrs() []slog.Attr {
 		slog.Bool("otlp_metrics", c.OTLPEndpoint != "" && c.MetricsExporter != MetricsExporterNone),
 		slog.Bool("otlp_logs", c.LogsEnabled()),
 		slog.Bool("metrics_prometheus", c.Prometheus),
+		slog.String("traces_sampler", c.samplerDescription()),
+		slog.Bool("azure_sdk_spans", !c.AzureTracingDisabled),
 	}
+}
+
+// samplerDescription is the sampler for the start-up line: its name, with
+// the ratio of the ratio samplers.
+func (c *Config) samplerDescription() string {
+	name := c.TracesSampler
+	if name == "" {
+		name = SamplerParentBasedAlwaysOn
+	}
+	if strings.HasSuffix(name, SamplerTraceIDRatio) {
+		arg := c.TracesSamplerArg
+		if arg == "" {
+			arg = "1"
+		}
+		name += " " + arg
+	}
+	return name
 }
 
 // Protocol returns the OTLP transport: OTLPProtocol, or ProtocolHTTPProtobuf
@@ -184,9 +271,10 @@ type Providers struct {
 	MeterProvider  metric.MeterProvider
 	Propagator     propagation.TextMapPropagator
 
-	metrics  http.Handler
-	logs     slog.Handler // nil: logs not exported
-	shutdown []func(context.Context) error
+	metrics      http.Handler
+	logs         slog.Handler // nil: logs not exported
+	noAzureSpans bool         // AZURE_TRACING_DISABLED
+	shutdown     []func(context.Context) error
 }
 
 // Disabled returns providers that record nothing.
@@ -207,14 +295,15 @@ func New(ctx context.Context, c Config) (*Providers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	p := &Providers{Propagator: Propagator(), TracerProvider: tracenoop.NewTracerProvider()}
+	p := &Providers{Propagator: Propagator(), TracerProvider: tracenoop.NewTracerProvider(), noAzureSpans: c.AzureTracingDisabled}
 	var readers []sdkmetric.Option
 	if c.OTLPEndpoint != "" {
 		te, me, err := otlpExporters(ctx, c)
 		if err != nil {
 			return nil, err
 		}
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(te), sdktrace.WithResource(res))
+		sampler, _ := c.sampler() // Validate checked it
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(te), sdktrace.WithResource(res), sdktrace.WithSampler(sampler))
 		p.TracerProvider = tp
 		p.shutdown = append(p.shutdown, tp.Shutdown)
 		if me != nil {
@@ -231,9 +320,15 @@ func New(ctx context.Context, c Config) (*Providers, error) {
 		readers = append(readers, sdkmetric.WithReader(pe))
 		p.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	}
-	mp := sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(res))...)
-	p.MeterProvider = mp
-	p.shutdown = append(p.shutdown, mp.Shutdown)
+	if len(readers) > 0 {
+		mp := sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(res))...)
+		p.MeterProvider = mp
+		p.shutdown = append(p.shutdown, mp.Shutdown)
+	} else {
+		// Nothing reads the metrics (OTEL_METRICS_EXPORTER=none, no
+		// Prometheus): record none, rather than aggregate them for no one.
+		p.MeterProvider = metricnoop.NewMeterProvider()
+	}
 	if c.LogsEnabled() {
 		le, err := otlpLogExporter(ctx, c)
 		if err != nil {

@@ -49,6 +49,21 @@ func TestBinaryCPUArithmetic(t *testing.T) {
 			t.Errorf("pairedRatios = %v, want %v (a bare phase of 0 is left out, an unpaired phase too)", got, want)
 		}
 	})
+	t.Run("floor", func(t *testing.T) {
+		ran := map[string][]binaryPhase{"bare": {{}}, "bare-deployed": {{}}}
+		for _, tt := range []struct {
+			v    binaryVariant
+			want string
+		}{
+			{binaryVariant{name: "worker"}, "bare"},
+			{binaryVariant{name: "worker-deployed", floor: "bare-deployed"}, "bare-deployed"},
+			{binaryVariant{name: "deployed-gogc400", floor: "bare-gogc400"}, "bare"}, // its floor did not run
+		} {
+			if got := floorOf(tt.v, ran); got != tt.want {
+				t.Errorf("floorOf(%s) = %s, want %s", tt.v.name, got, tt.want)
+			}
+		}
+	})
 	t.Run("window", func(t *testing.T) {
 		p := binaryPhase{n: 2000, cpu: 500 * time.Millisecond, requests: 3000, allocN: 1990, allocs: 995000}
 		if got := p.cpuPerMsg(); got != 250 {

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/test/bench"
 	"github.com/idempotent-consumer/sbcosmos/test/bench/internal/bareloop"
+	"github.com/idempotent-consumer/sbcosmos/test/bench/internal/deployenv"
 	"github.com/idempotent-consumer/sbcosmos/test/cosmiumtest"
 	"github.com/idempotent-consumer/sbcosmos/test/sbbroker"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
@@ -29,16 +31,18 @@ import (
 // its own environment on): how many phases each consumer runs, which
 // consumers, whether the probe is built in, and where CPU profiles go.
 const (
-	envBinaryRounds   = "BINARY_CPU_ROUNDS"     // phases per consumer, default 5
-	envBinaryVariants = "BINARY_CPU_VARIANTS"   // comma-separated, default bare,worker; all = every variant
-	envBinaryProbe    = "BINARY_CPU_PROBE"      // 0: build without the probe (no allocations, no heap figures)
-	envBinaryProfile  = "BINARY_CPU_PROFILE"    // a directory: write a CPU profile of every window there
-	envBinaryWarmUp   = "BINARY_CPU_WARMUP"     // settlements before the window opens, default 300
-	envBinaryGOGC     = "BINARY_CPU_GOGC"       // GOGC of every consumer process; unset: the runtime's default (100)
-	envBinaryMemLimit = "BINARY_CPU_GOMEMLIMIT" // GOMEMLIMIT of every consumer process; unset: none
-	envBinaryHeapRate = "BINARY_CPU_HEAPRATE"   // with BINARY_CPU_PROFILE: bytes between heap profile samples (GODEBUG memprofilerate); unset: the runtime's 512 KB
-	envBinaryOther    = "BINARY_CPU_OTHER"      // the root of another checkout of this module: its orderworker runs as the variant "other"
-	envBinaryPerf     = "BINARY_CPU_PERF"       // a directory: record every window with Linux perf there (perf record -g, from outside the process)
+	envBinaryRounds   = "BINARY_CPU_ROUNDS"      // phases per consumer, default 5
+	envBinaryVariants = "BINARY_CPU_VARIANTS"    // comma-separated, default bare,worker; all = every variant
+	envBinaryProbe    = "BINARY_CPU_PROBE"       // 0: build without the probe (no allocations, no heap figures)
+	envBinaryProfile  = "BINARY_CPU_PROFILE"     // a directory: write a CPU profile of every window there
+	envBinaryWarmUp   = "BINARY_CPU_WARMUP"      // settlements before the window opens, default 300
+	envBinaryGOGC     = "BINARY_CPU_GOGC"        // GOGC of every consumer process; unset: the runtime's default (100)
+	envBinaryMemLimit = "BINARY_CPU_GOMEMLIMIT"  // GOMEMLIMIT of every consumer process; unset: none
+	envBinaryHeapRate = "BINARY_CPU_HEAPRATE"    // with BINARY_CPU_PROFILE: bytes between heap profile samples (GODEBUG memprofilerate); unset: the runtime's 512 KB
+	envBinaryOther    = "BINARY_CPU_OTHER"       // the root of another checkout of this module: its orderworker runs as the variant "other"
+	envBinaryPerf     = "BINARY_CPU_PERF"        // a directory: record every window with Linux perf there (perf record -g, from outside the process)
+	envBinaryBicep    = "BINARY_CPU_BICEP"       // the template the deployed variants read their environment from; unset: infra/bicep/modules/containerapps.bicep
+	envBinaryTrace    = "BINARY_CPU_TRACEPARENT" // 1: every message carries a sampled W3C traceparent, as the deployed producer sends them
 )
 
 // binaryVariant is one consumer process BenchmarkBinaryCPU runs.
@@ -47,25 +51,119 @@ type binaryVariant struct {
 	binary string   // bareloop or orderworker
 	env    []string // added to the common environment
 	bare   bool     // seeds its copies' originals as the bare loop stores them
+	floor  string   // the variant it is compared with: bare (when empty) or bare-deployed
+	agent  bool     // exports to the OTLP/gRPC collector: count what arrives
+}
+
+// deployedEnv is what the deployed variants run with: the worker
+// container's runtime variables from the Bicep (deployenv.Runtime: every
+// OTEL_*, GO* and LOG_* variable it sets), and what the managed
+// OpenTelemetry agent injects (the OTLP endpoint, here the benchmark's
+// collector, over gRPC).
+type deployedEnv struct {
+	runtime []string // NAME=VALUE from the template
+	agent   []string // NAME=VALUE the agent injects
+}
+
+// goRuntime returns the GO* variables of the deployed runtime: what the
+// bare loop runs with as the deployed worker's floor.
+func (d deployedEnv) goRuntime() []string {
+	var out []string
+	for _, kv := range d.runtime {
+		if strings.HasPrefix(kv, "GO") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// readDeployedEnv reads the worker container's environment from the
+// template BINARY_CPU_BICEP names (the repository's by default).
+func readDeployedEnv(b *testing.B, agentEndpoint string) deployedEnv {
+	b.Helper()
+	path := os.Getenv(envBinaryBicep)
+	if path == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		path = filepath.Join(root, "infra", "bicep", "modules", "containerapps.bicep")
+	}
+	vars, err := deployenv.Read(path, "worker", "worker")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt, err := deployenv.Runtime(vars)
+	if err != nil {
+		b.Fatalf("%s: %v", path, err)
+	}
+	b.Logf("worker-deployed: %s from %s, and the agent's OTLP endpoint over gRPC", strings.Join(rt, " "), path)
+	return deployedEnv{runtime: rt, agent: []string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + agentEndpoint,
+		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
+	}}
 }
 
 // binaryVariants returns the variants named by BINARY_CPU_VARIANTS; otlp is
-// the endpoint of the no-op collector the telemetry variant exports to.
-func binaryVariants(b *testing.B, otlp string) []binaryVariant {
+// the endpoint of the no-op collector the telemetry variant exports to,
+// dep the deployed environment.
+func binaryVariants(b *testing.B, otlp string, dep deployedEnv) []binaryVariant {
+	deployed := func(name string, override ...string) binaryVariant {
+		env := append(append(slices.Clone(dep.runtime), dep.agent...), override...)
+		return binaryVariant{name: name, binary: "orderworker", env: env, floor: "bare-deployed", agent: true}
+	}
 	all := []binaryVariant{
 		{name: "bare", binary: "bareloop", bare: true},
 		// Production defaults: LOG_FORMAT auto (JSON, stderr is not a
 		// terminal), LOG_LEVEL info, telemetry off, no health listener,
 		// the fact cache on.
 		{name: "worker", binary: "orderworker"},
+		// The bare loop at the deployed runtime settings (GOGC,
+		// GOMEMLIMIT): the floor of the deployed worker, so that both
+		// collect under the same rules.
+		{name: "bare-deployed", binary: "bareloop", bare: true, env: dep.goRuntime()},
+		// The worker as the Bicep deploys it, telemetry to the agent.
+		deployed("worker-deployed"),
 		{name: "worker-warn", binary: "orderworker", env: []string{"LOG_LEVEL=warn"}},
 		// The fact cache off: what its memory costs the collector.
 		{name: "worker-nocache", binary: "orderworker", env: []string{"WORKER_FACT_CACHE=0"}},
 		// Traces, metrics and logs exported over OTLP http/protobuf to a
 		// collector that answers every export with an empty 200.
 		{name: "worker-otel", binary: "orderworker", env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp}},
+		// The levers, each the deployed worker with one setting changed.
+		// Every trace sampled (the sampler's lever off):
+		deployed("deployed-all-traces", "OTEL_TRACES_SAMPLER=parentbased_always_on"),
+		// No ordinary trace, only what the worker keeps (redeliveries,
+		// failures):
+		deployed("deployed-kept-only", "OTEL_TRACES_SAMPLER_ARG=0"),
+		// The log records exported over OTLP as well as to the console:
+		deployed("deployed-logs-otlp", "OTEL_LOGS_EXPORTER=otlp"),
+		// Larger export batches and queue than the SDK's 512 and 2048:
+		deployed("deployed-batch-2048", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=2048", "OTEL_BSP_MAX_QUEUE_SIZE=8192"),
+		// Smaller export batches, sent sooner: fewer spans held live.
+		deployed("deployed-batch-128", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=128", "OTEL_BSP_SCHEDULE_DELAY=1000"),
+		// The Cosmos DB SDK's own spans off (AZURE_TRACING_DISABLED):
+		deployed("deployed-no-azure-spans", "AZURE_TRACING_DISABLED=true"),
+		// Both at GOGC=400 (the deployed GOMEMLIMIT kept): a third of
+		// the collections again.
+		{name: "bare-gogc400", binary: "bareloop", bare: true, env: append(dep.goRuntime(), "GOGC=400")},
+		func() binaryVariant {
+			v := deployed("deployed-gogc400", "GOGC=400")
+			v.floor = "bare-gogc400"
+			return v
+		}(),
+		// A parent-based ratio: it follows the sampled flag of the
+		// producer's trace context (run with BINARY_CPU_TRACEPARENT=1).
+		deployed("deployed-parentbased", "OTEL_TRACES_SAMPLER=parentbased_traceidratio"),
+		// The deployed worker at the runtime's defaults, against the bare
+		// loop at its defaults:
+		func() binaryVariant {
+			v := deployed("deployed-runtime-defaults", "GOGC=100", "GOMEMLIMIT=off")
+			v.floor = ""
+			return v
+		}(),
 	}
-	defaults := all[:2:2]
+	defaults := all[:4:4]
 	if os.Getenv(envBinaryOther) != "" {
 		// The orderworker of another checkout, at production defaults: a
 		// change against its base, side by side.
@@ -84,7 +182,11 @@ func binaryVariants(b *testing.B, otlp string) []binaryVariant {
 	for name := range strings.SplitSeq(spec, ",") {
 		i := slices.IndexFunc(all, func(v binaryVariant) bool { return v.name == strings.TrimSpace(name) })
 		if i < 0 {
-			b.Fatalf("%s: no variant %q (bare, worker, worker-warn, worker-nocache, worker-otel, other with %s set, or all)", envBinaryVariants, name, envBinaryOther)
+			var names []string
+			for _, v := range all {
+				names = append(names, v.name)
+			}
+			b.Fatalf("%s: no variant %q (%s, other with %s set, or all)", envBinaryVariants, name, strings.Join(names, ", "), envBinaryOther)
 		}
 		out = append(out, all[i])
 	}
@@ -146,7 +248,17 @@ func envInt(b *testing.B, name string, def int) int {
 // collection found live) and V-goroutines (from the probe: runtime/metrics
 // of the process); V-VmHWM-MB (the process's peak resident set, highest of
 // its phases) and V-anon-MB / V-file-MB (RssAnon and RssFile at the
-// window's end, median).
+// window's end, median); for a variant that exports to the agent's
+// stand-in, V-spans/kmsg and V-logs/kmsg (what the collector received over
+// the whole phase, per 1000 messages).
+//
+// The deployed variants (worker-deployed and the levers deployed-*) run
+// with the worker container's OTEL_*, GO* and LOG_* variables read from
+// the Bicep when the benchmark starts (BINARY_CPU_BICEP names another
+// template) and the agent's OTLP endpoint over gRPC, and are compared with
+// bare-deployed, the bare loop at the same GO* settings (V/bare-deployed);
+// BINARY_CPU_TRACEPARENT=1 gives every message a sampled traceparent, as
+// the deployed producer's messages carry.
 //
 // The probe (test/bench/cmd/bareloop/probe.go) is compiled into both
 // binaries with the build tag benchprobe, into orderworker as a
@@ -195,7 +307,8 @@ func BenchmarkBinaryCPU(b *testing.B) {
 		w.WriteHeader(http.StatusOK) // an empty export response
 	}))
 	defer collector.Close()
-	variants := binaryVariants(b, collector.URL)
+	agent := startOTLPCollector(b)
+	variants := binaryVariants(b, collector.URL, readDeployedEnv(b, agent.endpoint()))
 
 	srv := cosmiumtest.Start(b)
 	c := newCosmos(b, srv, 0)
@@ -250,6 +363,9 @@ func BenchmarkBinaryCPU(b *testing.B) {
 							b: b, ctx: ctx, c: c, q: q, proxy: proxy, bin: bin, env: env, v: v,
 							conc: conc, dup: dup, warmUp: warmUp, n: b.N, probe: probe,
 						}
+						if v.agent {
+							p.agent = agent
+						}
 						if profileDir != "" {
 							p.profile = filepath.Join(profileDir, fmt.Sprintf("c%d-d%d-%s-%d.pprof", conc, int(dup*100), v.name, r))
 						}
@@ -258,8 +374,8 @@ func BenchmarkBinaryCPU(b *testing.B) {
 						}
 						res := p.run()
 						results[v.name] = append(results[v.name], res)
-						line := fmt.Sprintf("round %d %-11s %7.1f µs/msg over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, GC %.1f µs/msg (pauses %.1f), live heap %.2f MB, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, %d deliveries, %d renewals, load %s",
-							r, v.name, res.cpuPerMsg(), res.n, res.rtPerMsg(), res.allocsPerMsg(), perMsg(res.allocBytes, res.allocN)/1024,
+						line := fmt.Sprintf("round %d %-11s %7.1f µs/msg, %s over %d msgs, %.2f rt/msg, %.1f allocs/msg, %.1f KB/msg, %.1f GCs/kmsg, GC %.1f µs/msg (pauses %.1f), live heap %.2f MB, VmHWM %.1f MB, anon %.1f MB, file %.1f MB, %d deliveries, %d renewals, load %s",
+							r, v.name, res.cpuPerMsg(), res.exported(), res.n, res.rtPerMsg(), res.allocsPerMsg(), perMsg(res.allocBytes, res.allocN)/1024,
 							1000*perMsg(res.gcCycles, res.allocN), 1e6*perMsg(res.gcCPU, res.allocN), 1e6*perMsg(res.gcPause, res.allocN), mb(int64(res.liveHeap)), mb(res.vmHWM), mb(res.rssAnon), mb(res.rssFile), res.delivered, res.renewed, loadAverage())
 						// b.Logf keeps only the first ten lines of a
 						// benchmark's log. With -v every line goes to
@@ -362,8 +478,9 @@ type binaryPhaseRun struct {
 	warmUp  int
 	n       int
 	probe   bool
-	profile string // a file for the window's CPU profile, or empty
-	perf    string // a file for the window's perf record, or empty
+	profile string         // a file for the window's CPU profile, or empty
+	perf    string         // a file for the window's perf record, or empty
+	agent   *otlpCollector // the collector the variant exports to, or nil
 }
 
 // binaryPhase is what one phase measured. The window's ends are marks:
@@ -389,6 +506,19 @@ type binaryPhase struct {
 	// The broker's counts over the whole phase: deliveries (more than
 	// the messages when some were redelivered) and lock renewals.
 	delivered, renewed int64
+	// What the collector received over the whole phase (the exporters
+	// flush at the drain), and of how many messages; total 0: no agent.
+	received otlpCounts
+	total    int64
+}
+
+// exported describes what reached the collector per 1000 messages.
+func (p binaryPhase) exported() string {
+	if p.total == 0 {
+		return "no export"
+	}
+	k := float64(p.total) / 1000
+	return fmt.Sprintf("exported %.1f spans, %.1f log records, %.1f metric points /kmsg", float64(p.received.spans)/k, float64(p.received.logs)/k, float64(p.received.points)/k)
 }
 
 func (p binaryPhase) cpuPerMsg() float64 { return perMsg(float64(p.cpu)/1e3, p.n) }
@@ -427,13 +557,21 @@ func (r binaryPhaseRun) run() binaryPhase {
 	for i := 0; i < len(msgs); i += 100 {
 		batch := make([]sbqueue.Message, 0, 100)
 		for _, m := range msgs[i:min(i+100, len(msgs))] {
-			batch = append(batch, sbqueue.Message{MessageID: m.ID, Body: m.Body})
+			sm := sbqueue.Message{MessageID: m.ID, Body: m.Body}
+			if os.Getenv(envBinaryTrace) == "1" {
+				sm.ApplicationProperties = map[string]any{"traceparent": sampledTraceparent(m.ID)}
+			}
+			batch = append(batch, sm)
 		}
 		if _, err := r.q.SendBatch(r.ctx, batch); err != nil {
 			b.Fatal(err)
 		}
 	}
 	base := r.q.Counts()
+	var sent0 otlpCounts
+	if r.agent != nil {
+		sent0 = r.agent.counts()
+	}
 	dir := b.TempDir()
 	env := append(slices.Clone(r.env), fmt.Sprintf("WORKER_CONCURRENCY=%d", r.conc))
 	env = append(env, r.v.env...)
@@ -594,7 +732,20 @@ func (r binaryPhaseRun) run() binaryPhase {
 		fail("completed %d, dead-lettered %d of %d messages, want all completed", got.Completed-base.Completed, got.DeadLettered-base.DeadLettered, total)
 	}
 	res.delivered, res.renewed = got.Delivered-base.Delivered, got.Renewed-base.Renewed
+	if r.agent != nil {
+		sent1 := r.agent.counts()
+		res.received = otlpCounts{sent1.spans - sent0.spans, sent1.logs - sent0.logs, sent1.points - sent0.points}
+		res.total = int64(total)
+	}
 	return res
+}
+
+// sampledTraceparent returns a W3C traceparent with the sampled flag set,
+// its trace id and parent id derived from id: what a producer whose sampler
+// keeps every trace sends with each message.
+func sampledTraceparent(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return fmt.Sprintf("00-%x-%x-01", sum[:16], sum[16:24])
 }
 
 // interrupted reports whether a process ended by SIGINT.
@@ -689,6 +840,15 @@ func pairedRatios(a, b []float64) []float64 {
 	return out
 }
 
+// floorOf is the variant v is compared with: its floor when that ran,
+// else the bare loop.
+func floorOf(v binaryVariant, results map[string][]binaryPhase) string {
+	if v.floor != "" && len(results[v.floor]) > 0 {
+		return v.floor
+	}
+	return "bare"
+}
+
 // reportBinaryCPU reports the metrics of BenchmarkBinaryCPU for one cell.
 func reportBinaryCPU(b *testing.B, variants []binaryVariant, results map[string][]binaryPhase) {
 	b.ReportMetric(0, "ns/op")
@@ -699,24 +859,35 @@ func reportBinaryCPU(b *testing.B, variants []binaryVariant, results map[string]
 		}
 		return xs
 	}
-	bare := field("bare", binaryPhase.cpuPerMsg)
 	for _, v := range variants {
+		floorName := floorOf(v, results)
+		bare := field(floorName, binaryPhase.cpuPerMsg)
 		cpu := spreadOf(field(v.name, binaryPhase.cpuPerMsg))
 		b.ReportMetric(cpu.median, v.name+"-cpu-µs/msg")
 		b.ReportMetric(cpu.min, v.name+"-min")
 		b.ReportMetric(cpu.max, v.name+"-max")
 		b.ReportMetric(spreadOf(field(v.name, binaryPhase.rtPerMsg)).median, v.name+"-rt/msg")
-		if v.name != "bare" && len(bare) > 0 {
+		if !v.bare && len(bare) > 0 {
 			floor := spreadOf(bare).median
-			b.ReportMetric(cpu.median/floor, v.name+"/bare")
+			b.ReportMetric(cpu.median/floor, v.name+"/"+floorName)
 			b.ReportMetric(spreadOf(pairedRatios(field(v.name, binaryPhase.cpuPerMsg), bare)).median, v.name+"-pair")
 			b.ReportMetric(cpu.median-floor, "own-"+v.name+"-µs/msg")
+		}
+		if v.name == "bare-deployed" && len(results["bare"]) > 0 {
+			b.ReportMetric(cpu.median/spreadOf(field("bare", binaryPhase.cpuPerMsg)).median, "bare-deployed/bare")
+		}
+		if len(results[v.name]) > 0 && results[v.name][0].total > 0 {
+			perK := func(f func(otlpCounts) int64) func(binaryPhase) float64 {
+				return func(p binaryPhase) float64 { return 1000 * float64(f(p.received)) / float64(p.total) }
+			}
+			b.ReportMetric(spreadOf(field(v.name, perK(func(c otlpCounts) int64 { return c.spans }))).median, v.name+"-spans/kmsg")
+			b.ReportMetric(spreadOf(field(v.name, perK(func(c otlpCounts) int64 { return c.logs }))).median, v.name+"-logs/kmsg")
 		}
 		if len(results[v.name]) > 0 && results[v.name][0].probeActive {
 			allocs := spreadOf(field(v.name, binaryPhase.allocsPerMsg)).median
 			b.ReportMetric(allocs, v.name+"-allocs/msg")
-			if v.name != "bare" && len(results["bare"]) > 0 && results["bare"][0].probeActive {
-				b.ReportMetric(allocs-spreadOf(field("bare", binaryPhase.allocsPerMsg)).median, "own-"+v.name+"-allocs/msg")
+			if !v.bare && len(results[floorName]) > 0 && results[floorName][0].probeActive {
+				b.ReportMetric(allocs-spreadOf(field(floorName, binaryPhase.allocsPerMsg)).median, "own-"+v.name+"-allocs/msg")
 			}
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return perMsg(p.allocBytes, p.allocN) / 1024 })).median, v.name+"-alloc-KB/msg")
 			b.ReportMetric(spreadOf(field(v.name, func(p binaryPhase) float64 { return p.heap / (1 << 20) })).median, v.name+"-heap-MB")

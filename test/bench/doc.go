@@ -94,6 +94,16 @@
 // runtime/metrics and CPU profiles from inside the process. It reports
 // min/median/max per consumer, the ratios, the project's own CPU and
 // allocations, round trips, heap, collections and resident set (VmHWM,
-// RssAnon, RssFile); BINARY_CPU_VARIANTS=all adds the worker at
+// RssAnon, RssFile). By default it runs bare, worker (both at the runtime's
+// defaults, telemetry off), bare-deployed (the bare loop at the deployed GO*
+// settings) and worker-deployed: orderworker with exactly the runtime
+// environment the Bicep gives the worker container (every OTEL_*, GO* and
+// LOG_* variable of infra/bicep/modules/containerapps.bicep, read at run
+// time by test/bench/internal/deployenv, or of the template
+// BINARY_CPU_BICEP names) plus what the managed OpenTelemetry agent injects,
+// its OTLP endpoint over gRPC, here a collector in the benchmark's process
+// that counts the spans and log records it receives. The deployed variants
+// are compared with bare-deployed. BINARY_CPU_VARIANTS=all adds the levers
+// (the deployed worker with one setting changed), the worker at
 // LOG_LEVEL=warn and with telemetry exported to a no-op collector.
 package bench

@@ -27,6 +27,11 @@
 // conventions' names (MetricConsumed, MetricProcessDuration, the messaging
 // attributes) are fixed.
 //
+// Sampling is the deployment's (its TracerProvider's sampler): a sampler
+// that keeps the spans marked with AttrKept over its ratio keeps every
+// redelivery's trace and a span of every delivery that did not complete,
+// which head sampling alone cannot know at a delivery's start.
+//
 // The trace context of a message travels in its application properties
 // (traceparent, tracestate, and the Azure SDKs' Diagnostic-Id):
 // InjectTraceContext writes it at the producer, ExtractTraceContext reads

@@ -112,3 +112,45 @@ func PrefixedNames(metric, attr string) Names {
 // DefaultNames are the names of Options with no Names:
 // PrefixedNames("worker", "worker").
 func DefaultNames() Names { return PrefixedNames("worker", "worker") }
+
+// AttrKept is the span attribute of a process span the Telemetry keeps
+// whatever a sampler's ratio, with why: KeptRedelivery on a redelivery's
+// span (DeliveryCount > 1, known when it starts, so that its whole trace
+// is kept: the settlement, the store's calls) and KeptFailure on the span
+// a Telemetry records at the end of a delivery whose trace the sampler had
+// dropped and that did not complete: dead-lettered (a mismatch, an invalid
+// message), abandoned, cut off, its lock lost, its settlement or its
+// retry's scheduling failed.
+//
+// The deployment's sampler does the keeping: it samples every span whose
+// start attributes (SamplingParameters.Attributes in the OpenTelemetry SDK)
+// carry AttrKept and leaves the others to its ratio, for example
+//
+//	func (s kept) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+//		for _, a := range p.Attributes {
+//			if a.Key == otelworker.AttrKept {
+//				return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample,
+//					Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState()}
+//			}
+//		}
+//		return s.ratio.ShouldSample(p) // sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.1))
+//	}
+//
+// (This package leaves the SDK to the deployment, so that the core links
+// the OpenTelemetry API only.) Without such a sampler the attribute is
+// only a label, and a sampled-out failure's span is dropped as its trace
+// was.
+//
+// A span kept for failure is the process span alone, a child of the
+// dropped one (so it has the trace id the dropped span had): its outcome,
+// reason, key, message id, delivery count, error and duration, without
+// the settlement's and the store's spans, which were not recorded. A query
+// that counts deliveries from spans must leave the kept ones out (or read
+// a metric): they are not a sample.
+const AttrKept = attribute.Key("sampling.kept")
+
+// The values of AttrKept.
+const (
+	KeptRedelivery = "redelivery"
+	KeptFailure    = "failure"
+)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"go.opentelemetry.io/otel/attribute"
@@ -54,7 +55,10 @@ type Options struct {
 // settlement ("complete", "abandon", "dead_letter") and each lock renewal
 // ("renew_message_lock") as its children; the handler's context carries
 // the span, so the store's and a downstream client's spans are its
-// children too. Every receive call gets a "receive" span (kind client)
+// children too. A delivery whose trace the sampler dropped at its start
+// starts no settlement or renewal span (every sampler would drop them);
+// when it did not complete, its process span is recorded at its end all
+// the same (AttrKept). Every receive call gets a "receive" span (kind client)
 // linked to the creation context of each message it returned. Attribute
 // names follow the OpenTelemetry messaging semantic conventions (semconv
 // v1.43.0), with the deployment's own (Names): the outcome, the reason,
@@ -62,7 +66,8 @@ type Options struct {
 // Names.ResumedAttr.
 //
 // With a MeterProvider it records the metrics of Names and the Metric
-// constants. Their counts agree with the worker's Stats.
+// constants. Their counts agree with the worker's Stats. With none, or a
+// no-op one, the per-delivery metrics are not recorded at all.
 type Telemetry struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
@@ -76,6 +81,8 @@ type Telemetry struct {
 	inFlight, breakerOpen                                     metric.Int64UpDownCounter
 	processDuration                                           metric.Float64Histogram
 	baseOpt                                                   metric.MeasurementOption
+	baseAdd                                                   []metric.AddOption // baseOpt, built once: a variadic call through an interface allocates its slice
+	metered                                                   bool               // the MeterProvider is not a no-op one
 	resendOpt, redeliveryOpt, consumedOpt                     metric.MeasurementOption
 	outcomes                                                  sync.Map // outcomeKey -> outcomeOpts
 	cachedOutcomes                                            atomic.Int64
@@ -99,6 +106,7 @@ func New(o Options) (*Telemetry, error) {
 	if mp == nil {
 		mp = metricnoop.NewMeterProvider()
 	}
+	_, noMetrics := mp.(metricnoop.MeterProvider)
 	if prop == nil {
 		prop = Propagator()
 	}
@@ -108,7 +116,7 @@ func New(o Options) (*Telemetry, error) {
 	}
 	t := &Telemetry{
 		tracer: tp.Tracer(instrumentationScope, trace.WithSchemaURL(semconv.SchemaURL)),
-		prop:   prop, queue: o.Queue, n: n,
+		prop:   prop, queue: o.Queue, n: n, metered: !noMetrics,
 		base:  []attribute.KeyValue{semconv.MessagingSystemServiceBus, semconv.MessagingDestinationName(o.Queue)},
 		names: map[idempotent.Outcome]attribute.KeyValue{},
 	}
@@ -163,6 +171,7 @@ func New(o Options) (*Telemetry, error) {
 		return nil, fmt.Errorf("otelworker: %w", err)
 	}
 	t.baseOpt = metric.WithAttributes(t.base...)
+	t.baseAdd = []metric.AddOption{t.baseOpt}
 	t.resendOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], n.DuplicateCause.String("resend"))...)
 	t.redeliveryOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], n.DuplicateCause.String("redelivery"))...)
 	t.consumedOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationName("receive"))...)
@@ -196,40 +205,71 @@ func (t *Telemetry) Receiver(r worker.Receiver) worker.Receiver {
 // Start starts m's process span, a child of the trace context in its
 // application properties, and returns ctx with it: the worker's Hook.
 func (t *Telemetry) Start(ctx context.Context, m *azservicebus.ReceivedMessage) context.Context {
-	t.inFlight.Add(ctx, 1, t.baseOpt)
+	if t.metered {
+		t.inFlight.Add(ctx, 1, t.baseAdd...)
+	}
 	parent := ExtractTraceContext(ctx, t.prop, m.ApplicationProperties)
-	attrs := append(t.messageAttrs(m), semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"))
-	ctx, _ = t.tracer.Start(parent, "process "+t.queue, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	attrs := t.processAttrs(m.MessageID, m.DeliveryCount)
+	if m.DeliveryCount > 1 {
+		attrs = append(attrs, AttrKept.String(KeptRedelivery)) // Sampler keeps the whole trace
+	}
+	ctx, _ = t.tracer.Start(parent, "process "+t.queue, consumerKind, trace.WithAttributes(attrs...))
 	return ctx
+}
+
+// processAttrs are the attributes a process span starts with.
+func (t *Telemetry) processAttrs(id string, deliveryCount uint32) []attribute.KeyValue {
+	return append(t.base[:len(t.base):len(t.base)],
+		semconv.MessagingMessageID(id),
+		semconv.MessagingServiceBusMessageDeliveryCount(int(deliveryCount)),
+		semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"))
+}
+
+// failed reports whether a delivery did not complete as it should: its
+// span is kept whatever the sampler's ratio (AttrKept).
+func failed(rep worker.Report) bool {
+	return rep.Result.Outcome.Settlement() != idempotent.Complete || rep.LockLost || rep.CutOff ||
+		rep.SettleErr != nil || rep.ScheduleErr != nil
 }
 
 // End ends the process span Start began and records the delivery's
 // metrics: the worker's Hook.
 func (t *Telemetry) End(ctx context.Context, rep worker.Report) {
 	span := trace.SpanFromContext(ctx)
-	t.inFlight.Add(ctx, -1, t.baseOpt)
 	res := rep.Result
 	outcome, ok := t.names[res.Outcome]
 	if !ok {
 		outcome = t.n.Outcome.String(res.Outcome.String())
 	}
-	opts := t.deliveryOpts(res.Outcome, res.Reason, outcome)
-	t.deliveries.Add(ctx, 1, opts.deliveries)
-	t.processDuration.Record(ctx, rep.Duration.Seconds(), opts.duration)
-	switch res.Outcome {
-	case idempotent.Duplicate:
-		opt := t.resendOpt
-		if rep.DeliveryCount > 1 {
-			opt = t.redeliveryOpt
+	if t.metered {
+		t.inFlight.Add(ctx, -1, t.baseAdd...)
+		opts := t.deliveryOpts(res.Outcome, res.Reason, outcome)
+		t.deliveries.Add(ctx, 1, opts.deliveries...)
+		t.processDuration.Record(ctx, rep.Duration.Seconds(), opts.duration...)
+		switch res.Outcome {
+		case idempotent.Duplicate:
+			opt := t.resendOpt
+			if rep.DeliveryCount > 1 {
+				opt = t.redeliveryOpt
+			}
+			t.duplicates.Add(ctx, 1, opt)
+		case idempotent.Mismatch:
+			t.mismatches.Add(ctx, 1, t.baseAdd...)
 		}
-		t.duplicates.Add(ctx, 1, opt)
-	case idempotent.Mismatch:
-		t.mismatches.Add(ctx, 1, t.baseOpt)
-	}
-	if res.Resumed {
-		t.resumed.Add(ctx, 1, t.baseOpt)
+		if res.Resumed {
+			t.resumed.Add(ctx, 1, t.baseAdd...)
+		}
 	}
 
+	if !span.SpanContext().IsSampled() && span.SpanContext().IsValid() && failed(rep) {
+		// The sampler dropped this delivery's trace at its start, before
+		// its outcome was known: record its process span now, a child of
+		// the dropped one, from the delivery's start (Sampler keeps it).
+		span.End()
+		_, span = t.tracer.Start(ctx, "process "+t.queue, consumerKind,
+			trace.WithTimestamp(time.Now().Add(-rep.Duration)),
+			trace.WithAttributes(append(t.processAttrs(rep.MessageID, rep.DeliveryCount), AttrKept.String(KeptFailure))...))
+	}
 	if span.IsRecording() {
 		span.SetAttributes(outcome, t.n.LockLost.Bool(rep.LockLost), t.n.CutOff.Bool(rep.CutOff))
 		if res.Reason != "" {
@@ -262,7 +302,8 @@ func (t *Telemetry) End(ctx context.Context, rep worker.Report) {
 // outcome and reason: built once, since building a set sorts and copies
 // its attributes.
 type outcomeOpts struct {
-	deliveries, duration metric.MeasurementOption
+	deliveries []metric.AddOption
+	duration   []metric.RecordOption
 }
 
 // outcomeKey keys the cache of outcomeOpts.
@@ -289,9 +330,9 @@ func (t *Telemetry) deliveryOpts(outcome idempotent.Outcome, reason string, attr
 		attrs = append(attrs, t.n.Reason.String(reason))
 	}
 	o := outcomeOpts{
-		deliveries: metric.WithAttributeSet(attribute.NewSet(attrs...)),
-		duration: metric.WithAttributeSet(attribute.NewSet(append(t.base[:len(t.base):len(t.base)],
-			semconv.MessagingOperationName("process"), attr)...)),
+		deliveries: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrs...))},
+		duration: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(append(t.base[:len(t.base):len(t.base)],
+			semconv.MessagingOperationName("process"), attr)...))},
 	}
 	if t.cachedOutcomes.Add(1) <= maxCachedOutcomes {
 		t.outcomes.Store(key, o)
@@ -345,10 +386,10 @@ func (r *tracedReceiver) Unwrap() worker.Receiver { return r.Receiver }
 
 func (r *tracedReceiver) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	t := r.t
-	ctx, span := t.tracer.Start(ctx, "receive "+t.queue, trace.WithSpanKind(trace.SpanKindClient),
+	ctx, span := t.tracer.Start(ctx, "receive "+t.queue, clientKind,
 		trace.WithAttributes(append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationTypeReceive, semconv.MessagingOperationName("receive"))...))
 	msgs, err := r.Receiver.ReceiveMessages(ctx, n, o)
-	if len(msgs) > 0 {
+	if len(msgs) > 0 && t.metered {
 		t.consumed.Add(ctx, int64(len(msgs)), t.consumedOpt)
 	}
 	if span.IsRecording() {
@@ -394,8 +435,11 @@ func (r *tracedReceiver) DeadLetterMessage(ctx context.Context, m *azservicebus.
 
 func (r *tracedReceiver) RenewMessageLock(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.RenewMessageLockOptions) error {
 	t := r.t
-	ctx, span := t.tracer.Start(ctx, "renew_message_lock "+t.queue, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append(t.messageAttrs(m), semconv.MessagingOperationName("renew_message_lock"))...))
+	span := noSpan
+	if !dropped(ctx) {
+		ctx, span = t.tracer.Start(ctx, "renew_message_lock "+t.queue, clientKind,
+			trace.WithAttributes(append(t.messageAttrs(m), semconv.MessagingOperationName("renew_message_lock"))...))
+	}
 	err := r.Receiver.RenewMessageLock(ctx, m, o)
 	// The same classification as the worker's renewal.
 	result := ""
@@ -417,7 +461,10 @@ func (r *tracedReceiver) RenewMessageLock(ctx context.Context, m *azservicebus.R
 
 func (r *tracedReceiver) startSettle(ctx context.Context, m *azservicebus.ReceivedMessage, op string, disposition attribute.KeyValue) (context.Context, trace.Span) {
 	t := r.t
-	return t.tracer.Start(ctx, op+" "+t.queue, trace.WithSpanKind(trace.SpanKindClient),
+	if dropped(ctx) {
+		return ctx, noSpan
+	}
+	return t.tracer.Start(ctx, op+" "+t.queue, clientKind,
 		trace.WithAttributes(append(t.messageAttrs(m), semconv.MessagingOperationTypeSettle, semconv.MessagingOperationName(op), disposition)...))
 }
 
@@ -427,6 +474,27 @@ func (r *tracedReceiver) endSettle(ctx context.Context, span trace.Span, disposi
 	}
 	endSpan(span, err)
 }
+
+// dropped reports whether ctx carries a span the sampler dropped: its
+// children, the settlement and the lock renewals, are then not started,
+// since every sampler the OpenTelemetry specification names drops them
+// too (a parent-based one follows the parent, a trace-id ratio decides
+// alike for the whole trace), and starting them would cost their
+// attributes and the SDK's set-up for nothing.
+func dropped(ctx context.Context) bool {
+	sc := trace.SpanContextFromContext(ctx)
+	return sc.IsValid() && !sc.IsSampled()
+}
+
+// The span kinds' options, built once.
+var (
+	consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+	clientKind   = trace.WithSpanKind(trace.SpanKindClient)
+)
+
+// noSpan is a span that records nothing, for the spans dropped says not
+// to start.
+var noSpan = trace.SpanFromContext(context.Background())
 
 // errorType is the error.type of a Service Bus call's error: the SDK's
 // code ("lock_lost", "connlost", ...) or "_OTHER".

@@ -17,8 +17,9 @@ import (
 
 // BenchmarkTelemetry measures one delivery through the worker (receive,
 // handle, complete) against the fake receiver, with telemetry off (no
-// Telemetry: the worker alone), and with the SDK's providers recording
-// every span and metric in memory.
+// Telemetry: the worker alone), with the SDK's providers recording
+// every span and metric in memory, and with every trace dropped by the
+// sampler (the metrics still recorded).
 func BenchmarkTelemetry(b *testing.B) {
 	for _, bc := range []struct {
 		name string
@@ -30,6 +31,25 @@ func BenchmarkTelemetry(b *testing.B) {
 				TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(discardSpans{})),
 				MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())),
 				Queue:          "orders",
+			}
+		}},
+		// A ratio of 0: every trace dropped at its start, as nine in ten
+		// are at the deployment's ratio of 0.1; the metrics recorded.
+		{"sdk-dropped", func() *otelworker.Options {
+			return &otelworker.Options{
+				TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(discardSpans{}),
+					sdktrace.WithSampler(keptSampler{sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0))})),
+				MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())),
+				Queue:         "orders",
+			}
+		}},
+		// As deployed: nine in ten traces dropped, and no metrics (no
+		// MeterProvider: the deployment exports none).
+		{"sdk-dropped-nometrics", func() *otelworker.Options {
+			return &otelworker.Options{
+				TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(discardSpans{}),
+					sdktrace.WithSampler(keptSampler{sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0))})),
+				Queue: "orders",
 			}
 		}},
 	} {

@@ -255,6 +255,16 @@ var smallGoMemLimit = '460MiB' // 90 % of 512 MiB
 // Container Apps): one per zone. Dev runs one.
 var relayReplicas = empty(infrastructureSubnetId) ? 1 : 3
 
+// The worker's traces: a trace-id ratio sampler (OTEL_TRACES_SAMPLER,
+// OTEL_TRACES_SAMPLER_ARG) keeps this share of ordinary deliveries' traces;
+// the worker keeps every redelivery's trace and a span of every delivery
+// dead-lettered, abandoned or not settled whatever the ratio (docs/cost.md
+// has what each setting costs). Not parent-based: the producer samples
+// every trace, and a parent-based worker would follow it; a producer given
+// the same ratio decides alike for the same trace id, so traces stay whole.
+var workerTracesSampler = 'traceidratio'
+var workerTracesSamplerArg = '0.01'
+
 // The port the worker's health endpoints listen on (WORKER_HEALTH_ADDR).
 var healthPort = 8080
 
@@ -515,6 +525,14 @@ resource worker 'Microsoft.App/containerApps@2025-01-01' = {
             {
               name: 'OTEL_METRICS_EXPORTER'
               value: otlpMetricsExporter
+            }
+            {
+              name: 'OTEL_TRACES_SAMPLER'
+              value: workerTracesSampler
+            }
+            {
+              name: 'OTEL_TRACES_SAMPLER_ARG'
+              value: workerTracesSamplerArg
             }
             {
               name: 'WORKER_HEALTH_ADDR'
