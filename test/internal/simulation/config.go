@@ -81,6 +81,14 @@ type Config struct {
 	// KeyRetention is how long the payments service remembers an
 	// idempotency key after its charge. Default 1h.
 	KeyRetention time.Duration
+	// OutageDuration is how long a dependency outage lasts (see
+	// FaultRates.StoreOutage). Default 10 lock durations: longer than the
+	// MaxDeliveryCount deliveries of a message take with the worker's
+	// retry backoff (at most a quarter lock each), so that a worker that
+	// keeps receiving through it dead-letters what it receives, and shorter
+	// than StallTimeout.
+	OutageDuration time.Duration
+
 	// ResubmitEarly and ResubmitLate are when the operator resubmits
 	// dead-lettered messages (see FaultRates.ResubmitEarly): that long
 	// after the queues drained. ResubmitEarly must exceed the
@@ -118,6 +126,16 @@ type Config struct {
 	// RelaySender, if not nil, wraps the sender of every relay instance.
 	// Tests plug in broken relays to show that the checker catches them.
 	RelaySender func(relay.Sender) relay.Sender
+
+	// Gate, if not nil, wraps the circuit breaker of every worker (its
+	// worker.Options.Gate). Tests plug in broken breakers to show that the
+	// checker catches them.
+	Gate func(worker.Gate) worker.Gate
+
+	// Scheduler, if not nil, wraps the Scheduler of every order writer (the
+	// queue model's sender, with FaultRates.ScheduleFailure). Tests plug in
+	// broken schedulers to show that the checker catches them.
+	Scheduler func(worker.Scheduler) worker.Scheduler
 
 	// Logger receives the workers' logs. Default: discarded.
 	Logger *slog.Logger
@@ -283,6 +301,7 @@ func (c Config) withDefaults() Config {
 	defDur(&c.RelayPollInterval, relay.DefaultPollInterval)
 	defDur(&c.RelayCallTimeout, relay.DefaultCallTimeout)
 	defDur(&c.StallTimeout, 20*c.LockDuration)
+	defDur(&c.OutageDuration, 10*c.LockDuration)
 	defDur(&c.DelayProbeInterval, c.LockDuration/50)
 	defDur(&c.TimeLimit, c.DuplicateDetectionWindow+c.ResubmitEarly+c.ResubmitLate+
 		time.Duration(100*c.MaxDeliveryCount)*c.LockDuration)
@@ -319,6 +338,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("simulation: ResubmitEarly %v must exceed the duplicate-detection window %v, or the resubmissions are dropped as duplicates", c.ResubmitEarly, c.DuplicateDetectionWindow)
 	case c.ResubmitLate <= c.KeyRetention:
 		return fmt.Errorf("simulation: ResubmitLate %v must exceed the key retention %v", c.ResubmitLate, c.KeyRetention)
+	case c.OutageDuration < 0 || c.OutageDuration >= c.StallTimeout:
+		return fmt.Errorf("simulation: OutageDuration %v must be shorter than StallTimeout %v: nothing settles while the store is down", c.OutageDuration, c.StallTimeout)
 	case c.OrderDelay < 0:
 		return fmt.Errorf("simulation: OrderDelay %v is negative", c.OrderDelay)
 	case !(c.StatusChanges >= 0 && c.StatusChanges <= 1):
@@ -368,6 +389,9 @@ func (c Config) workerOptions(probe func(context.Context) error, queue string, r
 		return worker.Options{}, nil, err
 	}
 	o.Gate = b
+	if c.Gate != nil {
+		o.Gate = c.Gate(b)
+	}
 	return o, r, nil
 }
 
