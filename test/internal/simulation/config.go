@@ -65,7 +65,9 @@ type Config struct {
 	// delivery before MaxDeliveryCount. A fault costs a message at most two
 	// deliveries, and a status change may be delivered once before its
 	// order exists, so it must be at most (MaxDeliveryCount-2)/2, the
-	// default.
+	// default. With dependency outages (FaultRates.StoreOutage and the
+	// others), which cost a message the delivery it was in when the outage
+	// began, it must be at most (MaxDeliveryCount-3)/2, the default then.
 	MaxFaultsPerMessage int
 
 	// The queues' properties. Defaults: 30s, 10, 10m. The workers are
@@ -287,7 +289,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Workers, 3)
 	def(&c.Concurrency, 8)
 	def(&c.MaxDeliveryCount, sbqueue.DefaultMaxDeliveryCount)
-	def(&c.MaxFaultsPerMessage, max((c.MaxDeliveryCount-2)/2, 1))
+	def(&c.MaxFaultsPerMessage, max((c.MaxDeliveryCount-2-c.Faults.outageSlack())/2, 1))
 	defDur(&c.LockDuration, 30*time.Second)
 	defDur(&c.DuplicateDetectionWindow, sbqueue.DefaultDuplicateDetectionWindow)
 	defDur(&c.ShutdownGrace, 30*time.Second)
@@ -328,8 +330,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("simulation: %d workers is not between 1 and 64", c.Workers)
 	case c.Concurrency < 1 || c.Concurrency > 5000:
 		return fmt.Errorf("simulation: concurrency %d is not between 1 and 5000", c.Concurrency)
-	case 2*c.MaxFaultsPerMessage+2 > c.MaxDeliveryCount:
-		return fmt.Errorf("simulation: MaxFaultsPerMessage %d must be at most (MaxDeliveryCount %d - 2) / 2, or faults alone could dead-letter a message", c.MaxFaultsPerMessage, c.MaxDeliveryCount)
+	case 2*c.MaxFaultsPerMessage+2+c.Faults.outageSlack() > c.MaxDeliveryCount:
+		return fmt.Errorf("simulation: MaxFaultsPerMessage %d must be at most (MaxDeliveryCount %d - %d) / 2, or faults alone could dead-letter a message", c.MaxFaultsPerMessage, c.MaxDeliveryCount, 2+c.Faults.outageSlack())
 	case c.LockDuration < time.Second || c.DuplicateDetectionWindow <= 0 || c.MarkerTTL < time.Second:
 		return errors.New("simulation: the lock duration must be at least a second (the worker's minimum), the duplicate-detection window positive, and the marker TTL at least a second")
 	case c.KeyRetention <= 0 || c.ShutdownGrace <= 0:

@@ -57,6 +57,16 @@ const (
 	OutageCaptures    = "payments captures"
 )
 
+// outageSlack is the deliveries of a message the plan's fault budget
+// leaves to dependency outages: the one a message is in when an outage
+// begins, with a breaker that stops receiving at once. 0 when r has none.
+func (r FaultRates) outageSlack() int {
+	if r.StoreOutage > 0 || r.StoreWriteOutage > 0 || r.PartitionOutage > 0 || r.CaptureOutage > 0 {
+		return 1
+	}
+	return 0
+}
+
 // outageKinds are the kinds in the order the plan considers them.
 var outageKinds = [...]string{OutageStore, OutageStoreWrites, OutagePartition, OutageCaptures}
 

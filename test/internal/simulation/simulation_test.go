@@ -288,6 +288,8 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{Faults: simulation.FaultRates{Crash: 1.5}},
 		{MaxDeliveryCount: 4, MaxFaultsPerMessage: 4},
 		{MaxDeliveryCount: 10, MaxFaultsPerMessage: 5}, // a fault may cost two deliveries
+		// and an outage one more
+		{MaxDeliveryCount: 10, MaxFaultsPerMessage: 4, Faults: simulation.FaultRates{StoreOutage: 0.1}},
 		{StatusChanges: 2},
 		{MarkerTTL: time.Millisecond},
 	} {
