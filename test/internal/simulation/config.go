@@ -83,6 +83,17 @@ type Config struct {
 	// KeyRetention is how long the payments service remembers an
 	// idempotency key after its charge. Default 1h.
 	KeyRetention time.Duration
+	// BreakerMinBackoff and BreakerMaxBackoff are the circuit breakers'
+	// waits between probes while open (breaker.Options). Defaults: the
+	// breaker's, as cmd/orderworker uses them (1s and 1m, against its
+	// 1 minute locks); CompressedTimeScale scales them with the lock.
+	BreakerMinBackoff, BreakerMaxBackoff time.Duration
+	// RetryMaxDelay bounds the total delay of a message's scheduled
+	// retries (worker.RetryOptions.MaxDelay). Default: the worker's, as
+	// cmd/orderworker uses it (1 hour, 60 of its 1 minute locks);
+	// CompressedTimeScale scales it with the lock.
+	RetryMaxDelay time.Duration
+
 	// OutageDuration is how long a dependency outage lasts (see
 	// FaultRates.StoreOutage). Default 10 lock durations: longer than the
 	// MaxDeliveryCount deliveries of a message take with the worker's
@@ -185,7 +196,10 @@ type Config struct {
 // allows), a 1 s duplicate-detection window, a 3 s key retention, and
 // resubmissions 1.5 s and 3.5 s after the queues drained; the worker's shutdown
 // grace is 2 s; store calls take 1 ms and payment requests 3 ms; the relay's
-// leases last 3 s, it polls every 100 ms and its calls time out after 1 s. Fields
+// leases last 3 s, it polls every 100 ms and its calls time out after 1 s; the
+// circuit breakers wait 20 ms to 1 s between probes and a message's scheduled
+// retries end within 60 s (the breaker's and the worker's defaults are 1 s to 1
+// minute and 1 hour against production's 1 minute locks). Fields
 // already set are kept. It is ScaledTimeScale(1).
 func (c Config) CompressedTimeScale() Config { return c.ScaledTimeScale(1) }
 
@@ -213,6 +227,9 @@ func (c Config) ScaledTimeScale(factor float64) Config {
 	def(&c.RelayLeaseDuration, 3*time.Second)
 	def(&c.RelayPollInterval, 100*time.Millisecond)
 	def(&c.RelayCallTimeout, time.Second)
+	def(&c.BreakerMinBackoff, 20*time.Millisecond)
+	def(&c.BreakerMaxBackoff, time.Second)
+	def(&c.RetryMaxDelay, time.Minute)
 	return c
 }
 
@@ -359,7 +376,7 @@ func (c Config) validate() error {
 // whose Receiver wraps r. Only the periodic summary is off. It returns the
 // receiver to give the worker.
 func (c Config) workerOptions(probe func(context.Context) error, queue string, r worker.Receiver, logger *slog.Logger) (worker.Options, worker.Receiver, error) {
-	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe}
+	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe, MinBackoff: c.BreakerMinBackoff, MaxBackoff: c.BreakerMaxBackoff}
 	o := worker.Options{
 		Concurrency:     c.Concurrency,
 		LockDuration:    c.LockDuration,
@@ -370,6 +387,7 @@ func (c Config) workerOptions(probe func(context.Context) error, queue string, r
 		ReceiveDrain: time.Second,
 		// The scheduled retries' bounds are cmd/orderworker's, the
 		// defaults; the Scheduler is set per worker (see scheduleRecorder).
+		Retry:       worker.RetryOptions{MaxDelay: c.RetryMaxDelay},
 		KeyAttr:     telemetry.WorkerKeyAttr,
 		ResumedAttr: telemetry.WorkerResumedAttr,
 	}
