@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
 	"github.com/idempotent-consumer/sbcosmos/relay"
@@ -187,6 +189,50 @@ func (d *dropEveryThird) SendBatch(ctx context.Context, b relay.Batch) error {
 	return d.inner.SendBatch(ctx, b)
 }
 
+// admitAll is a circuit breaker that never opens: it admits every receive
+// and learns nothing from the deliveries' decisions.
+func admitAll(worker.Gate) worker.Gate { return openGate{} }
+
+type openGate struct{}
+
+func (openGate) Admit(ctx, rx context.Context) (context.Context, worker.Admission, bool) {
+	return rx, worker.Admission{}, ctx.Err() == nil
+}
+
+func (openGate) Record(worker.Decision) {}
+
+// schedulerThatLosesCopies is a worker whose delayed retry completes the
+// original although its copy was not scheduled: its scheduler reports
+// success when the broker scheduled nothing, the end state of a worker
+// that completes the original first and then fails to schedule.
+func schedulerThatLosesCopies(s worker.Scheduler) worker.Scheduler { return losingScheduler{s} }
+
+type losingScheduler struct{ inner worker.Scheduler }
+
+func (l losingScheduler) ScheduleMessages(ctx context.Context, ms []*azservicebus.Message, at time.Time, o *azservicebus.ScheduleMessagesOptions) ([]int64, error) {
+	seqs, err := l.inner.ScheduleMessages(ctx, ms, at, o)
+	if err != nil {
+		return nil, nil
+	}
+	return seqs, nil
+}
+
+// senderThatSwallowsFailures is a relay that checkpoints a page whose send
+// failed: its sender reports a failed send as sent, the end state of a
+// relay that checkpoints a page before publishing it.
+func senderThatSwallowsFailures(s relay.Sender) relay.Sender { return swallowingSender{s} }
+
+type swallowingSender struct{ inner relay.Sender }
+
+func (s swallowingSender) NewBatch(ctx context.Context) (relay.Batch, error) {
+	return s.inner.NewBatch(ctx)
+}
+
+func (s swallowingSender) SendBatch(ctx context.Context, b relay.Batch) error {
+	_ = s.inner.SendBatch(ctx, b)
+	return nil
+}
+
 // TestBrokenPatternsFailTheChecker proves that the invariants of the parts
 // beyond writing orders can fail: each run below breaks one of them, under
 // the fault that exposes it, and the checker must name it.
@@ -211,6 +257,12 @@ func TestBrokenPatternsFailTheChecker(t *testing.T) {
 			simulation.Config{MarkerTTL: 5 * time.Minute, Faults: simulation.FaultRates{RelayPause: 1}}, simulation.InboxOncePerConsumer},
 		{"a relay that checkpoints a batch its send dropped",
 			simulation.Config{RelaySender: droppingSender}, simulation.EventReachesEverySubscription},
+		{"a breaker that never opens, the store down",
+			simulation.Config{Gate: admitAll, DisableInbox: true, Faults: simulation.FaultRates{StoreOutage: 0.1}}, simulation.NoDeadLetterDuringOutage},
+		{"a delayed retry that completes the original without its copy, schedulings failing",
+			simulation.Config{Scheduler: schedulerThatLosesCopies, StatusChanges: 1, Faults: simulation.FaultRates{OutOfOrder: 1, ScheduleFailure: 0.3}}, simulation.StatusIsHighestVersion},
+		{"a relay that checkpoints a page whose send failed",
+			simulation.Config{RelaySender: senderThatSwallowsFailures, Faults: simulation.FaultRates{RelaySendFailure: 1}}, simulation.EventReachesEverySubscription},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -243,6 +295,9 @@ func TestCorrectPatternsHoldUnderTheSameFaults(t *testing.T) {
 		{Faults: simulation.FaultRates{PaymentCrash: 0.3}},
 		{StatusChanges: 1, Faults: simulation.FaultRates{OutOfOrder: 1}},
 		{Faults: simulation.FaultRates{RetryOutsideWindow: 0.3}},
+		{DisableInbox: true, Faults: simulation.FaultRates{StoreOutage: 0.1}},
+		{StatusChanges: 1, Faults: simulation.FaultRates{OutOfOrder: 1, ScheduleFailure: 0.3}},
+		{Faults: simulation.FaultRates{RelaySendFailure: 1}},
 	} {
 		cfg.Orders, cfg.Workers, cfg.Concurrency, cfg.Seed = 60, 3, 4, 3
 		rep, err := runSim(t, cfg)

@@ -49,6 +49,18 @@ type State struct {
 	// (FaultRates.Poison): no status change of theirs can be applied, and
 	// every one must end dead-lettered.
 	PoisonOrders map[string]bool
+
+	// OrderOutages are the orders whose every store call failed for good
+	// (FaultRates.Outage): only their own messages meet it, and each is
+	// dead-lettered for MaxDeliveryCountExceeded.
+	OrderOutages map[string]bool
+	// Outages are the dependency outages the plan struck (outage.go), and
+	// Deliveries when the deliveries of every queued message happened, by
+	// queue (the inbox consumer's name, "" for the order writers') and
+	// sequence number: NoDeadLetterDuringOutage holds the dead-letter
+	// queues against them.
+	Outages    []Outage
+	Deliveries map[string]map[int64]Span
 }
 
 // Untouched is a delivery a worker received and never handled.
@@ -107,6 +119,8 @@ const (
 	// EventReachesEverySubscription: the relay's part.
 	EventReachesEverySubscription = "event-reaches-every-subscription"
 	NoUntouchedDelivery           = "no-untouched-delivery"
+	// NoDeadLetterDuringOutage: the circuit breaker's part.
+	NoDeadLetterDuringOutage = "no-dead-letter-during-outage"
 )
 
 // Invariants returns the invariants Check verifies, in the order it checks
@@ -129,6 +143,7 @@ func Invariants() []Invariant {
 		{NoUntouchedDelivery, "no worker took a message from the broker without handing it to a handler: a received message is locked, and abandoning it or letting its lock lapse raises its delivery count, so a shutdown must not receive what it will not handle", checkNoUntouchedDelivery},
 		{EventReachesEverySubscription, "every stored OrderAccepted event was published by the relay and reached every inbox consumer's subscription, across the relay's crashes, stops, pauses and lease takeovers", checkEventReachesEverySubscription},
 		{InboxOncePerConsumer, "every inbox consumer wrote exactly one loyalty entry for every valid order and none for anything else, with its marker, which recorded content sent for the order and is gone only after its TTL; one consumer never suppresses another", checkInboxOncePerConsumer},
+		{NoDeadLetterDuringOutage, "no message, on any queue, was dead-lettered for MaxDeliveryCountExceeded while a dependency it needs was down (an outage of the whole store, of its writes, of its order's key range, or of the payment captures an order message makes, overlapped its deliveries): a worker pauses for an outage instead of spending the backlog's deliveries on it; orders whose own storage or payment record failed for good, and poison orders, meet faults only their messages meet, and are not held to it", checkNoDeadLetterDuringOutage},
 	}
 }
 
@@ -881,6 +896,63 @@ func checkEventReachesEverySubscription(idx *index) []Violation {
 			for _, e := range idx.events[id] {
 				if !slices.ContainsFunc(got[id], func(m Sent) bool { return m.RequestHash == e.requestHash }) {
 					add(id, "event %q is stored, but %s's subscription never received it (%d copies of other content): the relay lost it", e.item.ID, sub.Consumer, len(got[id]))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checkNoDeadLetterDuringOutage holds every dead-letter queue against the
+// dependency outages of the run: a message dead-lettered for
+// MaxDeliveryCountExceeded whose deliveries overlapped an outage of a
+// dependency it needs spent its deliveries on the outage. Which messages
+// need what: every message needs the store's writes (an order, a status
+// change, an inbox marker), and its order's key range; an order message on
+// the order writers' queue needs the payment captures, when payments run.
+func checkNoDeadLetterDuringOutage(idx *index) []Violation {
+	if len(idx.s.Outages) == 0 {
+		return nil
+	}
+	var out []Violation
+	for _, v := range idx.views {
+		bySeq := make(map[int64]Sent, len(v.enqueued))
+		for _, m := range v.enqueued {
+			bySeq[m.Seq] = m
+		}
+		spans := idx.s.Deliveries[v.consumer]
+		for _, seq := range slices.Sorted(maps.Keys(v.dead)) {
+			dl := v.dead[seq]
+			if dl.DeadLetterReason != sbqueue.ReasonMaxDeliveryCountExceeded {
+				continue
+			}
+			orderID, capture := dl.CorrelationID, false
+			if m, ok := bySeq[seq]; ok {
+				orderID, capture = m.OrderIDOrMessageID(), m.Kind.Processable()
+			} else if orig, retry := retryOf(dl); retry && orderID == "" {
+				orderID = orderOfMessage(orig)
+			}
+			if orderID == "" {
+				orderID = orderOfMessage(dl.MessageID)
+			}
+			if v.consumer == "" && (idx.s.OrderOutages[orderID] || idx.s.PoisonOrders[orderID] || idx.s.PaymentRecordOutages[orderID]) {
+				continue
+			}
+			sp, ok := spans[seq]
+			if !ok {
+				continue // never delivered: checkNoMessageLost
+			}
+			for _, o := range idx.s.Outages {
+				needs := o.Covers(orderID)
+				if o.Kind == OutageCaptures {
+					needs = v.consumer == "" && capture && idx.s.Payments != nil
+				}
+				if needs && o.During(sp.First, sp.Last) {
+					out = append(out, Violation{Invariant: NoDeadLetterDuringOutage, OrderID: orderID, Seq: seq,
+						Detail: fmt.Sprintf("%s dead-lettered as %s; its deliveries ran from %v to %v after an outage of the %s began, which lasted %v: they were spent on the outage%s",
+							dl.MessageID, dl.DeadLetterReason, sp.First.Sub(o.Start).Round(time.Millisecond), sp.Last.Sub(o.Start).Round(time.Millisecond),
+							o, o.End.Sub(o.Start), v.where())})
+					break
 				}
 			}
 		}

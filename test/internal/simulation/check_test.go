@@ -233,6 +233,33 @@ func TestCheck(t *testing.T) {
 		{"duplicate dead-lettered after MaxDeliveryCount", func(t *testing.T, s *simulation.State) {
 			withDeadLetter(s, deadLetter(1, "A", sbqueue.ReasonMaxDeliveryCountExceeded))
 		}, []string{simulation.NoMessageLost}},
+		{"dead-lettered after MaxDeliveryCount while the store was down", func(t *testing.T, s *simulation.State) {
+			withOutage(s, simulation.OutageStore, -1, 0)
+		}, []string{simulation.NoDeadLetterDuringOutage}},
+		{"dead-lettered after MaxDeliveryCount while the store's writes were down", func(t *testing.T, s *simulation.State) {
+			withOutage(s, simulation.OutageStoreWrites, -1, 0)
+		}, []string{simulation.NoDeadLetterDuringOutage}},
+		{"dead-lettered after MaxDeliveryCount while its key range was down", func(t *testing.T, s *simulation.State) {
+			withOutage(s, simulation.OutagePartition, keyRange(t, "E", true), 0)
+		}, []string{simulation.NoDeadLetterDuringOutage}},
+		{"dead-lettered after MaxDeliveryCount while another key range was down", func(t *testing.T, s *simulation.State) {
+			withOutage(s, simulation.OutagePartition, keyRange(t, "E", false), 0)
+		}, nil},
+		{"an order dead-lettered after MaxDeliveryCount while captures were down", func(t *testing.T, s *simulation.State) {
+			withOutage(s, simulation.OutageCaptures, -1, 0)
+			delete(s.Deliveries[""], 9) // the status change needs no capture
+		}, []string{simulation.NoDeadLetterDuringOutage}},
+		{"a status change dead-lettered after MaxDeliveryCount while captures were down", func(t *testing.T, s *simulation.State) {
+			withOutage(s, simulation.OutageCaptures, -1, 0)
+			delete(s.Deliveries[""], 5)
+		}, nil},
+		{"dead-lettered after MaxDeliveryCount after the outage had ended", func(t *testing.T, s *simulation.State) {
+			withOutage(s, simulation.OutageStore, -1, 10*time.Minute)
+		}, nil},
+		{"dead-lettered after MaxDeliveryCount while the store was down, its own storage down for good", func(t *testing.T, s *simulation.State) {
+			withOutage(s, simulation.OutageStore, -1, 0)
+			s.OrderOutages = map[string]bool{"E": true}
+		}, nil},
 		{"duplicate dead-lettered as a mismatch", func(t *testing.T, s *simulation.State) {
 			withDeadLetter(s, deadLetter(1, "A", order.ReasonOrderIDReused))
 		}, []string{simulation.NoMessageLost}},
@@ -487,6 +514,27 @@ func joinViolations(vs []simulation.Violation) string {
 	return b.String()
 }
 
+// withOutage gives s an outage of kind (of key range r, for a partition)
+// from stateStart for 5 minutes, and the dead-lettered messages of E (#5
+// and its status change #9) deliveries from after to 3 minutes after that.
+func withOutage(s *simulation.State, kind string, r int, after time.Duration) {
+	s.Outages = []simulation.Outage{{Kind: kind, Range: r, Start: stateStart, End: stateStart.Add(5 * time.Minute)}}
+	span := simulation.Span{First: stateStart.Add(after), Last: stateStart.Add(after + 3*time.Minute)}
+	s.Deliveries = map[string]map[int64]simulation.Span{"": {5: span, 9: span}}
+}
+
+// keyRange returns a key range a partition outage of which covers pk, or,
+// with covers false, does not.
+func keyRange(t *testing.T, pk string, covers bool) int {
+	for r := 0; r < 8; r++ {
+		if (simulation.Outage{Kind: simulation.OutagePartition, Range: r}).Covers(pk) == covers {
+			return r
+		}
+	}
+	t.Fatalf("no key range covers(%q) = %v", pk, covers)
+	return 0
+}
+
 func TestInvariantsAreNamedAndStated(t *testing.T) {
 	seen := map[string]bool{}
 	for _, inv := range simulation.Invariants() {
@@ -495,7 +543,7 @@ func TestInvariantsAreNamedAndStated(t *testing.T) {
 		}
 		seen[inv.Name] = true
 	}
-	if len(seen) != 10 {
-		t.Errorf("%d invariants, want 10", len(seen))
+	if len(seen) != 11 {
+		t.Errorf("%d invariants, want 11", len(seen))
 	}
 }

@@ -65,7 +65,9 @@ type Config struct {
 	// delivery before MaxDeliveryCount. A fault costs a message at most two
 	// deliveries, and a status change may be delivered once before its
 	// order exists, so it must be at most (MaxDeliveryCount-2)/2, the
-	// default.
+	// default. With dependency outages (FaultRates.StoreOutage and the
+	// others), which cost a message the delivery it was in when the outage
+	// began, it must be at most (MaxDeliveryCount-3)/2, the default then.
 	MaxFaultsPerMessage int
 
 	// The queues' properties. Defaults: 30s, 10, 10m. The workers are
@@ -81,6 +83,25 @@ type Config struct {
 	// KeyRetention is how long the payments service remembers an
 	// idempotency key after its charge. Default 1h.
 	KeyRetention time.Duration
+	// BreakerMinBackoff and BreakerMaxBackoff are the circuit breakers'
+	// waits between probes while open (breaker.Options). Defaults: the
+	// breaker's, as cmd/orderworker uses them (1s and 1m, against its
+	// 1 minute locks); CompressedTimeScale scales them with the lock.
+	BreakerMinBackoff, BreakerMaxBackoff time.Duration
+	// RetryMaxDelay bounds the total delay of a message's scheduled
+	// retries (worker.RetryOptions.MaxDelay). Default: the worker's, as
+	// cmd/orderworker uses it (1 hour, 60 of its 1 minute locks);
+	// CompressedTimeScale scales it with the lock.
+	RetryMaxDelay time.Duration
+
+	// OutageDuration is how long a dependency outage lasts (see
+	// FaultRates.StoreOutage). Default 10 lock durations: longer than the
+	// MaxDeliveryCount deliveries of a message take with the worker's
+	// retry backoff (at most a quarter lock each), so that a worker that
+	// keeps receiving through it dead-letters what it receives, and shorter
+	// than StallTimeout.
+	OutageDuration time.Duration
+
 	// ResubmitEarly and ResubmitLate are when the operator resubmits
 	// dead-lettered messages (see FaultRates.ResubmitEarly): that long
 	// after the queues drained. ResubmitEarly must exceed the
@@ -118,6 +139,16 @@ type Config struct {
 	// RelaySender, if not nil, wraps the sender of every relay instance.
 	// Tests plug in broken relays to show that the checker catches them.
 	RelaySender func(relay.Sender) relay.Sender
+
+	// Gate, if not nil, wraps the circuit breaker of every worker (its
+	// worker.Options.Gate). Tests plug in broken breakers to show that the
+	// checker catches them.
+	Gate func(worker.Gate) worker.Gate
+
+	// Scheduler, if not nil, wraps the Scheduler of every order writer (the
+	// queue model's sender, with FaultRates.ScheduleFailure). Tests plug in
+	// broken schedulers to show that the checker catches them.
+	Scheduler func(worker.Scheduler) worker.Scheduler
 
 	// Logger receives the workers' logs. Default: discarded.
 	Logger *slog.Logger
@@ -165,7 +196,10 @@ type Config struct {
 // allows), a 1 s duplicate-detection window, a 3 s key retention, and
 // resubmissions 1.5 s and 3.5 s after the queues drained; the worker's shutdown
 // grace is 2 s; store calls take 1 ms and payment requests 3 ms; the relay's
-// leases last 3 s, it polls every 100 ms and its calls time out after 1 s. Fields
+// leases last 3 s, it polls every 100 ms and its calls time out after 1 s; the
+// circuit breakers wait 20 ms to 1 s between probes and a message's scheduled
+// retries end within 60 s (the breaker's and the worker's defaults are 1 s to 1
+// minute and 1 hour against production's 1 minute locks). Fields
 // already set are kept. It is ScaledTimeScale(1).
 func (c Config) CompressedTimeScale() Config { return c.ScaledTimeScale(1) }
 
@@ -193,6 +227,9 @@ func (c Config) ScaledTimeScale(factor float64) Config {
 	def(&c.RelayLeaseDuration, 3*time.Second)
 	def(&c.RelayPollInterval, 100*time.Millisecond)
 	def(&c.RelayCallTimeout, time.Second)
+	def(&c.BreakerMinBackoff, 20*time.Millisecond)
+	def(&c.BreakerMaxBackoff, time.Second)
+	def(&c.RetryMaxDelay, time.Minute)
 	return c
 }
 
@@ -269,7 +306,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Workers, 3)
 	def(&c.Concurrency, 8)
 	def(&c.MaxDeliveryCount, sbqueue.DefaultMaxDeliveryCount)
-	def(&c.MaxFaultsPerMessage, max((c.MaxDeliveryCount-2)/2, 1))
+	def(&c.MaxFaultsPerMessage, max((c.MaxDeliveryCount-2-c.Faults.outageSlack())/2, 1))
 	defDur(&c.LockDuration, 30*time.Second)
 	defDur(&c.DuplicateDetectionWindow, sbqueue.DefaultDuplicateDetectionWindow)
 	defDur(&c.ShutdownGrace, 30*time.Second)
@@ -283,6 +320,7 @@ func (c Config) withDefaults() Config {
 	defDur(&c.RelayPollInterval, relay.DefaultPollInterval)
 	defDur(&c.RelayCallTimeout, relay.DefaultCallTimeout)
 	defDur(&c.StallTimeout, 20*c.LockDuration)
+	defDur(&c.OutageDuration, 10*c.LockDuration)
 	defDur(&c.DelayProbeInterval, c.LockDuration/50)
 	defDur(&c.TimeLimit, c.DuplicateDetectionWindow+c.ResubmitEarly+c.ResubmitLate+
 		time.Duration(100*c.MaxDeliveryCount)*c.LockDuration)
@@ -309,8 +347,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("simulation: %d workers is not between 1 and 64", c.Workers)
 	case c.Concurrency < 1 || c.Concurrency > 5000:
 		return fmt.Errorf("simulation: concurrency %d is not between 1 and 5000", c.Concurrency)
-	case 2*c.MaxFaultsPerMessage+2 > c.MaxDeliveryCount:
-		return fmt.Errorf("simulation: MaxFaultsPerMessage %d must be at most (MaxDeliveryCount %d - 2) / 2, or faults alone could dead-letter a message", c.MaxFaultsPerMessage, c.MaxDeliveryCount)
+	case 2*c.MaxFaultsPerMessage+2+c.Faults.outageSlack() > c.MaxDeliveryCount:
+		return fmt.Errorf("simulation: MaxFaultsPerMessage %d must be at most (MaxDeliveryCount %d - %d) / 2, or faults alone could dead-letter a message", c.MaxFaultsPerMessage, c.MaxDeliveryCount, 2+c.Faults.outageSlack())
 	case c.LockDuration < time.Second || c.DuplicateDetectionWindow <= 0 || c.MarkerTTL < time.Second:
 		return errors.New("simulation: the lock duration must be at least a second (the worker's minimum), the duplicate-detection window positive, and the marker TTL at least a second")
 	case c.KeyRetention <= 0 || c.ShutdownGrace <= 0:
@@ -319,6 +357,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("simulation: ResubmitEarly %v must exceed the duplicate-detection window %v, or the resubmissions are dropped as duplicates", c.ResubmitEarly, c.DuplicateDetectionWindow)
 	case c.ResubmitLate <= c.KeyRetention:
 		return fmt.Errorf("simulation: ResubmitLate %v must exceed the key retention %v", c.ResubmitLate, c.KeyRetention)
+	case c.OutageDuration < 0 || c.OutageDuration >= c.StallTimeout:
+		return fmt.Errorf("simulation: OutageDuration %v must be shorter than StallTimeout %v: nothing settles while the store is down", c.OutageDuration, c.StallTimeout)
 	case c.OrderDelay < 0:
 		return fmt.Errorf("simulation: OrderDelay %v is negative", c.OrderDelay)
 	case !(c.StatusChanges >= 0 && c.StatusChanges <= 1):
@@ -336,7 +376,7 @@ func (c Config) validate() error {
 // whose Receiver wraps r. Only the periodic summary is off. It returns the
 // receiver to give the worker.
 func (c Config) workerOptions(probe func(context.Context) error, queue string, r worker.Receiver, logger *slog.Logger) (worker.Options, worker.Receiver, error) {
-	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe}
+	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe, MinBackoff: c.BreakerMinBackoff, MaxBackoff: c.BreakerMaxBackoff}
 	o := worker.Options{
 		Concurrency:     c.Concurrency,
 		LockDuration:    c.LockDuration,
@@ -347,6 +387,7 @@ func (c Config) workerOptions(probe func(context.Context) error, queue string, r
 		ReceiveDrain: time.Second,
 		// The scheduled retries' bounds are cmd/orderworker's, the
 		// defaults; the Scheduler is set per worker (see scheduleRecorder).
+		Retry:       worker.RetryOptions{MaxDelay: c.RetryMaxDelay},
 		KeyAttr:     telemetry.WorkerKeyAttr,
 		ResumedAttr: telemetry.WorkerResumedAttr,
 	}
@@ -368,6 +409,9 @@ func (c Config) workerOptions(probe func(context.Context) error, queue string, r
 		return worker.Options{}, nil, err
 	}
 	o.Gate = b
+	if c.Gate != nil {
+		o.Gate = c.Gate(b)
+	}
 	return o, r, nil
 }
 

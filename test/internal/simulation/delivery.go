@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/idempotent-consumer/sbcosmos/idempotent"
 	"github.com/idempotent-consumer/sbcosmos/order"
@@ -21,6 +22,8 @@ type delivery struct {
 	token         [16]byte
 	received      uint64 // tracker tick at receipt
 	settled       uint64 // tracker tick when its settlement returned; 0 while in flight
+	receivedAt    time.Time
+	settledAt     time.Time // zero while in flight, or if it never settled (a crash)
 
 	lockExpired    bool // LockExpiry struck it
 	crashed        bool // Crash struck its settlement
@@ -77,7 +80,7 @@ func (t *tracker) received(d *delivery, body []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.tick++
-	d.received = t.tick
+	d.received, d.receivedAt = t.tick, time.Now()
 	t.all = append(t.all, d)
 	t.byToken[d.token] = d
 	if len(body) > 0 {
@@ -150,10 +153,38 @@ func (t *tracker) settled(d *delivery) {
 		return
 	}
 	t.tick++
-	d.settled = t.tick
+	d.settled, d.settledAt = t.tick, time.Now()
 	delete(t.byToken, d.token)
 	t.inflight--
 	t.signal()
+}
+
+// Span is when the deliveries of one queued message happened: from the
+// receipt of its first to the end of its last (its receipt, if it never
+// settled), on the run's clock.
+type Span struct{ First, Last time.Time }
+
+// spans returns the span of the deliveries of each queued copy, by its
+// sequence number.
+func (t *tracker) spans() map[int64]Span {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[int64]Span)
+	for _, d := range t.all {
+		last := d.receivedAt
+		if d.settledAt.After(last) {
+			last = d.settledAt
+		}
+		sp, ok := out[d.seq]
+		if !ok || d.receivedAt.Before(sp.First) {
+			sp.First = d.receivedAt
+		}
+		if last.After(sp.Last) {
+			sp.Last = last
+		}
+		out[d.seq] = sp
+	}
+	return out
 }
 
 func (t *tracker) byLockToken(token [16]byte) *delivery {

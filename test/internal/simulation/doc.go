@@ -98,7 +98,18 @@
 // frozen one then publishes its page past the window, so the subscribers
 // get it again, and its checkpoint is refused with 412); and loses the
 // answer to a batch the topic accepted (it sends the page again and the
-// topic drops the copies). Every fault is
+// topic drops the copies).
+//
+// Some faults strike before success, where only the order in which the code
+// commits keeps the message: a worker's ScheduleMessages of a delayed retry
+// fails before the broker schedules anything (the worker must keep the
+// original until its copy is scheduled); a relay's send fails before the
+// topic sees the batch, and a relay is SIGKILLed after reading a page and
+// before sending it (the relay must not checkpoint what it has not
+// published). And a dependency can go down for a while and come back
+// (outage.go): the whole store, which the breaker's probe sees; only its
+// writes, one key range of it, or the payment captures, which a point read
+// does not see. Every fault is
 // switchable and rate-controlled (FaultRates) and planned from the seed:
 // whether a fault strikes a given opportunity (the n-th delivery of a
 // queued message, the n-th store call for an order) is a function of the
@@ -194,9 +205,12 @@
 // every stored OrderAccepted event was published by the relay and reached
 // every subscription (event-reaches-every-subscription, across crashes,
 // stops, pauses and lease takeovers); every inbox consumer processed every
-// event exactly once, whatever the other did; and no worker took a message from the broker without
+// event exactly once, whatever the other did; no worker took a message from the broker without
 // handing it to a handler (every receive locks a message and, once it is
-// abandoned or its lock lapses, raises its delivery count). The report
+// abandoned or its lock lapses, raises its delivery count); and no message
+// was dead-lettered for MaxDeliveryCountExceeded while a dependency it
+// needs was down (no-dead-letter-during-outage: the workers pause for an
+// outage rather than spend the backlog's deliveries on it). The report
 // accounts for every message sent (sent =
 // enqueued + dropped; every enqueued message completed, dead-lettered with
 // a reason, or resubmitted), and a report with a violation names the seed
@@ -215,7 +229,13 @@
 // claim left by a failed completed-mark waited out until MaxDeliveryCount)
 // and defect 6 in the worker's shutdown (a receive at shutdown on fresh link
 // credit, whose messages are abandoned unhandled): with any of those fixes
-// reverted, TestSimulationFindsDefect1, 2 or 6 fails.
+// reverted, TestSimulationFindsDefect1, 2 or 6 fails. Three defects of the
+// product that strike before success fail the run too: a breaker that
+// never opens (TestSimulationFindsABreakerThatNeverOpens), a delayed retry
+// that completes the original before it schedules the copy
+// (TestSimulationFindsACompletionBeforeItsCopy), and a relay that
+// checkpoints a page before it publishes it
+// (TestSimulationFindsACheckpointBeforePublish).
 //
 // The report also explains every duplicate the consumer suppressed by its
 // cause (a producer retry, a redelivery after a lost lock or settlement, a

@@ -28,8 +28,8 @@ const paymentsURL = "http://payments.simulation.invalid"
 // with the options cmd/orderworker uses (the defaults: per-attempt
 // timeout, retries with jittered backoff on real timers) over paymentLink,
 // wrapped in a faultGateway.
-func newPayments(retention, latency time.Duration, p *plan, tr *tracker, h *history, tm *timing) (*paymentservice.Service, *faultGateway, error) {
-	svc := paymentservice.NewService(&paymentservice.ServiceOptions{KeyRetention: retention, Now: time.Now, Faults: serviceFaults(p, tr, h)})
+func newPayments(retention, latency time.Duration, p *plan, tr *tracker, h *history, tm *timing, outs *outages) (*paymentservice.Service, *faultGateway, error) {
+	svc := paymentservice.NewService(&paymentservice.ServiceOptions{KeyRetention: retention, Now: time.Now, Faults: serviceFaults(p, tr, h, outs)})
 	link := &paymentLink{service: svc, plan: p, tr: tr, hist: h, latency: latency, timing: tm, charges: svc.ChargesFor, requests: make(map[string]uint64)}
 	client, err := payments.NewClient(paymentsURL, &payments.ClientOptions{HTTPClient: &http.Client{Transport: link}})
 	if err != nil {
@@ -42,10 +42,18 @@ func newPayments(retention, latency time.Duration, p *plan, tr *tracker, h *hist
 // serviceFaults returns the payments service's fault function: for the
 // n-th request with an order's key, PaymentFailure answers 500, 503 or 429
 // before charging, and half of PaymentTimeout charges (or replays) and then
-// drops the connection. The other half is paymentLink's.
-func serviceFaults(p *plan, tr *tracker, h *history) func(paymentservice.FaultRequest) paymentservice.Fault {
+// drops the connection. The other half is paymentLink's. During an
+// OutageCaptures (outage.go) every capture is answered 503 before
+// charging, as an acquirer outage behind a healthy API answers; the
+// service's lookups and health check, which the function never sees,
+// answer.
+func serviceFaults(p *plan, tr *tracker, h *history, outs *outages) func(paymentservice.FaultRequest) paymentservice.Fault {
 	return func(r paymentservice.FaultRequest) paymentservice.Fault {
 		id, n := r.Request.OrderID, uint64(r.Attempt)
+		if _, down := outs.fails(id, OutageCaptures); down {
+			h.add(id, "", "fault: payments service answers request %d with 503 before charging: captures are down", n)
+			return paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusServiceUnavailable}
+		}
 		switch {
 		case p.inject(faultPaymentFailure, id, n, 0):
 			tr.count(func(c *FaultCounts) { c.PaymentFailure++ })

@@ -123,37 +123,68 @@ type FaultRates struct {
 	// lease taken. RelayLostAck: a batch is sent and its answer lost; the
 	// relay sends the page again, and the topic drops the copies.
 	RelayCrash, RelayStop, RelayPause, RelayLostAck float64
+
+	// Faults that strike before success: the call fails and nothing
+	// happened, so only the order in which the code commits (schedule
+	// before complete, publish before checkpoint) keeps the message.
+	//
+	// ScheduleFailure: a worker's ScheduleMessages of a delayed retry
+	// fails without scheduling anything (a ServerBusy, a detached link),
+	// per scheduling; the worker must keep the original (abandon it) so
+	// that a redelivery schedules again. Charged to the order's budget.
+	ScheduleFailure float64
+	// RelaySendFailure: a relay's batch send fails before the topic sees
+	// it (a ServerBusy, a detached link), per batch; nothing is published,
+	// and the relay must not have checkpointed the page. RelayCrashBeforeSend:
+	// the relay is SIGKILLed as it starts publishing a page it has read
+	// (its first batch of the page), before the topic sees anything; its
+	// leases expire and another instance publishes the page from the last
+	// checkpoint. Each at most three times a run, as the other relay
+	// faults.
+	RelaySendFailure, RelayCrashBeforeSend float64
+
+	// Dependency outages (see outage.go), per settlement on the order
+	// writers' queue, each at most once a run and one at a time, for
+	// Config.OutageDuration: StoreOutage, the whole store, which the
+	// breaker's probe sees; StoreWriteOutage, the store's writes only;
+	// PartitionOutage, one key range of the store; CaptureOutage, the
+	// payments service's captures. The last three are outages the probe
+	// cannot see.
+	StoreOutage, StoreWriteOutage, PartitionOutage, CaptureOutage float64
 }
 
 // DefaultFaultRates returns rates that exercise every fault in a run of a
 // few hundred orders while most deliveries still succeed.
 func DefaultFaultRates() FaultRates {
 	return FaultRates{
-		ProducerRetry:       0.05,
-		RetryOutsideWindow:  0.05,
-		Crash:               0.03,
-		LostSettlement:      0.03,
-		LockExpiry:          0.03,
-		Transient:           0.02,
-		Ambiguous:           0.02,
-		Outage:              0.002,
-		Reuse:               0.02,
-		Malformed:           0.02,
-		Poison:              0.005,
-		OutOfOrder:          0.5,
-		PaymentFailure:      0.03,
-		PaymentTimeout:      0.03,
-		PaymentCrash:        0.02,
-		PaymentMarkFailure:  0.02,
-		PaymentRecordOutage: 0.005,
-		ReplicaLag:          0.05,
-		WorkerRestart:       0.002,
-		RelayCrash:          0.05,
-		RelayStop:           0.05,
-		RelayPause:          0.02,
-		RelayLostAck:        0.05,
-		ResubmitEarly:       0.5,
-		ResubmitLate:        1,
+		ProducerRetry:        0.05,
+		RetryOutsideWindow:   0.05,
+		Crash:                0.03,
+		LostSettlement:       0.03,
+		LockExpiry:           0.03,
+		Transient:            0.02,
+		Ambiguous:            0.02,
+		Outage:               0.002,
+		Reuse:                0.02,
+		Malformed:            0.02,
+		Poison:               0.005,
+		OutOfOrder:           0.5,
+		PaymentFailure:       0.03,
+		PaymentTimeout:       0.03,
+		PaymentCrash:         0.02,
+		PaymentMarkFailure:   0.02,
+		PaymentRecordOutage:  0.005,
+		ReplicaLag:           0.05,
+		WorkerRestart:        0.002,
+		RelayCrash:           0.05,
+		RelayStop:            0.05,
+		RelayPause:           0.02,
+		RelayLostAck:         0.05,
+		ScheduleFailure:      0.05,
+		RelaySendFailure:     0.05,
+		RelayCrashBeforeSend: 0.05,
+		ResubmitEarly:        0.5,
+		ResubmitLate:         1,
 	}
 }
 
@@ -182,6 +213,8 @@ func (r FaultRates) fields() []namedRate {
 		{"PaymentMarkFailure", r.PaymentMarkFailure}, {"PaymentRecordOutage", r.PaymentRecordOutage}, {"ResubmitEarly", r.ResubmitEarly}, {"ResubmitLate", r.ResubmitLate},
 		{"WorkerRestart", r.WorkerRestart}, {"ReplicaLag", r.ReplicaLag},
 		{"RelayCrash", r.RelayCrash}, {"RelayStop", r.RelayStop}, {"RelayPause", r.RelayPause}, {"RelayLostAck", r.RelayLostAck},
+		{"ScheduleFailure", r.ScheduleFailure}, {"RelaySendFailure", r.RelaySendFailure}, {"RelayCrashBeforeSend", r.RelayCrashBeforeSend},
+		{"StoreOutage", r.StoreOutage}, {"StoreWriteOutage", r.StoreWriteOutage}, {"PartitionOutage", r.PartitionOutage}, {"CaptureOutage", r.CaptureOutage},
 	}
 }
 
@@ -206,6 +239,8 @@ const (
 	faultResubmit // not charged to the budget: see resubmits
 	faultRestart  // not charged to the budget: see restarts
 	faultReplicaLag
+	faultScheduleFailure
+	faultDependencyOutage // not charged to the budget: see outages
 )
 
 // replicaLagVersions bounds how many writes behind a lagging read may be
@@ -415,6 +450,23 @@ func (p *plan) rate(f fault) float64 {
 		return p.rates.PaymentCrash
 	case faultMarkFailure:
 		return p.rates.PaymentMarkFailure
+	case faultScheduleFailure:
+		return p.rates.ScheduleFailure
+	}
+	return 0
+}
+
+// outageRate is the rate, per settlement, of the dependency outage kind.
+func (p *plan) outageRate(kind string) float64 {
+	switch kind {
+	case OutageStore:
+		return p.rates.StoreOutage
+	case OutageStoreWrites:
+		return p.rates.StoreWriteOutage
+	case OutagePartition:
+		return p.rates.PartitionOutage
+	case OutageCaptures:
+		return p.rates.CaptureOutage
 	}
 	return 0
 }

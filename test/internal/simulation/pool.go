@@ -44,6 +44,10 @@ type workerPool struct {
 	hist    *history
 	timing  *timing
 	restart chan *workerSlot
+	// outages starts the run's dependency outages after settlements, and
+	// schedule fails the workers' schedulings, as the plan says.
+	outages  *outages
+	schedule *scheduleFaults
 
 	mu       sync.Mutex
 	slots    []*workerSlot
@@ -80,7 +84,10 @@ func (p *workerPool) start(sl *workerSlot) error {
 		return err
 	}
 	if sl.orders {
-		opts.Scheduler = &scheduleRecorder{q: s.out.q, hist: p.hist}
+		opts.Scheduler = &scheduleRecorder{q: s.out.q, hist: p.hist, faults: p.schedule}
+		if p.cfg.Scheduler != nil {
+			opts.Scheduler = p.cfg.Scheduler(opts.Scheduler)
+		}
 	}
 	wk, err := worker.New(rcv, &trackingHandler{inner: h, tr: s.tr, hist: p.hist, queue: s.out.consumer}, logger, opts)
 	if err != nil {
@@ -108,6 +115,7 @@ func (p *workerPool) settled(sl *workerSlot) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	sl.settled++
+	p.outages.settled(sl.name, sl.settled)
 	if p.stopping || sl.restarting || sl.generation >= maxRestartsPerWorker || !sl.sub.plan.restarts(sl.name, sl.settled) {
 		return
 	}

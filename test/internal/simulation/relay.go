@@ -47,6 +47,9 @@ var orderEvents = relay.EventFormat{TypeField: order.OutboxTypeField, TypeValue:
 // the topic see the same.
 var errRelayKilled = errors.New("simulated SIGKILL: the relay process is gone")
 
+// errSendFailed is a send that failed before the topic saw the batch.
+var errSendFailed = errors.New("simulated ServerBusy: the topic received nothing of the batch")
+
 // errLostAck is a send the topic accepted whose answer was lost: the relay
 // cannot tell that it was sent, so it sends the page again.
 var errLostAck = errors.New("simulated lost acknowledgement: the batch was sent, its answer lost")
@@ -78,6 +81,10 @@ type RelayReport struct {
 	Takeovers, ExpiredTakeovers int
 	// Faults injected into the relay.
 	Crashes, Stops, Pauses, LostAcks int
+	// Faults that strike before the topic sees a batch: sends that failed
+	// (FaultRates.RelaySendFailure) and SIGKILLs as a batch was to be sent
+	// (FaultRates.RelayCrashBeforeSend).
+	SendFailures, CrashesBeforeSend int
 }
 
 // topicOutlet is the relay's side of the topic: every send of every relay
@@ -167,6 +174,8 @@ const (
 	faultRelayStop
 	faultRelayPause
 	faultRelayLostAck
+	faultRelaySendFailure
+	faultRelayCrashBeforeSend
 )
 
 func newRelayRun(cfg Config, mem *memstore.Store, topic *sbqueue.Topic, p *plan, hist *history, changed chan struct{}, logger *slog.Logger) *relayRun {
@@ -188,6 +197,10 @@ func (rr *relayRun) strikes(f fault, owner string, n uint64) bool {
 		rate = rr.cfg.Faults.RelayPause
 	case faultRelayLostAck:
 		rate = rr.cfg.Faults.RelayLostAck
+	case faultRelaySendFailure:
+		rate = rr.cfg.Faults.RelaySendFailure
+	case faultRelayCrashBeforeSend:
+		rate = rr.cfg.Faults.RelayCrashBeforeSend
 	}
 	if rr.plan.roll(f, owner, n, 0) >= rate {
 		return false
@@ -207,6 +220,10 @@ func (rr *relayRun) strikes(f fault, owner string, n uint64) bool {
 		rr.rep.Pauses++
 	case faultRelayLostAck:
 		rr.rep.LostAcks++
+	case faultRelaySendFailure:
+		rr.rep.SendFailures++
+	case faultRelayCrashBeforeSend:
+		rr.rep.CrashesBeforeSend++
 	}
 	return true
 }
@@ -344,6 +361,7 @@ type relayInstance struct {
 	ended  atomic.Bool // a crash or a stop struck it
 	reads  atomic.Uint64
 	sends  atomic.Uint64
+	starts atomic.Uint64 // batches begun (NewBatch calls)
 }
 
 // kill ends the process: no further call of it reaches anything, and it
@@ -460,8 +478,19 @@ type relaySender struct{ inst *relayInstance }
 
 var _ relay.Sender = (*relaySender)(nil)
 
+// NewBatch begins a batch. RelayCrashBeforeSend: the instance is
+// SIGKILLed here, after it read a page and before the topic sees the
+// batch: whatever it has not checkpointed, another instance publishes once
+// the lease expires.
 func (s *relaySender) NewBatch(ctx context.Context) (relay.Batch, error) {
-	if s.inst.killed.Load() {
+	in := s.inst
+	if in.killed.Load() {
+		return nil, errRelayKilled
+	}
+	if in.rr.strikes(faultRelayCrashBeforeSend, in.owner, in.starts.Add(1)) {
+		in.rr.hist.add("", "", "fault: relay %s is SIGKILLed after reading a page, before sending a batch of it", in.owner)
+		in.ended.Store(true)
+		in.kill()
 		return nil, errRelayKilled
 	}
 	return &simBatch{}, nil
@@ -474,6 +503,8 @@ func (s *relaySender) NewBatch(ctx context.Context) (relay.Batch, error) {
 // republished by whoever takes the range over once the lease expires.
 // RelayLostAck: the batch is sent and its answer lost, so the relay sends
 // the page again at its next poll, inside the duplicate-detection window.
+// RelaySendFailure: the send fails before the topic sees the batch;
+// nothing of it is published.
 func (s *relaySender) SendBatch(ctx context.Context, b relay.Batch) error {
 	in := s.inst
 	if in.killed.Load() {
@@ -484,6 +515,10 @@ func (s *relaySender) SendBatch(ctx context.Context, b relay.Batch) error {
 		return fmt.Errorf("simulation: SendBatch of a %T", b)
 	}
 	n := in.sends.Add(1)
+	if in.rr.strikes(faultRelaySendFailure, in.owner, n) {
+		in.rr.hist.add("", "", "fault: relay %s's send of a batch of %d fails before the topic sees it", in.owner, len(sb.ms))
+		return errSendFailed
+	}
 	if in.rr.strikes(faultRelayStop, in.owner, n) {
 		in.rr.hist.add("", "", "fault: relay %s gets SIGTERM while sending a batch of %d", in.owner, len(sb.ms))
 		in.ended.Store(true)

@@ -73,6 +73,9 @@ type Report struct {
 	// (at most 10): every send, delivery, outcome, settlement, store call,
 	// payment call and resubmission of its messages.
 	Histories []OrderHistory
+
+	// BeforeSuccess counts the failed schedulings and the dependency outages.
+	BeforeSuccess BeforeSuccessReport
 }
 
 // Accounting follows the messages sent to one queue to their ends:
@@ -447,10 +450,11 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		row("republished to the subscribers", rl.Republished, "after the window: inbox duplicates")
 		row("checkpoints", rl.Checkpoints, fmt.Sprintf("%d leases acquired, %d lost to another instance", rl.Acquired, rl.Lost))
 		row("lease takeovers", rl.Takeovers, fmt.Sprintf("%d after expiry, %d after a release", rl.ExpiredTakeovers, rl.Takeovers-rl.ExpiredTakeovers))
-		row("relay faults", rl.Crashes+rl.Stops+rl.Pauses+rl.LostAcks, fmt.Sprintf("%d SIGKILLs before a checkpoint, %d SIGTERMs mid-page, %d pauses past the lease, %d lost acknowledgements",
-			rl.Crashes, rl.Stops, rl.Pauses, rl.LostAcks))
+		row("relay faults", rl.Crashes+rl.Stops+rl.Pauses+rl.LostAcks+rl.SendFailures+rl.CrashesBeforeSend, fmt.Sprintf("%d SIGKILLs before a checkpoint, %d SIGTERMs mid-page, %d pauses past the lease, %d lost acknowledgements, %d sends failed, %d SIGKILLs before a send",
+			rl.Crashes, rl.Stops, rl.Pauses, rl.LostAcks, rl.SendFailures, rl.CrashesBeforeSend))
 		line("")
 	}
+	r.BeforeSuccess.write(line)
 	if tr := r.Timing; tr.ProbeInterval > 0 {
 		covered := 0
 		for _, b := range tr.Breaches {

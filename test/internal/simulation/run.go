@@ -130,6 +130,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	if cfg.Faults.ReplicaLag > 0 {
 		mem.SetReplicaLag(memstore.ReplicaLag{Versions: replicaLagVersions, Seed: cfg.Seed, Window: cfg.LockDuration / replicaLagWindowDiv})
 	}
+	outs := newOutages(p, cfg.OutageDuration, start, hist)
 	changed := make(chan struct{}, 1)
 	names := []string{"orders"}
 	if !cfg.DisableInbox {
@@ -173,7 +174,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 			s.out.consumer, s.plan = name, p.subscription(name)
 			s.store = newFaultStore(mem, s.plan, s.tr, nil, true)
 		}
-		s.store.hist, s.store.queue, s.store.latency = hist, s.out.consumer, cfg.StoreLatency
+		s.store.hist, s.store.queue, s.store.latency, s.store.outs = hist, s.out.consumer, cfg.StoreLatency, outs
 		subs[i] = s
 	}
 	var svc *paymentservice.Service
@@ -181,7 +182,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	var gw *faultGateway
 	if !cfg.DisablePayments {
 		var err error
-		if svc, gw, err = newPayments(cfg.KeyRetention, cfg.PaymentLatency, p, subs[0].tr, hist, tm); err != nil {
+		if svc, gw, err = newPayments(cfg.KeyRetention, cfg.PaymentLatency, p, subs[0].tr, hist, tm, outs); err != nil {
 			return nil, err
 		}
 		gateway = gw
@@ -191,7 +192,9 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 		logger = slog.New(slog.DiscardHandler)
 	}
 
-	pool := &workerPool{cfg: cfg, logger: logger, gateway: gateway, hist: hist, timing: tm, restart: make(chan *workerSlot, 64)}
+	sched := newScheduleFaults(p)
+	pool := &workerPool{cfg: cfg, logger: logger, gateway: gateway, hist: hist, timing: tm, restart: make(chan *workerSlot, 64),
+		outages: outs, schedule: sched}
 	for i, s := range subs {
 		for w := range cfg.Workers {
 			sl := &workerSlot{name: fmt.Sprintf("%s-worker-%d", names[i], w), sub: s, orders: i == 0, index: w}
@@ -279,10 +282,13 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	}
 
 	state := State{Sent: subs[0].out.sent, Queue: subs[0].out.q.Snapshot(), Documents: mem.Items(), Now: time.Now(), MarkerTTL: cfg.MarkerTTL,
-		PaymentRecordOutages: subs[0].store.recordOutages(), PoisonOrders: poisoned}
+		PaymentRecordOutages: subs[0].store.recordOutages(), PoisonOrders: poisoned,
+		OrderOutages: outages, Outages: outs.report(), Deliveries: make(map[string]map[int64]Span)}
 	for _, s := range subs {
 		state.Untouched = append(state.Untouched, s.tr.untouched(s.out.consumer)...)
+		state.Deliveries[s.out.consumer] = s.tr.spans()
 	}
+	rep.BeforeSuccess = BeforeSuccessReport{ScheduleFailures: sched.count(), Outages: state.Outages}
 	rep.Restarts = pool.restarts
 	if rr != nil {
 		sent, _ := rr.out.snapshot()

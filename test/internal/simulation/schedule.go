@@ -2,6 +2,9 @@ package simulation
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -21,28 +24,79 @@ import (
 // or dead-lettered only when its order was never stored.
 
 // scheduleRecorder is the workers' Scheduler: the queue model's sender,
-// with every scheduling in the history of the order it is about. It is
-// safe for concurrent use.
+// with every scheduling in the history of the order it is about, and
+// FaultRates.ScheduleFailure: a scheduling that fails before the broker
+// schedules anything, as a ServerBusy answer or a link detached before the
+// request went out does. It is safe for concurrent use.
 type scheduleRecorder struct {
-	q    *sbqueue.Queue
-	hist *history
+	q      *sbqueue.Queue
+	hist   *history
+	faults *scheduleFaults
 }
+
+// scheduleFaults decides FaultRates.ScheduleFailure for every worker of a
+// run: per scheduling of a copy (its MessageId and how often it was
+// scheduled before), charged to the order's budget. It is safe for
+// concurrent use.
+type scheduleFaults struct {
+	plan *plan
+
+	mu     sync.Mutex
+	calls  map[string]uint64 // schedulings so far, by the copy's MessageId
+	failed int
+}
+
+func newScheduleFaults(p *plan) *scheduleFaults {
+	return &scheduleFaults{plan: p, calls: make(map[string]uint64)}
+}
+
+// fails reports whether the scheduling of copy id, about order orderID,
+// fails.
+func (f *scheduleFaults) fails(orderID, id string) bool {
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	f.calls[id]++
+	n := f.calls[id]
+	f.mu.Unlock()
+	if !f.plan.inject(faultScheduleFailure, orderID, fnv64a(id), n) {
+		return false
+	}
+	f.mu.Lock()
+	f.failed++
+	f.mu.Unlock()
+	return true
+}
+
+// count returns the schedulings that failed.
+func (f *scheduleFaults) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed
+}
+
+// errScheduleFailed is a scheduling that failed before the broker
+// scheduled anything.
+var errScheduleFailed = errors.New("simulated ServerBusy: the broker scheduled nothing")
 
 var _ worker.Scheduler = (*scheduleRecorder)(nil)
 
 // ScheduleMessages implements worker.Scheduler.
 func (s *scheduleRecorder) ScheduleMessages(ctx context.Context, ms []*azservicebus.Message, at time.Time, o *azservicebus.ScheduleMessagesOptions) ([]int64, error) {
-	seqs, err := s.q.NewSender().ScheduleMessages(ctx, ms, at, o)
+	var seqs []int64
+	var err error
+	if len(ms) > 0 && ms[0].MessageID != nil && s.faults.fails(orderOf(ms[0]), *ms[0].MessageID) {
+		err = fmt.Errorf("schedule %d messages: %w", len(ms), errScheduleFailed)
+	} else {
+		seqs, err = s.q.NewSender().ScheduleMessages(ctx, ms, at, o)
+	}
 	for _, m := range ms {
-		var id, orderID string
+		var id string
 		if m.MessageID != nil {
 			id = *m.MessageID
 		}
-		if m.CorrelationID != nil {
-			orderID = *m.CorrelationID
-		} else {
-			orderID = orderOfMessage(id)
-		}
+		orderID := orderOf(m)
 		if err != nil {
 			s.hist.add(orderID, "", "scheduling %s for +%v failed: %v", id, time.Until(at).Round(time.Millisecond), err)
 		} else {
@@ -50,6 +104,18 @@ func (s *scheduleRecorder) ScheduleMessages(ctx context.Context, ms []*azservice
 		}
 	}
 	return seqs, err
+}
+
+// orderOf returns the order a message to schedule is about: its
+// CorrelationId, else the order its MessageId names.
+func orderOf(m *azservicebus.Message) string {
+	if m.CorrelationID != nil {
+		return *m.CorrelationID
+	}
+	if m.MessageID != nil {
+		return orderOfMessage(*m.MessageID)
+	}
+	return ""
 }
 
 // waitOrderDelay waits Config.OrderDelay, if set, before an order whose

@@ -78,6 +78,8 @@ func scenario(seed uint64) simulation.Config {
 			PaymentMarkFailure: rate(), ResubmitEarly: 2 * rate(), ResubmitLate: 1, WorkerRestart: restart,
 			PaymentRecordOutage: rate() / 3, ReplicaLag: rate(),
 			RelayCrash: rate(), RelayStop: rate(), RelayPause: rate() / 2, RelayLostAck: rate(),
+			// Drawn last, so that the rates above stay each seed's own.
+			ScheduleFailure: rate(), RelaySendFailure: rate(), RelayCrashBeforeSend: rate(),
 		},
 	}
 }
@@ -131,6 +133,7 @@ func everyFaultRun(t *testing.T, seed uint64) *simulation.Report {
 			Transient: 0.1, Ambiguous: 0.1, Outage: 0.02, Reuse: 0.1, Malformed: 0.1, Poison: 0.01,
 			OutOfOrder: 0.5, PaymentFailure: 0.4, PaymentTimeout: 0.1, PaymentCrash: 0.1, PaymentMarkFailure: 0.05, ResubmitEarly: 0.5, ResubmitLate: 1,
 			RelayCrash: 0.2, RelayStop: 0.2, RelayPause: 0.2, RelayLostAck: 0.2, ReplicaLag: 0.5,
+			ScheduleFailure: 0.2, RelaySendFailure: 0.2, RelayCrashBeforeSend: 0.2,
 		},
 	})
 	if err != nil {
@@ -215,6 +218,9 @@ func faultRows(rep *simulation.Report) map[string]int {
 		"lease takeovers after expiry":         rep.Relay.ExpiredTakeovers,
 		"lease takeovers after a release":      rep.Relay.Takeovers - rep.Relay.ExpiredTakeovers,
 		"leases lost by a stale owner":         int(rep.Relay.Lost),
+		"schedulings failed":                   rep.BeforeSuccess.ScheduleFailures,
+		"relay sends failed":                   rep.Relay.SendFailures,
+		"relay SIGKILLs before a send":         rep.Relay.CrashesBeforeSend,
 	}
 }
 
@@ -282,6 +288,8 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{Faults: simulation.FaultRates{Crash: 1.5}},
 		{MaxDeliveryCount: 4, MaxFaultsPerMessage: 4},
 		{MaxDeliveryCount: 10, MaxFaultsPerMessage: 5}, // a fault may cost two deliveries
+		// and an outage one more
+		{MaxDeliveryCount: 10, MaxFaultsPerMessage: 4, Faults: simulation.FaultRates{StoreOutage: 0.1}},
 		{StatusChanges: 2},
 		{MarkerTTL: time.Millisecond},
 	} {

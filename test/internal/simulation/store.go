@@ -43,7 +43,11 @@ type Store interface {
 //     record completed fails with 503 before writing (or, if the plan spares
 //     it, none does);
 //   - ReplicaLag: the reads of an order may see its partition a few writes
-//     behind, as reads without the session token do (see faultStore.read).
+//     behind, as reads without the session token do (see faultStore.read);
+//   - the dependency outages of outage.go: while one is on, every call
+//     (OutageStore), every write (OutageStoreWrites) or every call in one
+//     key range (OutagePartition) fails with 503 before it touches the
+//     store, for every consumer of the store.
 //
 // It records every call and its result in the run's history.
 // It tells the tracker which delivery committed each order (or, for an
@@ -56,6 +60,7 @@ type faultStore struct {
 	hist    *history
 	queue   string        // the inbox consumer's name, "" for the order writers
 	latency time.Duration // of every call, as a round trip to Cosmos DB takes
+	outs    *outages      // the run's dependency outages, shared by every consumer's store
 
 	mu       sync.Mutex
 	creates  map[string]uint64     // create calls so far, by order id
@@ -136,14 +141,34 @@ func (s *faultStore) recordOutages() map[string]bool {
 }
 
 // Ping is the circuit breaker's probe: a point read against the model, one
-// round trip like cosmosstore's. The plan's outages are per order, not of
+// round trip like cosmosstore's. The plan's per-order outages are not of
 // the whole store, so the probe sees none of them, as a real probe would not
-// see a fault of one partition.
+// see a fault of one partition; of the dependency outages it sees only
+// OutageStore's: a point read answers while only writes, or another key
+// range, fail.
 func (s *faultStore) Ping(ctx context.Context) error {
 	if err := s.wait(ctx); err != nil {
 		return err
 	}
+	if o, down := s.outs.fails("", OutageStore); down {
+		return errOutage(o, "probe", "")
+	}
 	return s.mem.Ping(ctx)
+}
+
+// down returns the failure of a call op with partition key pk while a
+// dependency outage strikes it: write tells a write (which OutageStoreWrites
+// fails too) from a read.
+func (s *faultStore) down(op, pk string, write bool) error {
+	kinds := []string{OutageStore, OutagePartition}
+	if write {
+		kinds = append(kinds, OutageStoreWrites)
+	}
+	o, down := s.outs.fails(pk, kinds...)
+	if !down {
+		return nil
+	}
+	return errOutage(o, op, pk)
 }
 
 // markFailOnce reports whether order id's completed-mark may still fail:
@@ -218,6 +243,9 @@ func (s *faultStore) writeOrder(ctx context.Context, id string, docs []idempoten
 	if err := s.wait(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.down("create order", id, true); err != nil {
+		return nil, err
+	}
 	n, outage := s.next(s.creates, id)
 	switch {
 	case outage:
@@ -248,6 +276,9 @@ func (v orderView) ReadDocument(ctx context.Context, pk, id string) ([]byte, str
 
 func (s *faultStore) readOrder(ctx context.Context, orderID, id string) ([]byte, string, error) {
 	if err := s.wait(ctx); err != nil {
+		return nil, "", err
+	}
+	if err := s.down("read order", orderID, false); err != nil {
 		return nil, "", err
 	}
 	n, outage := s.next(s.reads, orderID)
@@ -287,6 +318,9 @@ func (s *faultStore) ReadDocument(ctx context.Context, pk, id string) ([]byte, s
 	if err := s.wait(ctx); err != nil {
 		return nil, "", s.logged(pk, "read "+id, err)
 	}
+	if err := s.down("read "+id, pk, false); err != nil {
+		return nil, "", s.logged(pk, "read "+id, err)
+	}
 	n, outage := s.next(s.docCalls, pk)
 	if err := s.fail("read "+id, pk, n, outage); err != nil {
 		return nil, "", s.logged(pk, "read "+id, err)
@@ -317,6 +351,9 @@ func (s *faultStore) CreateBatch(ctx context.Context, pk string, docs []idempote
 
 func (s *faultStore) createDocuments(ctx context.Context, pk string, docs []idempotent.Document) ([]string, error) {
 	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.down("create batch", pk, true); err != nil {
 		return nil, err
 	}
 	n, outage := s.next(s.docCalls, pk)
@@ -361,6 +398,9 @@ func (s *faultStore) replaceDocument(ctx context.Context, pk string, d idempoten
 	if err := s.wait(ctx); err != nil {
 		return "", err
 	}
+	if err := s.down("replace "+d.ID, pk, true); err != nil {
+		return "", err
+	}
 	n, outage := s.next(s.docCalls, pk)
 	if err := s.fail("replace "+d.ID, pk, n, outage); err != nil {
 		return "", err
@@ -392,6 +432,9 @@ func (s *faultStore) PatchDocument(ctx context.Context, pk, id string, p idempot
 
 func (s *faultStore) patchDocument(ctx context.Context, pk, id string, p idempotent.Patch) (string, error) {
 	if err := s.wait(ctx); err != nil {
+		return "", err
+	}
+	if err := s.down("patch "+id, pk, true); err != nil {
 		return "", err
 	}
 	n, outage := s.next(s.docCalls, pk)
