@@ -125,6 +125,6 @@ func (c config) LogValue() slog.Value {
 		slog.String("resend_delay", cli.FormatDuration(c.ResendDelay)),
 		slog.Uint64("seed", c.Seed),
 		slog.String("id_prefix", c.IDPrefix),
-		slog.String("otlp_endpoint", c.Telemetry.OTLPEndpoint),
+		slog.String("otlp_endpoint", cli.MaskURL(c.Telemetry.OTLPEndpoint)),
 	)...)
 }

@@ -28,6 +28,7 @@ var secretEnv = map[string]string{
 	"COSMOS_KEY":                   "czoUnMQ8HELPKEYSECRET==",
 	"SERVICEBUS_CONNECTION_STRING": "Endpoint=sb://localhost:5672;SharedAccessKeyName=Root;SharedAccessKey=HELPSASSECRET;UseDevelopmentEmulator=true",
 	"PAYMENTS_URL":                 "https://user:HELPURLPASS@pay.example/api?code=HELPURLCODE",
+	"OTEL_EXPORTER_OTLP_ENDPOINT":  "https://otlp:HELPOTLPPASS@collector.example:4318/?token=HELPOTLPCODE",
 }
 
 // TestHelpMasksSecrets checks that -h prints the flags' defaults taken
@@ -39,7 +40,7 @@ func TestHelpMasksSecrets(t *testing.T) {
 		if err := run(context.Background(), args, func(k string) string { return secretEnv[k] }, io.Discard, &help); err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
-		for _, secret := range []string{"czoUnMQ8", "HELPKEYSECRET", "HELPSASSECRET", "SharedAccessKey=", "HELPURLPASS", "HELPURLCODE"} {
+		for _, secret := range []string{"czoUnMQ8", "HELPKEYSECRET", "HELPSASSECRET", "SharedAccessKey=", "HELPURLPASS", "HELPURLCODE", "HELPOTLPPASS", "HELPOTLPCODE"} {
 			if strings.Contains(help.String(), secret) {
 				t.Errorf("%v prints the secret %q:\n%s", args, secret, help.String())
 			}

@@ -126,7 +126,7 @@ const (
 // (-metrics-prometheus), such as WORKER_METRICS_PROMETHEUS.
 func (c *Config) Define(env *cli.Env, service, prometheusEnv string) {
 	env.String(&c.ServiceName, "otel-service-name", "OTEL_SERVICE_NAME", service, "service.name of the traces and metrics exported")
-	env.String(&c.OTLPEndpoint, "otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "base URL of an OTLP collector, such as http://localhost:4318 (http/protobuf) or http://localhost:4317 (grpc); when set, traces, metrics and logs are exported to it")
+	env.SecretURL(&c.OTLPEndpoint, "otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "base URL of an OTLP collector, such as http://localhost:4318 (http/protobuf) or http://localhost:4317 (grpc); when set, traces, metrics and logs are exported to it")
 	env.String(&c.OTLPProtocol, "otlp-protocol", "OTEL_EXPORTER_OTLP_PROTOCOL", "", "OTLP transport: http/protobuf (when empty) or grpc (what the Azure Container Apps OpenTelemetry agent sets)")
 	env.String(&c.MetricsExporter, "metrics-exporter", "OTEL_METRICS_EXPORTER", "", "otlp (when empty): export the metrics to the OTLP endpoint too; none: traces only, for a collector that takes no metrics")
 	env.String(&c.TracesSampler, "otel-traces-sampler", "OTEL_TRACES_SAMPLER", "", "which traces are exported: parentbased_always_on (when empty: every trace), parentbased_traceidratio (the share OTEL_TRACES_SAMPLER_ARG of new traces, and those whose producer's trace was sampled), always_on, always_off, traceidratio, parentbased_always_off; a redelivery's trace and a failed delivery's span are kept whatever it says")
@@ -144,7 +144,7 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.OTLPEndpoint != "" {
 		if u, err := url.Parse(c.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT (-otlp-endpoint) %q: want an http:// or https:// URL with a host", c.OTLPEndpoint))
+			errs = append(errs, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT (-otlp-endpoint) %q: want an http:// or https:// URL with a host", cli.MaskURL(c.OTLPEndpoint)))
 		}
 	}
 	switch c.OTLPProtocol {
@@ -227,7 +227,7 @@ func (c *Config) LogGroup() slog.Attr {
 func (c *Config) LogAttrs() []slog.Attr {
 	return []slog.Attr{
 		slog.String("otel_service_name", c.ServiceName),
-		slog.String("otlp_endpoint", c.OTLPEndpoint),
+		slog.String("otlp_endpoint", cli.MaskURL(c.OTLPEndpoint)),
 		slog.String("otlp_protocol", c.Protocol()),
 		slog.Bool("otlp_metrics", c.OTLPEndpoint != "" && c.MetricsExporter != MetricsExporterNone),
 		slog.Bool("otlp_logs", c.LogsEnabled()),

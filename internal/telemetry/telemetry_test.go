@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -225,5 +226,28 @@ func TestOTLPExport(t *testing.T) {
 	defer mu.Unlock()
 	if paths["POST /otel/v1/traces"] == 0 || paths["POST /otel/v1/metrics"] == 0 {
 		t.Errorf("the collector saw %v, want POSTs to /otel/v1/traces and /otel/v1/metrics", paths)
+	}
+}
+
+// TestEndpointCredentialsMasked: an OTLP endpoint that carries credentials
+// (user information, a token in its query) is logged and refused with
+// them masked, as the other secret settings are.
+func TestEndpointCredentialsMasked(t *testing.T) {
+	c := telemetry.Config{OTLPEndpoint: "https://otlp:LOGPASS@collector.example:4318/?token=LOGTOKEN"}
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("start", c.LogGroup())
+	c.OTLPEndpoint = "ftp://otlp:ERRPASS@collector.example/?token=ERRTOKEN"
+	if err := c.Validate(); err != nil {
+		b.WriteString(err.Error())
+	} else {
+		t.Error("an ftp:// endpoint is accepted")
+	}
+	for _, secret := range []string{"LOGPASS", "LOGTOKEN", "ERRPASS", "ERRTOKEN"} {
+		if strings.Contains(b.String(), secret) {
+			t.Errorf("%s is printed:\n%s", secret, b.String())
+		}
+	}
+	if !strings.Contains(b.String(), "collector.example") {
+		t.Errorf("the endpoint's host is not printed:\n%s", b.String())
 	}
 }
