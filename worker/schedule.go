@@ -108,15 +108,40 @@ type retryState struct {
 	since    time.Time // when the original was enqueued
 }
 
-// retryStateOf reads m's retry state: from its properties when it is a
-// scheduled copy (its MessageId is RetryMessageID of them), else that of an
-// original enqueued at m.EnqueuedTime (now when unknown).
-func retryStateOf(m *azservicebus.ReceivedMessage, now time.Time) retryState {
+// RetryCopy is what a delayed-retry copy the worker scheduled says about
+// the message it retries (see RetryCopyOf).
+type RetryCopy struct {
+	// OriginalMessageID is the original's MessageId: the deduplication key.
+	OriginalMessageID string
+	// Attempt is the copy's attempt, 1 for the first copy.
+	Attempt int
+	// Since is when the original was enqueued, where RetryOptions.MaxDelay
+	// counts from.
+	Since time.Time
+}
+
+// RetryCopyOf reports whether m is a delayed-retry copy the worker
+// scheduled, by the worker's own test: its three retry properties are
+// present and its MessageId is RetryMessageID of them. A message that
+// merely carries the properties is no copy. A tool that handles
+// dead-lettered copies (orderctl dlq) uses it to tell them as the worker
+// does.
+func RetryCopyOf(m *azservicebus.ReceivedMessage) (RetryCopy, bool) {
 	orig, ok1 := m.ApplicationProperties[PropertyOriginalMessageID].(string)
 	attempt, ok2 := asInt64(m.ApplicationProperties[PropertyRetryAttempt])
 	since, ok3 := asInt64(m.ApplicationProperties[PropertyRetrySince])
-	if ok1 && ok2 && ok3 && attempt > 0 && attempt < 1<<20 && orig != "" && m.MessageID == RetryMessageID(orig, int(attempt)) {
-		return retryState{original: orig, attempt: int(attempt), since: time.UnixMilli(since)}
+	if !ok1 || !ok2 || !ok3 || attempt <= 0 || attempt >= 1<<20 || orig == "" || m.MessageID != RetryMessageID(orig, int(attempt)) {
+		return RetryCopy{}, false
+	}
+	return RetryCopy{OriginalMessageID: orig, Attempt: int(attempt), Since: time.UnixMilli(since)}, true
+}
+
+// retryStateOf reads m's retry state: from its properties when it is a
+// scheduled copy (RetryCopyOf), else that of an original enqueued at
+// m.EnqueuedTime (now when unknown).
+func retryStateOf(m *azservicebus.ReceivedMessage, now time.Time) retryState {
+	if c, ok := RetryCopyOf(m); ok {
+		return retryState{original: c.OriginalMessageID, attempt: c.Attempt, since: c.Since}
 	}
 	st := retryState{original: m.MessageID, since: now}
 	if m.EnqueuedTime != nil {

@@ -321,51 +321,17 @@ type plan struct {
 
 func (p plan) label() string {
 	var copyOf string
-	if rc, ok := retryCopyOf(p.m); ok {
-		copyOf = fmt.Sprintf(", delayed-retry copy %d of %s", rc.attempt, rc.original)
+	if rc, ok := worker.RetryCopyOf(p.m); ok {
+		copyOf = fmt.Sprintf(", delayed-retry copy %d of %s", rc.Attempt, rc.OriginalMessageID)
 	}
 	return fmt.Sprintf("%s (seq %d, %s, enqueued %s%s)", p.m.MessageID, seq(p.m), reasonOf(p.m), enqueued(p.m).UTC().Format(time.RFC3339), copyOf)
-}
-
-// retryCopy is what a dead-lettered delayed-retry copy says about the
-// message it retries.
-type retryCopy struct {
-	original string    // the original's MessageId
-	attempt  int64     // the copy's attempt, 1 for the first
-	since    time.Time // when the original was enqueued
-}
-
-// retryCopyOf reports whether m is a delayed-retry copy the worker scheduled
-// (worker/schedule.go), by the worker's own test: its retry properties are
-// all present and its MessageId is worker.RetryMessageID of them. A message
-// that merely carries the properties is no copy, to the worker or here.
-func retryCopyOf(m *azservicebus.ReceivedMessage) (retryCopy, bool) {
-	orig, ok1 := m.ApplicationProperties[worker.PropertyOriginalMessageID].(string)
-	attempt, ok2 := asInt64(m.ApplicationProperties[worker.PropertyRetryAttempt])
-	since, ok3 := asInt64(m.ApplicationProperties[worker.PropertyRetrySince])
-	if !ok1 || !ok2 || !ok3 || orig == "" || attempt <= 0 || attempt >= 1<<20 || m.MessageID != worker.RetryMessageID(orig, int(attempt)) {
-		return retryCopy{}, false
-	}
-	return retryCopy{original: orig, attempt: attempt, since: time.UnixMilli(since)}, true
-}
-
-func asInt64(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int64:
-		return n, true
-	case int32:
-		return int64(n), true
-	case int:
-		return int64(n), true
-	}
-	return 0, false
 }
 
 // sendID is the MessageId a resubmission of m carries: the original's for a
 // delayed-retry copy (see resubmission), else m's own.
 func sendID(m *azservicebus.ReceivedMessage) string {
-	if rc, ok := retryCopyOf(m); ok {
-		return rc.original
+	if rc, ok := worker.RetryCopyOf(m); ok {
+		return rc.OriginalMessageID
 	}
 	return m.MessageID
 }
@@ -386,8 +352,8 @@ func firstEnqueued(m *azservicebus.ReceivedMessage) time.Time {
 			}
 		}
 	}
-	if rc, ok := retryCopyOf(m); ok {
-		return rc.since
+	if rc, ok := worker.RetryCopyOf(m); ok {
+		return rc.Since
 	}
 	return enqueued(m)
 }
@@ -488,8 +454,8 @@ func resubmission(m *azservicebus.ReceivedMessage) *azservicebus.Message {
 	delete(props, propDeadLetterReason)
 	delete(props, propDeadLetterDescription)
 	id := m.MessageID
-	if rc, ok := retryCopyOf(m); ok {
-		id = rc.original
+	if rc, ok := worker.RetryCopyOf(m); ok {
+		id = rc.OriginalMessageID
 		delete(props, worker.PropertyOriginalMessageID)
 		delete(props, worker.PropertyRetryAttempt)
 		delete(props, worker.PropertyRetrySince)
