@@ -53,6 +53,9 @@ type Decision struct {
 	// dependencies: the shutdown grace cut the handler off, or its lock
 	// was lost.
 	Telling bool
+	// DeliveryCount is the message's delivery count (the broker's: its
+	// deliveries to every receiver, this one included).
+	DeliveryCount uint32
 }
 
 // Hook sees every delivery: tracing and metrics hang on it (package

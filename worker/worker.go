@@ -534,7 +534,7 @@ func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, t
 	cutOff := retried && errors.Is(context.Cause(mctx), errGraceOver)
 	lost := d.lost.Load() || errors.Is(context.Cause(mctx), errLockLost)
 	if w.gate != nil {
-		w.gate.Record(Decision{Result: res, Trial: trial, Telling: !cutOff && !lost})
+		w.gate.Record(Decision{Result: res, Trial: trial, Telling: !cutOff && !lost, DeliveryCount: m.DeliveryCount})
 	}
 	if !cutOff && !lost {
 		d.retry = w.planRetry(st, res, time.Now())

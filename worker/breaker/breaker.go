@@ -155,6 +155,11 @@ func (s State) String() string {
 //     Key is an entity of its own, never excused. Past maxExcused
 //     entities the breaker forgets them all, which costs an entity that
 //     still fails one more probe.
+//   - With a Probe, a failure of a delivery whose DeliveryCount is at
+//     least Threshold makes it ask the probe as a run reaching Threshold
+//     does: the message failed that many deliveries across the workers
+//     that share its queue, which a quiet queue's breakers may each see
+//     too few of.
 //
 // A message whose failure is its own is abandoned after every delivery as
 // before, and the broker dead-letters it at MaxDeliveryCount, while the
@@ -534,7 +539,14 @@ func (b *Breaker) Record(d worker.Decision) {
 		b.last = res
 		switch b.state {
 		case Closed:
-			if !b.checking && b.failures >= b.o.Threshold {
+			// A message that has failed Threshold deliveries, across every
+			// worker that received it, is a run by itself: on a quiet
+			// queue shared by several workers, no one breaker may see
+			// Threshold failures before MaxDeliveryCount. The probe
+			// decides: a poison message's entity is excused at the cost of
+			// one probe.
+			deep := b.o.Probe != nil && d.DeliveryCount >= uint32(b.o.Threshold)
+			if !b.checking && (b.failures >= b.o.Threshold || deep) {
 				b.startCheck()
 			}
 		case HalfOpen:

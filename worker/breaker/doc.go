@@ -30,7 +30,14 @@
 //     deliveries already in flight, never the backlog. After a backoff
 //     (1 s doubling to 1 min) it calls the probe until it succeeds, or,
 //     without a probe, lets one message through (half-open); a delivery
-//     that does not fail for a dependency closes it.
+//     that does not fail for a dependency closes it. With a probe, one
+//     dependency failure of a message whose DeliveryCount has reached
+//     Threshold asks the probe too: that message has failed Threshold
+//     deliveries across the workers sharing its queue, and on a quiet
+//     queue no one worker's breaker sees Threshold of them in a row
+//     before the broker's MaxDeliveryCount (three workers and one message
+//     waiting through a store outage: each sees three or four). A poison
+//     message costs one such probe, after which its entity is excused.
 //   - Spread: when Options.Spread distinct entities (Result.Key) are
 //     failing again, each with its last three deliveries failed by a
 //     dependency, within the breaker's last Options.SpreadWindow (50)

@@ -177,3 +177,61 @@ func TestSpreadTrials(t *testing.T) {
 		}
 	})
 }
+
+// TestDeepDeliveryAsksTheProbe: on a quiet queue shared by several
+// workers, one message's deliveries spread over their breakers, and none
+// sees Threshold failures in a row before MaxDeliveryCount. A dependency
+// failure of a delivery whose DeliveryCount is at least Threshold makes
+// the breaker ask the probe by itself: a failing probe opens it, a
+// succeeding one (a poison message) excuses the entity, whose later
+// deliveries ask nothing, and keeps it closed. Below Threshold, or
+// without a probe, one failure does nothing.
+func TestDeepDeliveryAsksTheProbe(t *testing.T) {
+	deep := func(key string, count uint32) worker.Decision {
+		d := failed(key)
+		d.DeliveryCount = count
+		return d
+	}
+	for _, tt := range []struct {
+		name     string
+		probe    error
+		noProbe  bool
+		count    uint32
+		wantOpen bool
+		probes   int
+	}{
+		{"the fifth delivery, the probe fails", errStoreDown, false, breakerThreshold, true, 1},
+		{"the ninth delivery, the probe fails", errStoreDown, false, 9, true, 1},
+		{"the fourth delivery, the probe fails", errStoreDown, false, breakerThreshold - 1, false, 0},
+		{"the fifth delivery, the probe succeeds", nil, false, breakerThreshold, false, 1},
+		{"the fifth delivery, no probe", nil, true, breakerThreshold, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				probes := 0
+				o := breaker.Options{Threshold: breakerThreshold, Spread: breakerSpread, TrialLimit: breakerTrialLimit}
+				if !tt.noProbe {
+					o.Probe = func(context.Context) error { probes++; return tt.probe }
+				}
+				b, err := breaker.New(o, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.Record(deep("quiet-1", tt.count))
+				if _, ok := admit(b); ok == tt.wantOpen {
+					t.Fatalf("admitted %v after one failure at delivery %d, want %v", ok, tt.count, !tt.wantOpen)
+				}
+				if got := b.Paused(); got != tt.wantOpen {
+					t.Fatalf("paused %v, want %v", got, tt.wantOpen)
+				}
+				if !tt.wantOpen && tt.probes == 1 { // an excused entity asks the probe once
+					b.Record(deep("quiet-1", tt.count+1))
+					admit(b)
+				}
+				if probes != tt.probes {
+					t.Fatalf("%d probes, want %d", probes, tt.probes)
+				}
+			})
+		})
+	}
+}
