@@ -31,7 +31,9 @@ type Options struct {
 	// writes and answers reads, a payments service whose captures fail and
 	// whose health endpoint answers, one physical partition down). An
 	// entity is failing again when its last three deliveries this breaker
-	// saw all failed by a dependency, with no success of it in between: a
+	// saw all failed by a dependency, with no success of it in between, or
+	// when a delivery whose DeliveryCount has reached Threshold failed by
+	// one (several workers share its queue, each seeing a few): a
 	// failure that passes on a later delivery (a throttled call, a
 	// timeout) is noise, however many entities it strikes. The successes
 	// of other entities do not reset the spread; an entity's own success
@@ -510,7 +512,14 @@ func (b *Breaker) Record(d worker.Decision) {
 				clear(b.failing)
 			}
 			f := b.failing[key]
-			b.failing[key] = failure{n: f.n + 1, seq: b.seq}
+			n := f.n + 1
+			if d.DeliveryCount >= uint32(b.o.Threshold) {
+				// Its message failed Threshold deliveries, across the
+				// workers sharing its queue: failing again, however few of
+				// them this breaker saw.
+				n = max(n, failingAgain)
+			}
+			b.failing[key] = failure{n: n, seq: b.seq}
 		}
 		if b.blind {
 			b.last = res

@@ -40,7 +40,9 @@
 //     message costs one such probe, after which its entity is excused.
 //   - Spread: when Options.Spread distinct entities (Result.Key) are
 //     failing again, each with its last three deliveries failed by a
-//     dependency, within the breaker's last Options.SpreadWindow (50)
+//     dependency (or one at a DeliveryCount of Threshold or more: its
+//     message has failed that often across the workers sharing its
+//     queue), within the breaker's last Options.SpreadWindow (50)
 //     deliveries, the breaker opens even if the probe succeeds. The rule
 //     is off unless Spread is set; SpreadFor gives 5 for the worker's
 //     default concurrency of 8. The probes prove only that something

@@ -235,3 +235,32 @@ func TestDeepDeliveryAsksTheProbe(t *testing.T) {
 		})
 	}
 }
+
+// TestSpreadCountsDeepDeliveries: an entity whose message failed at
+// DeliveryCount Threshold or later is failing again however few of its
+// deliveries this breaker saw (several workers share its queue, each
+// seeing some of them): five such entities open the breaker although the
+// probe succeeds; four do not.
+func TestSpreadCountsDeepDeliveries(t *testing.T) {
+	for _, entities := range []int{breakerSpread - 1, breakerSpread} {
+		t.Run(fmt.Sprintf("%d entities", entities), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, err := breaker.New(breaker.Options{Threshold: breakerThreshold, Spread: breakerSpread, TrialLimit: breakerTrialLimit,
+					Probe: func(context.Context) error { return nil }}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for e := range entities {
+					d := failed(fmt.Sprintf("e-%d", e))
+					d.DeliveryCount = breakerThreshold + uint32(e%3)
+					b.Record(d)
+					b.Record(succeeded(fmt.Sprintf("healthy-%d", e)))
+					admit(b)
+				}
+				if got, want := b.Paused(), entities >= breakerSpread; got != want {
+					t.Fatalf("paused %v after %d entities failed at delivery %d or later, want %v", got, entities, breakerThreshold, want)
+				}
+			})
+		})
+	}
+}
