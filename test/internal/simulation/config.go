@@ -376,6 +376,10 @@ func (c Config) validate() error {
 // whose Receiver wraps r. Only the periodic summary is off. It returns the
 // receiver to give the worker.
 func (c Config) workerOptions(probe func(context.Context) error, queue string, r worker.Receiver, logger *slog.Logger) (worker.Options, worker.Receiver, error) {
+	// cmd/orderworker also sets Spread and TrialLimit (the spread rule).
+	// The simulation does not yet: with it, runs that hold many poison
+	// entities end on the time limit instead of a verdict. The rule is
+	// proven by worker/breaker's outage tests meanwhile.
 	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe, MinBackoff: c.BreakerMinBackoff, MaxBackoff: c.BreakerMaxBackoff}
 	o := worker.Options{
 		Concurrency:     c.Concurrency,
