@@ -28,8 +28,8 @@ type Options struct {
 	// again, each within the breaker's last SpreadWindow deliveries, that
 	// opens the breaker even when the Probe succeeds: the failure is not
 	// the messages' own but one the probe cannot see (a store that refuses
-	// writes and answers reads, a payments service whose captures fail and
-	// whose health endpoint answers, one physical partition down). An
+	// writes and answers reads, a downstream API whose calls fail while
+	// its health endpoint answers, one physical partition down). An
 	// entity is failing again when its last three deliveries this breaker
 	// saw all failed by a dependency, with no success of it in between, or
 	// when a delivery whose DeliveryCount has reached Threshold failed by

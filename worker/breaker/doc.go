@@ -49,8 +49,8 @@
 //     answers (a point read, a health endpoint); this rule sees the
 //     outages they cannot: a store that refuses writes (a write-region
 //     outage, a role cut to Data Reader, a storage quota), one physical
-//     partition down or throttled, an acquirer outage behind a payments
-//     service whose health endpoint answers. The successes of other
+//     partition down or throttled, a downstream API whose calls fail
+//     while its health endpoint answers. The successes of other
 //     entities do not reset it, so one partition of four down amid the
 //     others' successes opens it too; a failure that passes on a later
 //     delivery (a throttled call) is noise, however many entities it
