@@ -110,7 +110,7 @@ func (s *Store) readItem(ctx context.Context, pk, id string) (azcosmos.ItemRespo
 		if tok := s.sessions.get(pk); tok != "" {
 			o = &azcosmos.ItemOptions{SessionToken: &tok}
 		}
-		resp, err := s.container.ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, o)
+		resp, err := s.containerFor(ctx).ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, o)
 		s.addCharge(itemCharge(resp, err))
 		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
@@ -121,7 +121,7 @@ func (s *Store) readItem(ctx context.Context, pk, id string) (azcosmos.ItemRespo
 // charge.
 func (s *Store) replaceItem(ctx context.Context, pk, id string, body []byte, o *azcosmos.ItemOptions) (azcosmos.ItemResponse, error) {
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
-		resp, err := s.container.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(pk), id, body, o)
+		resp, err := s.containerFor(ctx).ReplaceItem(ctx, azcosmos.NewPartitionKeyString(pk), id, body, o)
 		s.addCharge(itemCharge(resp, err))
 		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
@@ -131,7 +131,7 @@ func (s *Store) replaceItem(ctx context.Context, pk, id string, body []byte, o *
 // patchItem patches one item, bounded by ctx, and counts its request charge.
 func (s *Store) patchItem(ctx context.Context, pk, id string, ops azcosmos.PatchOperations) (azcosmos.ItemResponse, error) {
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
-		resp, err := s.container.PatchItem(ctx, azcosmos.NewPartitionKeyString(pk), id, ops, nil)
+		resp, err := s.containerFor(ctx).PatchItem(ctx, azcosmos.NewPartitionKeyString(pk), id, ops, nil)
 		s.addCharge(itemCharge(resp, err))
 		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
@@ -141,7 +141,7 @@ func (s *Store) patchItem(ctx context.Context, pk, id string, ops azcosmos.Patch
 // createItem creates one item, bounded by ctx, and counts its request charge.
 func (s *Store) createItem(ctx context.Context, pk string, body []byte) (azcosmos.ItemResponse, error) {
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
-		resp, err := s.container.CreateItem(ctx, azcosmos.NewPartitionKeyString(pk), body, nil)
+		resp, err := s.containerFor(ctx).CreateItem(ctx, azcosmos.NewPartitionKeyString(pk), body, nil)
 		s.addCharge(itemCharge(resp, err))
 		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
@@ -151,7 +151,7 @@ func (s *Store) createItem(ctx context.Context, pk string, body []byte) (azcosmo
 // deleteItem deletes one item, bounded by ctx, and counts its request charge.
 func (s *Store) deleteItem(ctx context.Context, pk, id string) (azcosmos.ItemResponse, error) {
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
-		resp, err := s.container.DeleteItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
+		resp, err := s.containerFor(ctx).DeleteItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
 		s.addCharge(itemCharge(resp, err))
 		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
@@ -166,7 +166,7 @@ func (s *Store) executeBatch(ctx context.Context, pk string, b azcosmos.Transact
 		if tok := s.sessions.get(pk); tok != "" {
 			o = &azcosmos.TransactionalBatchOptions{SessionToken: tok}
 		}
-		resp, err := s.container.ExecuteTransactionalBatch(ctx, b, o)
+		resp, err := s.containerFor(ctx).ExecuteTransactionalBatch(ctx, b, o)
 		s.addCharge(batchCharge(resp, err))
 		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
