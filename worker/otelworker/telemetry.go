@@ -71,7 +71,6 @@ type Options struct {
 type Telemetry struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
-	queue  string
 	n      Names
 	base   []attribute.KeyValue // messaging.system, destination
 	names  map[idempotent.Outcome]attribute.KeyValue
@@ -89,6 +88,14 @@ type Telemetry struct {
 
 	breakerMu      sync.Mutex
 	breakerWasOpen bool // guarded by breakerMu
+
+	// The span names, built once: "process QUEUE" and the others.
+	processName, receiveName, renewName   string
+	completeName, abandonName, deadLetter string
+	// receiveOpts are the receive span's start options, which never change.
+	receiveOpts []trace.SpanStartOption
+	// starts holds *startOptions for process spans.
+	starts sync.Pool
 }
 
 var _ worker.Hook = (*Telemetry)(nil)
@@ -116,7 +123,7 @@ func New(o Options) (*Telemetry, error) {
 	}
 	t := &Telemetry{
 		tracer: tp.Tracer(instrumentationScope, trace.WithSchemaURL(semconv.SchemaURL)),
-		prop:   prop, queue: o.Queue, n: n, metered: !noMetrics,
+		prop:   prop, n: n, metered: !noMetrics,
 		base:  []attribute.KeyValue{semconv.MessagingSystemServiceBus, semconv.MessagingDestinationName(o.Queue)},
 		names: map[idempotent.Outcome]attribute.KeyValue{},
 	}
@@ -170,6 +177,14 @@ func New(o Options) (*Telemetry, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelworker: %w", err)
 	}
+	t.processName, t.receiveName, t.renewName = "process "+o.Queue, "receive "+o.Queue, "renew_message_lock "+o.Queue
+	t.completeName, t.abandonName, t.deadLetter = "complete "+o.Queue, "abandon "+o.Queue, "dead_letter "+o.Queue
+	t.receiveOpts = []trace.SpanStartOption{clientKind,
+		trace.WithAttributes(append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationTypeReceive, semconv.MessagingOperationName("receive"))...)}
+	size := len(t.base) + processAttrCount + 1 // and AttrKept
+	t.starts.New = func() any {
+		return &startOptions{attrs: make([]attribute.KeyValue, 0, size), with: make([]trace.SpanStartEventOption, size+1)}
+	}
 	t.baseOpt = metric.WithAttributes(t.base...)
 	t.baseAdd = []metric.AddOption{t.baseOpt}
 	t.resendOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], n.DuplicateCause.String("resend"))...)
@@ -209,20 +224,56 @@ func (t *Telemetry) Start(ctx context.Context, m *azservicebus.ReceivedMessage) 
 		t.inFlight.Add(ctx, 1, t.baseAdd...)
 	}
 	parent := ExtractTraceContext(ctx, t.prop, m.ApplicationProperties)
-	attrs := t.processAttrs(m.MessageID, m.DeliveryCount)
+	kept := ""
 	if m.DeliveryCount > 1 {
-		attrs = append(attrs, AttrKept.String(KeptRedelivery)) // Sampler keeps the whole trace
+		kept = KeptRedelivery // Sampler keeps the whole trace
 	}
-	ctx, _ = t.tracer.Start(parent, "process "+t.queue, consumerKind, trace.WithAttributes(attrs...))
+	ctx, _ = t.startProcess(parent, m.MessageID, m.DeliveryCount, kept, time.Time{})
 	return ctx
 }
 
-// processAttrs are the attributes a process span starts with.
-func (t *Telemetry) processAttrs(id string, deliveryCount uint32) []attribute.KeyValue {
-	return append(t.base[:len(t.base):len(t.base)],
+// processAttrCount is the number of attributes startProcess adds to the
+// base ones, AttrKept aside.
+const processAttrCount = 4
+
+// startOptions are the start options of a process span, reused through
+// Telemetry.starts: a delivery whose trace the sampler drops would
+// otherwise allocate its attributes, their option and the option slice
+// for nothing. Reuse is safe because a tracer reads its options through
+// trace.NewSpanStartConfig, which copies the attributes, before Start
+// returns.
+type startOptions struct {
+	attrs []attribute.KeyValue         // the backing array, reused: never grown beyond its capacity
+	with  []trace.SpanStartEventOption // with[n] is trace.WithAttributes(attrs[:n]...), made at first use
+	opts  [3]trace.SpanStartOption
+}
+
+// startProcess starts a process span under ctx for the message id
+// delivered deliveryCount times, with the attributes of processAttrs, and
+// AttrKept when kept is not empty; at, if not zero, is its start time.
+func (t *Telemetry) startProcess(ctx context.Context, id string, deliveryCount uint32, kept string, at time.Time) (context.Context, trace.Span) {
+	o := t.starts.Get().(*startOptions)
+	a := append(o.attrs[:0], t.base...)
+	a = append(a,
 		semconv.MessagingMessageID(id),
 		semconv.MessagingServiceBusMessageDeliveryCount(int(deliveryCount)),
 		semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"))
+	if kept != "" {
+		a = append(a, AttrKept.String(kept))
+	}
+	n := len(a)
+	if o.with[n] == nil {
+		o.with[n] = trace.WithAttributes(o.attrs[:n]...)
+	}
+	opts := append(o.opts[:0], consumerKind, o.with[n])
+	if !at.IsZero() {
+		opts = append(opts, trace.WithTimestamp(at))
+	}
+	ctx, span := t.tracer.Start(ctx, t.processName, opts...)
+	clear(a) // hold no message id while pooled
+	clear(o.opts[:])
+	t.starts.Put(o)
+	return ctx, span
 }
 
 // failed reports whether a delivery did not complete as it should: its
@@ -266,9 +317,7 @@ func (t *Telemetry) End(ctx context.Context, rep worker.Report) {
 		// its outcome was known: record its process span now, a child of
 		// the dropped one, from the delivery's start (Sampler keeps it).
 		span.End()
-		_, span = t.tracer.Start(ctx, "process "+t.queue, consumerKind,
-			trace.WithTimestamp(time.Now().Add(-rep.Duration)),
-			trace.WithAttributes(append(t.processAttrs(rep.MessageID, rep.DeliveryCount), AttrKept.String(KeptFailure))...))
+		_, span = t.startProcess(ctx, rep.MessageID, rep.DeliveryCount, KeptFailure, time.Now().Add(-rep.Duration))
 	}
 	if span.IsRecording() {
 		span.SetAttributes(outcome, t.n.LockLost.Bool(rep.LockLost), t.n.CutOff.Bool(rep.CutOff))
@@ -386,8 +435,7 @@ func (r *tracedReceiver) Unwrap() worker.Receiver { return r.Receiver }
 
 func (r *tracedReceiver) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	t := r.t
-	ctx, span := t.tracer.Start(ctx, "receive "+t.queue, clientKind,
-		trace.WithAttributes(append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationTypeReceive, semconv.MessagingOperationName("receive"))...))
+	ctx, span := t.tracer.Start(ctx, t.receiveName, t.receiveOpts...)
 	msgs, err := r.Receiver.ReceiveMessages(ctx, n, o)
 	if len(msgs) > 0 && t.metered {
 		t.consumed.Add(ctx, int64(len(msgs)), t.consumedOpt)
@@ -405,21 +453,21 @@ func (r *tracedReceiver) ReceiveMessages(ctx context.Context, n int, o *azservic
 }
 
 func (r *tracedReceiver) CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.CompleteMessageOptions) error {
-	ctx, span := r.startSettle(ctx, m, "complete", semconv.MessagingServiceBusDispositionStatusComplete)
+	ctx, span := r.startSettle(ctx, m, "complete", r.t.completeName, semconv.MessagingServiceBusDispositionStatusComplete)
 	err := r.Receiver.CompleteMessage(ctx, m, o)
 	r.endSettle(ctx, span, semconv.MessagingServiceBusDispositionStatusComplete, err)
 	return err
 }
 
 func (r *tracedReceiver) AbandonMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.AbandonMessageOptions) error {
-	ctx, span := r.startSettle(ctx, m, "abandon", semconv.MessagingServiceBusDispositionStatusAbandon)
+	ctx, span := r.startSettle(ctx, m, "abandon", r.t.abandonName, semconv.MessagingServiceBusDispositionStatusAbandon)
 	err := r.Receiver.AbandonMessage(ctx, m, o)
 	r.endSettle(ctx, span, semconv.MessagingServiceBusDispositionStatusAbandon, err)
 	return err
 }
 
 func (r *tracedReceiver) DeadLetterMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeadLetterOptions) error {
-	ctx, span := r.startSettle(ctx, m, "dead_letter", semconv.MessagingServiceBusDispositionStatusDeadLetter)
+	ctx, span := r.startSettle(ctx, m, "dead_letter", r.t.deadLetter, semconv.MessagingServiceBusDispositionStatusDeadLetter)
 	reason := ""
 	if o != nil && o.Reason != nil {
 		reason = *o.Reason
@@ -437,7 +485,7 @@ func (r *tracedReceiver) RenewMessageLock(ctx context.Context, m *azservicebus.R
 	t := r.t
 	span := noSpan
 	if !dropped(ctx) {
-		ctx, span = t.tracer.Start(ctx, "renew_message_lock "+t.queue, clientKind,
+		ctx, span = t.tracer.Start(ctx, t.renewName, clientKind,
 			trace.WithAttributes(append(t.messageAttrs(m), semconv.MessagingOperationName("renew_message_lock"))...))
 	}
 	err := r.Receiver.RenewMessageLock(ctx, m, o)
@@ -459,12 +507,13 @@ func (r *tracedReceiver) RenewMessageLock(ctx context.Context, m *azservicebus.R
 	return err
 }
 
-func (r *tracedReceiver) startSettle(ctx context.Context, m *azservicebus.ReceivedMessage, op string, disposition attribute.KeyValue) (context.Context, trace.Span) {
+// startSettle starts the span of the settlement op of m, named name.
+func (r *tracedReceiver) startSettle(ctx context.Context, m *azservicebus.ReceivedMessage, op, name string, disposition attribute.KeyValue) (context.Context, trace.Span) {
 	t := r.t
 	if dropped(ctx) {
 		return ctx, noSpan
 	}
-	return t.tracer.Start(ctx, op+" "+t.queue, clientKind,
+	return t.tracer.Start(ctx, name, clientKind,
 		trace.WithAttributes(append(t.messageAttrs(m), semconv.MessagingOperationTypeSettle, semconv.MessagingOperationName(op), disposition)...))
 }
 
