@@ -45,47 +45,82 @@ func (batchTransport) Do(r *http.Request) (*http.Response, error) {
 // provider starts none), and with AzureUntraced too (untraced: the call goes
 // through the untraced twin).
 func BenchmarkAzureStoreCall(b *testing.B) {
+	ctx, variants := azureStoreVariants(b)
+	for _, v := range variants {
+		b.Run(v.name, func(b *testing.B) {
+			call := storeCall(b, ctx, v.opts)
+			b.ReportAllocs()
+			for b.Loop() {
+				call()
+			}
+		})
+	}
+}
+
+// TestAzureStoreCallUntracedAllocations: under a dropped trace, a Store
+// call with AzureUntraced allocates exactly what one without any Azure SDK
+// tracing does, and one with the SDK's tracing provider alone more.
+func TestAzureStoreCallUntracedAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("allocation counts under the race detector are not exact")
+	}
+	ctx, variants := azureStoreVariants(t)
+	allocs := map[string]float64{}
+	for _, v := range variants {
+		allocs[v.name] = testing.AllocsPerRun(200, storeCall(t, ctx, v.opts))
+	}
+	if allocs["untraced"] != allocs["no-tracing"] || allocs["traced"] <= allocs["no-tracing"] {
+		t.Errorf("allocations per call %v: want untraced equal to no-tracing, and traced above them", allocs)
+	}
+}
+
+type azureStoreVariant struct {
+	name string
+	opts func(*cosmosstore.ClientOptions)
+}
+
+// azureStoreVariants returns a context whose span the sampler dropped and
+// the Azure SDK options of the three variants.
+func azureStoreVariants(tb testing.TB) (context.Context, []azureStoreVariant) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(telemetry.KeptSampler(sdktrace.TraceIDRatioBased(0))))
 	p := &telemetry.Providers{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider(), Propagator: telemetry.Propagator()}
 	ctx, parent := tp.Tracer("t").Start(context.Background(), "process orders")
-	defer parent.End()
+	tb.Cleanup(func() { parent.End() })
 	if parent.SpanContext().IsSampled() {
-		b.Fatal("the parent was sampled")
+		tb.Fatal("the parent was sampled")
 	}
-	for _, bc := range []struct {
-		name string
-		opts func(*cosmosstore.ClientOptions)
-	}{
+	return ctx, []azureStoreVariant{
 		{"no-tracing", func(*cosmosstore.ClientOptions) {}},
 		{"traced", func(o *cosmosstore.ClientOptions) { o.ClientOptions.ClientOptions = p.AzureClientOptions() }},
 		{"untraced", func(o *cosmosstore.ClientOptions) {
 			o.ClientOptions.ClientOptions = p.AzureClientOptions()
 			o.Untraced = p.AzureUntraced()
 		}},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			o := &cosmosstore.ClientOptions{}
-			bc.opts(o)
-			o.Transport = batchTransport{}
-			o.Retry = policy.RetryOptions{MaxRetries: -1}
-			c, err := cosmosstore.NewClientWithKey("https://fake.documents.azure.com:443/", "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==", o)
-			if err != nil {
-				b.Fatal(err)
-			}
-			s, err := cosmosstore.New(c, "orders", "orders", "/orderId")
-			if err != nil {
-				b.Fatal(err)
-			}
-			docs := []idempotent.Document{{ID: "ord-1", Body: []byte(`{"id":"ord-1","orderId":"ord-1"}`)}}
-			if _, err := s.CreateBatch(ctx, "ord-1", docs); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := s.CreateBatch(ctx, "ord-1", docs); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
+}
+
+// storeCall returns one CreateBatch of a Store with the options opts sets,
+// against batchTransport, under ctx, after a first one (the account read).
+func storeCall(tb testing.TB, ctx context.Context, opts func(*cosmosstore.ClientOptions)) func() {
+	tb.Helper()
+	o := &cosmosstore.ClientOptions{}
+	opts(o)
+	o.Transport = batchTransport{}
+	o.Retry = policy.RetryOptions{MaxRetries: -1}
+	c, err := cosmosstore.NewClientWithKey("https://fake.documents.azure.com:443/", "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==", o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := cosmosstore.New(c, "orders", "orders", "/orderId")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	docs := []idempotent.Document{{ID: "ord-1", Body: []byte(`{"id":"ord-1","orderId":"ord-1"}`)}}
+	call := func() {
+		if _, err := s.CreateBatch(ctx, "ord-1", docs); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	call()
+	return call
 }
