@@ -64,12 +64,22 @@ func deliver(ctx context.Context, tel *otelworker.Telemetry, r worker.Receiver) 
 // BenchmarkDeliveryDropped measures the telemetry of one delivery whose
 // trace the sampler dropped: what nearly every delivery of the deployed
 // worker costs it.
+// With traceparent, the message carries its producer's trace context, as
+// the deployed producer's do, which the sampler (a trace-id ratio, not
+// parent-based) drops all the same.
 func BenchmarkDeliveryDropped(b *testing.B) {
-	tel, r, _ := droppedTelemetry(b)
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		deliver(ctx, tel, r)
+	for _, traceparent := range []string{"", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"} {
+		b.Run(fmt.Sprintf("traceparent=%v", traceparent != ""), func(b *testing.B) {
+			tel, r, m := droppedTelemetry(b)
+			if traceparent != "" {
+				m.ApplicationProperties = map[string]any{otelworker.PropertyTraceParent: traceparent, otelworker.PropertyDiagnosticID: traceparent}
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				deliver(ctx, tel, r)
+			}
+		})
 	}
 }
 
