@@ -14,8 +14,9 @@ import (
 
 // headerSessionToken is the Cosmos DB header that carries a session token,
 // in a response (the token of the state the request saw or made) and in a
-// request (the state the replica that serves it must have reached).
-const headerSessionToken = "x-ms-session-token"
+// request (the state the replica that serves it must have reached):
+// x-ms-session-token, in its canonical form (see headerRequestCharge).
+const headerSessionToken = "X-Ms-Session-Token"
 
 // SessionTokenPartitions is how many partition keys a Store remembers a
 // session token for (about 160 bytes each, 0.6 MB in all): the
@@ -176,13 +177,14 @@ func newer(tok, old string) bool {
 }
 
 func parseSessionToken(tok string) (version, lsn int64, ok bool) {
-	parts := strings.Split(tok, "#")
-	if len(parts) == 1 {
-		lsn, err := strconv.ParseInt(parts[0], 10, 64)
+	first, rest, vector := strings.Cut(tok, "#")
+	if !vector {
+		lsn, err := strconv.ParseInt(first, 10, 64)
 		return 0, lsn, err == nil
 	}
-	version, err1 := strconv.ParseInt(parts[0], 10, 64)
-	lsn, err2 := strconv.ParseInt(parts[1], 10, 64)
+	global, _, _ := strings.Cut(rest, "#")
+	version, err1 := strconv.ParseInt(first, 10, 64)
+	lsn, err2 := strconv.ParseInt(global, 10, 64)
 	return version, lsn, err1 == nil && err2 == nil
 }
 

@@ -85,3 +85,33 @@ func TestSessionTokens_Memory(t *testing.T) {
 		t.Errorf("%.0f bytes per partition kept, want at most 240", perEntry)
 	}
 }
+
+// TestParseSessionToken: a simple token is an LSN; a vector token
+// "version#globalLSN#region=LSN…" is read for its version and global LSN;
+// anything else cannot be parsed.
+func TestParseSessionToken(t *testing.T) {
+	for _, tt := range []struct {
+		tok          string
+		version, lsn int64
+		ok           bool
+	}{
+		{"12", 0, 12, true},
+		{"1#34", 1, 34, true},
+		{"2#56#1=20#3=40", 2, 56, true},
+		{"2#56#", 2, 56, true},
+		{"", 0, 0, false},
+		{"#", 0, 0, false},
+		{"x", 0, 0, false},
+		{"1#x#3", 1, 0, false},
+		{"x#5", 0, 5, false},
+		{"1#", 1, 0, false},
+	} {
+		v, l, ok := parseSessionToken(tt.tok)
+		if ok != tt.ok || ok && (v != tt.version || l != tt.lsn) {
+			t.Errorf("parseSessionToken(%q) = %d, %d, %v; want %d, %d, %v", tt.tok, v, l, ok, tt.version, tt.lsn, tt.ok)
+		}
+	}
+	if got := testing.AllocsPerRun(100, func() { parseSessionToken("2#56#1=20#3=40") }); got != 0 {
+		t.Errorf("parseSessionToken allocates %v times, want 0", got)
+	}
+}

@@ -28,11 +28,13 @@ const (
 	opPing            = "ping"
 )
 
-// Cosmos DB response headers the store reads.
+// Cosmos DB response headers the store reads (x-ms-request-charge, ...),
+// in their canonical form: http.Header.Get canonicalizes the key it is
+// given, which allocates a new string for one that is not.
 const (
-	headerRequestCharge = "x-ms-request-charge"
-	headerActivityID    = "x-ms-activity-id"
-	headerSubStatus     = "x-ms-substatus"
+	headerRequestCharge = "X-Ms-Request-Charge"
+	headerActivityID    = "X-Ms-Activity-Id"
+	headerSubStatus     = "X-Ms-Substatus"
 )
 
 // Store is an idempotent.Store, DocumentStore and Patcher on one Cosmos DB
