@@ -3,7 +3,9 @@ package cosmosstore
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -113,5 +115,70 @@ func TestParseSessionToken(t *testing.T) {
 	}
 	if got := testing.AllocsPerRun(100, func() { parseSessionToken("2#56#1=20#3=40") }); got != 0 {
 		t.Errorf("parseSessionToken allocates %v times, want 0", got)
+	}
+}
+
+// TestSessionTokens_LeastRecentlyUsed: the partitions kept are always the
+// ones used most recently (by a get that found one, or an observe), in
+// a long random mix of reads and responses, as a plain ordered list of
+// the keys says they should be; each keeps its latest token.
+func TestSessionTokens_LeastRecentlyUsed(t *testing.T) {
+	const max, keys = 4, 9
+	st := newSessionTokens(max)
+	var order []string // most recently used first
+	lsn := map[string]int{}
+	use := func(pk string) {
+		order = slices.DeleteFunc(order, func(k string) bool { return k == pk })
+		order = append([]string{pk}, order...)
+		if len(order) > max {
+			delete(lsn, order[max])
+			order = order[:max]
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for step := range 5000 {
+		pk := fmt.Sprint("pk-", rng.IntN(keys))
+		if rng.IntN(2) == 0 {
+			lsn[pk] = step
+			st.observe(pk, fmt.Sprintf("0:-1#%d", step))
+			use(pk)
+		} else {
+			want := ""
+			if n, ok := lsn[pk]; ok {
+				want = fmt.Sprintf("0:-1#%d", n)
+				use(pk)
+			}
+			if got := st.get(pk); got != want {
+				t.Fatalf("step %d: get(%s) = %q, want %q", step, pk, got, want)
+			}
+		}
+		if st.lru.Len() != len(order) || len(st.byKey) != len(order) {
+			t.Fatalf("step %d: %d entries in the order, %d in the index; want %d", step, st.lru.Len(), len(st.byKey), len(order))
+		}
+	}
+}
+
+// TestSessionTokens_NoAllocationPerPartition: once the store keeps its
+// most partitions, the token of a new one replaces the least recently
+// used without an allocation.
+func TestSessionTokens_NoAllocationPerPartition(t *testing.T) {
+	const max = 64
+	st := newSessionTokens(max)
+	pks := make([]string, 2000)
+	for i := range pks {
+		pks[i] = fmt.Sprint("order-", i)
+	}
+	for _, pk := range pks[:max] {
+		st.observe(pk, "0:-1#1")
+	}
+	next := max
+	if got := testing.AllocsPerRun(1000, func() {
+		st.observe(pks[next], "0:-1#2")
+		next++
+	}); got != 0 {
+		t.Errorf("a new partition's token allocates %v times, want 0", got)
+	}
+	if st.lru.Len() != max {
+		t.Errorf("%d partitions kept, want %d", st.lru.Len(), max)
 	}
 }
