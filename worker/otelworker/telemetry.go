@@ -63,7 +63,12 @@ type Options struct {
 // names follow the OpenTelemetry messaging semantic conventions (semconv
 // v1.43.0), with the deployment's own (Names): the outcome, the reason,
 // the entity's key and, on a delivery that resumed another's side effect,
-// Names.ResumedAttr.
+// Names.ResumedAttr. The sampler of a process or receive span sees one
+// attribute only, AttrKept, on the spans the worker keeps: the others are
+// set once the span records, so that a span the sampler drops (nine in ten
+// or more, deployed) costs no attributes; a recorded span carries them all
+// the same. (The samplers the OpenTelemetry specification names, and
+// KeptSampler over them, decide by the trace and AttrKept alone.)
 //
 // With a MeterProvider it records the metrics of Names and the Metric
 // constants. Their counts agree with the worker's Stats. With none, or a
@@ -92,10 +97,12 @@ type Telemetry struct {
 	// The span names, built once: "process QUEUE" and the others.
 	processName, receiveName, renewName   string
 	completeName, abandonName, deadLetter string
-	// receiveOpts are the receive span's start options, which never change.
-	receiveOpts []trace.SpanStartOption
-	// starts holds *startOptions for process spans.
-	starts sync.Pool
+	// The start options of the receive span, of a process span, and of
+	// a redelivery's process span (AttrKept), built once.
+	receiveOpts, processOpts, redeliveryOpts []trace.SpanStartOption
+	// receiveAttrs are the attributes of a receive span, set once it
+	// records.
+	receiveAttrs []attribute.KeyValue
 }
 
 var _ worker.Hook = (*Telemetry)(nil)
@@ -179,12 +186,10 @@ func New(o Options) (*Telemetry, error) {
 	}
 	t.processName, t.receiveName, t.renewName = "process "+o.Queue, "receive "+o.Queue, "renew_message_lock "+o.Queue
 	t.completeName, t.abandonName, t.deadLetter = "complete "+o.Queue, "abandon "+o.Queue, "dead_letter "+o.Queue
-	t.receiveOpts = []trace.SpanStartOption{clientKind,
-		trace.WithAttributes(append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationTypeReceive, semconv.MessagingOperationName("receive"))...)}
-	size := len(t.base) + processAttrCount + 1 // and AttrKept
-	t.starts.New = func() any {
-		return &startOptions{attrs: make([]attribute.KeyValue, 0, size), with: make([]trace.SpanStartEventOption, size+1)}
-	}
+	t.receiveOpts = []trace.SpanStartOption{clientKind}
+	t.receiveAttrs = append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationTypeReceive, semconv.MessagingOperationName("receive"))
+	t.processOpts = []trace.SpanStartOption{consumerKind}
+	t.redeliveryOpts = []trace.SpanStartOption{consumerKind, trace.WithAttributes(AttrKept.String(KeptRedelivery))}
 	t.baseOpt = metric.WithAttributes(t.base...)
 	t.baseAdd = []metric.AddOption{t.baseOpt}
 	t.resendOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], n.DuplicateCause.String("resend"))...)
@@ -224,56 +229,31 @@ func (t *Telemetry) Start(ctx context.Context, m *azservicebus.ReceivedMessage) 
 		t.inFlight.Add(ctx, 1, t.baseAdd...)
 	}
 	parent := ExtractTraceContext(ctx, t.prop, m.ApplicationProperties)
-	kept := ""
+	opts := t.processOpts
 	if m.DeliveryCount > 1 {
-		kept = KeptRedelivery // Sampler keeps the whole trace
+		opts = t.redeliveryOpts // Sampler keeps the whole trace
 	}
-	ctx, _ = t.startProcess(parent, m.MessageID, m.DeliveryCount, kept, time.Time{})
+	ctx, _ = t.startProcess(parent, m.MessageID, m.DeliveryCount, opts...)
 	return ctx
 }
 
-// processAttrCount is the number of attributes startProcess adds to the
-// base ones, AttrKept aside.
-const processAttrCount = 4
-
-// startOptions are the start options of a process span, reused through
-// Telemetry.starts: a delivery whose trace the sampler drops would
-// otherwise allocate its attributes, their option and the option slice
-// for nothing. Reuse is safe because a tracer reads its options through
-// trace.NewSpanStartConfig, which copies the attributes, before Start
-// returns.
-type startOptions struct {
-	attrs []attribute.KeyValue         // the backing array, reused: never grown beyond its capacity
-	with  []trace.SpanStartEventOption // with[n] is trace.WithAttributes(attrs[:n]...), made at first use
-	opts  [3]trace.SpanStartOption
+// startProcess starts a process span under ctx with opts for the message
+// id delivered deliveryCount times, and gives it the attributes of
+// processAttrs once it records.
+func (t *Telemetry) startProcess(ctx context.Context, id string, deliveryCount uint32, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	ctx, span := t.tracer.Start(ctx, t.processName, opts...)
+	if span.IsRecording() {
+		span.SetAttributes(t.processAttrs(id, deliveryCount)...)
+	}
+	return ctx, span
 }
 
-// startProcess starts a process span under ctx for the message id
-// delivered deliveryCount times, with the attributes of processAttrs, and
-// AttrKept when kept is not empty; at, if not zero, is its start time.
-func (t *Telemetry) startProcess(ctx context.Context, id string, deliveryCount uint32, kept string, at time.Time) (context.Context, trace.Span) {
-	o := t.starts.Get().(*startOptions)
-	a := append(o.attrs[:0], t.base...)
-	a = append(a,
+// processAttrs are the attributes of a process span.
+func (t *Telemetry) processAttrs(id string, deliveryCount uint32) []attribute.KeyValue {
+	return append(t.base[:len(t.base):len(t.base)],
 		semconv.MessagingMessageID(id),
 		semconv.MessagingServiceBusMessageDeliveryCount(int(deliveryCount)),
 		semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"))
-	if kept != "" {
-		a = append(a, AttrKept.String(kept))
-	}
-	n := len(a)
-	if o.with[n] == nil {
-		o.with[n] = trace.WithAttributes(o.attrs[:n]...)
-	}
-	opts := append(o.opts[:0], consumerKind, o.with[n])
-	if !at.IsZero() {
-		opts = append(opts, trace.WithTimestamp(at))
-	}
-	ctx, span := t.tracer.Start(ctx, t.processName, opts...)
-	clear(a) // hold no message id while pooled
-	clear(o.opts[:])
-	t.starts.Put(o)
-	return ctx, span
 }
 
 // failed reports whether a delivery did not complete as it should: its
@@ -317,7 +297,8 @@ func (t *Telemetry) End(ctx context.Context, rep worker.Report) {
 		// its outcome was known: record its process span now, a child of
 		// the dropped one, from the delivery's start (Sampler keeps it).
 		span.End()
-		_, span = t.startProcess(ctx, rep.MessageID, rep.DeliveryCount, KeptFailure, time.Now().Add(-rep.Duration))
+		_, span = t.startProcess(ctx, rep.MessageID, rep.DeliveryCount, consumerKind,
+			trace.WithTimestamp(time.Now().Add(-rep.Duration)), trace.WithAttributes(AttrKept.String(KeptFailure)))
 	}
 	if span.IsRecording() {
 		span.SetAttributes(outcome, t.n.LockLost.Bool(rep.LockLost), t.n.CutOff.Bool(rep.CutOff))
@@ -441,6 +422,7 @@ func (r *tracedReceiver) ReceiveMessages(ctx context.Context, n int, o *azservic
 		t.consumed.Add(ctx, int64(len(msgs)), t.consumedOpt)
 	}
 	if span.IsRecording() {
+		span.SetAttributes(t.receiveAttrs...)
 		span.SetAttributes(semconv.MessagingBatchMessageCount(len(msgs)))
 		for _, m := range msgs {
 			if sc := trace.SpanContextFromContext(ExtractTraceContext(context.Background(), t.prop, m.ApplicationProperties)); sc.IsValid() {

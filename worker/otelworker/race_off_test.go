@@ -1,8 +1,0 @@
-//go:build !race
-
-package otelworker_test
-
-// raceDetector reports whether the test binary was built with -race, under
-// which sync.Pool drops some of what it is given and allocation counts
-// are not exact.
-const raceDetector = false
