@@ -2,6 +2,8 @@ package cosmosstore
 
 import (
 	"context"
+	"reflect"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
@@ -25,28 +27,68 @@ func bounded[T any](ctx context.Context, f func(context.Context) (T, error)) (T,
 	if ctx.Done() == nil {
 		return f(ctx)
 	}
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	sdkCalls.run(func() {
-		v, err := f(ctx)
-		done <- result{v, err}
-	})
+	c := getBoundedCall[T]()
+	c.ctx, c.f = ctx, f
+	sdkCalls.run(c.exec)
 	select {
-	case r := <-done:
-		return r.v, r.err
+	case <-c.done:
+		return c.result()
 	case <-ctx.Done():
 		select {
-		case r := <-done: // finished at the same moment: keep its answer
-			return r.v, r.err
+		case <-c.done: // finished at the same moment: keep its answer
+			return c.result()
 		default:
 		}
+		// c is left to the call, which still runs: never reused.
 		var zero T
 		return zero, context.Cause(ctx)
 	}
 }
+
+// boundedCall is one call of bounded, reused through boundedPools once its
+// result was taken, so that a call costs no channel and no closure of its
+// own.
+type boundedCall[T any] struct {
+	ctx  context.Context
+	f    func(context.Context) (T, error)
+	done chan struct{} // buffered: exec never waits
+	v    T
+	err  error
+	exec func() // run, bound once
+}
+
+func (c *boundedCall[T]) run() {
+	c.v, c.err = c.f(c.ctx)
+	c.done <- struct{}{} // the last touch of c: bounded may reuse it at once
+}
+
+// result returns c's result and gives c back to its pool.
+func (c *boundedCall[T]) result() (T, error) {
+	v, err := c.v, c.err
+	var zero T
+	c.ctx, c.f, c.v, c.err = nil, nil, zero, nil // hold nothing while pooled
+	boundedPool[T]().Put(c)
+	return v, err
+}
+
+// boundedPools holds a *sync.Pool of *boundedCall[T] per T.
+var boundedPools sync.Map // reflect.Type -> *sync.Pool
+
+// boundedPool returns the pool of *boundedCall[T].
+func boundedPool[T any]() *sync.Pool {
+	key := reflect.TypeFor[T]()
+	if p, ok := boundedPools.Load(key); ok {
+		return p.(*sync.Pool)
+	}
+	p, _ := boundedPools.LoadOrStore(key, &sync.Pool{New: func() any {
+		c := &boundedCall[T]{done: make(chan struct{}, 1)}
+		c.exec = c.run
+		return c
+	}})
+	return p.(*sync.Pool)
+}
+
+func getBoundedCall[T any]() *boundedCall[T] { return boundedPool[T]().Get().(*boundedCall[T]) }
 
 // sdkCalls runs the calls of bounded; a goroutine of it ends after 30 s
 // without a call.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -86,6 +87,9 @@ func azureStoreVariants(tb testing.TB) (context.Context, []azureStoreVariant) {
 	p := &telemetry.Providers{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider(), Propagator: telemetry.Propagator()}
 	ctx, parent := tp.Tracer("t").Start(context.Background(), "process orders")
 	tb.Cleanup(func() { parent.End() })
+	// A deadline, as the worker's handlers have (MessageTimeout).
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	tb.Cleanup(cancel)
 	if parent.SpanContext().IsSampled() {
 		tb.Fatal("the parent was sampled")
 	}
