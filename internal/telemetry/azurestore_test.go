@@ -26,7 +26,7 @@ const fakeAccount = `{"id":"fake","writableLocations":[{"name":"local","database
 	`"userConsistencyPolicy":{"defaultConsistencyLevel":"Session"}}`
 
 func (batchTransport) Do(r *http.Request) (*http.Response, error) {
-	body := `[{"statusCode":201,"requestCharge":5.1,"eTag":"\"e\""}]`
+	body := `[{"statusCode":201,"requestCharge":5.1,"eTag":"\"e\""},{"statusCode":201,"requestCharge":5.1,"eTag":"\"f\""}]`
 	if r.Method == http.MethodGet && r.URL.Path == "/" {
 		body = fakeAccount
 	}
