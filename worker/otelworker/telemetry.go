@@ -63,11 +63,12 @@ type Options struct {
 // names follow the OpenTelemetry messaging semantic conventions (semconv
 // v1.43.0), with the deployment's own (Names): the outcome, the reason,
 // the entity's key and, on a delivery that resumed another's side effect,
-// Names.ResumedAttr. The sampler of a process or receive span sees one
-// attribute only, AttrKept, on the spans the worker keeps: the others are
-// set once the span records, so that a span the sampler drops (nine in ten
-// or more, deployed) costs no attributes; a recorded span carries them all
-// the same. (The samplers the OpenTelemetry specification names, and
+// Names.ResumedAttr. The sampler of a process or receive span (and a span
+// processor's OnStart) sees one attribute only, AttrKept, on the spans the
+// worker keeps: the others are set right after the span starts, when it
+// records, so that a span the sampler drops (nine in ten or more,
+// deployed) costs no attributes; a recorded span carries them all the
+// same. (The samplers the OpenTelemetry specification names, and
 // KeptSampler over them, decide by the trace and AttrKept alone.)
 //
 // With a MeterProvider it records the metrics of Names and the Metric
