@@ -96,8 +96,8 @@ type Telemetry struct {
 	breakerWasOpen bool // guarded by breakerMu
 
 	// The span names, built once: "process QUEUE" and the others.
-	processName, receiveName, renewName   string
-	completeName, abandonName, deadLetter string
+	processName, receiveName, renewName       string
+	completeName, abandonName, deadLetterName string
 	// The start options of the receive span, of a process span, and of
 	// a redelivery's process span (AttrKept), built once.
 	receiveOpts, processOpts, redeliveryOpts []trace.SpanStartOption
@@ -186,7 +186,7 @@ func New(o Options) (*Telemetry, error) {
 		return nil, fmt.Errorf("otelworker: %w", err)
 	}
 	t.processName, t.receiveName, t.renewName = "process "+o.Queue, "receive "+o.Queue, "renew_message_lock "+o.Queue
-	t.completeName, t.abandonName, t.deadLetter = "complete "+o.Queue, "abandon "+o.Queue, "dead_letter "+o.Queue
+	t.completeName, t.abandonName, t.deadLetterName = "complete "+o.Queue, "abandon "+o.Queue, "dead_letter "+o.Queue
 	t.receiveOpts = []trace.SpanStartOption{clientKind}
 	t.receiveAttrs = append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationTypeReceive, semconv.MessagingOperationName("receive"))
 	t.processOpts = []trace.SpanStartOption{consumerKind}
@@ -450,7 +450,7 @@ func (r *tracedReceiver) AbandonMessage(ctx context.Context, m *azservicebus.Rec
 }
 
 func (r *tracedReceiver) DeadLetterMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeadLetterOptions) error {
-	ctx, span := r.startSettle(ctx, m, "dead_letter", r.t.deadLetter, semconv.MessagingServiceBusDispositionStatusDeadLetter)
+	ctx, span := r.startSettle(ctx, m, "dead_letter", r.t.deadLetterName, semconv.MessagingServiceBusDispositionStatusDeadLetter)
 	reason := ""
 	if o != nil && o.Reason != nil {
 		reason = *o.Reason
