@@ -1,6 +1,7 @@
 package cosmosstore
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"runtime"
@@ -74,21 +75,34 @@ func (w *accountWatch) properties() (accountProperties, bool) {
 	return w.last, w.seen
 }
 
-// watches maps each client that NewClient and its siblings built to the
-// watch in its pipeline, without keeping the client alive.
-var watches sync.Map // weak.Pointer[azcosmos.Client] → *accountWatch
+// built is what this package knows of a client that NewClient or one of
+// its siblings built: the watch in its pipeline and, when ClientOptions
+// asked for one, its untraced twin (ClientOptions.Untraced).
+type built struct {
+	watch    *accountWatch
+	untraced *azcosmos.Client               // nil: none
+	when     func(ctx context.Context) bool // when to use untraced
+}
 
-// register records w as c's watch until c is garbage.
-func register(c *azcosmos.Client, w *accountWatch) {
+// clients maps each client that NewClient and its siblings built to what
+// this package knows of it, without keeping the client alive.
+var clients sync.Map // weak.Pointer[azcosmos.Client] → built
+
+// register records b for c until c is garbage.
+func register(c *azcosmos.Client, b built) {
 	key := weak.Make(c)
-	watches.Store(key, w)
-	runtime.AddCleanup(c, func(k weak.Pointer[azcosmos.Client]) { watches.Delete(k) }, key)
+	clients.Store(key, b)
+	runtime.AddCleanup(c, func(k weak.Pointer[azcosmos.Client]) { clients.Delete(k) }, key)
+}
+
+// builtOf returns what this package knows of c: the zero built for a client
+// it did not build.
+func builtOf(c *azcosmos.Client) built {
+	if b, ok := clients.Load(weak.Make(c)); ok {
+		return b.(built)
+	}
+	return built{}
 }
 
 // watchOf returns c's watch, or nil for a client this package did not build.
-func watchOf(c *azcosmos.Client) *accountWatch {
-	if w, ok := watches.Load(weak.Make(c)); ok {
-		return w.(*accountWatch)
-	}
-	return nil
-}
+func watchOf(c *azcosmos.Client) *accountWatch { return builtOf(c).watch }

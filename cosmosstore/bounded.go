@@ -2,6 +2,8 @@ package cosmosstore
 
 import (
 	"context"
+	"reflect"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
@@ -25,28 +27,68 @@ func bounded[T any](ctx context.Context, f func(context.Context) (T, error)) (T,
 	if ctx.Done() == nil {
 		return f(ctx)
 	}
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	sdkCalls.run(func() {
-		v, err := f(ctx)
-		done <- result{v, err}
-	})
+	c := getBoundedCall[T]()
+	c.ctx, c.f = ctx, f
+	sdkCalls.run(c.exec)
 	select {
-	case r := <-done:
-		return r.v, r.err
+	case <-c.done:
+		return c.result()
 	case <-ctx.Done():
 		select {
-		case r := <-done: // finished at the same moment: keep its answer
-			return r.v, r.err
+		case <-c.done: // finished at the same moment: keep its answer
+			return c.result()
 		default:
 		}
+		// c is left to the call, which still runs: never reused.
 		var zero T
 		return zero, context.Cause(ctx)
 	}
 }
+
+// boundedCall is one call of bounded, reused through boundedPools once its
+// result was taken, so that a call costs no channel and no closure of its
+// own.
+type boundedCall[T any] struct {
+	ctx  context.Context
+	f    func(context.Context) (T, error)
+	done chan struct{} // buffered: exec never waits
+	v    T
+	err  error
+	exec func() // run, bound once
+}
+
+func (c *boundedCall[T]) run() {
+	c.v, c.err = c.f(c.ctx)
+	c.done <- struct{}{} // the last touch of c: bounded may reuse it at once
+}
+
+// result returns c's result and gives c back to its pool.
+func (c *boundedCall[T]) result() (T, error) {
+	v, err := c.v, c.err
+	var zero T
+	c.ctx, c.f, c.v, c.err = nil, nil, zero, nil // hold nothing while pooled
+	boundedPool[T]().Put(c)
+	return v, err
+}
+
+// boundedPools holds a *sync.Pool of *boundedCall[T] per T.
+var boundedPools sync.Map // reflect.Type -> *sync.Pool
+
+// boundedPool returns the pool of *boundedCall[T].
+func boundedPool[T any]() *sync.Pool {
+	key := reflect.TypeFor[T]()
+	if p, ok := boundedPools.Load(key); ok {
+		return p.(*sync.Pool)
+	}
+	p, _ := boundedPools.LoadOrStore(key, &sync.Pool{New: func() any {
+		c := &boundedCall[T]{done: make(chan struct{}, 1)}
+		c.exec = c.run
+		return c
+	}})
+	return p.(*sync.Pool)
+}
+
+func getBoundedCall[T any]() *boundedCall[T] { return boundedPool[T]().Get().(*boundedCall[T]) }
 
 // sdkCalls runs the calls of bounded; a goroutine of it ends after 30 s
 // without a call.
@@ -110,7 +152,7 @@ func (s *Store) readItem(ctx context.Context, pk, id string) (azcosmos.ItemRespo
 		if tok := s.sessions.get(pk); tok != "" {
 			o = &azcosmos.ItemOptions{SessionToken: &tok}
 		}
-		resp, err := s.container.ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, o)
+		resp, err := s.containerFor(ctx).ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, o)
 		s.addCharge(itemCharge(resp, err))
 		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
@@ -121,7 +163,7 @@ func (s *Store) readItem(ctx context.Context, pk, id string) (azcosmos.ItemRespo
 // charge.
 func (s *Store) replaceItem(ctx context.Context, pk, id string, body []byte, o *azcosmos.ItemOptions) (azcosmos.ItemResponse, error) {
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
-		resp, err := s.container.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(pk), id, body, o)
+		resp, err := s.containerFor(ctx).ReplaceItem(ctx, azcosmos.NewPartitionKeyString(pk), id, body, o)
 		s.addCharge(itemCharge(resp, err))
 		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
@@ -131,7 +173,7 @@ func (s *Store) replaceItem(ctx context.Context, pk, id string, body []byte, o *
 // patchItem patches one item, bounded by ctx, and counts its request charge.
 func (s *Store) patchItem(ctx context.Context, pk, id string, ops azcosmos.PatchOperations) (azcosmos.ItemResponse, error) {
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
-		resp, err := s.container.PatchItem(ctx, azcosmos.NewPartitionKeyString(pk), id, ops, nil)
+		resp, err := s.containerFor(ctx).PatchItem(ctx, azcosmos.NewPartitionKeyString(pk), id, ops, nil)
 		s.addCharge(itemCharge(resp, err))
 		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
@@ -141,7 +183,7 @@ func (s *Store) patchItem(ctx context.Context, pk, id string, ops azcosmos.Patch
 // createItem creates one item, bounded by ctx, and counts its request charge.
 func (s *Store) createItem(ctx context.Context, pk string, body []byte) (azcosmos.ItemResponse, error) {
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
-		resp, err := s.container.CreateItem(ctx, azcosmos.NewPartitionKeyString(pk), body, nil)
+		resp, err := s.containerFor(ctx).CreateItem(ctx, azcosmos.NewPartitionKeyString(pk), body, nil)
 		s.addCharge(itemCharge(resp, err))
 		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
@@ -151,7 +193,7 @@ func (s *Store) createItem(ctx context.Context, pk string, body []byte) (azcosmo
 // deleteItem deletes one item, bounded by ctx, and counts its request charge.
 func (s *Store) deleteItem(ctx context.Context, pk, id string) (azcosmos.ItemResponse, error) {
 	return bounded(ctx, func(ctx context.Context) (azcosmos.ItemResponse, error) {
-		resp, err := s.container.DeleteItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
+		resp, err := s.containerFor(ctx).DeleteItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
 		s.addCharge(itemCharge(resp, err))
 		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err
@@ -166,7 +208,7 @@ func (s *Store) executeBatch(ctx context.Context, pk string, b azcosmos.Transact
 		if tok := s.sessions.get(pk); tok != "" {
 			o = &azcosmos.TransactionalBatchOptions{SessionToken: tok}
 		}
-		resp, err := s.container.ExecuteTransactionalBatch(ctx, b, o)
+		resp, err := s.containerFor(ctx).ExecuteTransactionalBatch(ctx, b, o)
 		s.addCharge(batchCharge(resp, err))
 		s.sessions.observe(pk, sessionTokenOf(resp.RawResponse, err))
 		return resp, err

@@ -26,7 +26,7 @@ const opReadPartition = "read partition"
 func (s *Store) ReadPartition(ctx context.Context, pk string) ([][]byte, error) {
 	q := fmt.Sprintf("SELECT * FROM c WHERE c.%s = @pk", s.pkPath[1:])
 	o := &azcosmos.QueryOptions{EnableScanInQuery: true, QueryParameters: []azcosmos.QueryParameter{{Name: "@pk", Value: pk}}}
-	pager := s.container.NewQueryItemsPager(q, azcosmos.NewPartitionKeyString(pk), o)
+	pager := s.containerFor(ctx).NewQueryItemsPager(q, azcosmos.NewPartitionKeyString(pk), o)
 	out := [][]byte{}
 	for pager.More() {
 		resp, err := bounded(ctx, func(ctx context.Context) (azcosmos.QueryItemsResponse, error) {

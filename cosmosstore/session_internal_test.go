@@ -3,7 +3,9 @@ package cosmosstore
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -83,5 +85,100 @@ func TestSessionTokens_Memory(t *testing.T) {
 	t.Logf("%.0f bytes per partition, %d partitions", perEntry, SessionTokenPartitions)
 	if perEntry > 240 {
 		t.Errorf("%.0f bytes per partition kept, want at most 240", perEntry)
+	}
+}
+
+// TestParseSessionToken: a simple token is an LSN; a vector token
+// "version#globalLSN#region=LSN…" is read for its version and global LSN;
+// anything else cannot be parsed.
+func TestParseSessionToken(t *testing.T) {
+	for _, tt := range []struct {
+		tok          string
+		version, lsn int64
+		ok           bool
+	}{
+		{"12", 0, 12, true},
+		{"1#34", 1, 34, true},
+		{"2#56#1=20#3=40", 2, 56, true},
+		{"2#56#", 2, 56, true},
+		{"", 0, 0, false},
+		{"#", 0, 0, false},
+		{"x", 0, 0, false},
+		{"1#x#3", 1, 0, false},
+		{"x#5", 0, 5, false},
+		{"1#", 1, 0, false},
+	} {
+		v, l, ok := parseSessionToken(tt.tok)
+		if ok != tt.ok || ok && (v != tt.version || l != tt.lsn) {
+			t.Errorf("parseSessionToken(%q) = %d, %d, %v; want %d, %d, %v", tt.tok, v, l, ok, tt.version, tt.lsn, tt.ok)
+		}
+	}
+	if got := testing.AllocsPerRun(100, func() { parseSessionToken("2#56#1=20#3=40") }); got != 0 {
+		t.Errorf("parseSessionToken allocates %v times, want 0", got)
+	}
+}
+
+// TestSessionTokens_LeastRecentlyUsed: the partitions kept are always the
+// ones used most recently (by a get that found one, or an observe), in
+// a long random mix of reads and responses, as a plain ordered list of
+// the keys says they should be; each keeps its latest token.
+func TestSessionTokens_LeastRecentlyUsed(t *testing.T) {
+	const max, keys = 4, 9
+	st := newSessionTokens(max)
+	var order []string // most recently used first
+	lsn := map[string]int{}
+	use := func(pk string) {
+		order = slices.DeleteFunc(order, func(k string) bool { return k == pk })
+		order = append([]string{pk}, order...)
+		if len(order) > max {
+			delete(lsn, order[max])
+			order = order[:max]
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for step := range 5000 {
+		pk := fmt.Sprint("pk-", rng.IntN(keys))
+		if rng.IntN(2) == 0 {
+			lsn[pk] = step
+			st.observe(pk, fmt.Sprintf("0:-1#%d", step))
+			use(pk)
+		} else {
+			want := ""
+			if n, ok := lsn[pk]; ok {
+				want = fmt.Sprintf("0:-1#%d", n)
+				use(pk)
+			}
+			if got := st.get(pk); got != want {
+				t.Fatalf("step %d: get(%s) = %q, want %q", step, pk, got, want)
+			}
+		}
+		if st.lru.Len() != len(order) || len(st.byKey) != len(order) {
+			t.Fatalf("step %d: %d entries in the order, %d in the index; want %d", step, st.lru.Len(), len(st.byKey), len(order))
+		}
+	}
+}
+
+// TestSessionTokens_NoAllocationPerPartition: once the store keeps its
+// most partitions, the token of a new one replaces the least recently
+// used without an allocation.
+func TestSessionTokens_NoAllocationPerPartition(t *testing.T) {
+	const max = 64
+	st := newSessionTokens(max)
+	pks := make([]string, 2000)
+	for i := range pks {
+		pks[i] = fmt.Sprint("order-", i)
+	}
+	for _, pk := range pks[:max] {
+		st.observe(pk, "0:-1#1")
+	}
+	next := max
+	if got := testing.AllocsPerRun(1000, func() {
+		st.observe(pks[next], "0:-1#2")
+		next++
+	}); got != 0 {
+		t.Errorf("a new partition's token allocates %v times, want 0", got)
+	}
+	if st.lru.Len() != max {
+		t.Errorf("%d partitions kept, want %d", st.lru.Len(), max)
 	}
 }

@@ -28,11 +28,13 @@ const (
 	opPing            = "ping"
 )
 
-// Cosmos DB response headers the store reads.
+// Cosmos DB response headers the store reads (x-ms-request-charge, ...),
+// in their canonical form: http.Header.Get canonicalizes the key it is
+// given, which allocates a new string for one that is not.
 const (
-	headerRequestCharge = "x-ms-request-charge"
-	headerActivityID    = "x-ms-activity-id"
-	headerSubStatus     = "x-ms-substatus"
+	headerRequestCharge = "X-Ms-Request-Charge"
+	headerActivityID    = "X-Ms-Activity-Id"
+	headerSubStatus     = "X-Ms-Substatus"
 )
 
 // Store is an idempotent.Store, DocumentStore and Patcher on one Cosmos DB
@@ -48,11 +50,16 @@ const (
 type Store struct {
 	client    *azcosmos.Client
 	container *azcosmos.ContainerClient
-	database  string
-	endpoint  string
-	pkPath    string        // the container's partition key path, as Check expects it
-	charge    atomic.Uint64 // math.Float64bits of the request units charged so far
-	sessions  *sessionTokens
+	// untraced is the container on the client's untraced twin, used for
+	// the calls whose context skipTracing reports (ClientOptions.Untraced);
+	// nil: none.
+	untraced    *azcosmos.ContainerClient
+	skipTracing func(context.Context) bool
+	database    string
+	endpoint    string
+	pkPath      string        // the container's partition key path, as Check expects it
+	charge      atomic.Uint64 // math.Float64bits of the request units charged so far
+	sessions    *sessionTokens
 }
 
 var (
@@ -82,8 +89,25 @@ func New(c *azcosmos.Client, database, container, partitionKeyPath string) (*Sto
 	if err != nil {
 		return nil, fmt.Errorf("cosmosstore: container %q in database %q: %w", container, database, err)
 	}
-	return &Store{client: c, container: cc, database: database, endpoint: c.Endpoint(), pkPath: partitionKeyPath,
-		sessions: newSessionTokens(SessionTokenPartitions)}, nil
+	s := &Store{client: c, container: cc, database: database, endpoint: c.Endpoint(), pkPath: partitionKeyPath,
+		sessions: newSessionTokens(SessionTokenPartitions)}
+	if b := builtOf(c); b.untraced != nil {
+		if s.untraced, err = b.untraced.NewContainer(database, container); err != nil {
+			return nil, fmt.Errorf("cosmosstore: container %q in database %q: %w", container, database, err)
+		}
+		s.skipTracing = b.when
+	}
+	return s, nil
+}
+
+// containerFor returns the container client of a call under ctx: the
+// untraced twin's when the client has one and ctx is to record no spans
+// (ClientOptions.Untraced), else the client's own.
+func (s *Store) containerFor(ctx context.Context) *azcosmos.ContainerClient {
+	if s.untraced != nil && s.skipTracing(ctx) {
+		return s.untraced
+	}
+	return s.container
 }
 
 // checkPartitionKeyPath refuses a partition key path that is not one

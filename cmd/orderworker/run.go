@@ -276,6 +276,7 @@ const storeCheckTimeout = 30 * time.Second
 func openStore(ctx context.Context, cfg config, tel *telemetry.Providers, logger *slog.Logger) (*cosmosstore.Store, error) {
 	opts := &cosmosstore.ClientOptions{InsecureSkipVerify: cfg.CosmosInsecureSkipVerify}
 	opts.ClientOptions.ClientOptions = tel.AzureClientOptions() // the SDK's spans and request charges; nothing when disabled
+	opts.Untraced = tel.AzureUntraced()                         // calls under a dropped trace skip the SDK's span set-up
 	client, err := cli.CosmosClient(cfg.CosmosEndpoint, cfg.CosmosKey, opts)
 	if err != nil {
 		return nil, err

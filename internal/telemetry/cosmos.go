@@ -46,6 +46,25 @@ func (p *Providers) AzureClientOptions() azcore.ClientOptions {
 	return o
 }
 
+// AzureUntraced returns what cosmosstore.ClientOptions.Untraced takes: a
+// function that reports a context whose span the sampler dropped, under
+// which the tracing provider of AzureClientOptions starts no span anyway,
+// so that a Store sends such calls through a client without one and skips
+// the SDK's span set-up. It returns nil when AzureClientOptions gives no
+// tracing provider.
+func (p *Providers) AzureUntraced() func(context.Context) bool {
+	if !p.Enabled() || p.noAzureSpans {
+		return nil
+	}
+	return droppedParent
+}
+
+// droppedParent reports whether ctx carries a span the sampler dropped.
+func droppedParent(ctx context.Context) bool {
+	sc := trace.SpanContextFromContext(ctx)
+	return sc.IsValid() && !sc.IsSampled()
+}
+
 // sampledOnly wraps an azcore tracing provider so that the SDK starts no
 // span under a parent span that was not sampled: the sampler would drop it
 // anyway (a parent-based sampler follows the parent; a trace-id ratio
@@ -56,7 +75,7 @@ func sampledOnly(p tracing.Provider) tracing.Provider {
 	return tracing.NewProvider(func(name, version string) tracing.Tracer {
 		t := p.NewTracer(name, version)
 		return tracing.NewTracer(func(ctx context.Context, spanName string, o *tracing.SpanOptions) (context.Context, tracing.Span) {
-			if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsSampled() {
+			if droppedParent(ctx) {
 				return ctx, tracing.Span{} // a span that records nothing
 			}
 			return t.Start(ctx, spanName, o)

@@ -204,3 +204,49 @@ func TestAzureTracingDisabled(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestAzureUntraced: the function a Store's untraced twin is chosen by
+// reports exactly the contexts under which the SDK's tracing provider
+// starts no span (a dropped parent), and there is none when the SDK gets
+// no tracing provider.
+func TestAzureUntraced(t *testing.T) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	p := &telemetry.Providers{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider(), Propagator: telemetry.Propagator()}
+	untraced := p.AzureUntraced()
+	if untraced == nil {
+		t.Fatal("AzureUntraced = nil with a tracer provider")
+	}
+	dropped := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
+	droppedCtx, parent := dropped.Tracer("t").Start(context.Background(), "process orders")
+	defer parent.End()
+	sampledCtx, sampled := tp.Tracer("t").Start(context.Background(), "process orders")
+	defer sampled.End()
+	for _, tt := range []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"under a dropped parent", droppedCtx, true},
+		{"under a sampled parent", sampledCtx, false},
+		{"without a parent", context.Background(), false},
+	} {
+		if got := untraced(tt.ctx); got != tt.want {
+			t.Errorf("%s: untraced %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if f := telemetry.Disabled().AzureUntraced(); f != nil {
+		t.Error("Disabled().AzureUntraced() is not nil")
+	}
+	cfg := parseTelemetry(t, map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1/", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"OTEL_METRICS_EXPORTER": "none", "AZURE_TRACING_DISABLED": "true",
+	})
+	q, err := telemetry.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Shutdown(context.Background())
+	if f := q.AzureUntraced(); f != nil {
+		t.Error("AzureUntraced is not nil with AZURE_TRACING_DISABLED=true")
+	}
+}

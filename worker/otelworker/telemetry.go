@@ -63,7 +63,13 @@ type Options struct {
 // names follow the OpenTelemetry messaging semantic conventions (semconv
 // v1.43.0), with the deployment's own (Names): the outcome, the reason,
 // the entity's key and, on a delivery that resumed another's side effect,
-// Names.ResumedAttr.
+// Names.ResumedAttr. The sampler of a process or receive span (and a span
+// processor's OnStart) sees one attribute only, AttrKept, on the spans the
+// worker keeps: the others are set right after the span starts, when it
+// records, so that a span the sampler drops (nine in ten or more,
+// deployed) costs no attributes; a recorded span carries them all the
+// same. (The samplers the OpenTelemetry specification names, and
+// KeptSampler over them, decide by the trace and AttrKept alone.)
 //
 // With a MeterProvider it records the metrics of Names and the Metric
 // constants. Their counts agree with the worker's Stats. With none, or a
@@ -71,7 +77,6 @@ type Options struct {
 type Telemetry struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
-	queue  string
 	n      Names
 	base   []attribute.KeyValue // messaging.system, destination
 	names  map[idempotent.Outcome]attribute.KeyValue
@@ -89,6 +94,16 @@ type Telemetry struct {
 
 	breakerMu      sync.Mutex
 	breakerWasOpen bool // guarded by breakerMu
+
+	// The span names, built once: "process QUEUE" and the others.
+	processName, receiveName, renewName       string
+	completeName, abandonName, deadLetterName string
+	// The start options of the receive span, of a process span, and of
+	// a redelivery's process span (AttrKept), built once.
+	receiveOpts, processOpts, redeliveryOpts []trace.SpanStartOption
+	// receiveAttrs are the attributes of a receive span, set once it
+	// records.
+	receiveAttrs []attribute.KeyValue
 }
 
 var _ worker.Hook = (*Telemetry)(nil)
@@ -116,7 +131,7 @@ func New(o Options) (*Telemetry, error) {
 	}
 	t := &Telemetry{
 		tracer: tp.Tracer(instrumentationScope, trace.WithSchemaURL(semconv.SchemaURL)),
-		prop:   prop, queue: o.Queue, n: n, metered: !noMetrics,
+		prop:   prop, n: n, metered: !noMetrics,
 		base:  []attribute.KeyValue{semconv.MessagingSystemServiceBus, semconv.MessagingDestinationName(o.Queue)},
 		names: map[idempotent.Outcome]attribute.KeyValue{},
 	}
@@ -170,6 +185,12 @@ func New(o Options) (*Telemetry, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelworker: %w", err)
 	}
+	t.processName, t.receiveName, t.renewName = "process "+o.Queue, "receive "+o.Queue, "renew_message_lock "+o.Queue
+	t.completeName, t.abandonName, t.deadLetterName = "complete "+o.Queue, "abandon "+o.Queue, "dead_letter "+o.Queue
+	t.receiveOpts = []trace.SpanStartOption{clientKind}
+	t.receiveAttrs = append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationTypeReceive, semconv.MessagingOperationName("receive"))
+	t.processOpts = []trace.SpanStartOption{consumerKind}
+	t.redeliveryOpts = []trace.SpanStartOption{consumerKind, trace.WithAttributes(AttrKept.String(KeptRedelivery))}
 	t.baseOpt = metric.WithAttributes(t.base...)
 	t.baseAdd = []metric.AddOption{t.baseOpt}
 	t.resendOpt = metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], n.DuplicateCause.String("resend"))...)
@@ -209,15 +230,26 @@ func (t *Telemetry) Start(ctx context.Context, m *azservicebus.ReceivedMessage) 
 		t.inFlight.Add(ctx, 1, t.baseAdd...)
 	}
 	parent := ExtractTraceContext(ctx, t.prop, m.ApplicationProperties)
-	attrs := t.processAttrs(m.MessageID, m.DeliveryCount)
+	opts := t.processOpts
 	if m.DeliveryCount > 1 {
-		attrs = append(attrs, AttrKept.String(KeptRedelivery)) // Sampler keeps the whole trace
+		opts = t.redeliveryOpts // Sampler keeps the whole trace
 	}
-	ctx, _ = t.tracer.Start(parent, "process "+t.queue, consumerKind, trace.WithAttributes(attrs...))
+	ctx, _ = t.startProcess(parent, m.MessageID, m.DeliveryCount, opts...)
 	return ctx
 }
 
-// processAttrs are the attributes a process span starts with.
+// startProcess starts a process span under ctx with opts for the message
+// id delivered deliveryCount times, and gives it the attributes of
+// processAttrs once it records.
+func (t *Telemetry) startProcess(ctx context.Context, id string, deliveryCount uint32, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	ctx, span := t.tracer.Start(ctx, t.processName, opts...)
+	if span.IsRecording() {
+		span.SetAttributes(t.processAttrs(id, deliveryCount)...)
+	}
+	return ctx, span
+}
+
+// processAttrs are the attributes of a process span.
 func (t *Telemetry) processAttrs(id string, deliveryCount uint32) []attribute.KeyValue {
 	return append(t.base[:len(t.base):len(t.base)],
 		semconv.MessagingMessageID(id),
@@ -266,9 +298,8 @@ func (t *Telemetry) End(ctx context.Context, rep worker.Report) {
 		// its outcome was known: record its process span now, a child of
 		// the dropped one, from the delivery's start (Sampler keeps it).
 		span.End()
-		_, span = t.tracer.Start(ctx, "process "+t.queue, consumerKind,
-			trace.WithTimestamp(time.Now().Add(-rep.Duration)),
-			trace.WithAttributes(append(t.processAttrs(rep.MessageID, rep.DeliveryCount), AttrKept.String(KeptFailure))...))
+		_, span = t.startProcess(ctx, rep.MessageID, rep.DeliveryCount, consumerKind,
+			trace.WithTimestamp(time.Now().Add(-rep.Duration)), trace.WithAttributes(AttrKept.String(KeptFailure)))
 	}
 	if span.IsRecording() {
 		span.SetAttributes(outcome, t.n.LockLost.Bool(rep.LockLost), t.n.CutOff.Bool(rep.CutOff))
@@ -386,13 +417,13 @@ func (r *tracedReceiver) Unwrap() worker.Receiver { return r.Receiver }
 
 func (r *tracedReceiver) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	t := r.t
-	ctx, span := t.tracer.Start(ctx, "receive "+t.queue, clientKind,
-		trace.WithAttributes(append(t.base[:len(t.base):len(t.base)], semconv.MessagingOperationTypeReceive, semconv.MessagingOperationName("receive"))...))
+	ctx, span := t.tracer.Start(ctx, t.receiveName, t.receiveOpts...)
 	msgs, err := r.Receiver.ReceiveMessages(ctx, n, o)
 	if len(msgs) > 0 && t.metered {
 		t.consumed.Add(ctx, int64(len(msgs)), t.consumedOpt)
 	}
 	if span.IsRecording() {
+		span.SetAttributes(t.receiveAttrs...)
 		span.SetAttributes(semconv.MessagingBatchMessageCount(len(msgs)))
 		for _, m := range msgs {
 			if sc := trace.SpanContextFromContext(ExtractTraceContext(context.Background(), t.prop, m.ApplicationProperties)); sc.IsValid() {
@@ -405,21 +436,21 @@ func (r *tracedReceiver) ReceiveMessages(ctx context.Context, n int, o *azservic
 }
 
 func (r *tracedReceiver) CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.CompleteMessageOptions) error {
-	ctx, span := r.startSettle(ctx, m, "complete", semconv.MessagingServiceBusDispositionStatusComplete)
+	ctx, span := r.startSettle(ctx, m, "complete", r.t.completeName, semconv.MessagingServiceBusDispositionStatusComplete)
 	err := r.Receiver.CompleteMessage(ctx, m, o)
 	r.endSettle(ctx, span, semconv.MessagingServiceBusDispositionStatusComplete, err)
 	return err
 }
 
 func (r *tracedReceiver) AbandonMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.AbandonMessageOptions) error {
-	ctx, span := r.startSettle(ctx, m, "abandon", semconv.MessagingServiceBusDispositionStatusAbandon)
+	ctx, span := r.startSettle(ctx, m, "abandon", r.t.abandonName, semconv.MessagingServiceBusDispositionStatusAbandon)
 	err := r.Receiver.AbandonMessage(ctx, m, o)
 	r.endSettle(ctx, span, semconv.MessagingServiceBusDispositionStatusAbandon, err)
 	return err
 }
 
 func (r *tracedReceiver) DeadLetterMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeadLetterOptions) error {
-	ctx, span := r.startSettle(ctx, m, "dead_letter", semconv.MessagingServiceBusDispositionStatusDeadLetter)
+	ctx, span := r.startSettle(ctx, m, "dead_letter", r.t.deadLetterName, semconv.MessagingServiceBusDispositionStatusDeadLetter)
 	reason := ""
 	if o != nil && o.Reason != nil {
 		reason = *o.Reason
@@ -437,7 +468,7 @@ func (r *tracedReceiver) RenewMessageLock(ctx context.Context, m *azservicebus.R
 	t := r.t
 	span := noSpan
 	if !dropped(ctx) {
-		ctx, span = t.tracer.Start(ctx, "renew_message_lock "+t.queue, clientKind,
+		ctx, span = t.tracer.Start(ctx, t.renewName, clientKind,
 			trace.WithAttributes(append(t.messageAttrs(m), semconv.MessagingOperationName("renew_message_lock"))...))
 	}
 	err := r.Receiver.RenewMessageLock(ctx, m, o)
@@ -459,12 +490,13 @@ func (r *tracedReceiver) RenewMessageLock(ctx context.Context, m *azservicebus.R
 	return err
 }
 
-func (r *tracedReceiver) startSettle(ctx context.Context, m *azservicebus.ReceivedMessage, op string, disposition attribute.KeyValue) (context.Context, trace.Span) {
+// startSettle starts the span of the settlement op of m, named name.
+func (r *tracedReceiver) startSettle(ctx context.Context, m *azservicebus.ReceivedMessage, op, name string, disposition attribute.KeyValue) (context.Context, trace.Span) {
 	t := r.t
 	if dropped(ctx) {
 		return ctx, noSpan
 	}
-	return t.tracer.Start(ctx, op+" "+t.queue, clientKind,
+	return t.tracer.Start(ctx, name, clientKind,
 		trace.WithAttributes(append(t.messageAttrs(m), semconv.MessagingOperationTypeSettle, semconv.MessagingOperationName(op), disposition)...))
 }
 
