@@ -49,7 +49,7 @@ var corroboratedReasons = map[string]string{
 const (
 	goMemoryFraction  = 0.90
 	goMemoryTolerance = 0.01
-	goGC              = "'200'"
+	goGC              = "'400'"
 )
 
 var monthlyRules = []rule{
@@ -124,11 +124,11 @@ var monthlyRules = []rule{
 		},
 	},
 	{
-		name:  "every Go container runs with GOGC=200 and GOMEMLIMIT at 90 % of its memory",
+		name:  "every Go container runs with GOGC=400 and GOMEMLIMIT at 90 % of its memory",
 		check: bicepRule(checkGoMemory),
 		mutations: []mutation{
 			{bicepDir + "modules/containerapps.bicep", "var smallGoMemLimit = '460MiB' // 90 % of 512 MiB\n", "var smallGoMemLimit = '512MiB' // 90 % of 512 MiB\n"},
-			{bicepDir + "modules/containerapps.bicep", "var goGC = '200'\n", "var goGC = '100'\n"},
+			{bicepDir + "modules/containerapps.bicep", "var goGC = '400'\n", "var goGC = '100'\n"},
 			// The worker's memory grows without its limit.
 			{bicepDir + "modules/containerapps.bicep", "var workerMemory = '1Gi'\n", "var workerMemory = '2Gi'\n"},
 		},

@@ -57,7 +57,7 @@ func TestBinaryCPUArithmetic(t *testing.T) {
 		}{
 			{binaryVariant{name: "worker"}, "bare"},
 			{binaryVariant{name: "worker-deployed", floor: "bare-deployed"}, "bare-deployed"},
-			{binaryVariant{name: "deployed-gogc400", floor: "bare-gogc400"}, "bare"}, // its floor did not run
+			{binaryVariant{name: "deployed-gogc200", floor: "bare-gogc200"}, "bare"}, // its floor did not run
 		} {
 			if got := floorOf(tt.v, ran); got != tt.want {
 				t.Errorf("floorOf(%s) = %s, want %s", tt.v.name, got, tt.want)

@@ -33,8 +33,8 @@ func BenchmarkTelemetry(b *testing.B) {
 				Queue:          "orders",
 			}
 		}},
-		// A ratio of 0: every trace dropped at its start, as nine in ten
-		// are at the deployment's ratio of 0.1; the metrics recorded.
+		// A ratio of 0: every trace dropped at its start, as 99 in 100
+		// are at the deployment's ratio of 0.01; the metrics recorded.
 		{"sdk-dropped", func() *otelworker.Options {
 			return &otelworker.Options{
 				TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(discardSpans{}),

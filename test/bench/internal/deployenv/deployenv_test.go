@@ -123,7 +123,7 @@ func TestWorkerTemplateWithRuntimeSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"GOGC=200", "GOMEMLIMIT=921MiB", "OTEL_LOGS_EXPORTER=none", "OTEL_TRACES_SAMPLER=traceidratio"} {
+	for _, want := range []string{"GOGC=400", "GOMEMLIMIT=921MiB", "OTEL_LOGS_EXPORTER=none", "OTEL_TRACES_SAMPLER=traceidratio"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("runtime environment %q lacks %s", env, want)
 		}
