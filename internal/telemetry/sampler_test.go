@@ -153,11 +153,7 @@ func TestAzureSpansFollowTheSampler(t *testing.T) {
 		t.Errorf("PerRetryPolicies = %v with no metrics read, want none", o.PerRetryPolicies)
 	}
 	azTracer := o.TracingProvider.NewTracer("azcosmos", "v1")
-	dropped := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
-	droppedCtx, parent := dropped.Tracer("t").Start(context.Background(), "process orders")
-	defer parent.End()
-	sampledCtx, sampled := tp.Tracer("t").Start(context.Background(), "process orders")
-	defer sampled.End()
+	droppedCtx, sampledCtx := parents(t, tp)
 	for _, tt := range []struct {
 		name string
 		ctx  context.Context
@@ -216,11 +212,7 @@ func TestAzureUntraced(t *testing.T) {
 	if untraced == nil {
 		t.Fatal("AzureUntraced = nil with a tracer provider")
 	}
-	dropped := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
-	droppedCtx, parent := dropped.Tracer("t").Start(context.Background(), "process orders")
-	defer parent.End()
-	sampledCtx, sampled := tp.Tracer("t").Start(context.Background(), "process orders")
-	defer sampled.End()
+	droppedCtx, sampledCtx := parents(t, tp)
 	for _, tt := range []struct {
 		name string
 		ctx  context.Context
@@ -249,4 +241,16 @@ func TestAzureUntraced(t *testing.T) {
 	if f := q.AzureUntraced(); f != nil {
 		t.Error("AzureUntraced is not nil with AZURE_TRACING_DISABLED=true")
 	}
+}
+
+// parents returns the contexts of a span that a sampler dropped and of one
+// that tp sampled, both ended when the test ends.
+func parents(t *testing.T, tp *sdktrace.TracerProvider) (dropped, sampled context.Context) {
+	t.Helper()
+	never := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
+	dropped, d := never.Tracer("t").Start(context.Background(), "process orders")
+	t.Cleanup(func() { d.End() })
+	sampled, s := tp.Tracer("t").Start(context.Background(), "process orders")
+	t.Cleanup(func() { s.End() })
+	return dropped, sampled
 }
