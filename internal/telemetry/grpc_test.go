@@ -76,19 +76,10 @@ func serviceName(r *resourcepb.Resource) string {
 // (http://host:port/), and checks that Shutdown flushes the span and the
 // metric to it.
 func TestOTLPExportGRPC(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &grpcCollector{spans: map[string]string{}, metrics: map[string]string{}}
-	srv := grpc.NewServer()
-	colltrace.RegisterTraceServiceServer(srv, c)
-	collmetrics.RegisterMetricsServiceServer(srv, metricsService{c})
-	go srv.Serve(lis)
-	defer srv.Stop()
+	c, endpoint := startGRPCCollector(t)
 
 	p, err := telemetry.New(context.Background(), telemetry.Config{
-		ServiceName: "orderworker", OTLPEndpoint: "http://" + lis.Addr().String() + "/", OTLPProtocol: telemetry.ProtocolGRPC,
+		ServiceName: "orderworker", OTLPEndpoint: endpoint, OTLPProtocol: telemetry.ProtocolGRPC,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -116,19 +107,10 @@ func TestOTLPExportGRPC(t *testing.T) {
 // the Azure deployment sets it (its OpenTelemetry agent has no metrics
 // destination): the span reaches the collector, no metric does.
 func TestOTLPMetricsExporterNone(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &grpcCollector{spans: map[string]string{}, metrics: map[string]string{}}
-	srv := grpc.NewServer()
-	colltrace.RegisterTraceServiceServer(srv, c)
-	collmetrics.RegisterMetricsServiceServer(srv, metricsService{c})
-	go srv.Serve(lis)
-	defer srv.Stop()
+	c, endpoint := startGRPCCollector(t)
 
 	cfg := parseTelemetry(t, map[string]string{
-		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + lis.Addr().String() + "/",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 		"OTEL_METRICS_EXPORTER":       "none",
 	})
@@ -201,4 +183,22 @@ func parseTelemetry(t *testing.T, env map[string]string) telemetry.Config {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// startGRPCCollector starts a gRPC collector of traces and metrics,
+// stopped when the test ends, and returns it with its endpoint as the
+// OpenTelemetry agent injects one.
+func startGRPCCollector(t *testing.T) (*grpcCollector, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &grpcCollector{spans: map[string]string{}, metrics: map[string]string{}}
+	srv := grpc.NewServer()
+	colltrace.RegisterTraceServiceServer(srv, c)
+	collmetrics.RegisterMetricsServiceServer(srv, metricsService{c})
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	return c, "http://" + lis.Addr().String() + "/"
 }

@@ -2,7 +2,6 @@ package telemetry_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +10,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	collmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/grpc"
 
 	"github.com/idempotent-consumer/sbcosmos/internal/telemetry"
 	"github.com/idempotent-consumer/sbcosmos/worker/otelworker"
@@ -35,18 +31,9 @@ func TestTracesSampler(t *testing.T) {
 		{"default", map[string]string{}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := &grpcCollector{spans: map[string]string{}, metrics: map[string]string{}}
-			srv := grpc.NewServer()
-			colltrace.RegisterTraceServiceServer(srv, c)
-			collmetrics.RegisterMetricsServiceServer(srv, metricsService{c})
-			go srv.Serve(lis)
-			defer srv.Stop()
+			c, endpoint := startGRPCCollector(t)
 			env := map[string]string{
-				"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + lis.Addr().String() + "/",
+				"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
 				"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 				"OTEL_METRICS_EXPORTER":       "none",
 			}
