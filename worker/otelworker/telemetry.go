@@ -66,8 +66,8 @@ type Options struct {
 // Names.ResumedAttr. The sampler of a process or receive span (and a span
 // processor's OnStart) sees one attribute only, AttrKept, on the spans the
 // worker keeps: the others are set right after the span starts, when it
-// records, so that a span the sampler drops (nine in ten or more,
-// deployed) costs no attributes; a recorded span carries them all the
+// records, so that a span the sampler drops (99 in 100 of the ordinary
+// ones, deployed) costs no attributes; a recorded span carries them all the
 // same. (The samplers the OpenTelemetry specification names, and
 // KeptSampler over them, decide by the trace and AttrKept alone.)
 //
