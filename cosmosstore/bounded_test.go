@@ -15,7 +15,8 @@ import (
 // when its context ends, not when the SDK's own timeout does.
 func TestStore_AccountRequestHangs_CallsReturnWhenTheirContextEnds(t *testing.T) {
 	calls := map[string]func(context.Context, *cosmosstore.Store) error{
-		"Ping": func(ctx context.Context, s *cosmosstore.Store) error { return s.Ping(ctx) },
+		"Ping":  func(ctx context.Context, s *cosmosstore.Store) error { return s.Ping(ctx) },
+		"Probe": func(ctx context.Context, s *cosmosstore.Store) error { return s.Probe(ctx) },
 		"ReadDocument": func(ctx context.Context, s *cosmosstore.Store) error {
 			_, _, err := s.ReadDocument(ctx, "p", "a")
 			return err

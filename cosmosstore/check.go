@@ -260,12 +260,57 @@ func (s *Store) ttlFix() string {
 // missing container (404 with sub-status 1003), 401 or 403. ctx bounds the
 // call. It is safe for concurrent use.
 func (s *Store) Ping(ctx context.Context) error {
-	const id = "cosmosstore-ping"
-	_, err := s.readItem(ctx, id, id)
+	_, err := s.readItem(ctx, pingID, pingID)
 	if err == nil {
 		return nil
 	}
-	if err = classifyDocument(opPing, id, id, err); isMissingItem(err) {
+	if err = classifyDocument(opPing, pingID, pingID, err); isMissingItem(err) {
+		return nil
+	}
+	return err
+}
+
+// pingID is the id and the partition key value of the item Ping reads and
+// Probe deletes. Nothing creates it.
+const pingID = "cosmosstore-ping"
+
+// Probe is the probe of a circuit breaker in front of a worker that writes:
+// Ping's point read, then a delete of the same missing item (id and
+// partition key value "cosmosstore-ping"). A container that answers reads
+// but refuses writes passes Ping and fails Probe: a write-region outage
+// answers the delete with 503 or a timeout, an identity whose role was cut
+// to Cosmos DB Built-in Data Reader with 403. The delete writes nothing, so
+// nothing reaches the change feed: a relay, an audit or an inbox has no
+// probe document to skip.
+//
+// Probe returns nil when both calls answer as a healthy container does: the
+// read a 404 with sub-status 0 or the item, the delete a 404 with sub-status
+// 0 or, if someone created the item, 204 (it is then deleted). Otherwise it
+// returns the *Error of the first call that failed, classified as Ping's
+// are: transient (idempotent.ErrTransient) for 503, 408, 429 and timeouts,
+// permanent for 401, 403 and a missing container (404 with sub-status
+// 1003). A failed read has Op "ping", a failed delete Op "probe delete".
+// The delete is not sent when the read failed.
+//
+// It costs the read, about one request unit, and the delete of a missing
+// item, taken to be about one request unit as a point read: not measured
+// (cosmium reports no charges; against Cosmos DB, RequestCharge counts both
+// calls' charges). Probe sees what every write
+// of the container meets; it cannot see a failure confined to other
+// partition key values (one physical partition's key range down or
+// throttled: it addresses one value, "cosmosstore-ping"), nor a storage
+// quota on a logical partition (a delete frees space and is allowed where
+// a create is refused). ctx bounds both calls. It is safe for concurrent
+// use.
+func (s *Store) Probe(ctx context.Context) error {
+	if err := s.Ping(ctx); err != nil {
+		return err
+	}
+	_, err := s.deleteItem(ctx, pingID, pingID)
+	if err == nil {
+		return nil
+	}
+	if err = classifyDocument(opProbeDelete, pingID, pingID, err); isMissingItem(err) {
 		return nil
 	}
 	return err

@@ -44,6 +44,38 @@ func TestCosmium_Ping(t *testing.T) {
 	}
 }
 
+// TestCosmium_Probe: on a real container Probe's read and its delete of
+// the missing item both answer 404, and it leaves no document behind; if
+// someone created the item, Probe deletes it and still succeeds.
+func TestCosmium_Probe(t *testing.T) {
+	s, _ := cosmiumStore(t)
+	const ping = "cosmosstore-ping"
+	noDocument := func(when string) {
+		t.Helper()
+		if _, _, err := s.ReadDocument(t.Context(), ping, ping); !errors.Is(err, idempotent.ErrNotFound) {
+			t.Errorf("%s: ReadDocument of the ping item = %v, want ErrNotFound", when, err)
+		}
+		if docs, err := s.ReadPartition(t.Context(), ping); err != nil || len(docs) != 0 {
+			t.Errorf("%s: ReadPartition of the ping partition = %d documents, %v; want none", when, len(docs), err)
+		}
+	}
+	for i := range 2 {
+		if err := s.Probe(t.Context()); err != nil {
+			t.Fatalf("Probe %d = %v", i, err)
+		}
+	}
+	noDocument("after two probes")
+
+	body := []byte(`{"id":"` + ping + `","orderId":"` + ping + `"}`)
+	if _, err := s.CreateBatch(t.Context(), ping, []idempotent.Document{{ID: ping, Body: body}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Probe(t.Context()); err != nil {
+		t.Errorf("Probe with the ping item present = %v, want nil", err)
+	}
+	noDocument("after a probe found the item")
+}
+
 // Cosmium answers a missing database or container with a 404 without the
 // sub-status 1003 that Cosmos DB sends; Check still names the setting.
 func TestCosmium_Check_MissingDatabaseOrContainer_NamesTheSetting(t *testing.T) {

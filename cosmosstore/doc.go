@@ -83,8 +83,10 @@
 //     only under a condition its first application makes false, such as a
 //     version guard.
 //   - [Store.ReadDocument], [Store.ReadPartition], [Store.Ping] and the change
-//     feed's reads have no side effects. [Store.Check] writes and deletes a
-//     probe document in a partition of its own.
+//     feed's reads have no side effects. [Store.Probe] deletes an item that
+//     does not exist: it changes nothing and adds nothing to the change
+//     feed. [Store.Check] writes and deletes a probe document in a partition
+//     of its own.
 //
 // # Time to live
 //
@@ -175,8 +177,16 @@
 // whether the server honours If-Match and patch conditions
 // ([CheckResult]); each failure names the setting to fix ([SettingEndpoint],
 // [SettingKey], [SettingDatabase], [SettingContainer], [SettingClientID]
-// and the role). [Store.Ping], one point read of a missing item, is the
-// probe of a circuit breaker.
+// and the role). [Store.Probe], a point read and a delete of a missing
+// item (about two request units, not measured), is the probe of a circuit
+// breaker in front of a worker that writes: a container that answers reads
+// and refuses writes (a write-region outage, a role cut to Data Reader)
+// fails it. It addresses one partition key value, so it cannot see an
+// outage or throttling of other key ranges, nor a storage quota on a
+// logical partition (deletes are allowed there). [Store.Ping], the point
+// read alone, is the probe of a reader, such as a relay whose role may
+// only read the container: it writes nothing and needs no write
+// permission, and a container that refuses writes passes it.
 //
 // # Deadlines
 //

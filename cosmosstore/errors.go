@@ -25,8 +25,8 @@ import (
 // context.Canceled.
 type Error struct {
 	// Op is the store call: "create documents", "read document",
-	// "replace document", "patch document", or Check's and Ping's
-	// "check", "read container" and "ping".
+	// "replace document", "patch document", or Check's, Ping's and
+	// Probe's "check", "read container", "ping" and "probe delete".
 	Op string
 	// PartitionKey is the partition key value of every document the call
 	// addressed (for Check's "read container", the container; for a change
@@ -117,10 +117,10 @@ const subStatusReadSessionNotAvailable = 1002
 // kindOf returns the sentinel error a status code means, or nil for a
 // permanent failure that is not the request's content's fault (401, 403, a
 // missing database or container, anything unknown). A 404 means a missing
-// document only on a call that addresses one document (a read or a replace)
-// and only without the sub-status of a missing database or container; with
-// sub-status 1002 (the replica has not caught up with the session token) it
-// is transient.
+// document only on a call that addresses one document by id (a read, a
+// replace, a patch, Probe's delete) and only without the sub-status of a
+// missing database or container; with sub-status 1002 (the replica has not
+// caught up with the session token) it is transient.
 //
 // A 400 is the request's content: the documents and ids the store sends come
 // from the message (an id Cosmos DB does not accept, two operations on one
@@ -152,11 +152,11 @@ func kindOf(status, subStatus int, oneDocument bool) error {
 	return nil
 }
 
-// addressesOneDocument reports whether op reads or replaces one document by
-// id, so that a 404 means that document is missing.
+// addressesOneDocument reports whether op reads, replaces, patches or
+// deletes one document by id, so that a 404 means that document is missing.
 func addressesOneDocument(op string) bool {
 	switch op {
-	case opReadDocument, opReplaceDocument, opPatchDocument, opCheck, opPing:
+	case opReadDocument, opReplaceDocument, opPatchDocument, opCheck, opPing, opProbeDelete:
 		return true
 	}
 	return false

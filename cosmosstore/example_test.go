@@ -190,13 +190,27 @@ func ExampleStore_Check() {
 	}
 }
 
-// A circuit breaker probes the store with Ping until it answers.
+// A reader's health check, such as a relay's whose role may only read the
+// container, asks the store with Ping whether it answers reads.
 func ExampleStore_Ping() {
 	var store *cosmosstore.Store // from cosmosstore.New
-	probe := func() bool {
+	healthy := func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return store.Ping(ctx) == nil
+	}
+	_ = healthy
+}
+
+// A circuit breaker in front of a worker that writes probes the store with
+// Probe: a container that answers reads and refuses writes (a write-region
+// outage, a role cut to Data Reader) fails it, where it passes Ping.
+func ExampleStore_Probe() {
+	var store *cosmosstore.Store // from cosmosstore.New
+	probe := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return store.Probe(ctx) // transient (idempotent.ErrTransient) while the store is down
 	}
 	_ = probe
 }

@@ -26,6 +26,7 @@ const (
 	opCheck           = "check"
 	opReadContainer   = "read container"
 	opPing            = "ping"
+	opProbeDelete     = "probe delete"
 )
 
 // Cosmos DB response headers the store reads (x-ms-request-charge, ...),
