@@ -115,6 +115,7 @@ const (
 	opCreateDocuments = "create documents"
 	opReadDocument    = "read document"
 	opReplaceDocument = "replace document"
+	opProbeDelete     = "probe delete"
 )
 
 // problem is a refusal of one document: a status code, a sub-status and a

@@ -57,9 +57,13 @@
 // the writes only, one operation, or the partition key values of one
 // physical partition (HashRange), with Cosmos DB's status for the failure
 // it stands for: WriteRegionOutage, ReadOnlyRole, StorageQuota and
-// HotPartition. Ping, the circuit breaker's probe, is a point read, as
-// cosmosstore's: it fails only when reads of its partition do, so these
-// outages are the ones such a probe cannot see.
+// HotPartition. Ping is a point read, as cosmosstore's: it fails only when
+// reads of its partition do, so these outages are the ones such a probe
+// cannot see. Probe, the circuit breaker's probe of a worker that writes,
+// adds a delete of a missing document, as cosmosstore's: it fails under an
+// outage of deletes (every outage of OpWrites) of its partition key value,
+// so it sees WriteRegionOutage and ReadOnlyRole, but not StorageQuota nor
+// an outage of a key range that spares its value.
 //
 // # Simplifications
 //

@@ -14,10 +14,11 @@ const (
 	OpReplace                // ReplaceDocument
 	OpPatch                  // PatchDocument
 	OpRead                   // ReadDocument, ReadPartition and Ping: the point reads and partition queries
+	OpDelete                 // Probe's delete of its missing document (Store.Delete, the test's own hand, never fails)
 
 	// OpWrites is every write: what a store that answers reads but
 	// refuses writes fails.
-	OpWrites = OpCreate | OpReplace | OpPatch
+	OpWrites = OpCreate | OpReplace | OpPatch | OpDelete
 	// OpAll is every operation an Outage can fail.
 	OpAll = OpWrites | OpRead
 )
@@ -40,7 +41,9 @@ const (
 // StatusCode and SubStatus, before it reads or writes anything, as a
 // *StatusError. It stands for a failure of Cosmos DB that a circuit
 // breaker's cheap probe (a point read, Ping) need not see: the
-// constructors below name the real ones. Set it with Store.SetOutage.
+// constructors below name the real ones. Probe, a point read and a delete,
+// sees those that fail deletes (OpDelete, in OpWrites) of its partition
+// key value. Set it with Store.SetOutage.
 //
 // A 429 or 503 matches idempotent.ErrTransient (Cosmos DB's retryable
 // statuses, as cosmosstore classifies them); a 403 matches no sentinel of
@@ -181,4 +184,30 @@ func (s *Store) Ping(ctx context.Context) error {
 		return err
 	}
 	return s.failure(OpRead, opReadDocument, pingKey, pingKey)
+}
+
+// Probe is the circuit breaker's probe of a worker that writes, as
+// cosmosstore's: Ping's point read, then a delete of the same document that
+// does not exist, which writes nothing and adds nothing to the change
+// feed. It fails as Ping does when ctx has ended or an outage fails reads
+// of its partition, and otherwise when an outage fails deletes of its
+// partition: WriteRegionOutage and ReadOnlyRole fail it (Ping passes
+// them), as does HotPartition or any outage of OpWrites whose
+// PartitionKeys select its partition key value. StorageQuota does not (a
+// delete is allowed at a quota), nor does an outage of a key range that
+// spares its value: Probe addresses one partition key value, as
+// cosmosstore's does. If a test created the document, Probe deletes it and
+// succeeds. It is safe for concurrent use.
+func (s *Store) Probe(ctx context.Context) error {
+	if err := s.Ping(ctx); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.failure(OpDelete, opProbeDelete, pingKey, pingKey); err != nil {
+		return err
+	}
+	s.Delete(pingKey, pingKey)
+	return nil
 }
