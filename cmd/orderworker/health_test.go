@@ -30,7 +30,7 @@ import (
 // broker and cosmium behind a proxy the test can cut: /readyz passes once
 // the start-up checks passed, turns not ready when the store is
 // unreachable (the breaker opens after five deliveries failed), ready again
-// when it returns (the breaker's probe, store.Ping, closes it), and not
+// when it returns (the breaker's probe, store.Probe, closes it), and not
 // ready at the first signal while an in-flight message is still draining;
 // the listener is closed when run returns.
 func TestHealthProbesFollowTheStore(t *testing.T) {

@@ -220,13 +220,16 @@ func newHandler(cfg config, store *cosmosstore.Store, patchConditions bool, tel 
 		if c != nil {
 			c.Horizon = cfg.horizon() // the inbox refuses markers that expire before the last copy
 		}
-		return c, store.Ping, err
+		return c, store.Probe, err
 	}
 	opts := []order.Option{order.WithDocuments(store), order.WithFactCache(cfg.FactCache)}
 	if !patchConditions {
 		opts[0] = order.WithDocuments(cosmosstore.WithoutPatch(store))
 	}
-	probe := store.Ping
+	// Probe, not Ping: a read and a delete of a missing item, so that a
+	// store that answers reads and refuses writes (a write-region outage,
+	// a role cut to Data Reader) fails it.
+	probe := store.Probe
 	if cfg.PaymentsURL != "" {
 		gw, err := newPaymentGateway(cfg.PaymentsURL, tel)
 		if err != nil {
@@ -238,7 +241,7 @@ func newHandler(cfg config, store *cosmosstore.Store, patchConditions bool, tel 
 			return nil, nil, err
 		}
 		opts = append(opts, order.WithPaymentOptions(popts))
-		probe = func(ctx context.Context) error { return errors.Join(store.Ping(ctx), gw.Client.Ping(ctx)) }
+		probe = func(ctx context.Context) error { return errors.Join(store.Probe(ctx), gw.Client.Ping(ctx)) }
 	}
 	return order.NewProcessor(store, nil, opts...), probe, nil
 }
@@ -308,17 +311,19 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Providers, logger
 // check. Without exported telemetry nothing wraps r, which costs nothing.
 //
 // After five consecutive deliveries failed by the store or the payments
-// service, the breaker probes them: if the probe fails, it stops receiving
-// and probes until they answer (an outage costs the in-flight deliveries,
-// not the backlog); if it succeeds, the failures are the messages' own and
-// do not count again. Five orders failing again (three deliveries each in a
-// row) within the last 50 deliveries open it even when the probe answers
-// (breaker.SpreadFor the concurrency): an outage the probe cannot see, such
-// as a store that refuses writes or an acquirer outage behind a payments
-// service whose /healthz answers; trial deliveries, 10 minutes after and
-// then with a doubling wait up to 40 minutes, close it (each trial lets up
-// to concurrency-1 failing messages through, past poison messages at the
-// head of the queue).
+// service, the breaker probes them (the store with a read and a delete of
+// a missing item, cosmosstore.Store.Probe): if the probe fails, it stops
+// receiving and probes until they answer (an outage costs the in-flight
+// deliveries, not the backlog); if it succeeds, the failures are the
+// messages' own and do not count again. Five orders failing again (three
+// deliveries each in a row) within the last 50 deliveries open it even
+// when the probe answers (breaker.SpreadFor the concurrency): an outage the
+// probe cannot see, such as one partition key range of the store down or
+// at its storage quota, or an acquirer outage behind a payments service
+// whose /healthz answers; trial deliveries, 10 minutes after and then with
+// a doubling wait up to 40 minutes, close it (each trial lets up to
+// concurrency-1 failing messages through, past poison messages at the head
+// of the queue).
 func workerOptions(cfg config, tel *telemetry.Providers, logger *slog.Logger, r worker.Receiver, probe func(context.Context) error,
 	cacheStats func() idempotent.CacheStats, requestCharge func() float64, o *worker.Options) (worker.Receiver, *breaker.Breaker, error) {
 	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe,
