@@ -78,8 +78,9 @@ func orderBody(id string) []byte {
 // outageRun is one outage test's world: the orders queue with the
 // deployment's lock and MaxDeliveryCount, memstore, the payments service,
 // and the real worker running the real order.Processor with the breaker
-// cmd/orderworker configures (its threshold, its probe: a point read of
-// the store, and GET /healthz of the payments service when it captures).
+// cmd/orderworker configures (its threshold, its probe: a point read and a
+// delete of a missing item of the store, Probe, and GET /healthz of the
+// payments service when it captures).
 type outageRun struct {
 	q        *sbqueue.Queue
 	store    *memstore.Store
@@ -108,7 +109,7 @@ func startOutageRun(t *testing.T, orders int, captures bool) *outageRun {
 	}
 	r.store = memstore.New(order.PartitionKeyPath)
 	opts := []order.Option{order.WithDocuments(r.store)}
-	probe := r.store.Ping
+	probe := r.store.Probe
 	if captures {
 		r.svc = paymentservice.NewService(nil)
 		client, err := payments.NewClient("http://payments.invalid/", &payments.ClientOptions{HTTPClient: handlerDoer{r.svc}})
@@ -116,7 +117,7 @@ func startOutageRun(t *testing.T, orders int, captures bool) *outageRun {
 			t.Fatal(err)
 		}
 		opts = append(opts, order.WithPayments(payments.Gateway{Client: client}, deployedLock, "worker-1"))
-		probe = func(ctx context.Context) error { return errors.Join(r.store.Ping(ctx), client.Ping(ctx)) }
+		probe = func(ctx context.Context) error { return errors.Join(r.store.Probe(ctx), client.Ping(ctx)) }
 	}
 	r.counter = &deliveryCounter{next: order.NewProcessor(r.store, nil, opts...), max: make(map[string]int)}
 	r.b, err = breaker.New(breaker.Options{Threshold: breakerThreshold, Spread: breakerSpread, TrialLimit: breakerTrialLimit, Probe: func(ctx context.Context) error {
