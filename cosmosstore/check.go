@@ -253,12 +253,15 @@ func (s *Store) ttlFix() string {
 		RequiredDefaultTTL, s.database, s.container.ID(), RequiredDefaultTTL, RequiredDefaultTTL)
 }
 
-// Ping is the cheap probe of a circuit breaker: one point read of an item
-// that does not exist, which costs about one request unit. It returns nil
-// when the container answers (a 404 with sub-status 0, or the item), and
-// otherwise the *Error of the read: transient for an outage, permanent for a
-// missing container (404 with sub-status 1003), 401 or 403. ctx bounds the
-// call. It is safe for concurrent use.
+// Ping is the cheap probe of a reader, such as a relay's health check whose
+// role may only read the container: one point read of an item that does not
+// exist, which costs about one request unit. It returns nil when the
+// container answers (a 404 with sub-status 0, or the item), and otherwise
+// the *Error of the read: transient for an outage, permanent for a missing
+// container (404 with sub-status 1003), 401 or 403. A container that
+// answers reads and refuses writes passes it: the circuit breaker of a
+// worker that writes probes with Probe. ctx bounds the call. It is safe for
+// concurrent use.
 func (s *Store) Ping(ctx context.Context) error {
 	_, err := s.readItem(ctx, pingID, pingID)
 	if err == nil {
@@ -295,13 +298,12 @@ const pingID = "cosmosstore-ping"
 // It costs the read, about one request unit, and the delete of a missing
 // item, taken to be about one request unit as a point read: not measured
 // (cosmium reports no charges; against Cosmos DB, RequestCharge counts both
-// calls' charges). Probe sees what every write
-// of the container meets; it cannot see a failure confined to other
-// partition key values (one physical partition's key range down or
-// throttled: it addresses one value, "cosmosstore-ping"), nor a storage
-// quota on a logical partition (a delete frees space and is allowed where
-// a create is refused). ctx bounds both calls. It is safe for concurrent
-// use.
+// calls' charges). Probe sees a failure that every write of the container
+// meets; it cannot see one confined to other partition key values (one
+// physical partition's key range down or throttled: it addresses one
+// value, "cosmosstore-ping"), nor a storage quota, of a logical partition
+// or of the container (a delete frees space and is allowed where a create
+// is refused). ctx bounds both calls. It is safe for concurrent use.
 func (s *Store) Probe(ctx context.Context) error {
 	if err := s.Ping(ctx); err != nil {
 		return err

@@ -175,10 +175,11 @@ func (s *Store) failure(op Op, opName, pk, id string) error {
 // cosmosstore's Ping reads one that does not exist.
 const pingKey = "memstore-ping"
 
-// Ping is the cheap probe of a circuit breaker, as cosmosstore's: a point
-// read of a document that does not exist. It fails when ctx has ended, or
-// when an outage fails reads of its partition; otherwise it succeeds, as
-// an in-memory store is always there. It is safe for concurrent use.
+// Ping is the cheap probe of a reader, as cosmosstore's: a point read of a
+// document that does not exist. It fails when ctx has ended, or when an
+// outage fails reads of its partition; otherwise it succeeds, as an
+// in-memory store is always there. A circuit breaker in front of a worker
+// that writes probes with Probe. It is safe for concurrent use.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
