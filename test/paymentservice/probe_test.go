@@ -3,6 +3,7 @@ package paymentservice_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -210,5 +211,35 @@ func TestProbeOutageBeforeFaults(t *testing.T) {
 	defer mu.Unlock()
 	if calls != 1 {
 		t.Errorf("Faults called %d times for a probe in an outage and one after, want 1", calls)
+	}
+}
+
+// A probe handed to the service in process, as a client built it (its Body
+// nil, no server in between), is answered like one over the network: the
+// simulation and the breaker's tests call the service so.
+func TestProbeInProcess(t *testing.T) {
+	svc := paymentservice.NewService(nil)
+	for _, tt := range []struct {
+		name   string
+		outage bool
+		want   int
+	}{
+		{"healthy", false, http.StatusNoContent},
+		{"acquirer outage", true, http.StatusServiceUnavailable},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.outage {
+				defer svc.SetOutage(paymentservice.AcquirerOutage())()
+			}
+			r, err := http.NewRequest(http.MethodPost, "http://payments.invalid/payments/probe", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := httptest.NewRecorder()
+			svc.ServeHTTP(w, r)
+			if w.Code != tt.want {
+				t.Errorf("in-process probe: %d %s, want %d", w.Code, w.Body, tt.want)
+			}
+		})
 	}
 }
