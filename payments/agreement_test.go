@@ -1,12 +1,14 @@
 package payments_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/idempotent-consumer/sbcosmos/order"
@@ -89,4 +91,65 @@ func FuzzValidOrdersAreCapturable(f *testing.F) {
 	f.Add([]byte(orderBody("a:b", "EUR", [2]int64{1, 0})))
 	f.Add([]byte(orderBody("o", "EUR", [2]int64{1, order.MaxSafeInteger})))
 	f.Fuzz(func(t *testing.T, body []byte) { checkCapturable(t, body) })
+}
+
+// The client and the reference service agree on the routes: every call the
+// client makes reaches a route the service serves and gets its success
+// status, the probe included (a client probing a path the service does not
+// serve would keep a circuit breaker open).
+func TestClientAndServiceAgreeOnRoutes(t *testing.T) {
+	svc := paymentservice.NewService(nil)
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		svc.ServeHTTP(sw, r)
+		mu.Lock()
+		got = append(got, fmt.Sprint(r.Method, " ", r.URL.Path, " ", sw.status))
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	c, err := payments.NewClient(srv.URL, &payments.ClientOptions{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tests := []struct {
+		call string
+		do   func() error
+		want string
+	}{
+		{"Capture", func() error {
+			_, err := c.Capture(ctx, payments.KeyFor("ord-1"), payments.CaptureRequest{OrderID: "ord-1", AmountMinor: 1, Currency: "EUR"})
+			return err
+		}, "POST /payments 201"},
+		{"Lookup", func() error { _, err := c.Lookup(ctx, "ord-1"); return err }, "GET /payments 200"},
+		{"Ping", func() error { return c.Ping(ctx) }, "POST /payments/probe 204"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.call, func(t *testing.T) {
+			mu.Lock()
+			got = nil
+			mu.Unlock()
+			if err := tt.do(); err != nil {
+				t.Fatalf("%s against the reference service: %v", tt.call, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 1 || got[0] != tt.want {
+				t.Errorf("%s: the service saw %q, want [%q]", tt.call, got, tt.want)
+			}
+		})
+	}
+}
+
+// statusWriter records the status code a handler answers with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
 }

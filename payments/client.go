@@ -15,7 +15,8 @@ import (
 	"time"
 )
 
-// Errors of [Client.Capture] and [Client.Lookup], to test with errors.Is.
+// Errors of [Client.Capture], [Client.Lookup] and [Client.Ping], to test
+// with errors.Is.
 var (
 	// ErrKeyReused means the service already knows the key for a different
 	// request (422): the key was derived from the wrong data, or the order
@@ -43,9 +44,10 @@ func IsTransient(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrInProgress) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// ResponseError is the error for a response other than 200 or 201: one the
-// client does not retry, or the last one when it runs out of attempts. It
-// unwraps to the sentinel error of its status code.
+// ResponseError is the error for a response other than 200 or 201 (or 204
+// to [Client.Ping]): one the client does not retry, or the last one when it
+// runs out of attempts. It unwraps to the sentinel error of its status
+// code.
 type ResponseError struct {
 	// StatusCode is the response's HTTP status code.
 	StatusCode int
@@ -132,7 +134,7 @@ type ClientOptions struct {
 type Client struct {
 	endpoint       string
 	lookup         url.URL // endpoint, parsed: Lookup adds orderId to its query (an Azure Functions ?code= stays)
-	health         string
+	probe          string  // POST /payments/probe
 	http           Doer
 	attemptTimeout time.Duration
 	maxAttempts    int
@@ -162,7 +164,7 @@ func NewClient(baseURL string, o *ClientOptions) (*Client, error) {
 	c := &Client{
 		endpoint:       payments.String(),
 		lookup:         *payments,
-		health:         u.JoinPath("healthz").String(),
+		probe:          payments.JoinPath("probe").String(),
 		http:           o.HTTPClient,
 		attemptTimeout: orDefault(o.AttemptTimeout, DefaultAttemptTimeout),
 		maxAttempts:    orDefault(o.MaxAttempts, DefaultMaxAttempts),
@@ -260,13 +262,35 @@ func (c *Client) Lookup(ctx context.Context, orderID string) ([]Payment, error) 
 	return list.Payments, nil
 }
 
-// Ping asks the service whether it answers (GET /healthz), once, without
-// retrying: the probe of a circuit breaker, which has a backoff of its own.
-// A service that does not answer 200 in time gives an error matching
-// ErrUnavailable.
+// Ping asks the service whether a capture would go through now
+// (POST /payments/probe), once, without retrying: the probe of a circuit
+// breaker, which has a backoff of its own. The service makes the call a
+// capture makes to its acquirer, as a zero-amount verification, and
+// charges nothing, records nothing and claims no idempotency key; Ping
+// sends no key and no body. It succeeds on 204 No Content (or 200). Any
+// other answer, a timeout (the client's AttemptTimeout) or a connection
+// error gives an error matching ErrUnavailable; a *ResponseError in it
+// carries the status, and a 404 or 405 says that the service has no probe.
+//
+// Ping sees what fails every capture: the service down, unreachable or
+// overloaded (429, 5xx), and an outage of the acquirer behind a service
+// whose own process runs and whose GET /healthz still answers 200. It
+// cannot see what fails one capture and not the others: a declined card,
+// one merchant's account refused, one order's key in conflict (409, 422),
+// a capture the service rejects as invalid. Those are the messages' own,
+// and a breaker must not open for them. It is safe for concurrent use.
 func (c *Client) Ping(ctx context.Context) error {
-	_, _, err := c.attempt(ctx, http.MethodGet, c.health, "", nil, nil)
-	return err
+	_, _, err := c.attempt(ctx, http.MethodPost, c.probe, "", nil, nil)
+	if err == nil {
+		return nil
+	}
+	if rerr, ok := errors.AsType[*ResponseError](err); ok && (rerr.StatusCode == http.StatusNotFound || rerr.StatusCode == http.StatusMethodNotAllowed) {
+		return fmt.Errorf("payments: probe (POST /payments/probe): %w: %w (the service serves no probe: the URL is wrong, or the service predates the probe)", ErrUnavailable, err)
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("payments: probe (POST /payments/probe): %w: %w", ErrUnavailable, err)
+	}
+	return fmt.Errorf("payments: probe (POST /payments/probe): %w", err)
 }
 
 // retry calls attempt until it succeeds, fails in a way a retry cannot
@@ -292,7 +316,9 @@ func (c *Client) retry(ctx context.Context, what string, attempt func(context.Co
 
 // attempt sends one request (with key as its Idempotency-Key, if not empty)
 // and reads the whole answer under the attempt's timeout, decoding a 200 or
-// 201 into v. A retryable failure wraps ErrUnavailable; replayed reports the
+// 201 into v; with v nil, a 204 succeeds too (a capture or a lookup, which
+// expect a body, never take one for success). A retryable failure wraps
+// ErrUnavailable; replayed reports the
 // Idempotent-Replayed header; retryAfter is the answer's Retry-After in
 // seconds, or -1 if it had none.
 func (c *Client) attempt(ctx context.Context, method, target, key string, body []byte, v any) (replayed bool, retryAfter time.Duration, err error) {
@@ -324,8 +350,10 @@ func (c *Client) attempt(ctx context.Context, method, target, key string, body [
 	if err != nil {
 		return false, -1, fmt.Errorf("%w: reading the answer: %w", ErrUnavailable, err)
 	}
-	switch resp.StatusCode {
-	case http.StatusOK, http.StatusCreated:
+	switch {
+	case resp.StatusCode == http.StatusNoContent && v == nil:
+		return false, -1, nil
+	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
 		if v == nil {
 			return false, -1, nil
 		}

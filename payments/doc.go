@@ -24,7 +24,21 @@
 //
 // Errors are RFC 9457 problem documents (Content-Type application/problem+json,
 // see [Problem]). GET /payments/{paymentId} returns a stored payment and
-// GET /healthz reports that the service is up.
+// GET /healthz reports that the service's own process is up.
+//
+//	POST /payments/probe
+//
+// asks whether a capture would go through now. The service makes the call a
+// capture makes to its acquirer, as a zero-amount verification (the account
+// verification that real acquirers offer, which this call stands for), and
+// charges nothing, records nothing and claims no idempotency key: the request
+// has no Idempotency-Key (one sent is ignored) and no body (one sent is 400).
+// It answers 204 No Content when captures go through, and what a capture
+// would get when they would not: 503 (or the status of the failure) with a
+// problem document, and Retry-After if the outage sets one. Unlike
+// GET /healthz, it fails during an outage of the acquirer behind a running
+// service. [Client.Ping], a circuit breaker's probe, sends it. The route is
+// POST only: GET /payments/probe would read a payment of id "probe".
 //
 // GET /payments?orderId=ord-000123 lists every payment the service's ledger
 // holds for the order, oldest first ([PaymentList]); an empty list means no
@@ -88,6 +102,9 @@
 // timeout that fired once the charge had happened, is answered from the
 // service's store instead of charging twice. It never retries another 4xx.
 // [Client.Lookup] reads the ledger with the same timeouts and retries.
+// [Client.Ping] sends one POST /payments/probe, never retried: it sees what
+// fails every capture (the service down, an acquirer outage), not what fails
+// one (a declined card, one merchant's account).
 // Errors match the sentinels [ErrKeyReused], [ErrInProgress], [ErrRejected]
 // and [ErrUnavailable] with errors.Is, and [IsTransient] tells the worker
 // whether to try again later (abandon the message) or give up (dead-letter it).

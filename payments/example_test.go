@@ -2,6 +2,7 @@ package payments_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -104,4 +105,32 @@ func ExampleClient_Lookup() {
 	// Output:
 	// 1 pay_00000001 2500 <nil>
 	// 0 <nil>
+}
+
+// A circuit breaker's probe: Ping asks whether a capture would go through.
+// During an acquirer outage the service's own process answers GET /healthz,
+// but the probe fails as a capture would, and nothing is charged.
+func ExampleClient_Ping() {
+	svc := paymentservice.NewService(nil)
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+
+	client, err := payments.NewClient(srv.URL, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	fmt.Println("healthy:", client.Ping(ctx))
+
+	end := svc.SetOutage(paymentservice.AcquirerOutage())
+	err = client.Ping(ctx)
+	fmt.Println("acquirer down:", errors.Is(err, payments.ErrUnavailable), err)
+	end()
+
+	fmt.Println("recovered:", client.Ping(ctx), "charges:", svc.Charges())
+	// Output:
+	// healthy: <nil>
+	// acquirer down: true payments: probe (POST /payments/probe): payment service answered 503 Service Unavailable: outage: the service cannot capture payments now
+	// recovered: <nil> charges: 0
 }

@@ -89,7 +89,7 @@ func TestBaseURLQueryIsKept(t *testing.T) {
 	want := []struct{ method, path, query string }{
 		{http.MethodGet, "/api/payments", "code=KEY&orderId=o-1"},
 		{http.MethodPost, "/api/payments", "code=KEY"},
-		{http.MethodGet, "/api/healthz", "code=KEY"},
+		{http.MethodPost, "/api/payments/probe", "code=KEY"},
 	}
 	for _, w := range want {
 		r := <-got

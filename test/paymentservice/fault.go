@@ -8,7 +8,10 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/payments"
 )
 
-// FaultKind is what a [Fault] does to one request.
+// FaultKind is what a [Fault] does to one request. What a kind says of a
+// capture holds for a probe (POST /payments/probe), which has nothing to
+// charge: FaultFail answers the failure, FaultDelay delays the 204, and
+// FaultDrop and FaultHang withhold it.
 type FaultKind int
 
 const (
@@ -67,17 +70,52 @@ type Fault struct {
 	Delay time.Duration
 }
 
+// RequestKind tells the requests a [ServiceOptions.Faults] function sees
+// apart.
+type RequestKind int
+
+const (
+	// RequestCapture is a capture, POST /payments: the zero RequestKind.
+	RequestCapture RequestKind = iota
+	// RequestProbe is a probe, POST /payments/probe: the verification a
+	// capture's call to the acquirer stands for, with no key, no body and
+	// nothing to charge.
+	RequestProbe
+)
+
+// String returns the name of the constant.
+func (k RequestKind) String() string {
+	switch k {
+	case RequestCapture:
+		return "RequestCapture"
+	case RequestProbe:
+		return "RequestProbe"
+	}
+	return "RequestKind(" + strconv.Itoa(int(k)) + ")"
+}
+
 // FaultRequest describes the request a [ServiceOptions.Faults] function
-// decides on: one POST /payments with a well-formed key and body.
+// decides on: one POST /payments with a well-formed key and body, or one
+// well-formed POST /payments/probe.
+//
+// A function that models a failure of what captures need (the acquirer)
+// strikes probes as it strikes captures, whatever their Kind, so that a
+// probe sees what a capture would meet; one that models a failure of one
+// order or one key looks at Kind and leaves probes alone.
 type FaultRequest struct {
-	// Key is the request's idempotency key.
+	// Kind is RequestCapture or RequestProbe.
+	Kind RequestKind
+	// Key is a capture's idempotency key; empty for a probe, which claims
+	// none.
 	Key string
-	// Request is the request's body.
+	// Request is a capture's body; the zero CaptureRequest for a probe.
 	Request payments.CaptureRequest
-	// Attempt counts the well-formed requests with Key the service has seen
-	// while it remembered the key, this one included: 1 for the first. It
-	// lets a fault function fail, say, the first two attempts of every key,
-	// deterministically.
+	// Attempt counts, for a capture, the well-formed requests with Key the
+	// service has seen while it remembered the key, this one included: 1
+	// for the first. It lets a fault function fail, say, the first two
+	// attempts of every key, deterministically. For a probe it counts the
+	// well-formed probes the service has seen, this one included, so that
+	// the same function fails the first two probes.
 	Attempt int
 }
 
@@ -85,7 +123,8 @@ type FaultRequest struct {
 // ended, unlike a [Fault], which a [ServiceOptions.Faults] function decides
 // request by request: every POST /payments answers Status with a problem
 // document before the service looks at its key, so nothing is charged or
-// replayed and no key is claimed. GET /healthz, the lookup
+// replayed and no key is claimed, and so does every POST /payments/probe,
+// which asks whether a capture would go through. GET /healthz, the lookup
 // (GET /payments?orderId=) and GET /payments/{paymentId} go on answering:
 // they read the service's own ledger. Set it with [Service.SetOutage].
 type Outage struct {
@@ -99,9 +138,11 @@ type Outage struct {
 
 // AcquirerOutage stands for an outage of the acquirer (the processor or
 // card network) behind the payments service: the service's own process
-// runs, so its health endpoint answers 200 and a circuit breaker that
-// probes it (payments.Client.Ping, GET /healthz) sees nothing, while every
-// capture, which needs the acquirer, answers 503.
+// runs, so its health endpoint (GET /healthz) answers 200, while every
+// capture, which needs the acquirer, answers 503. A circuit breaker that
+// probes the service with payments.Client.Ping sees it: the probe
+// (POST /payments/probe) makes the call a capture makes, and answers 503
+// too.
 func AcquirerOutage() Outage { return Outage{Status: http.StatusServiceUnavailable} }
 
 // SetOutage starts o, replacing the outage in progress if there is one,
@@ -120,15 +161,33 @@ func (s *Service) SetOutage(o Outage) (end func()) {
 // concurrent use.
 func (s *Service) EndOutage() { s.outage.Store(nil) }
 
-// failOutage answers a capture during an outage and reports whether it did.
+// failOutage answers a capture or a probe during an outage and reports
+// whether it did.
 func (s *Service) failOutage(w http.ResponseWriter) bool {
 	o := s.outage.Load()
 	if o == nil {
 		return false
 	}
-	if o.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(int64((o.RetryAfter+time.Second-1)/time.Second), 10))
-	}
+	setRetryAfter(w, o.RetryAfter)
 	writeProblem(w, o.Status, "outage: the service cannot capture payments now")
 	return true
+}
+
+// failFault answers a request with a FaultFail: f.Status (503 if zero) and
+// f.RetryAfter.
+func failFault(w http.ResponseWriter, f Fault, detail string) {
+	status := f.Status
+	if status == 0 {
+		status = http.StatusServiceUnavailable
+	}
+	setRetryAfter(w, f.RetryAfter)
+	writeProblem(w, status, detail)
+}
+
+// setRetryAfter sets a Retry-After header of d in seconds, rounded up, if d
+// is positive.
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	if d > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+	}
 }

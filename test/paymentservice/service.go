@@ -10,7 +10,6 @@ import (
 	"maps"
 	"mime"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,8 +35,10 @@ type ServiceOptions struct {
 	Now func() time.Time
 	// Faults, if not nil, is called once for every well-formed
 	// POST /payments request, after the service has decided what to do with
-	// it and before it does it, and the request suffers the Fault it returns.
-	// It is called concurrently from the requests' goroutines and may block
+	// it and before it does it, and once for every well-formed
+	// POST /payments/probe (FaultRequest.Kind tells them apart), and the
+	// request suffers the Fault it returns. During an Outage it is not
+	// called: the outage answers first. It is called concurrently from the requests' goroutines and may block
 	// (a test can hold a first request, and so its key, while others
 	// arrive). The service itself draws no random numbers: a deterministic
 	// Faults function makes a deterministic run.
@@ -46,7 +47,9 @@ type ServiceOptions struct {
 
 // Service is the reference payment service: an http.Handler that captures
 // payments once per Idempotency-Key, with the semantics in the package
-// documentation. Its state (keys, payments, charge counts) lives in memory.
+// documentation, and answers probes that ask whether a capture would go
+// through. Its state (keys, payments, charge counts) lives in memory; a
+// probe changes none of it.
 //
 // A Service is safe for concurrent use. The key check and the claim of a key
 // by its first request are one atomic step under a mutex, so any number of
@@ -57,6 +60,7 @@ type Service struct {
 	faults    func(FaultRequest) Fault
 	mux       *http.ServeMux
 	outage    atomic.Pointer[Outage] // the outage in progress (see SetOutage), or nil
+	probes    atomic.Int64           // well-formed probes seen: FaultRequest.Attempt of a probe
 
 	mu        sync.Mutex
 	keys      map[string]*keyEntry
@@ -112,6 +116,7 @@ func NewService(o *ServiceOptions) *Service {
 		s.now = time.Now
 	}
 	s.mux.HandleFunc("POST /payments", s.capture)
+	s.mux.HandleFunc("POST /payments/probe", s.probe)
 	s.mux.HandleFunc("GET /payments", s.listPayments)
 	s.mux.HandleFunc("GET /payments/{paymentId}", s.getPayment)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -121,8 +126,8 @@ func NewService(o *ServiceOptions) *Service {
 	return s
 }
 
-// ServeHTTP serves POST /payments, GET /payments?orderId=,
-// GET /payments/{paymentId} and GET /healthz.
+// ServeHTTP serves POST /payments, POST /payments/probe,
+// GET /payments?orderId=, GET /payments/{paymentId} and GET /healthz.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
@@ -187,21 +192,14 @@ func (s *Service) capture(w http.ResponseWriter, r *http.Request) {
 	d := s.decide(key, req)
 	var fault Fault
 	if s.faults != nil {
-		fault = s.faults(FaultRequest{Key: key, Request: req, Attempt: d.attempt})
+		fault = s.faults(FaultRequest{Kind: RequestCapture, Key: key, Request: req, Attempt: d.attempt})
 	}
 	switch fault.Kind {
 	case FaultFail:
 		if d.verdict == verdictCharge {
 			s.release(key)
 		}
-		status := fault.Status
-		if status == 0 {
-			status = http.StatusServiceUnavailable
-		}
-		if fault.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.FormatInt(int64((fault.RetryAfter+time.Second-1)/time.Second), 10))
-		}
-		writeProblem(w, status, "injected fault: failed before charging")
+		failFault(w, fault, "injected fault: failed before charging")
 		return
 	case FaultDelay:
 		if fault.Delay > 0 && !wait(r.Context(), fault.Delay) {
@@ -249,6 +247,54 @@ func (s *Service) capture(w http.ResponseWriter, r *http.Request) {
 	case verdictMismatch:
 		writeProblem(w, d.status, "this idempotency key was used for a different request")
 	}
+}
+
+// probe answers POST /payments/probe: whether a capture would go through
+// now. The reference service has no acquirer; the call a capture makes to
+// it, as a zero-amount verification, is what an Outage and the Faults
+// function strike. A probe fails as a capture would (the outage's status
+// and Retry-After, or the fault's), and otherwise answers 204 No Content.
+// It reads no key (an Idempotency-Key header is ignored, never claimed),
+// takes no body (400 if it has one) and charges or records nothing.
+func (s *Service) probe(w http.ResponseWriter, r *http.Request) {
+	if s.failOutage(w) {
+		return
+	}
+	if hasBody(r) {
+		writeProblem(w, http.StatusBadRequest, "the probe takes no body")
+		return
+	}
+	attempt := s.probes.Add(1)
+	var fault Fault
+	if s.faults != nil {
+		fault = s.faults(FaultRequest{Kind: RequestProbe, Attempt: int(attempt)})
+	}
+	switch fault.Kind {
+	case FaultFail:
+		failFault(w, fault, "injected fault: the verification failed")
+		return
+	case FaultDelay:
+		if fault.Delay > 0 && !wait(r.Context(), fault.Delay) {
+			return // the client is gone: there is no one to answer
+		}
+	case FaultDrop:
+		panic(http.ErrAbortHandler) // closes the connection without a response
+	case FaultHang:
+		wait(r.Context(), fault.Delay)
+		panic(http.ErrAbortHandler)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// hasBody reports whether r has a body of at least one byte. r.Body is nil
+// for a client's request handed to the service in process, without a
+// server, as the simulation and the breaker's tests do.
+func hasBody(r *http.Request) bool {
+	if r.Body == nil {
+		return false
+	}
+	n, _ := io.ReadFull(r.Body, make([]byte, 1))
+	return n > 0
 }
 
 // decide looks the key up and, for a first request, claims it: the atomic

@@ -401,6 +401,9 @@ func TestServiceRoutes(t *testing.T) {
 		want         int
 	}{
 		{http.MethodGet, "/healthz", http.StatusOK},
+		{http.MethodPost, "/payments/probe", http.StatusNoContent},
+		{http.MethodGet, "/payments/probe", http.StatusNotFound}, // a payment id, and no payment has it
+		{http.MethodPut, "/payments/probe", http.StatusMethodNotAllowed},
 		{http.MethodGet, "/payments/pay_00000001", http.StatusNotFound},
 		{http.MethodGet, "/payments", http.StatusBadRequest}, // the lookup needs its orderId
 		{http.MethodGet, "/payments?orderId=ord-1", http.StatusOK},
@@ -433,6 +436,16 @@ func TestFaultKindString(t *testing.T) {
 	} {
 		if got := k.String(); got != want {
 			t.Errorf("FaultKind(%d).String() = %q, want %q", int(k), got, want)
+		}
+	}
+}
+
+func TestRequestKindString(t *testing.T) {
+	for k, want := range map[paymentservice.RequestKind]string{
+		paymentservice.RequestCapture: "RequestCapture", paymentservice.RequestProbe: "RequestProbe", 9: "RequestKind(9)",
+	} {
+		if got := k.String(); got != want {
+			t.Errorf("RequestKind(%d).String() = %q, want %q", int(k), got, want)
 		}
 	}
 }

@@ -6,6 +6,8 @@
 // a request with a forgotten key charges again), but never a payment:
 // GET /payments?orderId= lists an order's payments, which is how the order
 // worker resolves a capture older than the retention it assumes.
+// POST /payments/probe, the order worker's circuit-breaker probe, answers
+// 204 No Content while a capture would go through and charges nothing.
 //
 // Keys and payments live in memory and are lost when it stops; it stands in
 // for a payment provider on a developer's machine. It prints the URL it

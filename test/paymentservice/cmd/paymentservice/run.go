@@ -46,7 +46,9 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (c
 Serves the reference payment service: POST /payments with an Idempotency-Key
 header charges once per key for as long as it remembers the key,
 GET /payments?orderId=<id> lists an order's payments from the ledger (kept for
-ever), GET /payments/{paymentId}, GET /healthz. State is in memory only. With
+ever), GET /payments/{paymentId}, POST /payments/probe answers 204 while a
+capture would go through (charging nothing), GET /healthz. State is in memory
+only. With
 OTEL_EXPORTER_OTLP_ENDPOINT set, every request is a server span continuing
 the caller's trace (traceparent), with its Idempotency-Key as an attribute.
 
