@@ -127,7 +127,7 @@
 // that can only succeed later. With Options.Scheduler, a sender on the
 // worker's own queue, its settlement schedules a copy first and then
 // completes it, so the wait costs no deliveries: the copy, with
-// MessageId RetryMessageID(original, attempt), the same body, subject and
+// MessageId RetryMessageID(original, since, attempt), the same body, subject and
 // properties plus PropertyOriginalMessageID, PropertyRetryAttempt and
 // PropertyRetrySince, is enqueued RetryAfter × 2^(attempt−1) later. The
 // handler sees a copy under its original's MessageId. A failure between
@@ -138,6 +138,17 @@
 // (MaxAttempts) and their delay since the original was enqueued
 // (MaxDelay); past a bound the message is abandoned, and the queue's
 // MaxDeliveryCount ends it.
+//
+// A Gate's Admission may ask the same of a dependency failure
+// (Admission.DependencyWait): a circuit breaker's trial does, so that a
+// message that fails in a trial waits off the head of the queue and the
+// next trial meets another one (package worker/breaker).
+//
+// The copy's MessageId includes its original's enqueue time, so that two
+// messages with one MessageId alive at once (a producer's retry after the
+// duplicate-detection window, an operator's resubmission, an id reused for
+// other content) schedule different copies: with one id for both, duplicate
+// detection would drop the second copy while its message is completed.
 //
 // # Shutdown
 //

@@ -38,7 +38,7 @@ type RetryOptions struct {
 }
 
 // Application properties of a scheduled copy. The copy's MessageId is
-// RetryMessageID(original, attempt); a message whose MessageId is not that
+// RetryMessageID(original, since, attempt); a message whose MessageId is not that
 // of its properties is not taken for a copy.
 const (
 	// PropertyOriginalMessageID is the MessageId of the message the copy
@@ -72,16 +72,36 @@ func utf16Len(s string) int {
 }
 
 // RetryMessageID returns the MessageId of the attempt-th scheduled copy of
-// the message whose MessageId is original: original + "~r" + attempt, or,
-// when that would exceed Service Bus's 128 UTF-16 code units, a prefix of
-// original (whole characters), "~", 16 hex digits of the SHA-256 of
-// original, and the same suffix. It differs from original and from every
-// other copy's id, so duplicate detection drops only a second scheduling of
-// the same copy; it can equal a producer's own MessageId only if the
-// producer uses '~' in its ids. For an original within the BMP the result
-// is the same as when the bound was counted in characters.
-func RetryMessageID(original string, attempt int) string {
-	suffix := "~r" + strconv.Itoa(attempt)
+// the message whose MessageId is original, enqueued at since (its
+// PropertyRetrySince): original + "~r" + attempt + "-" + since in Unix
+// milliseconds in base 36, or, when that would exceed Service Bus's 128
+// UTF-16 code units, a prefix of original (whole characters), "~", 16 hex
+// digits of the SHA-256 of original, and the same suffix. It differs from
+// original and from every other copy's id, so duplicate detection drops
+// only a second scheduling of the same copy. The enqueue time tells apart
+// two messages with one MessageId that are both alive (a producer's retry
+// after the duplicate-detection window, an operator's resubmission, an id
+// reused for other content): with the same copy ids, duplicate detection
+// would drop the copy of the second, which its worker completes, and lose
+// it. It can equal a producer's own MessageId only if the producer uses
+// '~' in its ids.
+func RetryMessageID(original string, since time.Time, attempt int) string {
+	return withSuffix(original, "~r"+strconv.Itoa(attempt)+"-"+strconv.FormatInt(since.UnixMilli(), 36))
+}
+
+// legacyRetryMessageID is the MessageId a copy had before it carried its
+// original's enqueue time: original + "~r" + attempt, shortened as
+// RetryMessageID's. RetryCopyOf still recognises it, so that the copies a
+// worker of the earlier scheme scheduled are handled as copies after an
+// upgrade.
+func legacyRetryMessageID(original string, attempt int) string {
+	return withSuffix(original, "~r"+strconv.Itoa(attempt))
+}
+
+// withSuffix returns original + suffix, or, when that would exceed
+// maxMessageIDLength UTF-16 code units, a prefix of original (whole
+// characters), "~", 16 hex digits of the SHA-256 of original, and suffix.
+func withSuffix(original, suffix string) string {
 	if utf16Len(original)+len(suffix) <= maxMessageIDLength {
 		return original + suffix
 	}
@@ -122,15 +142,18 @@ type RetryCopy struct {
 
 // RetryCopyOf reports whether m is a delayed-retry copy the worker
 // scheduled, by the worker's own test: its three retry properties are
-// present and its MessageId is RetryMessageID of them. A message that
-// merely carries the properties is no copy. A tool that handles
+// present and its MessageId is RetryMessageID of them (or the earlier
+// scheme's original + "~r" + attempt, which the copies of a worker from
+// before RetryMessageID carried the enqueue time still have). A message
+// that merely carries the properties is no copy. A tool that handles
 // dead-lettered copies (orderctl dlq) uses it to tell them as the worker
 // does.
 func RetryCopyOf(m *azservicebus.ReceivedMessage) (RetryCopy, bool) {
 	orig, ok1 := m.ApplicationProperties[PropertyOriginalMessageID].(string)
 	attempt, ok2 := asInt64(m.ApplicationProperties[PropertyRetryAttempt])
 	since, ok3 := asInt64(m.ApplicationProperties[PropertyRetrySince])
-	if !ok1 || !ok2 || !ok3 || attempt <= 0 || attempt >= 1<<20 || orig == "" || m.MessageID != RetryMessageID(orig, int(attempt)) {
+	if !ok1 || !ok2 || !ok3 || attempt <= 0 || attempt >= 1<<20 || orig == "" ||
+		m.MessageID != RetryMessageID(orig, time.UnixMilli(since), int(attempt)) && m.MessageID != legacyRetryMessageID(orig, int(attempt)) {
 		return RetryCopy{}, false
 	}
 	return RetryCopy{OriginalMessageID: orig, Attempt: int(attempt), Since: time.UnixMilli(since)}, true
@@ -171,12 +194,17 @@ type retryPlan struct {
 
 // planRetry decides whether res for delivery m (in state st) is retried by
 // a scheduled copy: the outcome settles by an abandon (Transient) with
-// RetryAfter set, the
-// worker has a Scheduler, and the bounds allow another copy. The copy waits
-// RetryAfter doubled per earlier copy, cut to what MaxDelay leaves. It
-// returns nil for an abandon.
-func (w *Worker) planRetry(st retryState, res idempotent.Result, now time.Time) *retryPlan {
-	if !w.wantsRetry(res) {
+// RetryAfter set, or it failed by a dependency in a receive whose
+// Admission set DependencyWait (wait), the worker has a Scheduler, and
+// the bounds allow another copy. The copy waits RetryAfter doubled per
+// earlier copy, or wait if longer, cut to what MaxDelay leaves. It returns
+// nil for an abandon.
+func (w *Worker) planRetry(st retryState, res idempotent.Result, now time.Time, wait time.Duration) *retryPlan {
+	after := doubled(res.RetryAfter, st.attempt)
+	if wait > 0 && res.DependencyFailed() {
+		after = max(after, wait)
+	}
+	if w.opts.Scheduler == nil || res.Outcome.Settlement() != idempotent.Abandon || after <= 0 {
 		return nil
 	}
 	ro := w.opts.Retry
@@ -184,7 +212,7 @@ func (w *Worker) planRetry(st retryState, res idempotent.Result, now time.Time) 
 		return nil
 	}
 	left := st.since.Add(ro.MaxDelay).Sub(now)
-	delay := min(doubled(res.RetryAfter, st.attempt), left)
+	delay := min(after, left)
 	if delay <= 0 {
 		return nil
 	}
@@ -225,7 +253,7 @@ func (w *Worker) scheduleRetry(ctx context.Context, m *azservicebus.ReceivedMess
 	props[PropertyOriginalMessageID] = p.state.original
 	props[PropertyRetryAttempt] = int64(p.attempt)
 	props[PropertyRetrySince] = p.state.since.UnixMilli()
-	id := RetryMessageID(p.state.original, p.attempt)
+	id := RetryMessageID(p.state.original, p.state.since, p.attempt)
 	c := &azservicebus.Message{
 		MessageID:             &id,
 		Body:                  m.Body,

@@ -65,6 +65,15 @@ func (s *fakeScheduler) ScheduleMessages(_ context.Context, ms []*azservicebus.M
 	return seqs, nil
 }
 
+// want is the MessageId the copy must have: RetryMessageID of its
+// properties.
+func (c scheduledCopy) want() string {
+	since, _ := c.props[worker.PropertyRetrySince].(int64)
+	attempt, _ := c.props[worker.PropertyRetryAttempt].(int64)
+	orig, _ := c.props[worker.PropertyOriginalMessageID].(string)
+	return worker.RetryMessageID(orig, time.UnixMilli(since), int(attempt))
+}
+
 func (s *fakeScheduler) copies() []scheduledCopy {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -102,9 +111,9 @@ func TestStatusChangeBeforeOrderIsScheduled(t *testing.T) {
 			t.Errorf("status change before its order: settlements %+v, want one complete after scheduling a copy", got)
 		}
 		copies := s.copies()
-		if len(copies) != 1 || copies[0].id != statusID+"~r1" || copies[0].props[worker.PropertyOriginalMessageID] != statusID ||
-			copies[0].props[worker.PropertyRetryAttempt] != int64(1) {
-			t.Errorf("scheduled %+v, want one copy %s~r1 carrying the original id and attempt 1", copies, statusID)
+		if len(copies) != 1 || !strings.HasPrefix(copies[0].id, statusID+"~r1-") || copies[0].id != copies[0].want() ||
+			copies[0].props[worker.PropertyOriginalMessageID] != statusID || copies[0].props[worker.PropertyRetryAttempt] != int64(1) {
+			t.Fatalf("scheduled %+v, want one copy %s~r1-… carrying the original id and attempt 1", copies, statusID)
 		}
 
 		// The order arrives while the copy waits.
@@ -120,7 +129,7 @@ func TestStatusChangeBeforeOrderIsScheduled(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		if got := r.Settlements(statusID + "~r1"); len(got) != 1 || got[0].Kind != "complete" {
+		if got := r.Settlements(copies[0].id); len(got) != 1 || got[0].Kind != "complete" {
 			t.Errorf("the scheduled copy: settlements %+v, want one complete", got)
 		}
 		var doc order.OrderDocument
@@ -137,7 +146,7 @@ func TestStatusChangeBeforeOrderIsScheduled(t *testing.T) {
 		for _, rep := range reports {
 			outcomes = append(outcomes, rep.MessageID+":"+rep.Result.Outcome.String())
 		}
-		if want := []string{statusID + ":transient", "ord-1:created", statusID + "~r1:applied"}; strings.Join(outcomes, " ") != strings.Join(want, " ") {
+		if want := []string{statusID + ":transient", "ord-1:created", copies[0].id + ":applied"}; strings.Join(outcomes, " ") != strings.Join(want, " ") {
 			t.Errorf("outcomes %v, want %v", outcomes, want)
 		}
 		if !reports[0].Scheduled || reports[0].RetryAttempt != 1 || reports[0].RetryDelay != order.StatusRetryAfter {
@@ -196,18 +205,18 @@ func TestDelayedRetriesAreBounded(t *testing.T) {
 				}
 				prev := now
 				for i, c := range copies {
-					if want := worker.RetryMessageID("m1", i+1); c.id != want {
+					if want := worker.RetryMessageID("m1", now, i+1); c.id != want {
 						t.Errorf("copy %d is %s, want %s", i+1, c.id, want)
 					}
 					if d := c.at.Sub(prev); d != tt.delays[i] {
 						t.Errorf("copy %d waits %v, want %v", i+1, d, tt.delays[i])
 					}
 					prev = c.at
-					if got := r.Settlements(worker.RetryMessageID("m1", i)); i > 0 && (len(got) != 1 || got[0].Kind != "complete") {
+					if got := r.Settlements(worker.RetryMessageID("m1", now, i)); i > 0 && (len(got) != 1 || got[0].Kind != "complete") {
 						t.Errorf("copy %d: settlements %+v, want complete", i, got)
 					}
 				}
-				last := worker.RetryMessageID("m1", len(copies))
+				last := worker.RetryMessageID("m1", now, len(copies))
 				if got := r.Settlements(last); len(got) != 1 || got[0].Kind != "abandon" {
 					t.Errorf("the last copy %s: settlements %+v, want abandon: the bound reached, MaxDeliveryCount ends it", last, got)
 				}
@@ -257,16 +266,22 @@ func TestScheduleFailureAbandons(t *testing.T) {
 func TestRetryMessageID(t *testing.T) {
 	long := strings.Repeat("é", 128)
 	ids := map[string]bool{}
+	enqueued := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	for _, orig := range []string{"ord-1:v2", strings.Repeat("a", 126), strings.Repeat("a", 127), long, long[:len(long)-2] + "b"} {
-		for attempt := 1; attempt <= 12; attempt++ {
-			id := worker.RetryMessageID(orig, attempt)
-			if n := utf16Len(id); n > 128 || !utf8.ValidString(id) {
-				t.Errorf("RetryMessageID(%q, %d) = %q: %d UTF-16 units", orig, attempt, id, n)
+		// Two messages with one MessageId, enqueued a millisecond apart
+		// (a producer's retry after the window, a resubmission, an id
+		// reused for other content): their copies differ too.
+		for _, since := range []time.Time{enqueued, enqueued.Add(time.Millisecond)} {
+			for attempt := 1; attempt <= 12; attempt++ {
+				id := worker.RetryMessageID(orig, since, attempt)
+				if n := utf16Len(id); n > 128 || !utf8.ValidString(id) {
+					t.Errorf("RetryMessageID(%q, %v, %d) = %q: %d UTF-16 units", orig, since, attempt, id, n)
+				}
+				if id == orig || ids[id] {
+					t.Errorf("RetryMessageID(%q, %v, %d) = %q is not unique", orig, since, attempt, id)
+				}
+				ids[id] = true
 			}
-			if id == orig || ids[id] {
-				t.Errorf("RetryMessageID(%q, %d) = %q is not unique", orig, attempt, id)
-			}
-			ids[id] = true
 		}
 	}
 
@@ -287,7 +302,7 @@ func TestRetryMessageID(t *testing.T) {
 		props := func(orig string) map[string]any {
 			return map[string]any{worker.PropertyOriginalMessageID: orig, worker.PropertyRetryAttempt: int64(1), worker.PropertyRetrySince: int64(0)}
 		}
-		r.Send(&azservicebus.ReceivedMessage{MessageID: "a~r1", DeliveryCount: 1, ApplicationProperties: props("a")})
+		r.Send(&azservicebus.ReceivedMessage{MessageID: worker.RetryMessageID("a", time.UnixMilli(0), 1), DeliveryCount: 1, ApplicationProperties: props("a")})
 		r.Send(&azservicebus.ReceivedMessage{MessageID: "forged", DeliveryCount: 1, ApplicationProperties: props("victim")})
 		synctest.Wait()
 		cancel()
@@ -335,7 +350,7 @@ func TestRetryBackoffSaturates(t *testing.T) {
 				errc := make(chan error, 1)
 				go func() { errc <- w.Run(ctx) }()
 				now := time.Now()
-				r.Send(&azservicebus.ReceivedMessage{MessageID: worker.RetryMessageID("m1", tt.attempt), DeliveryCount: 1, EnqueuedTime: &now,
+				r.Send(&azservicebus.ReceivedMessage{MessageID: worker.RetryMessageID("m1", now, tt.attempt), DeliveryCount: 1, EnqueuedTime: &now,
 					ApplicationProperties: map[string]any{worker.PropertyOriginalMessageID: "m1",
 						worker.PropertyRetryAttempt: int64(tt.attempt), worker.PropertyRetrySince: now.UnixMilli()}})
 				synctest.Wait()
@@ -378,17 +393,19 @@ func TestRetryMessageIDUTF16(t *testing.T) {
 		{emoji, 1}, {emoji, 10}, {emoji, 100},
 		{strings.Repeat("a", 60) + strings.Repeat("😀", 33), 7},
 		{strings.Repeat("😀", 62), 1},       // 124 units: the suffix does not fit
-		{strings.Repeat("😀", 61) + "a", 9}, // 123 units + "~r9": kept whole
-		{strings.Repeat("a", 125), 1},      // 125 + 3 = 128: kept whole
+		{strings.Repeat("😀", 61) + "a", 9}, // 123 units + "~r9-0": kept whole
+		{strings.Repeat("a", 123), 1},      // 123 + 5 = 128: kept whole
 		{strings.Repeat("é", 128), 12},
 	}
+	since := time.UnixMilli(0) // the shortest suffix: "~r" + attempt + "-0"
 	for _, tt := range tests {
-		id := worker.RetryMessageID(tt.original, tt.attempt)
+		id := worker.RetryMessageID(tt.original, since, tt.attempt)
 		if n := utf16Len(id); n > 128 || !utf8.ValidString(id) || id == tt.original {
 			t.Errorf("RetryMessageID(%d runes, %d units; %d) = %q: %d UTF-16 units, valid %v; want at most 128, valid, not the original",
 				utf8.RuneCountInString(tt.original), utf16Len(tt.original), tt.attempt, id, n, utf8.ValidString(id))
 		}
-		if n := utf16Len(tt.original) + len("~r") + len(strconv.Itoa(tt.attempt)); n <= 128 && id != tt.original+"~r"+strconv.Itoa(tt.attempt) {
+		suffix := "~r" + strconv.Itoa(tt.attempt) + "-0"
+		if n := utf16Len(tt.original) + len(suffix); n <= 128 && id != tt.original+suffix {
 			t.Errorf("RetryMessageID(%q, %d) = %q, want the original and its suffix: %d units fit", tt.original, tt.attempt, id, n)
 		}
 	}
@@ -406,7 +423,8 @@ func FuzzRetryMessageID(f *testing.F) {
 			t.Skip()
 		}
 		a := int(attempt%1000) + 1
-		id, next := worker.RetryMessageID(original, a), worker.RetryMessageID(original, a+1)
+		since := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+		id, next := worker.RetryMessageID(original, since, a), worker.RetryMessageID(original, since, a+1)
 		for _, c := range []string{id, next} {
 			if n := utf16Len(c); n > 128 || !utf8.ValidString(c) || c == original {
 				t.Fatalf("RetryMessageID(%q, %d) = %q: %d UTF-16 units, valid %v", original, a, c, n, utf8.ValidString(c))
@@ -416,4 +434,131 @@ func FuzzRetryMessageID(f *testing.F) {
 			t.Fatalf("copies %d and %d of %q share the id %q", a, a+1, original, id)
 		}
 	})
+}
+
+// trialGate admits every receive as a trial of one message whose
+// dependency failure waits wait: a half-open breaker's Admission.
+type trialGate struct{ wait time.Duration }
+
+func (g trialGate) Admit(ctx, rx context.Context) (context.Context, worker.Admission, bool) {
+	return rx, worker.Admission{Trial: true, Max: 1, DependencyWait: g.wait}, ctx.Err() == nil
+}
+
+func (trialGate) Record(worker.Decision) {}
+
+// TestTrialDependencyFailureWaitsOffTheHead: a delivery received under an
+// Admission with DependencyWait that fails by a dependency is retried by a
+// scheduled copy at least that much later, and completed, so that the
+// next trial meets another message; without a Scheduler it is abandoned,
+// and a failure of the message's own (not a dependency's) is abandoned
+// either way.
+func TestTrialDependencyFailureWaitsOffTheHead(t *testing.T) {
+	const wait = 20 * time.Minute
+	for _, tt := range []struct {
+		name      string
+		res       idempotent.Result
+		scheduler bool
+		want      string // the settlement
+	}{
+		{"dependency failure, scheduler", idempotent.Result{Outcome: idempotent.Transient, Reason: idempotent.ReasonStoreUnavailable}, true, "complete"},
+		{"downstream failure, scheduler", idempotent.Result{Outcome: idempotent.Transient, Reason: "PaymentUnavailable", Dependency: true}, true, "complete"},
+		{"dependency failure, no scheduler", idempotent.Result{Outcome: idempotent.Transient, Reason: idempotent.ReasonStoreUnavailable}, false, "abandon"},
+		{"the message's own wait", idempotent.Result{Outcome: idempotent.Transient, Reason: "ClaimedElsewhere"}, true, "abandon"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := workertest.NewReceiver("m1")
+				s := &fakeScheduler{r: r}
+				o := worker.Options{Gate: trialGate{wait}}
+				if tt.scheduler {
+					o.Scheduler = s
+				}
+				h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+					res := tt.res
+					res.Key = m.ID
+					return res
+				})
+				w := workertest.NewWorker(t, r, h, o)
+				ctx, cancel := context.WithCancel(context.Background())
+				errc := make(chan error, 1)
+				go func() { errc <- w.Run(ctx) }()
+				start := time.Now()
+				synctest.Wait()
+				cancel()
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+				if got := r.Settlements("m1"); len(got) == 0 || got[0].Kind != tt.want {
+					t.Fatalf("settlements %+v, want %s first", got, tt.want)
+				}
+				copies := s.copies()
+				if tt.want == "abandon" {
+					if len(copies) != 0 {
+						t.Errorf("scheduled %+v, want no copy", copies)
+					}
+					return
+				}
+				if len(copies) != 1 || copies[0].id != copies[0].want() || copies[0].at.Sub(start) < wait {
+					t.Errorf("scheduled %+v, want one copy at least %v after the trial", copies, wait)
+				}
+			})
+		})
+	}
+}
+
+// TestCopiesOfTwoMessagesWithOneIDDiffer: two messages with one MessageId
+// alive at once (a producer's retry after the duplicate-detection window,
+// an operator's resubmission, an id reused for other content), each
+// retried by a scheduled copy: the copies' ids differ, so duplicate
+// detection drops neither. With one copy id for both, the second copy was
+// dropped while its message was completed: that message was lost.
+func TestCopiesOfTwoMessagesWithOneIDDiffer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := workertest.NewReceiver()
+		s := &fakeScheduler{r: r}
+		h := worker.HandlerFunc(func(ctx context.Context, m idempotent.Message) idempotent.Result {
+			return idempotent.Result{Outcome: idempotent.Transient, Key: m.ID, RetryAfter: time.Minute}
+		})
+		w := workertest.NewWorker(t, r, h, worker.Options{Scheduler: s})
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		first := time.Now()
+		second := first.Add(11 * time.Minute)
+		r.Send(&azservicebus.ReceivedMessage{MessageID: "ord-7", Body: []byte("a"), DeliveryCount: 1, EnqueuedTime: &first})
+		r.Send(&azservicebus.ReceivedMessage{MessageID: "ord-7", Body: []byte("b"), DeliveryCount: 1, EnqueuedTime: &second})
+		synctest.Wait()
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		copies := s.copies()
+		if len(copies) != 2 || copies[0].id == copies[1].id {
+			t.Fatalf("scheduled %+v, want two copies with different ids", copies)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.seen) != 2 {
+			t.Errorf("%d copies passed duplicate detection, want both", len(s.seen))
+		}
+	})
+}
+
+// TestRetryCopyOfTheEarlierScheme: a copy named by the earlier scheme
+// (original + "~r" + attempt, without the enqueue time), as a worker from
+// before the change scheduled it, is still taken for a copy and handled
+// under its original's MessageId, so that an upgrade while copies wait
+// loses none of them.
+func TestRetryCopyOfTheEarlierScheme(t *testing.T) {
+	since := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	props := map[string]any{worker.PropertyOriginalMessageID: "ord-1", worker.PropertyRetryAttempt: int64(2), worker.PropertyRetrySince: since.UnixMilli()}
+	for _, id := range []string{"ord-1~r2", worker.RetryMessageID("ord-1", since, 2)} {
+		c, ok := worker.RetryCopyOf(&azservicebus.ReceivedMessage{MessageID: id, ApplicationProperties: props})
+		if !ok || c.OriginalMessageID != "ord-1" || c.Attempt != 2 || !c.Since.Equal(since) {
+			t.Errorf("RetryCopyOf(%q) = %+v, %v; want copy 2 of ord-1 since %v", id, c, ok, since)
+		}
+	}
+	if _, ok := worker.RetryCopyOf(&azservicebus.ReceivedMessage{MessageID: "ord-1~r3", ApplicationProperties: props}); ok {
+		t.Error(`RetryCopyOf("ord-1~r3") with attempt 2 is a copy; want none: its id is not that of its properties`)
+	}
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
@@ -38,6 +39,15 @@ type Admission struct {
 	// Trial marks the receive's deliveries as trials (a half-open
 	// breaker's): their Decision has Trial set.
 	Trial bool
+	// DependencyWait, if positive, moves a delivery of the receive that
+	// fails by a dependency (idempotent.Result.DependencyFailed) off the
+	// head of the queue: with a Scheduler, and within Options.Retry's
+	// bounds, it is retried by a scheduled copy enqueued at least
+	// DependencyWait later, and completed, instead of abandoned. A
+	// breaker's trial sets it, so that the next trial meets another
+	// message, not the same failing ones again. Without a Scheduler, or
+	// past the bounds, the delivery is abandoned as before.
+	DependencyWait time.Duration
 	// Done, if set, is called once the receive has returned, with the
 	// number of messages it returned.
 	Done func(received int)

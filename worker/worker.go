@@ -260,8 +260,15 @@ type pipeline struct {
 
 // handoff is a received message on its way to a handler goroutine.
 type handoff struct {
-	m     *azservicebus.ReceivedMessage
-	trial bool
+	m   *azservicebus.ReceivedMessage
+	adm admitted
+}
+
+// admitted is what a delivery keeps of the Admission it was received
+// under.
+type admitted struct {
+	trial bool          // Admission.Trial
+	wait  time.Duration // Admission.DependencyWait
 }
 
 // Run receives and handles messages until ctx is cancelled, then shuts down
@@ -373,7 +380,7 @@ func (w *Worker) receiveLoop(ctx, rx context.Context, p *pipeline) error {
 			w.received.Add(1)
 			w.inFlight.Add(1)
 			p.inflight.Add(1)
-			w.dispatch(p, handoff{m, adm.Trial})
+			w.dispatch(p, handoff{m, admitted{adm.Trial, adm.DependencyWait}})
 		}
 		if err == nil || cancelledByGate {
 			if failures > 0 {
@@ -449,7 +456,7 @@ func (w *Worker) dispatch(p *pipeline, d handoff) {
 // handler handles d, then every delivery handed to it, until Run ends.
 func (w *Worker) handler(p *pipeline, d handoff) {
 	for {
-		w.handle(p, d.m, d.trial)
+		w.handle(p, d.m, d.adm)
 		d = handoff{} // hold nothing of the last delivery while idle
 		select {
 		case d = <-p.idle:
@@ -463,10 +470,10 @@ func (w *Worker) handler(p *pipeline, d handoff) {
 // handler slot (p.slots, taken by the receive loop), and settle, holding a
 // settlement slot instead. It takes the settlement slot before it gives up
 // the handler slot, so messages waiting to be settled hold handler slots
-// and the loop receives no more than it can settle. trial marks a
-// delivery received under a Gate's trial Admission. Observe is called
-// last, after the settlement attempt.
-func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool) {
+// and the loop receives no more than it can settle. adm is what the
+// Gate's Admission said of the receive. Observe is called last, after the
+// settlement attempt.
+func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, adm admitted) {
 	defer p.inflight.Done()
 	defer w.inFlight.Add(-1)
 	start := time.Now()
@@ -481,7 +488,7 @@ func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool
 		ctx = w.opts.Hook.Start(ctx, m)
 		detached = context.WithoutCancel(ctx)
 	}
-	d := w.process(ctx, m, trial)
+	d := w.process(ctx, m, adm)
 
 	w.waitToSettle(p, d)
 	<-p.slots
@@ -510,7 +517,7 @@ func (w *Worker) handle(p *pipeline, m *azservicebus.ReceivedMessage, trial bool
 // handler that ignores it loses the lock, and the message goes to another
 // consumer), tells the Gate, and waits out the retry backoff of a
 // retried outcome.
-func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, trial bool) *delivery {
+func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, adm admitted) *delivery {
 	now := time.Now()
 	w.checkGrantedLock(m, now)
 	d := &delivery{w: w, m: m, last: now}
@@ -534,10 +541,10 @@ func (w *Worker) process(ctx context.Context, m *azservicebus.ReceivedMessage, t
 	cutOff := retried && errors.Is(context.Cause(mctx), errGraceOver)
 	lost := d.lost.Load() || errors.Is(context.Cause(mctx), errLockLost)
 	if w.gate != nil {
-		w.gate.Record(Decision{Result: res, Trial: trial, Telling: !cutOff && !lost, DeliveryCount: m.DeliveryCount})
+		w.gate.Record(Decision{Result: res, Trial: adm.trial, Telling: !cutOff && !lost, DeliveryCount: m.DeliveryCount})
 	}
 	if !cutOff && !lost {
-		d.retry = w.planRetry(st, res, time.Now())
+		d.retry = w.planRetry(st, res, time.Now(), adm.wait)
 	}
 	if retried && !lost && d.retry == nil {
 		w.backoff(mctx, m.DeliveryCount)

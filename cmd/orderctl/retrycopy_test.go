@@ -18,8 +18,8 @@ func TestResubmitRetryCopyAsOriginal(t *testing.T) {
 		t.Run(sel, func(t *testing.T) {
 			s := newBrokerStack(t)
 			const original = "ord-000042"
-			copyID := worker.RetryMessageID(original, 10)
 			since := s.clock.Now().Add(-59 * time.Minute).Truncate(time.Millisecond)
+			copyID := worker.RetryMessageID(original, since, 10)
 			s.deadLetter(copyID, []byte(`{}`), "MaxDeliveryCountExceeded", "", map[string]any{
 				worker.PropertyOriginalMessageID: original,
 				worker.PropertyRetryAttempt:      int64(10),

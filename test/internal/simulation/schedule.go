@@ -157,7 +157,8 @@ func retryOf(m sbqueue.ReceivedMessage) (string, bool) {
 func retryOfProps(id string, props map[string]any) (string, bool) {
 	orig, ok := props[worker.PropertyOriginalMessageID].(string)
 	n, ok2 := props[worker.PropertyRetryAttempt].(int64)
-	if !ok || !ok2 || id != worker.RetryMessageID(orig, int(n)) {
+	since, ok3 := props[worker.PropertyRetrySince].(int64)
+	if !ok || !ok2 || !ok3 || id != worker.RetryMessageID(orig, time.UnixMilli(since), int(n)) {
 		return "", false
 	}
 	return orig, true
