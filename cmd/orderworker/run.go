@@ -311,19 +311,20 @@ func openStore(ctx context.Context, cfg config, tel *telemetry.Providers, logger
 // check. Without exported telemetry nothing wraps r, which costs nothing.
 //
 // After five consecutive deliveries failed by the store or the payments
-// service, the breaker probes them (the store with a read and a delete of
-// a missing item, cosmosstore.Store.Probe): if the probe fails, it stops
+// service, or one failure of a redelivered message, the breaker probes
+// them (the store with a read and a delete of a missing item,
+// cosmosstore.Store.Probe; the payments service with POST /payments/probe,
+// which calls the acquirer as a capture does): if the probe fails, it stops
 // receiving and probes until they answer (an outage costs the in-flight
 // deliveries, not the backlog); if it succeeds, the failures are the
-// messages' own and do not count again. Five orders failing again (three
-// deliveries each in a row) within the last 50 deliveries open it even
-// when the probe answers (breaker.SpreadFor the concurrency): an outage the
-// probe cannot see, such as one partition key range of the store down or
-// at its storage quota, or an acquirer outage behind a payments service
-// whose /healthz answers; trial deliveries, 10 minutes after and then with
-// a doubling wait up to 40 minutes, close it (each trial lets up to
-// concurrency-1 failing messages through, past poison messages at the head
-// of the queue).
+// messages' own. Five orders failing again (three deliveries each in a
+// row) within the last 50 deliveries open it even when the probe answers
+// (breaker.SpreadFor the concurrency): an outage the probe cannot see, such
+// as one partition key range of the store down; trial deliveries, 10
+// minutes after and then with a doubling wait up to 40 minutes, close it
+// (each trial lets up to seven failing messages through, past poison
+// messages at the head of the queue, each retried by a scheduled copy that
+// waits past the next trial, when the worker has a Scheduler).
 func workerOptions(cfg config, tel *telemetry.Providers, logger *slog.Logger, r worker.Receiver, probe func(context.Context) error,
 	cacheStats func() idempotent.CacheStats, requestCharge func() float64, o *worker.Options) (worker.Receiver, *breaker.Breaker, error) {
 	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe,

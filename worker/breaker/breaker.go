@@ -71,17 +71,20 @@ type Options struct {
 	// opened the breaker although the probe succeeded: a trial that fails
 	// lets the next message through at once, so that poison messages at
 	// the head of the queue (which may be what opened it) do not keep it
-	// open, until TrialLimit entities have failed, or one of them twice;
-	// the first success closes it. Keep it below the worker's Concurrency:
-	// every failed trial message holds a handler slot through its retry
-	// backoff, and a trial that waits for a slot draws the first of them
-	// again. Default Spread; TrialLimitFor gives Concurrency-1.
+	// open, until TrialLimit entities have failed, which opens it again;
+	// the first success closes it, and so does a trial that comes round to
+	// an entity again after fewer than Spread failed. A worker with a
+	// Scheduler moves each failed trial message off the head of the queue
+	// (worker.Admission.DependencyWait); without one, every failed trial
+	// message holds a handler slot through its retry backoff, and a trial
+	// that waits for a slot draws the first of them again. Default Spread;
+	// TrialLimitFor gives DefaultTrialLimit (7), or Concurrency-1 above 8.
 	TrialLimit int
 	// TrialBackoff is the wait after Spread opened the breaker although the
 	// probe succeeded before its first trial: since the probe cannot tell
 	// whether the dependency is back, only deliveries can, and each trial
 	// costs the messages at the head of the queue a delivery (at most
-	// TrialLimit of them). It doubles with each failed trial up to
+	// TrialLimit of them), or, with a Scheduler, a scheduled copy. It doubles with each failed trial up to
 	// MaxTrialBackoff, and starts again from TrialBackoff once the breaker
 	// has stayed closed for TrialBackoff. With the defaults, 10m and 40m, trials come 10, 30, 70
 	// and 110 minutes into an outage: an hour costs each message at most
@@ -142,10 +145,14 @@ func (s State) String() string {
 //     failed probe is an outage the probe sees, and closes it when it
 //     answers again; a successful one is an outage it cannot see, which
 //     only deliveries can end. Then, after TrialBackoff, it lets one
-//     message through at a time (half-open): a success closes it, a
+//     message through at a time (half-open), asking that a message failing
+//     by a dependency wait off the head of the queue until after the next
+//     trial (worker.Admission.DependencyWait): a success closes it, a
 //     dependency failure lets the next message through until TrialLimit
-//     entities have failed in the trial (or one twice), which opens it
-//     again for twice the wait.
+//     entities have failed in the trial, which opens it again for twice
+//     the wait. A trial that comes round to an entity again has met every
+//     failing message at the head: fewer than Spread entities are poison,
+//     and close it; Spread or more open it again.
 //   - An excused entity's failures are not counted in a run again, so they
 //     can neither make it ask the probe nor, without a probe, reopen it,
 //     until a delivery of that entity ends in anything but a retry.
@@ -157,11 +164,12 @@ func (s State) String() string {
 //     Key is an entity of its own, never excused. Past maxExcused
 //     entities the breaker forgets them all, which costs an entity that
 //     still fails one more probe.
-//   - With a Probe, a failure of a delivery whose DeliveryCount is at
-//     least Threshold makes it ask the probe as a run reaching Threshold
-//     does: the message failed that many deliveries across the workers
-//     that share its queue, which a quiet queue's breakers may each see
-//     too few of.
+//   - With a Probe, a dependency failure of a redelivered message
+//     (DeliveryCount 2 or more), excused or not, makes it ask the probe as
+//     a run reaching Threshold does: the message failed before, here or on
+//     another worker sharing its queue, and on a quiet queue each breaker
+//     may see too few failures for a run; asked at once, each opens at the
+//     cost of one delivery of the message.
 //
 // A message whose failure is its own is abandoned after every delivery as
 // before, and the broker dead-letters it at MaxDeliveryCount, while the
@@ -226,9 +234,17 @@ const DefaultSpread = 5
 // other entity before the first of them is dead-lettered.
 func SpreadFor(concurrency int) int { return min(DefaultSpread, max(concurrency-1, 2)) }
 
+// DefaultTrialLimit is the least TrialLimit that TrialLimitFor gives: a
+// trial passes up to seven failing entities at the head of the queue.
+const DefaultTrialLimit = 7
+
 // TrialLimitFor returns the TrialLimit for a worker of the given
-// Concurrency: one less than it, and at least its SpreadFor.
-func TrialLimitFor(concurrency int) int { return max(concurrency-1, SpreadFor(concurrency)) }
+// Concurrency: one less than it, and at least DefaultTrialLimit. A worker
+// with a Scheduler moves each message that fails in a trial off the head
+// of the queue (worker.Admission.DependencyWait), so a trial gets past
+// more failing messages than its handler slots; without one, a trial
+// meets the first of them again once every slot holds one, which ends it.
+func TrialLimitFor(concurrency int) int { return max(concurrency-1, DefaultTrialLimit) }
 
 // maxExcused bounds the entities the breaker excuses, and those of its
 // spread; past it, it forgets them all (which costs at most another
@@ -296,6 +312,12 @@ func (b *Breaker) Admit(ctx, rx context.Context) (rctx context.Context, a worker
 			a = worker.Admission{Done: func(received int) { b.received(cancel, trial, received) }}
 			if trial {
 				b.trial, a.Trial, a.Max = true, true, 1
+				if b.blind {
+					// A message failing in this trial waits off the head
+					// of the queue until after the next trial, which then
+					// meets another message.
+					a.DependencyWait = min(2*b.trialBackoff, b.o.MaxTrialBackoff)
+				}
 			}
 			b.cancelRx = cancel
 			b.mu.Unlock()
@@ -379,6 +401,10 @@ func (b *Breaker) check(ctx context.Context) {
 		b.notify()
 	}
 }
+
+// redelivered is the DeliveryCount from which a dependency failure asks
+// the probe by itself (see Record).
+const redelivered = 2
 
 // failingAgain is how many deliveries of an entity in a row must fail for
 // it to count in the spread: a throttled call or a timeout that strikes
@@ -526,11 +552,17 @@ func (b *Breaker) Record(d worker.Decision) {
 			if b.state == HalfOpen && trial {
 				// A few poison messages at the head of the queue must not
 				// keep it open: the next message goes, until TrialLimit
-				// entities have failed in this trial, or one twice (the
-				// trials came round to the first again).
+				// entities have failed in this trial, which opens it
+				// again. A trial that comes round to an entity again has
+				// met all the failing messages at the head: fewer than
+				// Spread entities are poison, not an outage, and close it.
 				_, again := b.round[key]
-				if b.round[key] = struct{}{}; again || len(b.round) >= b.o.TrialLimit {
-					b.openBlind(len(b.round))
+				b.round[key] = struct{}{}
+				switch n := len(b.round); {
+				case again && n < b.o.Spread:
+					b.close(fmt.Sprintf("a trial came round to a failing entity again after %d failed: fewer than the spread of %d, so their failures are their own", n, b.o.Spread))
+				case again || n >= b.o.TrialLimit:
+					b.openBlind(n)
 				}
 			}
 			return
@@ -540,7 +572,17 @@ func (b *Breaker) Record(d worker.Decision) {
 			b.startCheck()
 			return
 		}
-		if _, own := b.excused[key]; own {
+		// A redelivered message that fails by a dependency (it failed
+		// before, on this worker or another) is a run by itself: on a
+		// quiet queue shared by several workers, no one breaker may see
+		// Threshold failures before MaxDeliveryCount, and each breaker
+		// that asks at its first such failure opens at the cost of one
+		// delivery of the message. The probe decides, each time, excused
+		// or not: the outage that excused its entity may have ended and
+		// another begun. A poison message costs a probe per delivery from
+		// its second on.
+		deep := b.o.Probe != nil && d.DeliveryCount >= redelivered
+		if _, own := b.excused[key]; own && !(deep && b.state == Closed) {
 			return // its failures are its own; a half-open trial goes again
 		}
 		b.failures++
@@ -548,13 +590,6 @@ func (b *Breaker) Record(d worker.Decision) {
 		b.last = res
 		switch b.state {
 		case Closed:
-			// A message that has failed Threshold deliveries, across every
-			// worker that received it, is a run by itself: on a quiet
-			// queue shared by several workers, no one breaker may see
-			// Threshold failures before MaxDeliveryCount. The probe
-			// decides: a poison message's entity is excused at the cost of
-			// one probe.
-			deep := b.o.Probe != nil && d.DeliveryCount >= uint32(b.o.Threshold)
 			if !b.checking && (b.failures >= b.o.Threshold || deep) {
 				b.startCheck()
 			}

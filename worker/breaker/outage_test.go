@@ -93,7 +93,11 @@ type outageRun struct {
 	captures bool
 }
 
-func startOutageRun(t *testing.T, orders int, captures bool) *outageRun {
+// startOutageRun starts it; with scheduler the worker has the queue's
+// sender for its delayed retries, as cmd/orderworker has on its queue, and
+// without one it abandons what it would retry later, as on a
+// subscription.
+func startOutageRun(t *testing.T, orders int, captures, scheduler bool) *outageRun {
 	t.Helper()
 	r := &outageRun{captures: captures, logs: workertest.NewCapture(slog.LevelInfo)}
 	var err error
@@ -127,9 +131,13 @@ func startOutageRun(t *testing.T, orders int, captures bool) *outageRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(r.q.NewReceiver(), r.counter, slog.New(r.logs), worker.Options{
+	o := worker.Options{
 		Concurrency: deployedConcurrency, LockDuration: deployedLock, SummaryInterval: -1, Gate: r.b,
-	})
+	}
+	if scheduler {
+		o.Scheduler = r.q.NewSender()
+	}
+	w, err := worker.New(r.q.NewReceiver(), r.counter, slog.New(r.logs), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,18 +145,24 @@ func startOutageRun(t *testing.T, orders int, captures bool) *outageRun {
 	return r
 }
 
-// TestBreakerOutagesTheProbeCannotSee: outages of an hour that the
-// breaker's probe cannot see, on a backlog, with the deployment's
+// TestBreakerOutagesOfWhatTheMessagesNeed: outages of an hour that only
+// what the messages need meets, on a backlog, with the deployment's
 // defaults (lock 1 min, MaxDeliveryCount 10, concurrency 8, threshold 5):
 // the store refuses writes and answers reads; the payments service answers
 // 503 to captures and 200 to /healthz; one physical partition of four
-// fails every call while the others, and the probe's, answer. None of them
-// may dead-letter a message: the breaker opens on the failures of
-// distinct entities, and its trials cost each message a few deliveries
-// over the hour, far fewer than MaxDeliveryCount. Once the outage ends,
-// every order is created (and with captures, charged once, its payment
-// record completed).
-func TestBreakerOutagesTheProbeCannotSee(t *testing.T) {
+// fails every call while the others answer. A probe that proves only that
+// something answers (a point read, GET /healthz) sees none of them. None
+// may dead-letter a message: the store's probe deletes a missing item and
+// the payments probe exercises a capture, so the first two open the
+// breaker through the probe, at the cost of one delivery of a message;
+// the partition, which the probe's key does not fall in, opens it by the
+// failures of distinct entities, and its trials cost each message a few
+// deliveries over the hour, far fewer than MaxDeliveryCount. Each runs
+// with a Scheduler, as on cmd/orderworker's queue (a message failing in a
+// trial waits in a scheduled copy), and without, as on a subscription.
+// Once the outage ends, every order is created (and with captures,
+// charged once, its payment record completed).
+func TestBreakerOutagesOfWhatTheMessagesNeed(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		orders   int
@@ -173,60 +187,67 @@ func TestBreakerOutagesTheProbeCannotSee(t *testing.T) {
 			panic("unreachable")
 		}},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				r := startOutageRun(t, 0, tt.captures)
-				end, failing := tt.start(r)
-				// Orders in the failing partition make up a quarter of those
-				// sent, as a hash range of four would hold.
-				down, up := 0, 0
-				for i := 0; down+up < tt.orders; i++ {
-					id := fmt.Sprintf("ord-%03d", i)
-					if f := failing(id); f && (tt.all || down < tt.orders/4) {
-						down++
-					} else if !f && up < tt.orders-tt.orders/4 {
-						up++
-					} else {
-						continue
-					}
-					if _, err := r.q.Send(context.Background(), sbqueue.Message{MessageID: id, Body: orderBody(id), Subject: order.SubjectOrderPlaced}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				time.Sleep(outageLength)
-				synctest.Wait()
-				during := r.q.Snapshot()
-				worst := r.counter.worst()
-				end()
-				time.Sleep(time.Hour)
-				synctest.Wait()
-				after := r.q.Snapshot()
-				t.Logf("%s, %d orders (%d failing) for %v: %d deliveries, at most %d for one message, %d dead-lettered, %d probes, breaker opened %d times; after it: %d completed, %d dead-lettered in all",
-					tt.name, tt.orders, down, outageLength, during.Delivered, worst, during.DeadLettered, r.probes.Load(), r.b.Opened(), after.Completed, after.DeadLettered)
-				if during.DeadLettered != 0 || after.DeadLettered != 0 {
-					t.Errorf("%d dead-lettered during the outage, %d in all; want none", during.DeadLettered, after.DeadLettered)
-				}
-				if worst > 5 {
-					t.Errorf("a message was delivered %d times during the outage; want at most 5 of MaxDeliveryCount 10", worst)
-				}
-				if r.b.Opened() == 0 {
-					t.Error("the breaker never opened")
-				}
-				if after.Completed != int64(tt.orders) || r.b.Paused() {
-					t.Errorf("after the outage: %d of %d completed, breaker paused %v", after.Completed, tt.orders, r.b.Paused())
-				}
-				if tt.captures {
-					for _, it := range r.store.Items() {
-						if strings.HasPrefix(it.ID, "Payment:") && !strings.Contains(string(it.Body), `"state":"completed"`) {
-							t.Errorf("payment record %s left %s", it.ID, it.Body)
+		for _, scheduler := range []bool{true, false} {
+			name := tt.name + ", on a queue (a Scheduler)"
+			if !scheduler {
+				name = tt.name + ", on a subscription (no Scheduler)"
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					r := startOutageRun(t, 0, tt.captures, scheduler)
+					end, failing := tt.start(r)
+					// Orders in the failing partition make up a quarter of those
+					// sent, as a hash range of four would hold.
+					down, up := 0, 0
+					for i := 0; down+up < tt.orders; i++ {
+						id := fmt.Sprintf("ord-%03d", i)
+						if f := failing(id); f && (tt.all || down < tt.orders/4) {
+							down++
+						} else if !f && up < tt.orders-tt.orders/4 {
+							up++
+						} else {
+							continue
+						}
+						if _, err := r.q.Send(context.Background(), sbqueue.Message{MessageID: id, Body: orderBody(id), Subject: order.SubjectOrderPlaced}); err != nil {
+							t.Fatal(err)
 						}
 					}
-					if n := r.svc.Charges(); n != tt.orders {
-						t.Errorf("%d charges for %d orders", n, tt.orders)
+					time.Sleep(outageLength)
+					synctest.Wait()
+					during := r.q.Snapshot()
+					worst := r.counter.worst()
+					end()
+					time.Sleep(time.Hour)
+					synctest.Wait()
+					after := r.q.Snapshot()
+					t.Logf("%s, %d orders (%d failing) for %v: %d deliveries, at most %d for one message, %d dead-lettered, %d probes, breaker opened %d times; after it: %d completed, %d dead-lettered in all",
+						tt.name, tt.orders, down, outageLength, during.Delivered, worst, during.DeadLettered, r.probes.Load(), r.b.Opened(), after.Completed, after.DeadLettered)
+					if during.DeadLettered != 0 || after.DeadLettered != 0 {
+						t.Errorf("%d dead-lettered during the outage, %d in all; want none", during.DeadLettered, after.DeadLettered)
 					}
-				}
-				r.stop()
+					if worst > 5 {
+						t.Errorf("a message was delivered %d times during the outage; want at most 5 of MaxDeliveryCount 10", worst)
+					}
+					if r.b.Opened() == 0 {
+						t.Error("the breaker never opened")
+					}
+					// A scheduled copy's original is completed too.
+					if own := after.Completed - after.ScheduledAccepted; own != int64(tt.orders) || r.b.Paused() {
+						t.Errorf("after the outage: %d of %d completed (%d copies), breaker paused %v", own, tt.orders, after.ScheduledAccepted, r.b.Paused())
+					}
+					if tt.captures {
+						for _, it := range r.store.Items() {
+							if strings.HasPrefix(it.ID, "Payment:") && !strings.Contains(string(it.Body), `"state":"completed"`) {
+								t.Errorf("payment record %s left %s", it.ID, it.Body)
+							}
+						}
+						if n := r.svc.Charges(); n != tt.orders {
+							t.Errorf("%d charges for %d orders", n, tt.orders)
+						}
+					}
+					r.stop()
+				})
 			})
-		})
+		}
 	}
 }

@@ -111,7 +111,10 @@ func TestSpreadOpensOnFiveEntitiesFailingAgain(t *testing.T) {
 // breaker waits TrialBackoff (10 min), then lets one message through at a
 // time: a trial that fails lets the next through until five entities have
 // failed, which opens it again for twice the wait (20 min); the first
-// success closes it. The probe is asked before each trial.
+// success closes it. The probe is asked before each trial. Each trial's
+// Admission asks that a message failing by a dependency wait off the head
+// of the queue until after the next trial (DependencyWait): 20 minutes in
+// the first wait's trials, 40 in the second's.
 func TestSpreadTrials(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		probes := 0
@@ -129,12 +132,13 @@ func TestSpreadTrials(t *testing.T) {
 			t.Fatalf("state %v after five entities failed again, want open", b.State())
 		}
 		opened := time.Now()
+		away := 20 * time.Minute
 		trial := func(wait time.Duration) worker.Admission {
 			t.Helper()
 			time.Sleep(wait)
 			a, ok := admit(b)
-			if !ok || !a.Trial || a.Max != 1 {
-				t.Fatalf("%v after opening: admission %+v (%v), want one trial message", time.Since(opened), a, ok)
+			if !ok || !a.Trial || a.Max != 1 || a.DependencyWait != away {
+				t.Fatalf("%v after opening: admission %+v (%v), want one trial message whose failure waits %v", time.Since(opened), a, ok, away)
 			}
 			a.Done(1)
 			return a
@@ -161,6 +165,7 @@ func TestSpreadTrials(t *testing.T) {
 			t.Fatalf("state %v after five entities failed their trials, want open", b.State())
 		}
 		reopened := time.Now()
+		away = 40 * time.Minute
 		time.Sleep(20*time.Minute - time.Second)
 		if _, ok := admit(b); ok {
 			t.Fatal("admitted before twice the wait")
@@ -181,11 +186,12 @@ func TestSpreadTrials(t *testing.T) {
 // TestDeepDeliveryAsksTheProbe: on a quiet queue shared by several
 // workers, one message's deliveries spread over their breakers, and none
 // sees Threshold failures in a row before MaxDeliveryCount. A dependency
-// failure of a delivery whose DeliveryCount is at least Threshold makes
-// the breaker ask the probe by itself: a failing probe opens it, a
-// succeeding one (a poison message) excuses the entity, whose later
-// deliveries ask nothing, and keeps it closed. Below Threshold, or
-// without a probe, one failure does nothing.
+// failure of a redelivered message (DeliveryCount 2 or more: it failed
+// before, here or on another worker) makes the breaker ask the probe by
+// itself: a failing probe opens it, a succeeding one (a poison message)
+// keeps it closed and excuses the entity, whose next redelivery asks
+// again (an outage may have begun since). A first delivery, or a breaker
+// without a probe, does nothing on one failure.
 func TestDeepDeliveryAsksTheProbe(t *testing.T) {
 	deep := func(key string, count uint32) worker.Decision {
 		d := failed(key)
@@ -202,8 +208,9 @@ func TestDeepDeliveryAsksTheProbe(t *testing.T) {
 	}{
 		{"the fifth delivery, the probe fails", errStoreDown, false, breakerThreshold, true, 1},
 		{"the ninth delivery, the probe fails", errStoreDown, false, 9, true, 1},
-		{"the fourth delivery, the probe fails", errStoreDown, false, breakerThreshold - 1, false, 0},
-		{"the fifth delivery, the probe succeeds", nil, false, breakerThreshold, false, 1},
+		{"the second delivery, the probe fails", errStoreDown, false, 2, true, 1},
+		{"the first delivery, the probe fails", errStoreDown, false, 1, false, 0},
+		{"the fifth delivery, the probe succeeds", nil, false, breakerThreshold, false, 2},
 		{"the fifth delivery, no probe", nil, true, breakerThreshold, false, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,7 +231,7 @@ func TestDeepDeliveryAsksTheProbe(t *testing.T) {
 				if got := b.Paused(); got != tt.wantOpen {
 					t.Fatalf("paused %v, want %v", got, tt.wantOpen)
 				}
-				if !tt.wantOpen && tt.probes == 1 { // an excused entity asks the probe once
+				if !tt.wantOpen && tt.probes > 0 { // excused, it asks the probe again at its next deep delivery
 					b.Record(deep("quiet-1", tt.count+1))
 					admit(b)
 				}
@@ -259,6 +266,114 @@ func TestSpreadCountsDeepDeliveries(t *testing.T) {
 				}
 				if got, want := b.Paused(), entities >= breakerSpread; got != want {
 					t.Fatalf("paused %v after %d entities failed at delivery %d or later, want %v", got, entities, breakerThreshold, want)
+				}
+			})
+		})
+	}
+}
+
+// TestDeepDeliveryOfAnExcusedEntityAsksAgain: an entity excused because
+// the probe answered (its failures were its own, or an outage ended just
+// before) is not excused from the outage that begins next: its next
+// failure at a DeliveryCount of Threshold or more asks the probe again,
+// and the failing probe opens the breaker. Excused for good, its message
+// would spend its last deliveries on the new outage and be dead-lettered.
+func TestDeepDeliveryOfAnExcusedEntityAsksAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var down bool
+		probes := 0
+		b, err := breaker.New(breaker.Options{Threshold: breakerThreshold, Spread: breakerSpread, TrialLimit: breakerTrialLimit,
+			Probe: func(context.Context) error {
+				probes++
+				if down {
+					return errStoreDown
+				}
+				return nil
+			}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := failed("quiet-1")
+		d.DeliveryCount = breakerThreshold
+		b.Record(d)
+		if _, ok := admit(b); !ok || b.Paused() {
+			t.Fatalf("paused %v after a deep failure the probe excused, want closed", b.Paused())
+		}
+		down = true // the store fails from now on
+		d.DeliveryCount++
+		b.Record(d)
+		if _, ok := admit(b); ok || b.State() != breaker.Open {
+			t.Fatalf("state %v after the excused entity failed a deep delivery with the probe failing, want open", b.State())
+		}
+		if probes != 2 {
+			t.Errorf("%d probes, want 2", probes)
+		}
+	})
+}
+
+// TestSpreadTrialComesRoundAgain: a blind trial that comes round to an
+// entity again after fewer than Spread entities failed in it has met every
+// failing message at the head of the queue (without a Scheduler a failed
+// trial message returns there; with one, a second message of one entity
+// does): they are poison, not an outage, so the breaker closes, and they
+// no longer count in the spread. The same after Spread or more entities
+// failed opens it again.
+func TestSpreadTrialComesRoundAgain(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		failing   int // distinct entities failing in the trial before the first comes round
+		wantState breaker.State
+	}{
+		{"two entities, then the first again", 2, breaker.Closed},
+		{"four entities, then the first again", breaker.DefaultSpread - 1, breaker.Closed},
+		{"five entities, then the first again", breaker.DefaultSpread, breaker.Open},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, err := breaker.New(breaker.Options{Threshold: 1000, Spread: breaker.DefaultSpread, TrialLimit: breakerTrialLimit,
+					Probe: func(context.Context) error { return nil }}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 3 {
+					for e := range breaker.DefaultSpread {
+						b.Record(failed(fmt.Sprintf("e-%d", e)))
+					}
+				}
+				if _, ok := admit(b); ok || b.State() != breaker.Open {
+					t.Fatalf("state %v after five entities failed again, want open", b.State())
+				}
+				time.Sleep(10 * time.Minute)
+				fail := func(key string) {
+					t.Helper()
+					a, ok := admit(b)
+					if !ok || !a.Trial {
+						t.Fatalf("admission %+v (%v), want a trial", a, ok)
+					}
+					a.Done(1)
+					d := failed(key)
+					d.Trial = true
+					b.Record(d)
+				}
+				for e := range tt.failing {
+					fail(fmt.Sprintf("e-%d", e))
+				}
+				fail("e-0")
+				if got := b.State(); got != tt.wantState {
+					t.Fatalf("state %v after %d entities failed in the trial and the first came round, want %v", got, tt.failing, tt.wantState)
+				}
+				if tt.wantState != breaker.Closed {
+					return
+				}
+				// The poison entities no longer count: failing again, they
+				// do not reopen it.
+				for range 3 {
+					for e := range tt.failing {
+						b.Record(failed(fmt.Sprintf("e-%d", e)))
+					}
+				}
+				if _, ok := admit(b); !ok || b.State() != breaker.Closed {
+					t.Errorf("state %v after the trial's poison entities failed again, want closed", b.State())
 				}
 			})
 		})
