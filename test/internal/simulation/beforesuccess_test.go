@@ -76,3 +76,36 @@ func TestSimulationFindsACheckpointBeforePublish(t *testing.T) {
 		return simulation.Config{Orders: 200, Seed: seed, DisableStatusChanges: true, Faults: simulation.FaultRates{RelaySendFailure: 0.2, RelayCrashBeforeSend: 0.2}}
 	}, func(r *simulation.Report) int { return r.Relay.SendFailures + r.Relay.CrashesBeforeSend }, "a relay that checkpoints a page before publishing it", simulation.EventReachesEverySubscription)
 }
+
+// TestOutagesDeadLetterNothing: each kind of dependency outage, on its
+// own, for ten lock durations while messages wait, dead-letters nothing
+// (no-dead-letter-during-outage). The outages the breakers' probes see
+// (the whole store; its writes, which the store's probe deletes; the
+// payment captures, which the payments service's probe exercises) run
+// with four workers of two handlers on every queue, the inbox consumers'
+// quiet ones included: each worker spends at most one delivery of a
+// message before its probe opens it. One key range of the store, which
+// only the spread rule sees, runs on the order writers' queue with a
+// backlog, as cmd/orderworker is deployed (three workers of eight
+// handlers): on a queue where fewer than the spread's entities fail (an
+// inbox consumer's trickle), it cannot be told from poison messages, and
+// its messages are dead-lettered as theirs are (see outage.go).
+func TestOutagesDeadLetterNothing(t *testing.T) {
+	for _, tt := range []struct {
+		name                 string
+		faults               simulation.FaultRates
+		workers, concurrency int
+		disableInbox         bool
+	}{
+		{"the whole store", simulation.FaultRates{StoreOutage: 0.05}, 4, 2, false},
+		{"the store's writes", simulation.FaultRates{StoreWriteOutage: 0.05}, 4, 2, false},
+		{"the payment captures", simulation.FaultRates{CaptureOutage: 0.05}, 4, 2, false},
+		{"one key range", simulation.FaultRates{PartitionOutage: 0.05}, 3, 8, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			checkBeforeSuccess(t, []uint64{0, 1, 2}, func(seed uint64) simulation.Config {
+				return simulation.Config{Orders: 200, Seed: seed, Workers: tt.workers, Concurrency: tt.concurrency, DisableInbox: tt.disableInbox, Faults: tt.faults}
+			}, func(r *simulation.Report) int { return len(r.BeforeSuccess.Outages) }, "a breaker that does not stop for an outage of "+tt.name, simulation.NoDeadLetterDuringOutage)
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/idempotent-consumer/sbcosmos/relay"
 	"github.com/idempotent-consumer/sbcosmos/test/memstore"
 	"github.com/idempotent-consumer/sbcosmos/test/sbqueue"
+	"github.com/idempotent-consumer/sbcosmos/worker"
 )
 
 // State is what the checker holds against the invariants: the producer's
@@ -178,6 +180,10 @@ type view struct {
 	enqueued []Sent           // in sequence order
 	dead     map[int64]sbqueue.ReceivedMessage
 	pending  map[int64]bool // still in the queue, available or locked
+	// fates are what became of the delayed-retry copies the workers
+	// scheduled, by the sequence number of the message they retry (see
+	// end).
+	fates map[int64]retryFate
 	// stored returns the request hash of the content processed for
 	// message id, and whether any was; hash is empty when the effect exists
 	// but its content can no longer be told (an inbox marker expired).
@@ -209,7 +215,91 @@ func newView(consumer string, sent []Sent, q sbqueue.Snapshot, stored func(strin
 	for _, m := range q.Locked {
 		v.pending[m.SequenceNumber] = true
 	}
+	v.fates = copyFates(v.enqueued, q)
 	return v
+}
+
+// end returns how message m ended: dead-lettered (with its dead-letter),
+// still in the queue, or neither: completed. A message the worker
+// completed after it scheduled a delayed-retry copy (a status change
+// before its order, a trial of a circuit breaker that failed by a
+// dependency) ends as its copies do: in the queue while one is,
+// dead-lettered when the last of them was (see copyFates).
+func (v *view) end(m Sent) (dl sbqueue.ReceivedMessage, dead, pending bool) {
+	if dl, dead = v.dead[m.Seq]; dead {
+		return dl, true, false
+	}
+	if v.pending[m.Seq] {
+		return dl, false, true
+	}
+	if f, ok := v.fates[m.Seq]; ok {
+		return f.dead, f.isDead && !f.pending, f.pending
+	}
+	return dl, false, false
+}
+
+// copyFates collects the fates of the scheduled copies in q by the
+// sequence number of the message they retry (copyOwner), so that the
+// copies of a resubmission, or of a producer's retry, are not taken for
+// those of an earlier message with the same MessageId.
+func copyFates(enqueued []Sent, q sbqueue.Snapshot) map[int64]retryFate {
+	out := make(map[int64]retryFate)
+	of := func(m sbqueue.ReceivedMessage) (int64, bool) {
+		i := copyOwner(enqueued, m.MessageID, m.ApplicationProperties, m.SequenceNumber)
+		if i < 0 {
+			return 0, false
+		}
+		return enqueued[i].Seq, true
+	}
+	for _, m := range q.DeadLetters {
+		if seq, ok := of(m); ok {
+			f := out[seq]
+			f.dead, f.isDead = m, true
+			out[seq] = f
+		}
+	}
+	for _, list := range [][]sbqueue.ReceivedMessage{q.Active, q.Locked, q.Scheduled} {
+		for _, m := range list {
+			if seq, ok := of(m); ok {
+				f := out[seq]
+				f.pending = true
+				out[seq] = f
+			}
+		}
+	}
+	return out
+}
+
+// copyOwner returns the index in sent of the message that the scheduled
+// copy with MessageId id, application properties props and sequence
+// number seq retries, or -1 if it is not a copy or retries none of them:
+// of the messages enqueued before it with the MessageId it retries, the one
+// whose enqueue time is nearest the copy's worker.PropertyRetrySince (the
+// original's enqueue time, which every copy of a copy keeps), the last of
+// them on a tie.
+func copyOwner(sent []Sent, id string, props map[string]any, seq int64) int {
+	orig, ok := retryOfProps(id, props)
+	if !ok {
+		return -1
+	}
+	since, _ := props[worker.PropertyRetrySince].(int64)
+	best, gap := -1, int64(math.MaxInt64)
+	for i, s := range sent {
+		if !s.Enqueued || s.MessageID != orig || s.Seq >= seq {
+			continue
+		}
+		if d := abs64(s.EnqueuedAt.UnixMilli() - since); d <= gap {
+			best, gap = i, d
+		}
+	}
+	return best
+}
+
+func abs64(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 // where names the view's queue in a violation.
@@ -235,6 +325,7 @@ type index struct {
 	loyalty   []doc                             // loyalty entries
 	malformed []doc                             // documents the checker cannot read
 	views     []*view                           // the order writers' queue, then each inbox consumer's
+	orderView *view                             // the order writers' queue
 }
 
 func newIndex(s *State) *index {
@@ -288,7 +379,7 @@ func newIndex(s *State) *index {
 		}
 	}
 	orders := newView("", s.Sent, s.Queue, idx.stored)
-	idx.enqueued, idx.dead, idx.pending = orders.enqueued, orders.dead, orders.pending
+	idx.enqueued, idx.dead, idx.pending, idx.orderView = orders.enqueued, orders.dead, orders.pending, orders
 	idx.views = append(idx.views, orders)
 	for _, sub := range s.Inbox {
 		idx.views = append(idx.views, newView(sub.Consumer, sub.Sent, sub.Queue, idx.inboxStored(sub.Consumer)))
@@ -464,9 +555,9 @@ func (v *view) noMessageLost(idx *index) []Violation {
 	for _, m := range v.enqueued {
 		known[m.Seq] = true
 		hash, stored := v.stored(m.MessageID)
-		dl, dead := v.dead[m.Seq]
+		dl, dead, pending := v.end(m)
 		switch {
-		case v.pending[m.Seq]:
+		case pending:
 			add(m, "%s message still in the queue at the end of the run", m.Kind)
 		case dead && (dl.DeadLetterReason == "" || dl.DeadLetterErrorDescription == ""):
 			add(m, "dead-lettered with reason %q and description %q: both must explain it", dl.DeadLetterReason, dl.DeadLetterErrorDescription)
@@ -660,8 +751,8 @@ func checkOneChargePerOrder(idx *index) []Violation {
 			continue
 		}
 		completed := slices.ContainsFunc(idx.copies[id], func(m Sent) bool {
-			_, dead := idx.dead[m.Seq]
-			return m.RequestHash == d.RequestHash && !dead && !idx.pending[m.Seq]
+			_, dead, pending := idx.orderView.end(m)
+			return m.RequestHash == d.RequestHash && !dead && !pending
 		})
 		charges := l.Charges[id]
 		switch {

@@ -66,8 +66,9 @@ type Config struct {
 	// deliveries, and a status change may be delivered once before its
 	// order exists, so it must be at most (MaxDeliveryCount-2)/2, the
 	// default. With dependency outages (FaultRates.StoreOutage and the
-	// others), which cost a message the delivery it was in when the outage
-	// began, it must be at most (MaxDeliveryCount-3)/2, the default then.
+	// others), which cost a message up to a delivery per worker and one
+	// more (see outageSlack), it must be at most
+	// (MaxDeliveryCount-3-Workers)/2, the default then (at least 1).
 	MaxFaultsPerMessage int
 
 	// The queues' properties. Defaults: 30s, 10, 10m. The workers are
@@ -88,6 +89,12 @@ type Config struct {
 	// breaker's, as cmd/orderworker uses them (1s and 1m, against its
 	// 1 minute locks); CompressedTimeScale scales them with the lock.
 	BreakerMinBackoff, BreakerMaxBackoff time.Duration
+	// BreakerTrialBackoff and BreakerMaxTrialBackoff are the circuit
+	// breakers' waits before they let a message through after their spread
+	// rule opened them (breaker.Options.TrialBackoff and MaxTrialBackoff).
+	// Defaults: 10 and 40 lock durations, the ratio cmd/orderworker has
+	// (the breaker's 10 and 40 minutes against its 1 minute locks).
+	BreakerTrialBackoff, BreakerMaxTrialBackoff time.Duration
 	// RetryMaxDelay bounds the total delay of a message's scheduled
 	// retries (worker.RetryOptions.MaxDelay). Default: the worker's, as
 	// cmd/orderworker uses it (1 hour, 60 of its 1 minute locks);
@@ -171,8 +178,11 @@ type Config struct {
 	PaymentLatency time.Duration
 
 	// StallTimeout ends a run in which nothing is settled for this long
-	// while messages remain, which can only be a bug. Default 20 lock
-	// durations: the longest legitimate quiet spell is a lock lapsing.
+	// while messages remain, which can only be a bug. Default the longer
+	// of 20 lock durations (a lock lapsing) and BreakerMaxTrialBackoff
+	// plus 10 lock durations: the longest legitimate quiet spell is a
+	// circuit breaker that its spread rule opened waiting for its next
+	// trial while every worker's breaker is open.
 	StallTimeout time.Duration
 	// DelayProbeInterval is how often the run measures its own scheduling
 	// delay (see TimingReport). Default a fiftieth of the lock duration;
@@ -187,7 +197,11 @@ type Config struct {
 
 	// TimeLimit bounds the whole run. Default: the planned waits (the
 	// duplicate-detection window and both resubmission delays) plus 100
-	// lock durations per delivery a message may have.
+	// lock durations per delivery a message may have, plus the total
+	// delay of its scheduled retries (RetryMaxDelay; the worker's 1 hour
+	// when zero) for the message and each of its two resubmissions: a
+	// circuit breaker's trials move a failing message to scheduled copies,
+	// each of which starts its deliveries again.
 	TimeLimit time.Duration
 }
 
@@ -306,7 +320,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Workers, 3)
 	def(&c.Concurrency, 8)
 	def(&c.MaxDeliveryCount, sbqueue.DefaultMaxDeliveryCount)
-	def(&c.MaxFaultsPerMessage, max((c.MaxDeliveryCount-2-c.Faults.outageSlack())/2, 1))
+	def(&c.MaxFaultsPerMessage, max((c.MaxDeliveryCount-2-c.Faults.outageSlack(c.Workers))/2, 1))
 	defDur(&c.LockDuration, 30*time.Second)
 	defDur(&c.DuplicateDetectionWindow, sbqueue.DefaultDuplicateDetectionWindow)
 	defDur(&c.ShutdownGrace, 30*time.Second)
@@ -319,11 +333,19 @@ func (c Config) withDefaults() Config {
 	defDur(&c.RelayLeaseDuration, relay.DefaultLeaseDuration)
 	defDur(&c.RelayPollInterval, relay.DefaultPollInterval)
 	defDur(&c.RelayCallTimeout, relay.DefaultCallTimeout)
-	defDur(&c.StallTimeout, 20*c.LockDuration)
+	defDur(&c.BreakerTrialBackoff, 10*c.LockDuration)
+	defDur(&c.BreakerMaxTrialBackoff, max(40*c.LockDuration, c.BreakerTrialBackoff))
+	// A breaker opened by its spread rule waits up to MaxTrialBackoff
+	// between trials, settling nothing meanwhile.
+	defDur(&c.StallTimeout, max(20*c.LockDuration, c.BreakerMaxTrialBackoff+10*c.LockDuration))
 	defDur(&c.OutageDuration, 10*c.LockDuration)
 	defDur(&c.DelayProbeInterval, c.LockDuration/50)
+	retries := c.RetryMaxDelay
+	if retries == 0 {
+		retries = time.Hour // worker.RetryOptions' default
+	}
 	defDur(&c.TimeLimit, c.DuplicateDetectionWindow+c.ResubmitEarly+c.ResubmitLate+
-		time.Duration(100*c.MaxDeliveryCount)*c.LockDuration)
+		time.Duration(100*c.MaxDeliveryCount)*c.LockDuration+3*retries)
 	if c.StatusChanges == 0 {
 		c.StatusChanges = 0.3
 	}
@@ -347,8 +369,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("simulation: %d workers is not between 1 and 64", c.Workers)
 	case c.Concurrency < 1 || c.Concurrency > 5000:
 		return fmt.Errorf("simulation: concurrency %d is not between 1 and 5000", c.Concurrency)
-	case 2*c.MaxFaultsPerMessage+2+c.Faults.outageSlack() > c.MaxDeliveryCount:
-		return fmt.Errorf("simulation: MaxFaultsPerMessage %d must be at most (MaxDeliveryCount %d - %d) / 2, or faults alone could dead-letter a message", c.MaxFaultsPerMessage, c.MaxDeliveryCount, 2+c.Faults.outageSlack())
+	case 2*c.MaxFaultsPerMessage+2+c.Faults.outageSlack(c.Workers) > c.MaxDeliveryCount:
+		return fmt.Errorf("simulation: MaxFaultsPerMessage %d must be at most (MaxDeliveryCount %d - %d) / 2, or faults alone could dead-letter a message", c.MaxFaultsPerMessage, c.MaxDeliveryCount, 2+c.Faults.outageSlack(c.Workers))
 	case c.LockDuration < time.Second || c.DuplicateDetectionWindow <= 0 || c.MarkerTTL < time.Second:
 		return errors.New("simulation: the lock duration must be at least a second (the worker's minimum), the duplicate-detection window positive, and the marker TTL at least a second")
 	case c.KeyRetention <= 0 || c.ShutdownGrace <= 0:
@@ -376,11 +398,11 @@ func (c Config) validate() error {
 // whose Receiver wraps r. Only the periodic summary is off. It returns the
 // receiver to give the worker.
 func (c Config) workerOptions(probe func(context.Context) error, queue string, r worker.Receiver, logger *slog.Logger) (worker.Options, worker.Receiver, error) {
-	// cmd/orderworker also sets Spread and TrialLimit (the spread rule).
-	// The simulation does not yet: with it, runs that hold many poison
-	// entities end on the time limit instead of a verdict. The rule is
-	// proven by worker/breaker's outage tests meanwhile.
-	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe, MinBackoff: c.BreakerMinBackoff, MaxBackoff: c.BreakerMaxBackoff}
+	// As cmd/orderworker configures it; only the waits are scaled.
+	bo := breaker.Options{Threshold: breakerThreshold, Probe: probe,
+		Spread: breaker.SpreadFor(c.Concurrency), TrialLimit: breaker.TrialLimitFor(c.Concurrency),
+		MinBackoff: c.BreakerMinBackoff, MaxBackoff: c.BreakerMaxBackoff,
+		TrialBackoff: c.BreakerTrialBackoff, MaxTrialBackoff: c.BreakerMaxTrialBackoff}
 	o := worker.Options{
 		Concurrency:     c.Concurrency,
 		LockDuration:    c.LockDuration,

@@ -107,9 +107,9 @@
 // topic sees the batch, and a relay is SIGKILLed after reading a page and
 // before sending it (the relay must not checkpoint what it has not
 // published). And a dependency can go down for a while and come back
-// (outage.go): the whole store, which the breaker's probe sees; only its
-// writes, one key range of it, or the payment captures, which a point read
-// does not see. Every fault is
+// (outage.go): the whole store, only its writes, or the payment captures,
+// which the breakers' probes see, or one key range of the store, which
+// only their spread rule sees. Every fault is
 // switchable and rate-controlled (FaultRates) and planned from the seed:
 // whether a fault strikes a given opportunity (the n-th delivery of a
 // queued message, the n-th store call for an order) is a function of the

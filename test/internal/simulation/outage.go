@@ -18,38 +18,43 @@ import (
 // NoDeadLetterDuringOutage holds it to it.
 //
 // Each kind stands for a real behaviour, and says which calls fail and
-// whether the breaker's probe (the store's Ping, a point read) sees it:
+// whether the breakers' probes see it: the store's (cosmosstore.Store.Probe,
+// a point read and a delete of a missing item, under key probeKey; see
+// faultStore.Probe) and, for the order writers, the payments service's
+// (payments.Client.Ping, POST /payments/probe), as cmd/orderworker's:
 //
 //   - OutageStore: the store answers nothing (503 to every call, the probe
-//     included): a region or account outage.
+//     included): a region or account outage. The probe sees it.
 //   - OutageStoreWrites: the store fails every write (creates, batches,
-//     replaces, patches) with 503 and answers reads, the probe included: a
-//     write-region outage, a role cut to Data Reader, a storage quota. The
-//     probe cannot see it.
+//     replaces, patches, deletes) with 503 and answers reads: a
+//     write-region outage, a role cut to Data Reader. The probe's delete
+//     sees it.
 //   - OutagePartition: every call whose partition key falls in one key
 //     range (a quarter of the keys, by hash, as a physical partition holds
-//     a range of the hashed keys) fails with 503; the rest of the store,
-//     and the probe's read, answer: a physical partition down, or
-//     throttled hot. The probe cannot see it.
-//   - OutageCaptures: the payments service answers every capture with 503
-//     before charging, while it answers lookups and its health check: an
-//     acquirer outage behind a healthy API. The store's probe cannot see
-//     it.
+//     a range of the hashed keys) fails with 503; the rest of the store
+//     answers: a physical partition down, or throttled hot. The probe sees
+//     it only when the range holds probeKey; otherwise only the spread
+//     rule does, on a queue where enough entities fail.
+//   - OutageCaptures: the payments service answers every capture, and
+//     every probe, with 503 before charging, while it answers lookups and
+//     its health check: an acquirer outage behind a healthy API. The
+//     payments probe sees it.
 //
 // The plan starts an outage after a settlement on the order writers'
 // queue, as it restarts workers (FaultRates.StoreOutage and the others are
 // per settlement), at most once per kind and one at a time, and ends it
 // Config.OutageDuration later, on the run's clock.
 //
-// A queue that holds only a trickle when an outage begins (one or two
-// messages, as the inbox consumers' queues often do) meets a limit of a
-// breaker that counts consecutive failures per worker: with several
-// workers, each needs Threshold failures of its own before it opens, and a
-// message's MaxDeliveryCount deliveries, spread over them, can run out
-// first, even when the probe sees the outage (4 workers of 1 or 2 handlers
-// and an OutageStore dead-letter a quiet subscription's message in about
-// one seed of twelve). The default mixes leave the dependency outages out
-// until the breaker bounds that.
+// A breaker asks its probe at the first dependency failure of a
+// redelivered message, so an outage its probe sees costs a message at most
+// one delivery per worker sharing its queue, and one more (outageSlack),
+// on a quiet queue too. An outage only the spread rule sees needs a worker
+// to see Spread entities failing again: on a queue that holds only a
+// trickle when it begins (an inbox consumer's), it cannot be told from a
+// few poison messages, and the broker dead-letters them as poison. So
+// DefaultFaultRates and the seed sweep leave OutagePartition out, and
+// TestOutagesDeadLetterNothing runs it on the order writers' queue with a
+// backlog, as cmd/orderworker is deployed.
 const (
 	OutageStore       = "store"
 	OutageStoreWrites = "store writes"
@@ -58,11 +63,15 @@ const (
 )
 
 // outageSlack is the deliveries of a message the plan's fault budget
-// leaves to dependency outages: the one a message is in when an outage
-// begins, with a breaker that stops receiving at once. 0 when r has none.
-func (r FaultRates) outageSlack() int {
+// leaves to dependency outages, with workers sharing its queue: one per
+// worker, and one more. A worker's circuit breaker asks its probe at the
+// first dependency failure of a redelivered message, and opens if the
+// outage fails it; so each worker spends at most one delivery of the
+// message, and the message's first delivery may fail before that, on a
+// worker that has not seen it fail before. 0 when r has none.
+func (r FaultRates) outageSlack(workers int) int {
 	if r.StoreOutage > 0 || r.StoreWriteOutage > 0 || r.PartitionOutage > 0 || r.CaptureOutage > 0 {
-		return 1
+		return workers + 1
 	}
 	return 0
 }

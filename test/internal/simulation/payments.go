@@ -35,7 +35,7 @@ func newPayments(retention, latency time.Duration, p *plan, tr *tracker, h *hist
 	if err != nil {
 		return nil, nil, err
 	}
-	return svc, &faultGateway{inner: payments.Gateway{Client: client}, plan: p, tr: tr, hist: h,
+	return svc, &faultGateway{inner: payments.Gateway{Client: client}, ping: client.Ping, plan: p, tr: tr, hist: h,
 		calls: make(map[string]uint64), charged: make(map[string]time.Time)}, nil
 }
 
@@ -44,11 +44,19 @@ func newPayments(retention, latency time.Duration, p *plan, tr *tracker, h *hist
 // before charging, and half of PaymentTimeout charges (or replays) and then
 // drops the connection. The other half is paymentLink's. During an
 // OutageCaptures (outage.go) every capture is answered 503 before
-// charging, as an acquirer outage behind a healthy API answers; the
-// service's lookups and health check, which the function never sees,
-// answer.
+// charging, as an acquirer outage behind a healthy API answers, and so is
+// every probe (POST /payments/probe, the circuit breaker's, which calls
+// the acquirer as a capture does); the service's lookups and health
+// check, which the function never sees, answer. The per-order faults
+// strike captures only.
 func serviceFaults(p *plan, tr *tracker, h *history, outs *outages) func(paymentservice.FaultRequest) paymentservice.Fault {
 	return func(r paymentservice.FaultRequest) paymentservice.Fault {
+		if r.Kind == paymentservice.RequestProbe {
+			if _, down := outs.fails("", OutageCaptures); down {
+				return paymentservice.Fault{Kind: paymentservice.FaultFail, Status: http.StatusServiceUnavailable}
+			}
+			return paymentservice.Fault{}
+		}
 		id, n := r.Request.OrderID, uint64(r.Attempt)
 		if _, down := outs.fails(id, OutageCaptures); down {
 			h.add(id, "", "fault: payments service answers request %d with 503 before charging: captures are down", n)
@@ -190,6 +198,7 @@ func serve(h http.Handler, w http.ResponseWriter, r *http.Request) (aborted bool
 // A faultGateway is safe for concurrent use.
 type faultGateway struct {
 	inner order.PaymentGateway
+	ping  func(context.Context) error // the client's probe (payments.Client.Ping)
 	plan  *plan
 	tr    *tracker
 	hist  *history
@@ -203,6 +212,11 @@ var (
 	_ order.PaymentGateway = (*faultGateway)(nil)
 	_ order.PaymentLookup  = (*faultGateway)(nil)
 )
+
+// Ping is the circuit breaker's probe of the payments service, as
+// cmd/orderworker's: payments.Client.Ping (POST /payments/probe), over the
+// same link as the captures.
+func (g *faultGateway) Ping(ctx context.Context) error { return g.ping(ctx) }
 
 // LookupPayments implements order.PaymentLookup: the payments service's
 // ledger, through the same client (and the same transport faults) as the

@@ -145,16 +145,19 @@ type FaultRates struct {
 
 	// Dependency outages (see outage.go), per settlement on the order
 	// writers' queue, each at most once a run and one at a time, for
-	// Config.OutageDuration: StoreOutage, the whole store, which the
-	// breaker's probe sees; StoreWriteOutage, the store's writes only;
-	// PartitionOutage, one key range of the store; CaptureOutage, the
-	// payments service's captures. The last three are outages the probe
-	// cannot see.
+	// Config.OutageDuration: StoreOutage, the whole store;
+	// StoreWriteOutage, the store's writes only; CaptureOutage, the
+	// payments service's captures, all three of which the breakers'
+	// probes see; PartitionOutage, one key range of the store, which only
+	// the spread rule sees, on a queue with a backlog (DefaultFaultRates
+	// leaves it out: see outage.go).
 	StoreOutage, StoreWriteOutage, PartitionOutage, CaptureOutage float64
 }
 
 // DefaultFaultRates returns rates that exercise every fault in a run of a
-// few hundred orders while most deliveries still succeed.
+// few hundred orders while most deliveries still succeed, but
+// PartitionOutage, which only the breakers' spread rule sees, and only on
+// a queue with a backlog (see outage.go).
 func DefaultFaultRates() FaultRates {
 	return FaultRates{
 		ProducerRetry:        0.05,
@@ -183,6 +186,9 @@ func DefaultFaultRates() FaultRates {
 		ScheduleFailure:      0.05,
 		RelaySendFailure:     0.05,
 		RelayCrashBeforeSend: 0.05,
+		StoreOutage:          0.002,
+		StoreWriteOutage:     0.002,
+		CaptureOutage:        0.002,
 		ResubmitEarly:        0.5,
 		ResubmitLate:         1,
 	}

@@ -41,9 +41,12 @@ type workerPool struct {
 	cfg     Config
 	logger  *slog.Logger
 	gateway order.PaymentGateway
-	hist    *history
-	timing  *timing
-	restart chan *workerSlot
+	// paymentsProbe is the payments service's probe of the order writers'
+	// breakers; nil without payments.
+	paymentsProbe *faultGateway
+	hist          *history
+	timing        *timing
+	restart       chan *workerSlot
 	// outages starts the run's dependency outages after settlements, and
 	// schedule fails the workers' schedulings, as the plan says.
 	outages  *outages
@@ -79,7 +82,13 @@ func (p *workerPool) start(sl *workerSlot) error {
 		fr.afterSettle = func() { p.settled(sl) }
 	}
 	logger := p.logger.With("queue", s.name, "worker", sl.index, "generation", sl.generation)
-	opts, rcv, err := p.cfg.workerOptions(s.store.Ping, s.name, fr, logger)
+	// As cmd/orderworker's: the store's Probe, and for the order writers,
+	// who capture payments, the payments service's too.
+	probe := s.store.Probe
+	if sl.orders && p.paymentsProbe != nil {
+		probe = func(ctx context.Context) error { return errors.Join(s.store.Probe(ctx), p.paymentsProbe.Ping(ctx)) }
+	}
+	opts, rcv, err := p.cfg.workerOptions(probe, s.name, fr, logger)
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,11 @@ type Sent struct {
 	Enqueued bool
 	// Seq is the sequence number the queue gave the message, if Enqueued.
 	Seq int64
+	// EnqueuedAt is when the queue took it, on the run's clock (read when
+	// the send returned): what a delayed-retry copy of it carries as
+	// worker.PropertyRetrySince, which tells apart the messages of one
+	// MessageId (see copyOwner).
+	EnqueuedAt time.Time
 	// Resubmission is true for a copy the operator sent from the
 	// dead-letter queue; ResubmittedOf is the sequence number of the
 	// dead-lettered message it copies.
@@ -267,7 +272,7 @@ func (o *outlet) send(ctx context.Context, s Sent, m sbqueue.Message) error {
 	if err != nil {
 		return fmt.Errorf("simulation: send %s: %w", s.MessageID, err)
 	}
-	s.Enqueued, s.Seq = seq != 0, seq
+	s.Enqueued, s.Seq, s.EnqueuedAt = seq != 0, seq, time.Now()
 	if s.Enqueued {
 		o.hist.add(s.OrderIDOrMessageID(), o.consumer, "sent %s as #%d (%s%s)", s.MessageID, s.Seq, s.Kind, resendNote(s))
 	} else {
@@ -459,8 +464,8 @@ func (o *operator) resubmitOne(ctx context.Context, r dlqReceiver, m *azserviceb
 	delete(props, sbqueue.PropertyDeadLetterErrorDescription)
 	id, props := resubmissionOf(m.MessageID, props)
 	i := slices.IndexFunc(o.out.sent, func(s Sent) bool { return s.Enqueued && s.Seq == seq })
-	if i < 0 && id != m.MessageID { // a scheduled retry: its status change's last copy sent
-		i = slices.IndexFunc(o.out.sent, func(s Sent) bool { return s.Enqueued && s.MessageID == id && !s.Resubmitted })
+	if i < 0 && id != m.MessageID { // a scheduled retry: the message it retries
+		i = copyOwner(o.out.sent, m.MessageID, cp.ApplicationProperties, seq)
 	}
 	if sentIDs[id] { // a second copy of an id within the window would be dropped
 		return dlqHeld, nil
@@ -497,8 +502,13 @@ func (o *operator) resubmitOne(ctx context.Context, r dlqReceiver, m *azserviceb
 	sentIDs[id] = true
 	orig = &o.out.sent[i] // send appended: o.out.sent may have moved
 	copySent := o.out.sent[len(o.out.sent)-1]
-	orig.Resubmitted, orig.ResubmittedAs = true, copySent.Seq
-	orig.DeadLetterReason, orig.DeadLetterDescription = deref0(m.DeadLetterReason), deref0(m.DeadLetterErrorDescription)
+	if !orig.Resubmitted {
+		// A message and a delayed-retry copy of it can both be
+		// dead-lettered (its completion after the scheduling was lost):
+		// the first resubmission of either stands for the message.
+		orig.Resubmitted, orig.ResubmittedAs = true, copySent.Seq
+		orig.DeadLetterReason, orig.DeadLetterDescription = deref0(m.DeadLetterReason), deref0(m.DeadLetterErrorDescription)
+	}
 	if !copySent.Enqueued {
 		o.counts.Dropped++
 	}

@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) (*Report, err
 	}
 
 	sched := newScheduleFaults(p)
-	pool := &workerPool{cfg: cfg, logger: logger, gateway: gateway, hist: hist, timing: tm, restart: make(chan *workerSlot, 64),
+	pool := &workerPool{cfg: cfg, logger: logger, gateway: gateway, paymentsProbe: gw, hist: hist, timing: tm, restart: make(chan *workerSlot, 64),
 		outages: outs, schedule: sched}
 	for i, s := range subs {
 		for w := range cfg.Workers {

@@ -80,6 +80,7 @@ func scenario(seed uint64) simulation.Config {
 			RelayCrash: rate(), RelayStop: rate(), RelayPause: rate() / 2, RelayLostAck: rate(),
 			// Drawn last, so that the rates above stay each seed's own.
 			ScheduleFailure: rate(), RelaySendFailure: rate(), RelayCrashBeforeSend: rate(),
+			StoreOutage: rate() / 3, StoreWriteOutage: rate() / 3, CaptureOutage: rate() / 3,
 		},
 	}
 }
@@ -134,6 +135,7 @@ func everyFaultRun(t *testing.T, seed uint64) *simulation.Report {
 			OutOfOrder: 0.5, PaymentFailure: 0.4, PaymentTimeout: 0.1, PaymentCrash: 0.1, PaymentMarkFailure: 0.05, ResubmitEarly: 0.5, ResubmitLate: 1,
 			RelayCrash: 0.2, RelayStop: 0.2, RelayPause: 0.2, RelayLostAck: 0.2, ReplicaLag: 0.5,
 			ScheduleFailure: 0.2, RelaySendFailure: 0.2, RelayCrashBeforeSend: 0.2,
+			StoreOutage: 0.01, StoreWriteOutage: 0.01, CaptureOutage: 0.01,
 		},
 	})
 	if err != nil {
@@ -221,6 +223,7 @@ func faultRows(rep *simulation.Report) map[string]int {
 		"schedulings failed":                   rep.BeforeSuccess.ScheduleFailures,
 		"relay sends failed":                   rep.Relay.SendFailures,
 		"relay SIGKILLs before a send":         rep.Relay.CrashesBeforeSend,
+		"dependency outages":                   len(rep.BeforeSuccess.Outages),
 	}
 }
 

@@ -140,21 +140,34 @@ func (s *faultStore) recordOutages() map[string]bool {
 	return maps.Clone(s.recordDown)
 }
 
-// Ping is the circuit breaker's probe: a point read against the model, one
-// round trip like cosmosstore's. The plan's per-order outages are not of
-// the whole store, so the probe sees none of them, as a real probe would not
-// see a fault of one partition; of the dependency outages it sees only
-// OutageStore's: a point read answers while only writes, or another key
-// range, fail.
-func (s *faultStore) Ping(ctx context.Context) error {
-	if err := s.wait(ctx); err != nil {
-		return err
+// Probe is the circuit breaker's probe, as cosmosstore's Probe, which
+// cmd/orderworker's breaker calls: a point read of a missing item, then a
+// delete of it, two round trips, against the model. The plan's per-order
+// outages are not of the whole store, so the probe sees none of them, as a
+// real probe does not see a fault of one partition. Of the dependency
+// outages it sees OutageStore's, OutageStoreWrites' (its delete is a
+// write), and OutagePartition's when the key range down holds its
+// partition key value (probeKey, cosmosstore's), as a physical partition
+// holding it would fail it.
+func (s *faultStore) Probe(ctx context.Context) error {
+	for _, write := range []bool{false, true} {
+		if err := s.wait(ctx); err != nil {
+			return err
+		}
+		kinds := []string{OutageStore, OutagePartition}
+		if write {
+			kinds = append(kinds, OutageStoreWrites)
+		}
+		if o, down := s.outs.fails(probeKey, kinds...); down {
+			return errOutage(o, "probe", probeKey)
+		}
 	}
-	if o, down := s.outs.fails("", OutageStore); down {
-		return errOutage(o, "probe", "")
-	}
-	return s.mem.Ping(ctx)
+	return s.mem.Probe(ctx)
 }
+
+// probeKey is the partition key value, and id, of the item cosmosstore's
+// Probe reads and deletes.
+const probeKey = "cosmosstore-ping"
 
 // down returns the failure of a call op with partition key pk while a
 // dependency outage strikes it: write tells a write (which OutageStoreWrites

@@ -100,6 +100,7 @@ func TestPlantedDefectFailsDespiteSchedulingDelay(t *testing.T) {
 	cfg.Orders = 40
 	cfg.Faults = simulation.FaultRates{LockExpiry: 0.3, LostSettlement: 0.3, Crash: 0.3, RetryOutsideWindow: 0.3}
 	cfg.Consumer = overrule(map[idempotent.Outcome]idempotent.Outcome{idempotent.Duplicate: idempotent.Transient})
+	cfg.TimeLimit = brokenTimeLimit
 	rep, err := runSim(t, cfg)
 	if err != nil {
 		t.Fatal(err)
