@@ -91,6 +91,11 @@ type Sent struct {
 	Resubmitted           bool
 	DeadLetterReason      string
 	DeadLetterDescription string
+	// ResubmittedCopy is set with Resubmitted when what the operator
+	// resubmitted was a dead-lettered delayed-retry copy of the message,
+	// not the message itself: its worker completed it after scheduling
+	// the copy.
+	ResubmittedCopy bool
 }
 
 // outlet is one subscription's queue as the producer sees it, with the
@@ -502,11 +507,11 @@ func (o *operator) resubmitOne(ctx context.Context, r dlqReceiver, m *azserviceb
 	sentIDs[id] = true
 	orig = &o.out.sent[i] // send appended: o.out.sent may have moved
 	copySent := o.out.sent[len(o.out.sent)-1]
-	if !orig.Resubmitted {
-		// A message and a delayed-retry copy of it can both be
-		// dead-lettered (its completion after the scheduling was lost):
-		// the first resubmission of either stands for the message.
-		orig.Resubmitted, orig.ResubmittedAs = true, copySent.Seq
+	// A message and a delayed-retry copy of it can both be dead-lettered
+	// (its completion after the scheduling was lost): its own
+	// resubmission, or the first of a copy's, stands for the message.
+	if copied := id != m.MessageID; !copied || !orig.Resubmitted {
+		orig.Resubmitted, orig.ResubmittedAs, orig.ResubmittedCopy = true, copySent.Seq, copied
 		orig.DeadLetterReason, orig.DeadLetterDescription = deref0(m.DeadLetterReason), deref0(m.DeadLetterErrorDescription)
 	}
 	if !copySent.Enqueued {

@@ -106,7 +106,7 @@ func (a Accounting) Balanced() bool {
 	}
 	r := a.Retries
 	return a.Sent == a.Enqueued+a.Dropped && a.Enqueued == a.Completed+dead+a.Resubmitted && a.Pending == 0 &&
-		int64(a.Completed)+r.Completed == a.QueueCompleted && r.Pending == 0 && r.Enqueued == r.Completed+r.DeadLettered+r.Pending
+		int64(a.Completed)+r.Completed == a.QueueCompleted && r.Pending == 0 && r.Enqueued == r.Completed+r.DeadLettered+r.Resubmitted+r.Pending
 }
 
 // account follows sent through the final state q.
@@ -120,7 +120,19 @@ func account(sent []Sent, q sbqueue.Snapshot) Accounting {
 	for _, m := range append(slices.Clone(q.Active), q.Locked...) {
 		pending[m.SequenceNumber] = true
 	}
-	a.Retries = accountRetries(q)
+	enqueued := make(map[int64]bool, len(sent))
+	for _, m := range sent {
+		if m.Enqueued {
+			enqueued[m.Seq] = true
+		}
+	}
+	var copies int64 // resubmissions of a dead-lettered copy, whose number no producer message has
+	for _, m := range sent {
+		if m.Resubmission && !enqueued[m.ResubmittedOf] {
+			copies++
+		}
+	}
+	a.Retries = accountRetries(q, copies)
 	for _, m := range sent {
 		a.Sent++
 		if !m.Enqueued {
@@ -134,7 +146,7 @@ func account(sent []Sent, q sbqueue.Snapshot) Accounting {
 			a.Pending++
 		case isDead:
 			a.DeadLettered[reason]++
-		case m.Resubmitted:
+		case m.Resubmitted && !m.ResubmittedCopy: // its copy's resubmission is the copy's
 			a.Resubmitted++
 		default:
 			a.Completed++
@@ -319,7 +331,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	row("    resubmitted from dead letters", a.Resubmitted, "each copy counted as sent")
 	row("    still in the queue", a.Pending, "")
 	if rt := a.Retries; rt.Enqueued > 0 || rt.Pending > 0 {
-		row("  scheduled retries enqueued", rt.Enqueued, fmt.Sprintf("%d completed, %d dead-lettered, %d still in the queue", rt.Completed, rt.DeadLettered, rt.Pending))
+		row("  scheduled retries enqueued", rt.Enqueued, fmt.Sprintf("%d completed, %d dead-lettered, %d resubmitted, %d still in the queue", rt.Completed, rt.DeadLettered, rt.Resubmitted, rt.Pending))
 	}
 	balance := "balanced: sent = enqueued + dropped; enqueued = completed + dead-lettered + resubmitted"
 	if !a.Balanced() {

@@ -218,15 +218,18 @@ func retryFates(q sbqueue.Snapshot) map[string]retryFate {
 }
 
 // RetryAccounting counts the scheduled copies of one queue: enqueued at
-// their time, then completed, dead-lettered, or still in the queue
-// (available, locked or waiting for their time).
+// their time, then completed, dead-lettered (and still in the dead-letter
+// queue), resubmitted from the dead-letter queue by the operator, or
+// still in the queue (available, locked or waiting for their time).
 type RetryAccounting struct {
-	Enqueued, Completed, DeadLettered, Pending int64
+	Enqueued, Completed, DeadLettered, Resubmitted, Pending int64
 }
 
-// accountRetries follows the scheduled copies through the final state q.
-func accountRetries(q sbqueue.Snapshot) RetryAccounting {
-	var r RetryAccounting
+// accountRetries follows the scheduled copies through the final state q;
+// resubmitted is how many of them the operator resubmitted, which took
+// them out of the dead-letter queue.
+func accountRetries(q sbqueue.Snapshot, resubmitted int64) RetryAccounting {
+	r := RetryAccounting{Resubmitted: resubmitted}
 	r.Enqueued = copiesEnqueued(q)
 	for _, m := range q.DeadLetters {
 		if _, ok := retryOf(m); ok {
@@ -240,7 +243,7 @@ func accountRetries(q sbqueue.Snapshot) RetryAccounting {
 			}
 		}
 	}
-	r.Completed = r.Enqueued - r.DeadLettered - r.Pending
+	r.Completed = r.Enqueued - r.DeadLettered - r.Resubmitted - r.Pending
 	r.Pending += int64(len(q.Scheduled))
 	return r
 }

@@ -36,6 +36,11 @@ func TestSeededScenarios(t *testing.T) {
 				rep.WriteTo(&b)
 				t.Fatalf("%v\n%s", err, b.String())
 			}
+			if !rep.Accounting.Balanced() {
+				var b strings.Builder
+				rep.WriteTo(&b)
+				t.Fatalf("the order writers' queue is not accounted for: %+v\n%s", rep.Accounting, b.String())
+			}
 			if rep.Enqueued == 0 || rep.Outcomes.Created == 0 {
 				t.Fatalf("nothing happened: %+v", rep)
 			}
@@ -146,6 +151,9 @@ func everyFaultRun(t *testing.T, seed uint64) *simulation.Report {
 	}
 	if len(rep.Inbox) != 2 {
 		t.Fatalf("seed %d: %d inbox consumers", seed, len(rep.Inbox))
+	}
+	if !rep.Accounting.Balanced() {
+		t.Errorf("seed %d: the order writers' queue is not accounted for: %+v", seed, rep.Accounting)
 	}
 	dc := rep.DuplicateCauses
 	if dc.Unexplained != 0 {
