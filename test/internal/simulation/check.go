@@ -243,31 +243,13 @@ func (v *view) end(m Sent) (dl sbqueue.ReceivedMessage, dead, pending bool) {
 // copies of a resubmission, or of a producer's retry, are not taken for
 // those of an earlier message with the same MessageId.
 func copyFates(enqueued []Sent, q sbqueue.Snapshot) map[int64]retryFate {
-	out := make(map[int64]retryFate)
-	of := func(m sbqueue.ReceivedMessage) (int64, bool) {
+	return fatesBy(q, func(m sbqueue.ReceivedMessage) (int64, bool) {
 		i := copyOwner(enqueued, m.MessageID, m.ApplicationProperties, m.SequenceNumber)
 		if i < 0 {
 			return 0, false
 		}
 		return enqueued[i].Seq, true
-	}
-	for _, m := range q.DeadLetters {
-		if seq, ok := of(m); ok {
-			f := out[seq]
-			f.dead, f.isDead = m, true
-			out[seq] = f
-		}
-	}
-	for _, list := range [][]sbqueue.ReceivedMessage{q.Active, q.Locked, q.Scheduled} {
-		for _, m := range list {
-			if seq, ok := of(m); ok {
-				f := out[seq]
-				f.pending = true
-				out[seq] = f
-			}
-		}
-	}
-	return out
+	})
 }
 
 // copyOwner returns the index in sent of the message that the scheduled

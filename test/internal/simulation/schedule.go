@@ -196,21 +196,25 @@ type retryFate struct {
 
 // retryFates collects the fates of the scheduled copies in q, by the
 // MessageId of the message they retry.
-func retryFates(q sbqueue.Snapshot) map[string]retryFate {
-	out := make(map[string]retryFate)
+func retryFates(q sbqueue.Snapshot) map[string]retryFate { return fatesBy(q, retryOf) }
+
+// fatesBy collects the fates of the scheduled copies in q by key: of
+// returns a copy's key, and false for a message that is no copy.
+func fatesBy[K comparable](q sbqueue.Snapshot, of func(sbqueue.ReceivedMessage) (K, bool)) map[K]retryFate {
+	out := make(map[K]retryFate)
 	for _, m := range q.DeadLetters {
-		if orig, ok := retryOf(m); ok {
-			f := out[orig]
+		if k, ok := of(m); ok {
+			f := out[k]
 			f.dead, f.isDead = m, true
-			out[orig] = f
+			out[k] = f
 		}
 	}
 	for _, list := range [][]sbqueue.ReceivedMessage{q.Active, q.Locked, q.Scheduled} {
 		for _, m := range list {
-			if orig, ok := retryOf(m); ok {
-				f := out[orig]
+			if k, ok := of(m); ok {
+				f := out[k]
 				f.pending = true
-				out[orig] = f
+				out[k] = f
 			}
 		}
 	}
