@@ -198,23 +198,31 @@ type cutProxy struct {
 	nStall int
 }
 
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	p := &cutProxy{resume: make(chan struct{})}
-	u := &url.URL{Scheme: "http", Host: target}
-	rp := httputil.NewSingleHostReverseProxy(u)
+// accountProxy returns a reverse proxy to the Cosmos DB endpoint target
+// (host:port) that rewrites target in every answer to self(), the proxy's
+// own address: the account names its regions' endpoints, and the SDK must
+// keep sending through the proxy.
+func accountProxy(target string, self func() string) *httputil.ReverseProxy {
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: target})
 	rp.ModifyResponse = func(r *http.Response) error {
 		b, err := io.ReadAll(r.Body)
 		r.Body.Close()
 		if err != nil {
 			return err
 		}
-		b = bytes.ReplaceAll(b, []byte(target), []byte(p.srv.Listener.Addr().String()))
+		b = bytes.ReplaceAll(b, []byte(target), []byte(self()))
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		r.ContentLength = int64(len(b))
 		r.Header.Set("Content-Length", strconv.Itoa(len(b)))
 		return nil
 	}
+	return rp
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	p := &cutProxy{resume: make(chan struct{})}
+	rp := accountProxy(target, func() string { return p.srv.Listener.Addr().String() })
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		mode, resume := p.mode, p.resume

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -95,21 +91,7 @@ func (p *refusingProxy) endpoint() string { return p.srv.URL + "/" }
 func newRefusingProxy(t *testing.T, target string) *refusingProxy {
 	t.Helper()
 	p := &refusingProxy{}
-	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: target})
-	rp.ModifyResponse = func(r *http.Response) error {
-		// The account names its regions' endpoints: the proxy's, so that
-		// the SDK keeps sending through it.
-		b, err := io.ReadAll(r.Body)
-		r.Body.Close()
-		if err != nil {
-			return err
-		}
-		b = bytes.ReplaceAll(b, []byte(target), []byte(p.srv.Listener.Addr().String()))
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		r.ContentLength = int64(len(b))
-		r.Header.Set("Content-Length", strconv.Itoa(len(b)))
-		return nil
-	}
+	rp := accountProxy(target, func() string { return p.srv.Listener.Addr().String() })
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if status := int(p.deletes.Load()); status != 0 && r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/docs/") {
 			w.Header().Set("Content-Type", "application/json")
