@@ -89,6 +89,11 @@ func post(t testing.TB, c *http.Client, base, key, contentType, body string) ans
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
+	return send(c, req)
+}
+
+// send sends req on c and reads the whole answer.
+func send(c *http.Client, req *http.Request) answer {
 	resp, err := c.Do(req)
 	if err != nil {
 		return answer{err: err}

@@ -29,16 +29,7 @@ func probe(t testing.TB, c *http.Client, base, key, body string) answer {
 	if key != "" {
 		req.Header.Set(payments.HeaderIdempotencyKey, key)
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return answer{err: err}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return answer{err: err}
-	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: string(data)}
+	return send(c, req)
 }
 
 // TestProbeAnswersAsCapturesWould: POST /payments/probe answers 204 with no
