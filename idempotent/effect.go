@@ -453,7 +453,13 @@ func (e *Effect) resume(ctx context.Context, m Message, rec EffectRecord, etag s
 	me := e.claimOf(m)
 	ok, why := mayTakeOver(rec, me, now, e.o.Lease)
 	if !ok {
-		return e.busy(entity, why), false
+		// Another copy holds the claim until its lease ends: this one can
+		// only take it over then (its holder may be stuck behind an outage
+		// of the store). RetryAfter lets a worker with a Scheduler wait in
+		// a scheduled copy instead of spending deliveries meanwhile.
+		r := e.busy(entity, why)
+		r.RetryAfter = max(rec.ClaimedAt.Add(e.o.Lease).Sub(now), time.Second)
+		return r, false
 	}
 	held := !rec.ClaimedAt.IsZero() // else released by its holder: claimed anew
 	rec.Owner, rec.Claim, rec.Epoch, rec.ClaimedAt, rec.Attempts = me.String(), me, rec.Epoch+1, now, rec.Attempts+1

@@ -179,9 +179,12 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// receiptsLease is the claims' lease of newReceipts' effect.
+const receiptsLease = time.Minute
+
 func newReceipts(s *trips, d idempotent.Downstream, clk *clock, opts ...idempotent.Option) *idempotent.Consumer[receipt] {
 	e := idempotent.NewEffect(s, idempotent.EffectOptions{Name: "Receipt", PartitionKeyField: "invoiceId",
-		Downstream: d, Lease: time.Minute, Owner: "w1", Now: clk.Now})
+		Downstream: d, Lease: receiptsLease, Owner: "w1", Now: clk.Now})
 	return idempotent.NewConsumer[receipt](receiptKind{}, s, append([]idempotent.Option{idempotent.WithEffect(e)}, opts...)...)
 }
 
@@ -278,9 +281,13 @@ func TestEffectCrashBeforeTheCompletedMark(t *testing.T) {
 		t.Fatalf("first delivery: %v %q %s, want a retry for the store", r.Outcome, r.Reason, r.Description)
 	}
 	s.replaceErr = nil
-	// Another copy within the lease waits: the claim may be calling.
-	if r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 4, 1)); r.Outcome != idempotent.Transient || r.Reason != idempotent.ReasonEffectInProgress {
-		t.Fatalf("another copy: %v %q %s, want in progress", r.Outcome, r.Reason, r.Description)
+	// Another copy within the lease waits: the claim may be calling. It
+	// can only take the claim over when the lease ends, and says when
+	// (RetryAfter: a worker with a Scheduler waits in a copy instead of
+	// spending deliveries; the clock has not moved, so the whole lease).
+	if r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 4, 1)); r.Outcome != idempotent.Transient || r.Reason != idempotent.ReasonEffectInProgress ||
+		r.DependencyFailed() || r.RetryAfter != receiptsLease {
+		t.Fatalf("another copy: %v %q %s, RetryAfter %v; want in progress, not a dependency's failure, until the lease of %v ends", r.Outcome, r.Reason, r.Description, r.RetryAfter, receiptsLease)
 	}
 	// The same copy's next delivery takes the claim over at once.
 	r := c.Process(t.Context(), mailDelivery("inv-1", "a@x", 3, 2))
