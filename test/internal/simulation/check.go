@@ -628,9 +628,13 @@ func checkRejectsDeadLettered(idx *index) []Violation {
 			if want == "" || v.pending[m.Seq] { // pending: reported by checkNoMessageLost
 				continue
 			}
-			dl, dead := v.dead[m.Seq]
+			// A message completed after its delayed-retry copy was
+			// scheduled (a circuit breaker's trial) ends as its copies do.
+			dl, dead, pending := v.end(m)
 			detail := ""
 			switch {
+			case pending: // reported by checkNoMessageLost
+				continue
 			case !dead:
 				detail = fmt.Sprintf("%s message completed: silently dropped, want it dead-lettered as %s", m.Kind, want)
 			case dl.DeadLetterReason != want:
